@@ -1,0 +1,21 @@
+"""seglog: a durable, segmented commit log that speaks Kafka's wire protocol.
+
+The embedded API (one ``Log`` is one partition, a directory of segments)::
+
+    import seglog
+    with seglog.open_log("data/events", create=True) as log:
+        next_offset = log.publish([seglog.Message(key=b"k", value=b"v")])
+        next_offset, messages = log.consume(seglog.OFFSET_OLDEST, max_count=1000)
+
+See ``seglog.storage`` for the engine, ``seglog.broker`` for ``seglog serve`` and
+``seglog.spark`` for the PySpark data source ``format("seglog")``.
+"""
+
+from __future__ import annotations
+
+from seglog.errors import *  # noqa: F403  (the error hierarchy is part of the public API)
+from seglog.errors import __all__ as _errors_all
+
+__version__ = "0.1.0"
+
+__all__ = [*_errors_all, "__version__"]

@@ -1,0 +1,29 @@
+"""The ``seglog`` command line: one typer app, one module per group of commands.
+
+Each command module exposes ``register(app)``; this module only assembles them, so the
+CLI stays the top layer (it may import broker, spark and storage; nothing imports it).
+"""
+
+from __future__ import annotations
+
+import typer
+
+from seglog.cli import _bench, _log_cmds, _serve
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="seglog",
+    help="seglog: a durable segmented commit log — embedded, Kafka-wire broker, PySpark source.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+_serve.register(app)
+_log_cmds.register(app)
+_bench.register(app)
+
+
+def main() -> None:
+    """Entry point of the ``seglog`` console script."""
+    app()
