@@ -15,7 +15,30 @@ from __future__ import annotations
 
 from seglog.errors import *  # noqa: F403  (the error hierarchy is part of the public API)
 from seglog.errors import __all__ as _errors_all
+from seglog.storage import (
+    OFFSET_NEWEST,
+    OFFSET_OLDEST,
+    AppendInfo,
+    DataDir,
+    Log,
+    LogConfig,
+    Message,
+    TopicInfo,
+    open_log,
+)
 
 __version__ = "0.1.0"
 
-__all__ = [*_errors_all, "__version__"]
+__all__ = [  # noqa: PLE0604  (errors re-exported from seglog.errors)
+    *_errors_all,
+    "OFFSET_NEWEST",
+    "OFFSET_OLDEST",
+    "AppendInfo",
+    "DataDir",
+    "Log",
+    "LogConfig",
+    "Message",
+    "TopicInfo",
+    "__version__",
+    "open_log",
+]

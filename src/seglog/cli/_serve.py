@@ -1,10 +1,116 @@
-"""Placeholder: filled in by the layer's owner (see docs/DESIGN.md)."""
+"""``seglog serve``: run the Kafka-wire broker over a data directory."""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+__all__ = ["register"]
+
+
+def serve(
+    data_dir: Annotated[
+        Path, typer.Option("--data-dir", help="Data directory (created when missing).")
+    ] = Path("data"),
+    listen: Annotated[
+        str, typer.Option("--listen", help="HOST:PORT to bind (port 0: any free port).")
+    ] = "127.0.0.1:9092",
+    advertised_listener: Annotated[
+        str | None,
+        typer.Option(
+            "--advertised-listener",
+            help="HOST:PORT given to clients in Metadata (default: the bound address).",
+        ),
+    ] = None,
+    num_partitions: Annotated[
+        int, typer.Option("--num-partitions", min=1, help="Partitions of auto-created topics.")
+    ] = 1,
+    auto_create_topics_enable: Annotated[
+        bool,
+        typer.Option(
+            "--auto-create-topics-enable/--no-auto-create-topics-enable",
+            help="Create a topic on first use (Metadata), as Kafka does by default.",
+        ),
+    ] = True,
+    log_segment_bytes: Annotated[
+        int, typer.Option("--log-segment-bytes", min=1024, help="Segment size before a roll.")
+    ] = 1 << 30,
+    log_flush_interval_messages: Annotated[
+        int | None,
+        typer.Option(
+            "--log-flush-interval-messages",
+            min=1,
+            help="fsync every N messages in the background and answer produces at once "
+            "(default: answer acks=1/all only after fsync).",
+        ),
+    ] = None,
+    log_flush_interval_ms: Annotated[
+        int | None,
+        typer.Option(
+            "--log-flush-interval-ms",
+            min=1,
+            help="fsync at least every T ms in the background (relaxes the default policy).",
+        ),
+    ] = None,
+    message_max_bytes: Annotated[
+        int, typer.Option("--message-max-bytes", min=64, help="Largest record batch (bytes).")
+    ] = 1048588,
+    socket_request_max_bytes: Annotated[
+        int,
+        typer.Option("--socket-request-max-bytes", min=1024, help="Largest request frame (bytes)."),
+    ] = 100 * 1024 * 1024,
+    log_level: Annotated[str, typer.Option("--log-level", help="Python logging level.")] = "INFO",
+) -> None:
+    """Run a single-node Kafka-compatible broker until SIGINT/SIGTERM (then exit 0)."""
+    from seglog.broker import BrokerConfig, parse_host_port, run_broker
+    from seglog.errors import DataDirLockedError
+
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        host, port = parse_host_port(listen)
+        adv_host, adv_port = (
+            parse_host_port(advertised_listener) if advertised_listener else (None, None)
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    config = BrokerConfig(
+        data_dir=data_dir,
+        host=host,
+        port=port,
+        advertised_host=adv_host,
+        advertised_port=adv_port,
+        num_partitions=num_partitions,
+        auto_create_topics_enable=auto_create_topics_enable,
+        log_segment_bytes=log_segment_bytes,
+        log_flush_interval_messages=log_flush_interval_messages,
+        log_flush_interval_ms=log_flush_interval_ms,
+        message_max_bytes=message_max_bytes,
+        socket_request_max_bytes=socket_request_max_bytes,
+    )
+    try:
+        run_broker(config)
+    except DataDirLockedError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    except OSError as exc:
+        typer.echo(f"error: {exc} (listen {listen}, data directory {data_dir})", err=True)
+        raise typer.Exit(2) from exc
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
-    del app
+    """Add the ``serve`` command to ``app``."""
+    app.command("serve")(serve)
+    if app.registered_callback is None:
+        # typer runs an app with a single command and no callback as that command
+        # (``seglog --data-dir ...``); a no-op callback keeps ``seglog serve`` a subcommand
+        # while the other command modules are still empty.
+        app.callback()(_group)
+
+
+def _group() -> None:
+    """seglog: a durable segmented commit log — embedded, Kafka-wire broker, PySpark source."""

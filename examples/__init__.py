@@ -1,0 +1,1 @@
+"""Runnable examples of seglog (``python -m examples.flights`` is the flights demo)."""

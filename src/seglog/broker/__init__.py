@@ -1,0 +1,14 @@
+"""seglog's single-node Kafka-wire broker (``seglog serve``): asyncio, kafka-python's
+protocol schemas, one partition = one ``seglog.storage.Log``.
+
+APIs served (advertised versions in ``_protocol.APIS``): ApiVersions, Metadata, Produce,
+Fetch, ListOffsets, CreateTopics, DeleteTopics, InitProducerId, FindCoordinator,
+OffsetCommit, OffsetFetch.
+"""
+
+from __future__ import annotations
+
+from seglog.broker._config import BrokerConfig, parse_host_port
+from seglog.broker._server import Broker, run_broker
+
+__all__ = ["Broker", "BrokerConfig", "parse_host_port", "run_broker"]

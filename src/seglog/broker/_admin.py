@@ -1,0 +1,142 @@
+"""CreateTopics (API 19), DeleteTopics (API 20) and InitProducerId (API 22)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
+from kafka.protocol.producer import InitProducerIdResponse
+
+from seglog.broker import _errors
+from seglog.broker._context import BrokerContext
+from seglog.errors import SeglogError, TopicExistsError, UnknownTopicError
+from seglog.storage import validate_topic_name
+
+__all__ = ["handle_create_topics", "handle_delete_topics", "handle_init_producer_id"]
+
+_CTResult = CreateTopicsResponse.CreatableTopicResult
+_CTConfig = _CTResult.CreatableTopicConfigs
+_DYNAMIC_TOPIC_CONFIG = 1
+
+
+def _create_one(ctx: BrokerContext, t: Any, validate_only: bool, version: int) -> Any:
+    name = t.name
+    partitions = t.num_partitions
+    kwargs: dict[str, Any] = {"name": name, "error_message": None}
+    try:
+        validate_topic_name(name)
+        if ctx.topics.get(name) is not None:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        if t.assignments:
+            if partitions != -1:
+                return _CTResult(error_code=_errors.INVALID_REQUEST, **kwargs)
+            partitions = len(t.assignments)
+        elif partitions == -1:
+            partitions = ctx.topics.num_partitions
+        if partitions < 1:
+            return _CTResult(error_code=_errors.INVALID_PARTITIONS, **kwargs)
+        if t.replication_factor not in (-1, 1):
+            return _CTResult(error_code=_errors.INVALID_REPLICATION_FACTOR, **kwargs)
+        configs = {c.name: c.value for c in t.configs if c.value is not None}
+        if validate_only:
+            return _CTResult(
+                error_code=0, num_partitions=partitions, replication_factor=1, configs=[], **kwargs
+            )
+        info = ctx.topics.create(name, partitions, configs)
+    except (SeglogError, ValueError) as exc:
+        kwargs["error_message"] = str(exc)
+        return _CTResult(error_code=_errors.error_code(exc), **kwargs)
+    return _CTResult(
+        topic_id=info.topic_id,
+        error_code=0,
+        num_partitions=info.partitions,
+        replication_factor=1,
+        configs=[
+            _CTConfig(
+                name=k,
+                value=v,
+                read_only=False,
+                config_source=_DYNAMIC_TOPIC_CONFIG,
+                is_sensitive=False,
+            )
+            for k, v in sorted(info.configs.items())
+        ],
+        **kwargs,
+    )
+
+
+def handle_create_topics(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Create topics. Per topic: 17 illegal name (nothing touched on disk), 36 exists,
+    37 partitions < 1, 38 replication factor other than 1, 40 bad config, 42 a name given
+    twice in one request. ``validate_only`` checks without creating."""
+    names = [t.name for t in req.topics]
+    results = []
+    for t in req.topics:
+        if names.count(t.name) > 1:
+            results.append(_CTResult(name=t.name, error_code=_errors.INVALID_REQUEST))
+        else:
+            results.append(_create_one(ctx, t, req.validate_only, version))
+    return CreateTopicsResponse[version](throttle_time_ms=0, topics=results)
+
+
+_DTResult = DeleteTopicsResponse.DeletableTopicResult
+
+
+def handle_delete_topics(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Delete topics by name (v6+: or topic id). 3 unknown topic, 17 illegal name,
+    100 unknown topic id."""
+    wanted: list[tuple[str | None, Any]] = (
+        [(t.name, t.topic_id) for t in req.topics]
+        if version >= 6
+        else [(n, None) for n in req.topic_names]
+    )
+    results = []
+    for name, topic_id in wanted:
+        if name is None and topic_id is not None:
+            info = ctx.topics.by_id(topic_id)
+            if info is None:
+                results.append(
+                    _DTResult(name=None, topic_id=topic_id, error_code=_errors.UNKNOWN_TOPIC_ID)
+                )
+                continue
+            name = info.name
+        try:
+            if name is None:
+                raise UnknownTopicError("no topic name or id")
+            info = ctx.topics.get(name)
+            ctx.topics.delete(name)
+            ctx.producers.forget_topic(name)
+            ctx.committed.forget_topic(name)
+            code = 0
+            topic_id = info.topic_id if info is not None else topic_id
+        except SeglogError as exc:
+            code = _errors.error_code(exc)
+        kwargs: dict[str, Any] = {"name": name, "error_code": code, "error_message": None}
+        if topic_id is not None:
+            kwargs["topic_id"] = topic_id
+        results.append(_DTResult(**kwargs))
+    return DeleteTopicsResponse[version](throttle_time_ms=0, responses=results)
+
+
+def handle_init_producer_id(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """A new producer id with epoch 0 (ids persist across restarts); v3+ with a known
+    producer id and epoch bumps the epoch (KIP-360). Transactional ids are not supported:
+    35 UNSUPPORTED_VERSION."""
+    resp = InitProducerIdResponse[version]
+    if req.transactional_id is not None:
+        return resp(
+            throttle_time_ms=0,
+            error_code=_errors.UNSUPPORTED_VERSION,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    if version >= 3 and req.producer_id >= 0 and 0 <= req.producer_epoch < 32766:
+        return resp(
+            throttle_time_ms=0,
+            error_code=0,
+            producer_id=req.producer_id,
+            producer_epoch=req.producer_epoch + 1,
+        )
+    return resp(
+        throttle_time_ms=0, error_code=0, producer_id=ctx.state.next_producer_id(), producer_epoch=0
+    )

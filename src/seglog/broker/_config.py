@@ -1,0 +1,47 @@
+"""Broker configuration: Kafka's broker config names, as ``seglog serve`` flags."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+__all__ = ["BrokerConfig", "parse_host_port"]
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerConfig:
+    """Everything ``seglog serve`` needs; Kafka broker config names in comments.
+
+    Sizes are bytes, times ms. ``port`` 0 binds a free port (the bound port is advertised).
+    """
+
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None  # advertised.listeners host (default: host)
+    advertised_port: int | None = None  # advertised.listeners port (default: bound port)
+    node_id: int = 0  # node.id: the single broker's id in Metadata / FindCoordinator
+    num_partitions: int = 1  # num.partitions: partitions of an auto-created topic
+    auto_create_topics_enable: bool = True  # auto.create.topics.enable
+    log_segment_bytes: int = 1 << 30  # log.segment.bytes
+    log_flush_interval_messages: int | None = None  # log.flush.interval.messages
+    log_flush_interval_ms: int | None = None  # log.flush.interval.ms
+    message_max_bytes: int = 1048588  # message.max.bytes: largest record batch
+    socket_request_max_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
+    max_inflight_requests: int = 256  # per connection, before reading pauses
+    shutdown_timeout_ms: int = 10_000  # longest wait for in-flight requests at shutdown
+
+
+def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:
+    """``"HOST:PORT"`` / ``"HOST"`` / ``":PORT"`` / ``"[::1]:PORT"`` → (host, port).
+
+    Raises ``ValueError`` on a bad port."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        return text or "127.0.0.1", default_port
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port out of range: {port}")
+    return host or "127.0.0.1", port

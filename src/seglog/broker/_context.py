@@ -1,0 +1,29 @@
+"""What every API handler sees: the broker's shared state, owned by the event loop."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from seglog.broker._committed import CommittedOffsets
+from seglog.broker._config import BrokerConfig
+from seglog.broker._producers import BrokerState, ProducerStateTable
+from seglog.broker._topics import TopicManager
+
+__all__ = ["BrokerContext"]
+
+
+@dataclasses.dataclass
+class BrokerContext:
+    """Shared broker state. ``host``/``port`` are the advertised listener (Metadata,
+    FindCoordinator); ``sync_before_ack`` is the default durability policy (answer
+    acks=1/all produces only after their bytes are fsynced)."""
+
+    config: BrokerConfig
+    topics: TopicManager
+    state: BrokerState
+    producers: ProducerStateTable
+    committed: CommittedOffsets
+    host: str
+    port: int
+    sync_before_ack: bool
+    shutting_down: bool = False

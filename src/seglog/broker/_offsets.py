@@ -1,0 +1,170 @@
+"""ListOffsets (API 2) and committed offsets: OffsetCommit (API 8), OffsetFetch (API 9).
+
+Committed offsets are served without a group coordinator (no JoinGroup/SyncGroup):
+enough for consumers with a ``group.id`` that assign partitions themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.consumer import ListOffsetsResponse, OffsetCommitResponse, OffsetFetchResponse
+
+from seglog.broker import _errors
+from seglog.broker._context import BrokerContext
+from seglog.errors import SeglogError
+
+__all__ = ["handle_list_offsets", "handle_offset_commit", "handle_offset_fetch"]
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+INVALID_GROUP_ID = 24
+
+_LOTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+_LOPartition = _LOTopic.ListOffsetsPartitionResponse
+
+
+def _list_offset(ctx: BrokerContext, topic: str, partition: int, timestamp: int) -> Any:
+    try:
+        plog = ctx.topics.log(topic, partition)
+        offset, ts = -1, -1
+        if timestamp == LATEST:
+            offset = plog.high_watermark
+        elif timestamp in (EARLIEST, EARLIEST_LOCAL):
+            offset = plog.log_start_offset
+        elif timestamp >= 0:
+            found = plog.offset_for_time(timestamp)
+            if found is not None and found[0] < plog.high_watermark:
+                offset, ts = found
+        # MAX_TIMESTAMP and other sentinels: no answer (-1, -1), as for a time past the end
+        return _LOPartition(
+            partition_index=partition, error_code=0, timestamp=ts, offset=offset, leader_epoch=0
+        )
+    except SeglogError as exc:
+        return _LOPartition(
+            partition_index=partition,
+            error_code=_errors.error_code(exc),
+            timestamp=-1,
+            offset=-1,
+            leader_epoch=-1,
+        )
+
+
+def handle_list_offsets(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Offsets by time: -2 earliest (log start offset), -1 latest (high watermark, which is
+    also the last stable offset: no transactions), t >= 0 the first batch whose max
+    timestamp >= t (offset, timestamp) or (-1, -1) when none; -3 max timestamp is not
+    tracked and answers (-1, -1). Unknown topic or partition: 3."""
+    topics = [
+        _LOTopic(
+            name=t.name,
+            partitions=[
+                _list_offset(ctx, t.name, p.partition_index, p.timestamp) for p in t.partitions
+            ],
+        )
+        for t in req.topics
+    ]
+    return ListOffsetsResponse[version](throttle_time_ms=0, topics=topics)
+
+
+_OCTopic = OffsetCommitResponse.OffsetCommitResponseTopic
+_OCPartition = _OCTopic.OffsetCommitResponsePartition
+
+
+def handle_offset_commit(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Store committed offsets (any generation is accepted: no group membership is kept).
+    Unknown topic or partition: 3; empty group id: 24 INVALID_GROUP_ID."""
+    commits: dict[tuple[str, int], tuple[int, str | None]] = {}
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            code = _errors.NONE
+            if not req.group_id:
+                code = INVALID_GROUP_ID
+            else:
+                try:
+                    ctx.topics.log(t.name, p.partition_index)
+                except SeglogError as exc:
+                    code = _errors.error_code(exc)
+            if code == _errors.NONE:
+                commits[(t.name, p.partition_index)] = (p.committed_offset, p.committed_metadata)
+            parts.append(_OCPartition(partition_index=p.partition_index, error_code=code))
+        topics.append(_OCTopic(name=t.name, partitions=parts))
+    if commits:
+        ctx.committed.commit(req.group_id, commits)
+    return OffsetCommitResponse[version](throttle_time_ms=0, topics=topics)
+
+
+def _fetched(
+    ctx: BrokerContext, group: str, topics: list[tuple[str, list[int]]] | None
+) -> list[tuple[str, list[tuple[int, int, str | None]]]]:
+    if topics is None:
+        return [
+            (t, [(p, off, meta) for p, (off, meta) in sorted(parts.items())])
+            for t, parts in ctx.committed.partitions(group).items()
+        ]
+    out = []
+    for name, partitions in topics:
+        rows = []
+        for p in partitions:
+            found = ctx.committed.get(group, name, p)
+            rows.append((p, -1, "") if found is None else (p, found[0], found[1]))
+        out.append((name, rows))
+    return out
+
+
+def handle_offset_fetch(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Committed offsets; -1 (and empty metadata) where none is committed. v8+ answers per
+    group; null topics mean every partition with a commit."""
+    resp = OffsetFetchResponse[version]
+    if version >= 8:
+        groups = []
+        for g in req.groups:
+            wanted = None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics]
+            Topic = OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics
+            Part = Topic.OffsetFetchResponsePartitions
+            topics = [
+                Topic(
+                    name=name,
+                    partitions=[
+                        Part(
+                            partition_index=p,
+                            committed_offset=off,
+                            committed_leader_epoch=-1,
+                            metadata=meta,
+                            error_code=0,
+                        )
+                        for p, off, meta in rows
+                    ],
+                )
+                for name, rows in _fetched(ctx, g.group_id, wanted)
+            ]
+            groups.append(
+                OffsetFetchResponse.OffsetFetchResponseGroup(
+                    group_id=g.group_id, topics=topics, error_code=0
+                )
+            )
+        return resp(throttle_time_ms=0, groups=groups)
+    wanted = None if req.topics is None else [(t.name, t.partition_indexes) for t in req.topics]
+    Topic = OffsetFetchResponse.OffsetFetchResponseTopic
+    Part = Topic.OffsetFetchResponsePartition
+    topics = [
+        Topic(
+            name=name,
+            partitions=[
+                Part(
+                    partition_index=p,
+                    committed_offset=off,
+                    committed_leader_epoch=-1,
+                    metadata=meta,
+                    error_code=0,
+                )
+                for p, off, meta in rows
+            ],
+        )
+        for name, rows in _fetched(ctx, req.group_id, wanted)
+    ]
+    return resp(throttle_time_ms=0, topics=topics, error_code=0)

@@ -1,0 +1,214 @@
+"""The broker process: listener, request dispatch, startup and clean shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from seglog.broker import _protocol
+from seglog.broker._admin import (
+    handle_create_topics,
+    handle_delete_topics,
+    handle_init_producer_id,
+)
+from seglog.broker._committed import CommittedOffsets
+from seglog.broker._config import BrokerConfig
+from seglog.broker._connection import Connection
+from seglog.broker._context import BrokerContext
+from seglog.broker._errors import UNSUPPORTED_VERSION
+from seglog.broker._fetch import handle_fetch
+from seglog.broker._metadata import handle_find_coordinator, handle_metadata
+from seglog.broker._offsets import handle_list_offsets, handle_offset_commit, handle_offset_fetch
+from seglog.broker._produce import handle_produce
+from seglog.broker._producers import BrokerState, ProducerStateTable
+from seglog.broker._topics import TopicManager
+from seglog.errors import ProtocolError
+from seglog.storage import DataDir, LogConfig
+
+__all__ = ["Broker", "run_broker"]
+
+log = logging.getLogger("seglog.broker")
+
+Handler = Callable[[BrokerContext, Any, int], Any]
+
+_HANDLERS: dict[int, Handler] = {
+    0: handle_produce,
+    1: handle_fetch,
+    2: handle_list_offsets,
+    3: handle_metadata,
+    8: handle_offset_commit,
+    9: handle_offset_fetch,
+    10: handle_find_coordinator,
+    19: handle_create_topics,
+    20: handle_delete_topics,
+    22: handle_init_producer_id,
+}
+
+
+def _log_config(config: BrokerConfig) -> LogConfig:
+    return LogConfig(
+        segment_bytes=config.log_segment_bytes,
+        max_message_bytes=config.message_max_bytes,
+        flush_messages=config.log_flush_interval_messages,
+        flush_ms=config.log_flush_interval_ms,
+    )
+
+
+class Broker:
+    """A single-node Kafka-wire broker over one data directory.
+
+    ``await start()`` opens the data directory (its writer lock; DataDirLockedError if
+    another process holds it) and binds the listener; ``await stop()`` stops accepting,
+    finishes in-flight requests and closes every log cleanly."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self._server: asyncio.Server | None = None
+        self._data_dir: DataDir | None = None
+        self._ctx: BrokerContext | None = None
+        self._connections: set[Connection] = set()
+        self.bound: tuple[str, int] | None = None
+
+    async def start(self) -> None:
+        """Open the data directory and start listening. Raises OSError (address in use)."""
+        config = self.config
+        loop = asyncio.get_running_loop()
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir = DataDir(config.data_dir, create=True, default_config=_log_config(config))
+        self._data_dir = data_dir
+        try:
+            topics = TopicManager(
+                data_dir,
+                loop,
+                num_partitions=config.num_partitions,
+                auto_create=config.auto_create_topics_enable,
+            )
+            state = BrokerState(config.data_dir)
+            committed = CommittedOffsets(config.data_dir)
+            self._server = await loop.create_server(
+                self._new_connection, config.host, config.port, reuse_address=True
+            )
+        except BaseException:
+            data_dir.close()
+            raise
+        sock = self._server.sockets[0].getsockname()
+        self.bound = (config.host, int(sock[1]))
+        self._ctx = BrokerContext(
+            config=config,
+            topics=topics,
+            state=state,
+            producers=ProducerStateTable(),
+            committed=committed,
+            host=config.advertised_host or config.host,
+            port=config.advertised_port or self.bound[1],
+            sync_before_ack=config.log_flush_interval_messages is None
+            and config.log_flush_interval_ms is None,
+        )
+        log.info(
+            "seglog broker listening on %s:%d (advertised %s:%d), data directory %s",
+            config.host,
+            self.bound[1],
+            self._ctx.host,
+            self._ctx.port,
+            config.data_dir,
+        )
+
+    def _new_connection(self) -> Connection:
+        conn = Connection(
+            self.dispatch,
+            max_request_bytes=self.config.socket_request_max_bytes,
+            max_inflight=self.config.max_inflight_requests,
+            on_close=self._connections.discard,
+        )
+        self._connections.add(conn)
+        return conn
+
+    def dispatch(self, conn: Connection, frame: bytes) -> bytes | Awaitable[bytes | None] | None:
+        """Decode one request frame and run its handler. Raises ProtocolError (the
+        connection is closed) for a malformed frame, an unknown API key, or a version
+        outside the served range; ApiVersions of an unknown version gets a v0 body with
+        error 35 UNSUPPORTED_VERSION (KIP-511)."""
+        ctx = self._ctx
+        assert ctx is not None
+        view = memoryview(frame)
+        header = _protocol.parse_request_header(view)
+        key, version = header.api_key, header.api_version
+        spec = _protocol.APIS.get(key)
+        if spec is None:
+            raise ProtocolError(f"unknown API key {key}")
+        if key == _protocol.API_VERSIONS_KEY:
+            if not spec.accepts(version):
+                body = _protocol.api_versions_body(0, UNSUPPORTED_VERSION)
+                return _protocol.encode_response(key, 0, header.correlation_id, body)
+            return _protocol.encode_response(
+                key, version, header.correlation_id, _protocol.api_versions_body(version)
+            )
+        if not spec.accepts(version):
+            raise ProtocolError(f"unsupported version {version} of {spec.name} (API {key})")
+        try:
+            request = spec.request.decode(view[header.body_offset :], version=version)
+        except Exception as exc:
+            raise ProtocolError(f"malformed {spec.name} v{version}: {exc!r}") from exc
+        result = _HANDLERS[key](ctx, request, version)
+        if result is None:
+            return None
+        if isinstance(result, Coroutine):
+            return self._encode_later(key, version, header.correlation_id, result)
+        return _protocol.encode_response(key, version, header.correlation_id, result)
+
+    @staticmethod
+    async def _encode_later(
+        key: int, version: int, correlation_id: int, pending: Awaitable[Any]
+    ) -> bytes | None:
+        body = await pending
+        if body is None:
+            return None
+        return _protocol.encode_response(key, version, correlation_id, body)
+
+    async def stop(self) -> None:
+        """Stop accepting, answer in-flight requests (long polls return at once), close
+        connections and logs (a clean shutdown: no recovery scan on the next start)."""
+        if self._server is not None:
+            self._server.close()
+        if self._ctx is not None:
+            self._ctx.shutting_down = True
+            self._ctx.topics.wake_all()
+        timeout = self.config.shutdown_timeout_ms / 1000
+        if self._connections:
+            await asyncio.gather(
+                *(c.drain_and_close(timeout) for c in list(self._connections)),
+                return_exceptions=True,
+            )
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+        if self._ctx is not None:
+            self._ctx.topics.close()
+        if self._data_dir is not None:
+            self._data_dir.close()
+            self._data_dir = None
+        log.info("seglog broker stopped")
+
+
+async def _serve(config: BrokerConfig) -> None:
+    broker = Broker(config)
+    await broker.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+        log.info("shutting down")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await broker.stop()
+
+
+def run_broker(config: BrokerConfig) -> None:
+    """Run a broker until SIGINT or SIGTERM, then shut down cleanly and return."""
+    asyncio.run(_serve(config))

@@ -1,0 +1,50 @@
+"""PySpark data source ``seglog``: Spark's Kafka source and sink over seglog topics.
+
+Use it in any SparkSession once seglog is installed (pyspark >= 4; the top-level module
+``pyspark_seglog`` registers it automatically), or register it explicitly::
+
+    import seglog.spark
+    seglog.spark.register(spark)
+    df = (spark.read.format("seglog").option("subscribe", "events")
+          .option("startingOffsets", "earliest").load("data"))
+
+Schema (Spark's Kafka source): ``key binary, value binary, topic string, partition int,
+offset long, timestamp timestamp, timestampType int``; ``headers array<struct<key string,
+value binary>>`` with ``includeHeaders=true``.
+
+Read options: ``path`` (or ``load(path)``): a data directory, opened read-only (no lock: it
+may be a running broker's); one of ``subscribe`` (comma list), ``subscribePattern`` (regex,
+full match), ``assign`` (``{"topic": [0, 1]}``); ``startingOffsets`` / ``endingOffsets``
+(``earliest``, ``latest`` or ``{"topic": {"0": 23}}`` with -2 earliest, -1 latest; partitions
+left out start at earliest, end at latest; batch default earliest→latest, streaming default
+latest); ``maxOffsetsPerTrigger``; ``includeHeaders``; ``failOnDataLoss`` (default true:
+offsets below the log start offset raise; false skips to the log start); ``minPartitions``.
+Streaming offsets are checkpointed as ``{"topic": {"partition": next offset}}``.
+
+Write options: ``topic`` (or a ``topic`` column); ``path`` (data directory) or
+``kafka.bootstrap.servers``; ``partitions`` (count for a topic created by the sink, default
+1); ``compression`` (none, gzip, snappy, lz4, zstd; path mode). Columns: ``value`` (binary or
+string, required), ``key``, ``headers``, ``partition``. Path mode stages record batches and
+appends them in the driver-side commit, exactly once per micro-batch (``seglog.spark._stage``
+explains the protocol); it needs the data directory's writer lock, so it cannot write into
+the directory of a running broker — write through the broker with ``kafka.bootstrap.servers``
+(at-least-once, like Spark's Kafka sink).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from seglog.spark._decode import decode_batches
+from seglog.spark._schema import arrow_schema, spark_schema
+from seglog.spark._source import SeglogDataSource
+
+__all__ = ["SeglogDataSource", "arrow_schema", "decode_batches", "register", "spark_schema"]
+
+
+def register(spark: Any) -> None:
+    """Register ``format("seglog")`` in ``spark`` (a ``pyspark.sql.SparkSession``).
+
+    Executors import ``seglog`` by name: it must be installed where Spark's Python workers run.
+    """
+    spark.dataSource.register(SeglogDataSource)

@@ -1,0 +1,156 @@
+"""Turn the rows of a DataFrame into Kafka records and record batches v2.
+
+Columns (Spark's Kafka sink): ``value`` (binary or string, required), ``key`` (binary or
+string), ``headers`` (array<struct<key string, value binary>>), ``partition`` (int),
+``topic`` (string, used when the writer has no ``topic`` option). Strings are encoded UTF-8.
+
+Partition choice, as Kafka's default partitioner: the ``partition`` column when set; else
+``murmur2(key) & 0x7fffffff % partitions`` for a non-null key (kafka-python's ``murmur2``,
+the Java client's hash); else round robin from a random start, per task.
+Record batches are built with kafka-python's ``DefaultRecordBatchBuilder`` (magic 2,
+CreateTime = now, baseOffset 0: the log assigns offsets on append).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+with warnings.catch_warnings():
+    # kafka-python 3.0's package import calls importlib.resources.read_text (deprecated)
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.partitioner.default import murmur2
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+__all__ = ["CODECS", "Record", "Router", "build_batches", "records_of"]
+
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+"""Kafka compression codec ids (record batch attributes bits 0-2)."""
+
+BATCH_BYTES = 512 * 1024
+"""Target size of one built record batch (below the default max.message.bytes, 1 MiB)."""
+
+Header = tuple[str, bytes | None]
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record to write; ``partition`` -1 lets the router choose."""
+
+    topic: str | None
+    partition: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[Header]
+
+
+def _as_bytes(values: list[object], name: str) -> list[bytes | None]:
+    out: list[bytes | None] = []
+    for v in values:
+        if v is None or isinstance(v, bytes):
+            out.append(v)
+        elif isinstance(v, str):
+            out.append(v.encode("utf-8"))
+        elif isinstance(v, bytearray | memoryview):
+            out.append(bytes(v))
+        else:
+            raise TypeError(f"column {name} must be binary or string, got {type(v).__name__}")
+    return out
+
+
+def records_of(batch: pa.RecordBatch) -> Iterator[Record]:
+    """The records of one Arrow batch of the DataFrame being written.
+
+    Raises ValueError when there is no ``value`` column, TypeError on a column of a type
+    Spark's Kafka sink would refuse.
+    """
+    names = batch.schema.names
+    if "value" not in names:
+        raise ValueError("the DataFrame written to seglog needs a value column (binary/string)")
+    n = batch.num_rows
+    values = _as_bytes(batch.column("value").to_pylist(), "value")
+    keys = _as_bytes(batch.column("key").to_pylist(), "key") if "key" in names else [None] * n
+    topics = batch.column("topic").to_pylist() if "topic" in names else [None] * n
+    partitions = (
+        batch.column("partition").to_pylist() if "partition" in names else [None] * n
+    )
+    if "headers" in names:
+        headers = [
+            [(h["key"], _header_value(h["value"])) for h in row or ()]
+            for row in batch.column("headers").to_pylist()
+        ]
+    else:
+        headers = [[] for _ in range(n)]
+    for i in range(n):
+        part = partitions[i]
+        yield Record(topics[i], -1 if part is None else int(part), keys[i], values[i], headers[i])
+
+
+def _header_value(value: object) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise TypeError(f"header values must be binary or string, got {type(value).__name__}")
+
+
+@dataclass
+class Router:
+    """Chooses each record's partition (Kafka's default partitioner; see module doc)."""
+
+    partition_count: Callable[[str], int]
+    _next: dict[str, int] = field(default_factory=dict)
+
+    def partition(self, topic: str, record: Record) -> int:
+        """Partition of ``record`` in ``topic``; ValueError if the column names a bad one."""
+        count = self.partition_count(topic)
+        if record.partition >= 0:
+            if record.partition >= count:
+                raise ValueError(
+                    f"partition {record.partition} of topic {topic} does not exist ({count})"
+                )
+            return record.partition
+        if record.key is not None:
+            return (murmur2(record.key) & 0x7FFFFFFF) % count
+        turn = self._next.get(topic)
+        if turn is None:
+            turn = random.randrange(count)  # noqa: S311  (spreading load, not security)
+        self._next[topic] = turn + 1
+        return turn % count
+
+
+def build_batches(records: list[Record], codec: int) -> Iterator[tuple[bytes, int]]:
+    """Record batches v2 holding ``records`` in order: yields (batch bytes, record count)."""
+    now = int(time.time() * 1000)
+    builder = None
+    count = 0
+    for record in records:
+        if builder is None:
+            builder = _builder(codec)
+            count = 0
+        meta = builder.append(count, now, record.key, record.value, record.headers)
+        if meta is None:
+            yield bytes(builder.build()), count
+            builder = _builder(codec)
+            count = 0
+            builder.append(count, now, record.key, record.value, record.headers)
+        count += 1
+    if builder is not None and count:
+        yield bytes(builder.build()), count
+
+
+def _builder(codec: int) -> DefaultRecordBatchBuilder:
+    return DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=codec,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=BATCH_BYTES,
+    )

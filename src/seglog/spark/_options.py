@@ -1,0 +1,269 @@
+"""Options of the ``seglog`` data source, named and interpreted as Spark's Kafka source does.
+
+Spark hands a data source its options as a case-insensitive map of strings
+(``DataSource.options``; ``load(path)`` arrives as ``path``). Everything here is plain data
+so that it pickles into input partitions and writers that run on executors.
+
+Offsets JSON (Spark's Kafka source format): ``{"topic": {"0": 23, "1": -2}}`` where -2 means
+earliest and -1 latest. Offsets the stream reader checkpoints are ``{"topic": {"0": 42}}``
+with the next offset to read per partition, built by ``offsets_to_json`` in sorted order
+(topics by name, partitions by number) because Spark compares offsets as JSON strings.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "ReadOptions",
+    "TopicPartition",
+    "WriteOptions",
+    "offsets_from_json",
+    "offsets_to_json",
+    "parse_bool",
+]
+
+EARLIEST = -2
+"""Offsets JSON sentinel: the log start offset of the partition."""
+LATEST = -1
+"""Offsets JSON sentinel: the high watermark (next offset) of the partition."""
+
+TopicPartition = tuple[str, int]
+
+
+def parse_bool(value: str | None, name: str, default: bool) -> bool:
+    """``true``/``false`` (any case) → bool; None → ``default``; anything else: ValueError."""
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise ValueError(f"option {name} must be true or false, not {value!r}")
+
+
+def _parse_int(value: str | None, name: str, minimum: int) -> int | None:
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"option {name} must be an integer, not {value!r}") from None
+    if number < minimum:
+        raise ValueError(f"option {name} must be >= {minimum}, not {number}")
+    return number
+
+
+def offsets_from_json(text: str, name: str) -> dict[TopicPartition, int]:
+    """Parse ``{"topic": {"partition": offset}}`` into ``{(topic, partition): offset}``.
+
+    Raises ValueError naming the option when the JSON is not of that shape.
+    """
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"option {name} is neither earliest, latest nor JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(f'option {name} must be a JSON object like {{"topic": {{"0": 23}}}}')
+    result: dict[TopicPartition, int] = {}
+    for topic, partitions in parsed.items():
+        if not isinstance(partitions, dict):
+            raise ValueError(f"option {name}: topic {topic!r} must map partitions to offsets")
+        for partition, offset in partitions.items():
+            try:
+                number = int(partition)
+            except ValueError:
+                raise ValueError(f"option {name}: partition {partition!r} is not a number") from None
+            if not isinstance(offset, int) or isinstance(offset, bool) or offset < EARLIEST:
+                raise ValueError(f"option {name}: offset {offset!r} of {topic}-{number} invalid")
+            result[(topic, number)] = offset
+    return result
+
+
+def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """``{(topic, partition): offset}`` → ``{"topic": {"partition": offset}}``, sorted.
+
+    Topics sorted by name, partitions by number: the same offsets always serialise to the
+    same JSON string, which is how Spark decides whether a micro-batch has new data.
+    """
+    result: dict[str, dict[str, int]] = {}
+    for topic, partition in sorted(offsets):
+        result.setdefault(topic, {})[str(partition)] = offsets[(topic, partition)]
+    return result
+
+
+def _kafka_options(options: Mapping[str, str]) -> dict[str, str]:
+    """``kafka.*`` options with the prefix removed (librdkafka configuration names)."""
+    return {k[len("kafka.") :]: v for k, v in options.items() if k.lower().startswith("kafka.")}
+
+
+def _get(options: Mapping[str, str], name: str) -> str | None:
+    """Case-insensitive lookup (Spark's map is; a plain dict in unit tests may not be)."""
+    if name in options:
+        return options[name]
+    lowered = name.lower()
+    for key, value in options.items():
+        if key.lower() == lowered:
+            return value
+    return None
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """Reader options. Exactly one of ``subscribe``, ``subscribe_pattern``, ``assign``.
+
+    path: the seglog data directory (or None with ``kafka`` bootstrap servers set).
+    subscribe: topic names; subscribe_pattern: a regex matched in full against topic names;
+    assign: ``{"topic": [0, 1]}`` JSON → explicit partitions.
+    starting/ending: "earliest", "latest" or ``{(topic, partition): offset}`` (-2/-1).
+    Partitions missing from a JSON map start at earliest and end at latest.
+    """
+
+    path: str | None
+    subscribe: tuple[str, ...] = ()
+    subscribe_pattern: str | None = None
+    assign: tuple[TopicPartition, ...] = ()
+    starting: str | dict[TopicPartition, int] = "earliest"
+    ending: str | dict[TopicPartition, int] = "latest"
+    max_offsets_per_trigger: int | None = None
+    include_headers: bool = False
+    fail_on_data_loss: bool = True
+    min_partitions: int | None = None
+    kafka: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+        """Validate Spark's option map; raises ValueError with the option's name."""
+        path = _get(options, "path")
+        kafka = _kafka_options(options)
+        if not path and "bootstrap.servers" not in kafka:
+            raise ValueError(
+                "seglog source needs a data directory: load(path) or option('path', ...), "
+                "or option('kafka.bootstrap.servers', 'host:port') to read through a broker"
+            )
+        chosen = [n for n in ("subscribe", "subscribePattern", "assign") if _get(options, n)]
+        if len(chosen) != 1:
+            raise ValueError(
+                "seglog source needs exactly one of the options subscribe, subscribePattern "
+                f"or assign (got {chosen or 'none'})"
+            )
+        subscribe: tuple[str, ...] = ()
+        pattern = None
+        assign: tuple[TopicPartition, ...] = ()
+        if chosen[0] == "subscribe":
+            subscribe = tuple(t.strip() for t in (_get(options, "subscribe") or "").split(","))
+            subscribe = tuple(t for t in subscribe if t)
+            if not subscribe:
+                raise ValueError("option subscribe names no topic")
+        elif chosen[0] == "subscribePattern":
+            pattern = _get(options, "subscribePattern") or ""
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"option subscribePattern is not a regex: {exc}") from None
+        else:
+            assign = _parse_assign(_get(options, "assign") or "")
+        starting = _offsets_option(
+            _get(options, "startingOffsets"), "startingOffsets", "latest" if streaming else "earliest"
+        )
+        ending = _offsets_option(_get(options, "endingOffsets"), "endingOffsets", "latest")
+        if ending == "earliest" or (
+            isinstance(ending, dict) and any(v == EARLIEST for v in ending.values())
+        ):
+            raise ValueError("option endingOffsets cannot be earliest (-2), as in Spark's Kafka")
+        if streaming and _get(options, "endingOffsets") is not None:
+            raise ValueError("option endingOffsets is for batch queries only")
+        return cls(
+            path=path or None,
+            subscribe=subscribe,
+            subscribe_pattern=pattern,
+            assign=assign,
+            starting=starting,
+            ending=ending,
+            max_offsets_per_trigger=_parse_int(
+                _get(options, "maxOffsetsPerTrigger"), "maxOffsetsPerTrigger", 1
+            ),
+            include_headers=parse_bool(_get(options, "includeHeaders"), "includeHeaders", False),
+            fail_on_data_loss=parse_bool(_get(options, "failOnDataLoss"), "failOnDataLoss", True),
+            min_partitions=_parse_int(_get(options, "minPartitions"), "minPartitions", 1),
+            kafka=kafka,
+        )
+
+    def select(self, topics: Mapping[str, int]) -> list[TopicPartition]:
+        """The partitions read, given the existing ``{topic: partition count}``; sorted."""
+        if self.assign:
+            return sorted(tp for tp in self.assign if tp[1] < topics.get(tp[0], 0))
+        if self.subscribe_pattern is not None:
+            regex = re.compile(self.subscribe_pattern)
+            names = [t for t in topics if regex.fullmatch(t)]
+        else:
+            names = [t for t in self.subscribe if t in topics]
+        return sorted((t, p) for t in names for p in range(topics[t]))
+
+
+def _offsets_option(
+    value: str | None, name: str, default: str
+) -> str | dict[TopicPartition, int]:
+    if value is None or not value.strip():
+        return default
+    lowered = value.strip().lower()
+    if lowered in ("earliest", "latest"):
+        return lowered
+    return offsets_from_json(value, name)
+
+
+def _parse_assign(text: str) -> tuple[TopicPartition, ...]:
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f'option assign must be JSON like {{"topic": [0, 1]}}: {exc}') from None
+    if not isinstance(parsed, dict) or not all(
+        isinstance(ps, list) and all(isinstance(p, int) and p >= 0 for p in ps)
+        for ps in parsed.values()
+    ):
+        raise ValueError('option assign must be JSON like {"topic": [0, 1]}')
+    return tuple(sorted((t, p) for t, ps in parsed.items() for p in ps))
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """Writer options: the target topic (or a ``topic`` column) and where to write.
+
+    path: data directory (staged, exactly-once for streaming); or kafka bootstrap servers
+    (produced through a broker with confluent-kafka, at-least-once).
+    partitions: partition count used when the topic is created in path mode (default 1).
+    compression: codec of staged record batches in path mode: none, gzip, snappy, lz4, zstd.
+    sink_id: names the streaming sink's committed-batch record (default: the topic).
+    """
+
+    path: str | None
+    topic: str | None
+    partitions: int = 1
+    compression: str = "none"
+    sink_id: str | None = None
+    kafka: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        """Validate Spark's option map; raises ValueError with the option's name."""
+        path = _get(options, "path")
+        kafka = _kafka_options(options)
+        if not path and "bootstrap.servers" not in kafka:
+            raise ValueError(
+                "seglog sink needs option path (data directory) or kafka.bootstrap.servers"
+            )
+        compression = (_get(options, "compression") or "none").lower()
+        if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
+            raise ValueError(f"option compression {compression!r} is not a Kafka codec")
+        return cls(
+            path=path or None,
+            topic=_get(options, "topic") or None,
+            partitions=_parse_int(_get(options, "partitions"), "partitions", 1) or 1,
+            compression=compression,
+            sink_id=_get(options, "sinkId") or None,
+            kafka=kafka,
+        )

@@ -1,0 +1,293 @@
+"""Batch and streaming readers of the ``seglog`` data source (data directory mode).
+
+Planning (``partitions``, ``latestOffset``) runs in a Spark Python worker on the driver; it
+opens the data directory read-only each time (no lock, nothing modified: the directory may
+be a live broker's) to learn partitions, log start offsets and high watermarks. Each
+``OffsetRangePartition`` carries everything ``read()`` needs — ``read()`` runs on a pickled
+reader instance on an executor, where state set while planning is invisible.
+
+``read()`` walks whole stored record batches of one partition between two offsets
+(``Log.batches``), decodes them ~4 MiB at a time with the numpy decoder (``_decode``) and
+yields ``pyarrow.RecordBatch``es of exactly ``arrow_schema(include_headers)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from seglog.spark._decode import decode_batches
+from seglog.spark._options import (
+    EARLIEST,
+    LATEST,
+    ReadOptions,
+    TopicPartition,
+    offsets_to_json,
+)
+
+__all__ = [
+    "DataLossError",
+    "OffsetRangePartition", "SeglogBatchReader", "SeglogStreamReader", "log_bounds"]
+
+CHUNK_BYTES = 4 << 20
+"""Bytes of stored record batches decoded into one Arrow batch."""
+
+
+class DataLossError(RuntimeError):
+    """Offsets to read are gone (below the log start offset, or the partition vanished) and
+    ``failOnDataLoss`` is true (Spark's Kafka source raises the same way)."""
+
+
+@dataclass(frozen=True)
+class OffsetRangePartition(InputPartition):  # type: ignore[misc]
+    """One Spark task: records ``start <= offset < end`` of ``topic``-``partition``."""
+
+    path: str
+    topic: str
+    partition: int
+    start: int
+    end: int
+    include_headers: bool
+
+
+def log_bounds(path: str, options: ReadOptions) -> dict[TopicPartition, tuple[int, int]]:
+    """``{(topic, partition): (log start offset, high watermark)}`` of the selected partitions.
+
+    Opens ``path`` read-only (``DataDir(read_only=True)``) and closes it before returning.
+    Raises ``FileNotFoundError`` when ``path`` is not a directory.
+    """
+    from seglog.storage import DataDir
+
+    data_dir = DataDir(path, create=False, read_only=True)
+    try:
+        topics = {name: info.partitions for name, info in data_dir.topics().items()}
+        bounds: dict[TopicPartition, tuple[int, int]] = {}
+        for topic, partition in options.select(topics):
+            log = data_dir.log(topic, partition)
+            bounds[(topic, partition)] = (log.log_start_offset, log.high_watermark)
+        return bounds
+    finally:
+        data_dir.close()
+
+
+def read_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
+    """Yield the records of one offset range as Arrow batches (used by both readers)."""
+    from seglog.storage import DataDir
+
+    if part.start >= part.end:
+        return
+    data_dir = DataDir(part.path, create=False, read_only=True)
+    try:
+        log = data_dir.log(part.topic, part.partition)
+        pending: list[bytes] = []
+        size = 0
+        for batch in log.batches(part.start, part.end):
+            pending.append(bytes(batch))
+            size += len(batch)
+            if size >= CHUNK_BYTES:
+                yield _decode(pending, part)
+                pending, size = [], 0
+        if pending:
+            yield _decode(pending, part)
+    finally:
+        data_dir.close()
+
+
+def _decode(pending: list[bytes], part: OffsetRangePartition) -> pa.RecordBatch:
+    return decode_batches(
+        pending,
+        topic=part.topic,
+        partition=part.partition,
+        start=part.start,
+        end=part.end,
+        include_headers=part.include_headers,
+    )
+
+
+def _check_start(
+    tp: TopicPartition, start: int, bounds: tuple[int, int], fail_on_data_loss: bool
+) -> int:
+    """Clamp a start offset below the log start offset (or raise, with failOnDataLoss)."""
+    low, high = bounds
+    if low <= start <= high:
+        return start
+    if fail_on_data_loss:
+        raise DataLossError(
+            f"offset {start} of {tp[0]}-{tp[1]} is outside [log start {low}, high watermark "
+            f"{high}]: records were deleted or the topic recreated (set failOnDataLoss=false "
+            "to skip to the log start offset)"
+        )
+    return low if start < low else high
+
+
+def _split(
+    ranges: list[tuple[TopicPartition, int, int]], min_partitions: int | None
+) -> list[tuple[TopicPartition, int, int]]:
+    """Split the largest ranges in halves until there are ``min_partitions`` of them."""
+    ranges = [r for r in ranges if r[2] > r[1]]
+    while min_partitions and len(ranges) < min_partitions:
+        widest = max(range(len(ranges)), key=lambda i: ranges[i][2] - ranges[i][1], default=-1)
+        if widest < 0 or ranges[widest][2] - ranges[widest][1] < 2:
+            break
+        tp, start, end = ranges.pop(widest)
+        middle = start + (end - start) // 2
+        ranges[widest:widest] = [(tp, start, middle), (tp, middle, end)]
+    return ranges
+
+
+class SeglogBatchReader(DataSourceReader):  # type: ignore[misc]
+    """Batch read between ``startingOffsets`` and ``endingOffsets`` (resolved at planning)."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        """One ``OffsetRangePartition`` per partition with records (more with minPartitions)."""
+        options = self.options
+        assert options.path is not None
+        ranges = []
+        for tp, bounds in log_bounds(options.path, options).items():
+            start = _resolve(options.starting, tp, bounds, EARLIEST)
+            end = _resolve(options.ending, tp, bounds, LATEST)
+            start = _check_start(tp, start, bounds, options.fail_on_data_loss)
+            ranges.append((tp, start, min(max(end, start), bounds[1])))
+        return [
+            OffsetRangePartition(options.path, t, p, s, e, options.include_headers)
+            for (t, p), s, e in _split(ranges, options.min_partitions)
+        ]
+
+    def read(self, partition: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
+        """Arrow batches of the partition's offset range (runs on an executor)."""
+        return read_range(partition)
+
+
+def _resolve(
+    spec: str | dict[TopicPartition, int], tp: TopicPartition, bounds: tuple[int, int], default: int
+) -> int:
+    value = {"earliest": EARLIEST, "latest": LATEST}[spec] if isinstance(spec, str) else None
+    if value is None:
+        assert isinstance(spec, dict)
+        value = spec.get(tp, default)
+    if value == EARLIEST:
+        return bounds[0]
+    if value == LATEST:
+        return bounds[1]
+    return value
+
+
+def _from_json(offsets: Mapping[str, Any]) -> dict[TopicPartition, int]:
+    return {(t, int(p)): int(o) for t, ps in offsets.items() for p, o in ps.items()}
+
+
+class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+    """Micro-batch reader. Offsets: ``{"topic": {"partition": next offset}}``, sorted.
+
+    New partitions (or topics matching the subscription) start at their log start offset.
+    ``maxOffsetsPerTrigger`` spreads the limit over partitions in proportion to their lag
+    (Spark's Kafka rate limit). ``trigger(availableNow=True)`` reads up to the high
+    watermarks seen when the query starts, in ``maxOffsetsPerTrigger`` steps.
+    """
+
+    def __init__(self, options: ReadOptions) -> None:
+        assert options.path is not None
+        self.options = options
+        self.path: str = options.path
+        self._target: dict[TopicPartition, int] | None = None
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:
+        """Offsets of ``startingOffsets`` (default latest) resolved against the logs now."""
+        bounds = log_bounds(self.path, self.options)
+        return offsets_to_json(
+            {tp: _resolve(self.options.starting, tp, b, LATEST) for tp, b in bounds.items()}
+        )
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``ReadMaxRows(maxOffsetsPerTrigger)`` if that option is set, else read all."""
+        if self.options.max_offsets_per_trigger:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Fix the high watermarks of now as the end of an ``availableNow`` query."""
+        bounds = log_bounds(self.path, self.options)
+        self._target = {tp: high for tp, (_, high) in bounds.items()}
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, dict[str, int]]:
+        """End offsets of the next micro-batch: high watermarks, capped by ``limit``."""
+        begin = _from_json(start)
+        bounds = log_bounds(self.path, self.options)
+        ends = dict(begin)
+        lags: dict[TopicPartition, tuple[int, int]] = {}
+        for tp, (low, high) in bounds.items():
+            if self._target is not None:
+                if tp not in self._target:
+                    continue
+                high = min(high, self._target[tp])
+            first = begin.get(tp, low)
+            ends[tp] = first
+            if high > first:
+                lags[tp] = (first, high)
+        if isinstance(limit, ReadMaxRows):
+            ends.update(_rate_limit(lags, limit.max_rows))
+        else:
+            ends.update({tp: high for tp, (_, high) in lags.items()})
+        return offsets_to_json(ends)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        """One ``OffsetRangePartition`` per partition that moved between the two offsets."""
+        begin, finish = _from_json(start), _from_json(end)
+        bounds = log_bounds(self.path, self.options) if finish != begin else {}
+        parts = []
+        for tp, stop in finish.items():
+            first = begin.get(tp)
+            if tp not in bounds:
+                if first is not None and stop > first and self.options.fail_on_data_loss:
+                    raise DataLossError(f"partition {tp[0]}-{tp[1]} no longer exists")
+                continue
+            first = _check_start(
+                tp, bounds[tp][0] if first is None else first, bounds[tp],
+                self.options.fail_on_data_loss,
+            )
+            if stop > first:
+                parts.append(
+                    OffsetRangePartition(
+                        self.path, tp[0], tp[1], first, stop, self.options.include_headers
+                    )
+                )
+        return parts
+
+    def read(self, partition: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
+        """Arrow batches of the partition's offset range (runs on an executor)."""
+        return read_range(partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to release: the checkpoint holds the offsets (the data dir is read-only)."""
+
+
+def _rate_limit(
+    lags: Mapping[TopicPartition, tuple[int, int]], max_rows: int
+) -> dict[TopicPartition, int]:
+    """End offsets reading at most ``max_rows`` records in all, shared in proportion to lag."""
+    total = sum(high - first for first, high in lags.values())
+    if total <= max_rows:
+        return {tp: high for tp, (_, high) in lags.items()}
+    shares = {tp: (high - first) * max_rows // total for tp, (first, high) in lags.items()}
+    spare = max_rows - sum(shares.values())
+    for tp, (first, high) in sorted(lags.items()):
+        if spare <= 0:
+            break
+        extra = min(spare, high - first - shares[tp])
+        shares[tp] += extra
+        spare -= extra
+    return {tp: lags[tp][0] + share for tp, share in shares.items()}
+

@@ -1,0 +1,73 @@
+"""The ``seglog`` DataSource: Spark's Kafka source and sink interface over seglog topics.
+
+``spark.read.format("seglog").option("subscribe", "events").load("data")`` reads a data
+directory; ``df.write.format("seglog").option("topic", "events").save("data")`` appends to a
+topic. See ``seglog.spark`` for the options.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from seglog.spark._options import ReadOptions, WriteOptions, parse_bool
+from seglog.spark._reader import SeglogBatchReader, SeglogStreamReader
+from seglog.spark._schema import spark_schema
+from seglog.spark._writer import SeglogArrowWriter, SeglogStreamArrowWriter
+
+__all__ = ["SeglogDataSource"]
+
+
+class SeglogDataSource(DataSource):  # type: ignore[misc]
+    """Python data source ``seglog`` (pyspark >= 4 Python Data Source API).
+
+    Schema: Spark's Kafka source (``seglog.spark.spark_schema``), plus ``headers`` with
+    ``includeHeaders=true``. Options are validated when a reader or writer is created and
+    errors are ValueError naming the option.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        """``format("seglog")``."""
+        return "seglog"
+
+    def schema(self) -> StructType:
+        """Kafka's row schema; ``headers`` only with ``includeHeaders=true``."""
+        include = parse_bool(self.options.get("includeHeaders"), "includeHeaders", False)
+        return spark_schema(include)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """Batch reader of a data directory between startingOffsets and endingOffsets."""
+        options = ReadOptions.parse(self.options, streaming=False)
+        if options.path is None:
+            from seglog.spark._wire import WireBatchReader
+
+            return WireBatchReader(options)
+        return SeglogBatchReader(options)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """Micro-batch reader with maxOffsetsPerTrigger and availableNow support."""
+        options = ReadOptions.parse(self.options, streaming=True)
+        if options.path is None:
+            from seglog.spark._wire import WireStreamReader
+
+            return WireStreamReader(options)
+        return SeglogStreamReader(options)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """Append writer; ValueError for mode("overwrite") (topics are append-only)."""
+        if overwrite:
+            raise ValueError("seglog topics are append-only: use mode('append')")
+        return SeglogArrowWriter(WriteOptions.parse(self.options), dict(self.options))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """Streaming writer: exactly-once in path mode, at-least-once through a broker."""
+        if overwrite:
+            raise ValueError("seglog topics are append-only: use outputMode('append')")
+        return SeglogStreamArrowWriter(WriteOptions.parse(self.options), dict(self.options))

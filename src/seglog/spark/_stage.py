@@ -1,0 +1,259 @@
+"""Staged writes into a data directory, appended by the driver exactly once.
+
+Tasks never append to logs (several tasks, and the broker, would race for the writer lock).
+Each task encodes its rows into record batches v2 and writes them, one file per partition,
+under the sink directory ``<data-dir>/__spark_sink/<sink id>/staged/`` (fsynced), and returns
+the list of files as its commit message. The driver-side commit then, holding the data
+directory's writer lock:
+
+1. reads ``<sink dir>/commit.json`` — ``{"batch": N, "done": true}`` after batch N was
+   appended. A batch id <= N is a replay (Spark re-running a micro-batch after a crash):
+   its staged files are dropped and nothing is appended.
+2. writes the *intent* ``{"batch": N+1, "done": false, "plan": [...]}``: per partition, the
+   log end offset before appending, the record count and the staged files, in task order;
+3. appends each partition's staged batches (``Log.append``) and ``sync()``s the log;
+4. writes ``{"batch": N+1, "done": true}`` and deletes the staged files.
+
+A commit that finds an unfinished intent (the driver died in step 3) finishes *that* plan:
+per partition it skips the records already appended (log end offset - start, always whole
+record batches since an append is batch-aligned) and appends the rest from the staged files,
+which are kept until step 4. So every record of a committed micro-batch is appended once, as
+long as nothing else appends to those partitions between the crash and the replay.
+``commit.json`` is replaced atomically (write, fsync, rename, fsync directory).
+
+Batch (non-streaming) writes use the same staging under ``__spark_sink/job-<uuid>/`` without
+the replay record: Spark runs a batch job's commit once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import WriterCommitMessage
+
+from seglog.spark._decode import BATCH_HEADER
+from seglog.spark._encode import CODECS, Record, Router, build_batches, records_of
+
+__all__ = [
+    "SINK_ROOT",
+    "StagedFile",
+    "StagedFiles",
+    "commit_batch",
+    "commit_stream",
+    "discard",
+    "sink_dir",
+    "stage",
+]
+
+SINK_ROOT = "__spark_sink"
+"""Directory of the Spark sink's staging and commit records inside a data directory."""
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """Record batches for one partition, staged by one task (``name`` under the sink dir)."""
+
+    topic: str
+    partition: int
+    name: str
+    records: int
+
+
+@dataclass(frozen=True)
+class StagedFiles(WriterCommitMessage):  # type: ignore[misc]
+    """Commit message of one task: the files it staged, in write order."""
+
+    files: tuple[StagedFile, ...]
+
+
+def sink_dir(path: str, options: dict[str, str], topic: str | None, streaming: bool) -> str:
+    """The sink directory of a writer: one per streaming query, one per batch job.
+
+    Streaming: named after the query's checkpoint location (Spark passes
+    ``checkpointLocation`` to the sink), else the ``sinkId`` option, else the topic.
+    """
+    root = os.path.join(path, SINK_ROOT)
+    if not streaming:
+        return os.path.join(root, f"job-{uuid.uuid4().hex}")
+    checkpoint = options.get("checkpointlocation") or options.get("checkpointLocation")
+    if checkpoint:
+        digest = hashlib.sha256(os.path.abspath(checkpoint).encode()).hexdigest()[:16]
+        return os.path.join(root, f"query-{digest}")
+    name = options.get("sinkid") or options.get("sinkId") or topic or "default"
+    return os.path.join(root, f"sink-{name}")
+
+
+def stage(
+    batches: Iterator[pa.RecordBatch],
+    directory: str,
+    default_topic: str | None,
+    router: Router,
+    compression: str,
+) -> StagedFiles:
+    """Encode the task's rows and stage them (fsynced); returns the task's commit message."""
+    staged = pathlib.Path(directory, "staged")
+    staged.mkdir(parents=True, exist_ok=True)
+    task = uuid.uuid4().hex
+    by_partition: dict[tuple[str, int], list[Record]] = {}
+    for batch in batches:
+        for record in records_of(batch):
+            topic = record.topic or default_topic
+            if not topic:
+                raise ValueError("no topic: set option topic or give the DataFrame a topic column")
+            tp = (topic, router.partition(topic, record))
+            by_partition.setdefault(tp, []).append(record)
+    files = []
+    for (topic, partition), records in sorted(by_partition.items()):
+        name = f"staged/{topic}-{partition}-{task}.batches"
+        fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            for data, _ in build_batches(records, CODECS[compression]):
+                os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        files.append(StagedFile(topic, partition, name, len(records)))
+    return StagedFiles(tuple(files))
+
+
+def _files(messages: Iterable[WriterCommitMessage | None]) -> list[StagedFile]:
+    return [f for m in messages if isinstance(m, StagedFiles) for f in m.files]
+
+
+def _skip_records(data: bytes, skip: int) -> bytes:
+    """``data`` (record batches) without its first ``skip`` records (batch-aligned)."""
+    pos = 0
+    while skip > 0 and pos < len(data):
+        header = BATCH_HEADER.unpack_from(data, pos)
+        skip -= header[12]
+        pos += 12 + header[1]
+    if skip != 0:
+        raise RuntimeError("a partial append is not aligned on a staged record batch")
+    return data[pos:]
+
+
+def _append(data_dir: Any, directory: str, item: dict[str, Any]) -> None:
+    log = data_dir.log(item["topic"], item["partition"])
+    done = log.log_end_offset - item["start"]
+    if done >= item["records"]:
+        return
+    if done < 0:
+        raise RuntimeError(
+            f"log {item['topic']}-{item['partition']} ends at {log.log_end_offset}, before the "
+            f"offset {item['start']} this commit started appending at"
+        )
+    data = b"".join(pathlib.Path(directory, name).read_bytes() for name in item["files"])
+    rest = _skip_records(data, done)
+    if rest:
+        log.append(rest)
+        log.sync()
+
+
+def _plan(data_dir: Any, files: list[StagedFile], partitions: int) -> list[dict[str, Any]]:
+    """Per partition, in first-staged order: start offset, record count and staged files."""
+    existing = data_dir.topics()
+    for topic in sorted({f.topic for f in files} - set(existing)):
+        data_dir.create_topic(topic, partitions)
+    plan: dict[tuple[str, int], dict[str, Any]] = {}
+    for f in files:
+        item = plan.get((f.topic, f.partition))
+        if item is None:
+            start = data_dir.log(f.topic, f.partition).log_end_offset
+            item = {"topic": f.topic, "partition": f.partition, "start": start, "records": 0,
+                    "files": []}  # fmt: skip
+            plan[(f.topic, f.partition)] = item
+        item["records"] += f.records
+        item["files"].append(f.name)
+    return list(plan.values())
+
+
+def _write_json(path: pathlib.Path, value: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, json.dumps(value, sort_keys=True).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _open_writer(path: str) -> Any:
+    from seglog.errors import DataDirLockedError
+    from seglog.storage import DataDir
+
+    try:
+        return DataDir(path)
+    except DataDirLockedError as exc:
+        raise DataDirLockedError(
+            f"{exc}: another process (a running `seglog serve`?) owns {path}; write through "
+            "it with option kafka.bootstrap.servers instead of path"
+        ) from exc
+
+
+def commit_batch(
+    path: str, directory: str, messages: Iterable[WriterCommitMessage | None], partitions: int
+) -> None:
+    """Append a batch job's staged files (task order), sync, delete the staging dir."""
+    data_dir = _open_writer(path)
+    try:
+        for item in _plan(data_dir, _files(messages), partitions):
+            _append(data_dir, directory, item)
+    finally:
+        data_dir.close()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def commit_stream(
+    path: str,
+    directory: str,
+    messages: Iterable[WriterCommitMessage | None],
+    batch_id: int,
+    partitions: int,
+) -> bool:
+    """Append micro-batch ``batch_id`` exactly once (module doc). False if it was a replay."""
+    marker = pathlib.Path(directory, "commit.json")
+    pathlib.Path(directory).mkdir(parents=True, exist_ok=True)
+    state = json.loads(marker.read_bytes()) if marker.exists() else None
+    data_dir = _open_writer(path)
+    try:
+        if state is not None and not state["done"]:
+            if state["batch"] != batch_id:
+                raise RuntimeError(
+                    f"sink {directory} has the unfinished commit of batch {state['batch']} "
+                    f"but Spark commits batch {batch_id}: was the checkpoint replaced?"
+                )
+            plan = state["plan"]
+        elif state is not None and batch_id <= state["batch"]:
+            discard(directory, messages)
+            return False
+        else:
+            plan = _plan(data_dir, _files(messages), partitions)
+            _write_json(marker, {"batch": batch_id, "done": False, "plan": plan})
+        for item in plan:
+            _append(data_dir, directory, item)
+        _write_json(marker, {"batch": batch_id, "done": True})
+    finally:
+        data_dir.close()
+    shutil.rmtree(pathlib.Path(directory, "staged"), ignore_errors=True)
+    return True
+
+
+def discard(directory: str, messages: Iterable[WriterCommitMessage | None]) -> None:
+    """Delete the staged files of ``messages`` (abort, or a replayed batch)."""
+    for f in _files(messages):
+        pathlib.Path(directory, f.name).unlink(missing_ok=True)

@@ -1,0 +1,120 @@
+"""Batch and streaming writers of the ``seglog`` data source.
+
+Path mode (``path`` = data directory) stages record batches from the tasks and lets the
+driver-side ``commit`` append them (``_stage``): exactly-once for streaming queries, even
+when Spark replays a micro-batch after a crash. Broker mode (``kafka.bootstrap.servers``)
+produces from the tasks (``_produce``): at-least-once, like Spark's Kafka sink.
+A missing topic is created in path mode with ``partitions`` partitions (default 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+from seglog.spark._encode import Router
+from seglog.spark._options import WriteOptions
+from seglog.spark._produce import produce
+from seglog.spark._stage import commit_batch, commit_stream, discard, sink_dir, stage
+
+__all__ = ["SeglogArrowWriter", "SeglogStreamArrowWriter"]
+
+
+class _Writing:
+    """What both writers share: options, the sink directory and topic partition counts."""
+
+    def __init__(self, options: WriteOptions, raw: dict[str, str], streaming: bool) -> None:
+        self.options = options
+        self.directory = (
+            sink_dir(options.path, raw, options.topic, streaming) if options.path else ""
+        )
+        self.counts: dict[str, int] = {}
+        if options.path and options.topic:
+            self.counts[options.topic] = _ensure_topic(
+                options.path, options.topic, options.partitions
+            )
+
+    def _partition_count(self, topic: str) -> int:
+        count = self.counts.get(topic)
+        if count is None:
+            from seglog.storage import DataDir
+
+            assert self.options.path is not None
+            data_dir = DataDir(self.options.path, create=False, read_only=True)
+            try:
+                info = data_dir.topics().get(topic)
+            finally:
+                data_dir.close()
+            count = self.counts[topic] = info.partitions if info else self.options.partitions
+        return count
+
+    def _write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        opts = self.options
+        if opts.path is None:
+            produce(iterator, opts.kafka, opts.topic)
+            return WriterCommitMessage()
+        router = Router(self._partition_count)
+        return stage(iterator, self.directory, opts.topic, router, opts.compression)
+
+
+def _ensure_topic(path: str, topic: str, partitions: int) -> int:
+    """Partition count of ``topic``, creating it with ``partitions`` if missing."""
+    from seglog.spark._stage import _open_writer
+
+    data_dir = _open_writer(path)
+    try:
+        info = data_dir.topics().get(topic)
+        if info is None:
+            info = data_dir.create_topic(topic, partitions)
+        return int(info.partitions)
+    finally:
+        data_dir.close()
+
+
+class SeglogArrowWriter(_Writing, DataSourceArrowWriter):  # type: ignore[misc]
+    """``df.write.format("seglog")``: append a DataFrame's rows to a topic."""
+
+    def __init__(self, options: WriteOptions, raw: dict[str, str]) -> None:
+        _Writing.__init__(self, options, raw, streaming=False)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        """Stage (path mode) or produce (broker mode) one task's rows."""
+        return self._write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Path mode: append every task's staged batches in task order, then sync."""
+        if self.options.path:
+            commit_batch(self.options.path, self.directory, messages, self.options.partitions)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Path mode: delete the staged files (nothing was appended)."""
+        if self.options.path:
+            discard(self.directory, messages)
+
+
+class SeglogStreamArrowWriter(_Writing, DataSourceStreamArrowWriter):  # type: ignore[misc]
+    """``writeStream.format("seglog")``: exactly-once in path mode (see ``_stage``)."""
+
+    def __init__(self, options: WriteOptions, raw: dict[str, str]) -> None:
+        _Writing.__init__(self, options, raw, streaming=True)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        """Stage (path mode) or produce (broker mode) one task's rows of a micro-batch."""
+        return self._write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        """Path mode: append micro-batch ``batchId`` once; a replayed batchId is skipped."""
+        if self.options.path:
+            commit_stream(
+                self.options.path, self.directory, messages, batchId, self.options.partitions
+            )
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        """Path mode: delete the micro-batch's staged files."""
+        if self.options.path:
+            discard(self.directory, messages)

@@ -1,0 +1,214 @@
+"""Record batch v2: layout, validation, baseOffset and LogAppendTime patches.
+
+Layout (Kafka's DefaultRecordBatch, magic 2; all integers big-endian)::
+
+    offset  size  field
+    0       8     baseOffset            i64  assigned by the log (patched, not CRC'd)
+    8       4     batchLength           i32  bytes after this field (total = 12 + batchLength)
+    12      4     partitionLeaderEpoch  i32  not covered by the CRC
+    16      1     magic                 i8   must be 2
+    17      4     crc                   u32  CRC-32C of bytes [21, end)
+    21      2     attributes            i16  bits 0-2 compression, 3 timestamp type
+                                             (1 = LogAppendTime), 4 transactional,
+                                             5 control, 6 delete horizon
+    23      4     lastOffsetDelta       i32  last record's offset - baseOffset
+    27      8     baseTimestamp         i64  ms
+    35      8     maxTimestamp          i64  ms (LogAppendTime: the append time)
+    43      8     producerId            i64
+    51      2     producerEpoch         i16
+    53      4     baseSequence          i32
+    57      4     recordCount           i32
+    61      ...   records (compressed as one block when attributes & 7 != 0)
+
+The CRC does not cover baseOffset, batchLength, partitionLeaderEpoch and magic, so
+those are checked structurally. All work here is per batch, never per record.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+import crc32c
+
+from seglog.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+
+__all__ = [
+    "ATTR_CONTROL",
+    "ATTR_LOG_APPEND_TIME",
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "BatchHeader",
+    "check_stored_batch",
+    "parse_header",
+    "patch_base_offset",
+    "patch_log_append_time",
+    "validate_for_append",
+]
+
+HEADER_SIZE = 61
+"""Bytes of the fixed record batch v2 header (records start here)."""
+LOG_OVERHEAD = 12
+"""baseOffset + batchLength: bytes not counted in batchLength."""
+CRC_START = 21
+ATTR_CODEC_MASK = 0x07
+ATTR_LOG_APPEND_TIME = 0x08
+ATTR_CONTROL = 0x20
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_BASE_OFFSET = struct.Struct(">q")
+_ATTRS = struct.Struct(">h")
+_TIMESTAMP = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+_INT32_MAX = (1 << 31) - 1
+
+
+class BatchHeader(NamedTuple):
+    """The fixed fields of one record batch v2 (see the module docstring)."""
+
+    base_offset: int
+    """baseOffset: offset of the first record."""
+    size: int
+    """Whole batch size in bytes (12 + batchLength)."""
+    leader_epoch: int
+    """partitionLeaderEpoch."""
+    magic: int
+    """Format version; 2 for every stored batch."""
+    crc: int
+    """CRC-32C of bytes [21, size)."""
+    attributes: int
+    """Compression (bits 0-2), timestamp type (3), transactional (4), control (5)."""
+    last_offset_delta: int
+    """Last offset - baseOffset."""
+    base_timestamp: int
+    """Timestamp (ms) of the first record."""
+    max_timestamp: int
+    """Largest record timestamp (ms), or the append time under LogAppendTime."""
+    producer_id: int
+    """Idempotent producer id, -1 when none."""
+    producer_epoch: int
+    """Producer epoch, -1 when none."""
+    base_sequence: int
+    """Sequence number of the first record, -1 when none."""
+    record_count: int
+    """Number of records in the batch."""
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last record (baseOffset + lastOffsetDelta)."""
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        """Offset after the batch."""
+        return self.base_offset + self.last_offset_delta + 1
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Unpack the 61-byte header at ``buf[pos:]`` (no checks). ``struct.error`` if short."""
+    h = _HEADER.unpack_from(buf, pos)
+    return BatchHeader(h[0], h[1] + LOG_OVERHEAD, *h[2:])
+
+
+def _structural_problem(h: BatchHeader, available: int, max_bytes: int) -> str | None:
+    """Why a header cannot start a valid stored batch, or None (CRC not checked here)."""
+    if h.size < HEADER_SIZE:
+        return f"batchLength {h.size - LOG_OVERHEAD} below the v2 minimum"
+    if h.size > available:
+        return f"batch of {h.size} bytes truncated at {available} bytes"
+    if h.size > max_bytes:
+        return f"batch of {h.size} bytes over the limit of {max_bytes}"
+    if h.magic != 2:
+        return f"magic {h.magic} (expected 2)"
+    if h.record_count < 0 or h.last_offset_delta < 0:
+        return f"recordCount {h.record_count}, lastOffsetDelta {h.last_offset_delta}"
+    if h.attributes & ATTR_CODEC_MASK == 0 and h.record_count > h.last_offset_delta + 1:
+        return f"recordCount {h.record_count} > lastOffsetDelta + 1"
+    if h.base_timestamp < -1 or h.max_timestamp < -1:
+        return "negative timestamp"
+    return None
+
+
+def _crc_ok(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> bool:
+    mv = memoryview(buf)[pos + CRC_START : pos + h.size]
+    return bool(crc32c.crc32c(mv) == h.crc)
+
+
+def check_stored_batch(
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    *,
+    max_bytes: int = _INT32_MAX,
+    verify_crc: bool = True,
+) -> BatchHeader | None:
+    """Header of the valid batch at ``buf[pos:]``, or None if it is torn or corrupt.
+
+    Used by recovery and read-only scans: structural checks, then CRC-32C when asked.
+    """
+    if len(buf) - pos < HEADER_SIZE:
+        return None
+    h = parse_header(buf, pos)
+    if _structural_problem(h, len(buf) - pos, max_bytes) is not None:
+        return None
+    if verify_crc and not _crc_ok(buf, pos, h):
+        return None
+    return h
+
+
+def validate_for_append(
+    buf: bytes | bytearray | memoryview, max_message_bytes: int
+) -> list[tuple[int, BatchHeader]]:
+    """Validate every record batch in ``buf`` as sent by a client; ``[(position, header)]``.
+
+    Raises CorruptRecordError (length, truncation, CRC-32C, record count), InvalidRecordError
+    (magic != 2, empty batch, control batch, nothing at all), RecordTooLargeError (a batch
+    over ``max_message_bytes``). Nothing is changed.
+    """
+    out: list[tuple[int, BatchHeader]] = []
+    pos, end = 0, len(buf)
+    if end == 0:
+        raise InvalidRecordError("no record batch to append")
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            raise CorruptRecordError(
+                f"truncated record batch at byte {pos}: {end - pos} bytes left"
+            )
+        h = parse_header(buf, pos)
+        if h.magic in (0, 1):
+            raise InvalidRecordError(f"record batch magic {h.magic}: only magic 2 is stored")
+        if h.size > max_message_bytes and h.magic == 2 and h.size >= HEADER_SIZE:
+            raise RecordTooLargeError(
+                f"record batch of {h.size} bytes over max.message.bytes {max_message_bytes}"
+            )
+        problem = _structural_problem(h, end - pos, max_message_bytes)
+        if problem is not None:
+            raise CorruptRecordError(f"record batch at byte {pos}: {problem}")
+        if h.record_count == 0:
+            raise InvalidRecordError(f"record batch at byte {pos} holds no records")
+        if h.attributes & ATTR_CODEC_MASK == 0 and h.record_count != h.last_offset_delta + 1:
+            raise CorruptRecordError(
+                f"record batch at byte {pos}: recordCount {h.record_count} != "
+                f"lastOffsetDelta {h.last_offset_delta} + 1"
+            )
+        if h.attributes & ATTR_CONTROL:
+            raise InvalidRecordError(f"control record batch at byte {pos} from a client")
+        if not _crc_ok(buf, pos, h):
+            raise CorruptRecordError(f"record batch at byte {pos}: CRC-32C mismatch")
+        out.append((pos, h))
+        pos += h.size
+    return out
+
+
+def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    """Write ``base_offset`` into the batch at ``buf[pos:]`` (baseOffset is not CRC'd)."""
+    _BASE_OFFSET.pack_into(buf, pos, base_offset)
+
+
+def patch_log_append_time(
+    buf: bytearray | memoryview, pos: int, h: BatchHeader, now_ms: int
+) -> None:
+    """Mark the batch LogAppendTime (attribute bit 3), set maxTimestamp, recompute the CRC."""
+    _ATTRS.pack_into(buf, pos + 21, h.attributes | ATTR_LOG_APPEND_TIME)
+    _TIMESTAMP.pack_into(buf, pos + 35, now_ms)
+    crc = crc32c.crc32c(memoryview(buf)[pos + CRC_START : pos + h.size])
+    _CRC.pack_into(buf, pos + 17, crc)

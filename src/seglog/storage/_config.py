@@ -1,0 +1,117 @@
+"""LogConfig (Kafka topic config names) and AppendInfo."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import NamedTuple
+
+__all__ = ["AppendInfo", "LogConfig"]
+
+_KAFKA_NAMES = {
+    "segment_bytes": "segment.bytes",
+    "segment_ms": "segment.ms",
+    "index_interval_bytes": "index.interval.bytes",
+    "max_message_bytes": "max.message.bytes",
+    "flush_messages": "flush.messages",
+    "flush_ms": "flush.ms",
+    "message_timestamp_type": "message.timestamp.type",
+    "key_index": "seglog.key.index",
+}
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Per-log settings, named after Kafka's topic configs (``to_kafka_configs``).
+
+    Durability: with ``flush_messages`` and ``flush_ms`` both None (the default) appended
+    data becomes visible (high watermark) only once fsynced, and concurrent appends share
+    one fsync (group commit). Setting either relaxes it: data is visible at once, and an
+    fsync runs in the background every ``flush_messages`` messages and/or ``flush_ms`` ms.
+    """
+
+    segment_bytes: int = 1 << 30
+    """segment.bytes: roll when the active segment would exceed this many bytes
+    (at most 2**31 - 1: index positions are u32)."""
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    """segment.ms: roll when the active segment's first append is this many ms old."""
+    index_interval_bytes: int = 4096
+    """index.interval.bytes: bytes of log between two sparse offset index entries."""
+    max_message_bytes: int = 1048588
+    """max.message.bytes: largest record batch accepted, in bytes."""
+    flush_messages: int | None = None
+    """flush.messages: None = fsync before acknowledging (default); N = background fsync
+    every N messages."""
+    flush_ms: int | None = None
+    """flush.ms: background fsync when unsynced data is this many ms old (relaxed)."""
+    message_timestamp_type: str = "CreateTime"
+    """message.timestamp.type: "CreateTime" (keep the producer's) or "LogAppendTime"."""
+    key_index: bool = False
+    """seglog: keep a key index for get_by_key (issue 3; not implemented yet)."""
+
+    def __post_init__(self) -> None:
+        if not 64 <= self.segment_bytes <= (1 << 31) - 1:
+            raise ValueError(f"segment.bytes {self.segment_bytes} outside [64, 2**31-1]")
+        if self.segment_ms <= 0 or self.index_interval_bytes <= 0:
+            raise ValueError("segment.ms and index.interval.bytes must be positive")
+        if self.max_message_bytes < 61:
+            raise ValueError("max.message.bytes below a record batch header (61 bytes)")
+        if self.flush_messages is not None and self.flush_messages <= 0:
+            raise ValueError("flush.messages must be positive")
+        if self.flush_ms is not None and self.flush_ms <= 0:
+            raise ValueError("flush.ms must be positive")
+        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+            raise ValueError(f"message.timestamp.type {self.message_timestamp_type!r}")
+
+    @property
+    def fsync_before_ack(self) -> bool:
+        """True under the default durability policy (no flush.messages / flush.ms)."""
+        return self.flush_messages is None and self.flush_ms is None
+
+    @classmethod
+    def from_kafka_configs(cls, configs: Mapping[str, str]) -> LogConfig:
+        """Build from Kafka names (``{"segment.bytes": "1048576"}``); unknown names are
+        ignored (retention.ms etc. belong to other layers). ValueError on bad values."""
+        kwargs: dict[str, object] = {}
+        for f in fields(cls):
+            raw = configs.get(_KAFKA_NAMES[f.name])
+            if raw is None:
+                continue
+            if f.name == "message_timestamp_type":
+                kwargs[f.name] = raw
+            elif f.name == "key_index":
+                kwargs[f.name] = raw.lower() == "true"
+            else:
+                value = int(raw)
+                if f.name in ("flush_messages", "flush_ms") and value >= (1 << 62):
+                    kwargs[f.name] = None  # Kafka's "Long.MAX_VALUE" = never
+                else:
+                    kwargs[f.name] = value
+        return cls(**kwargs)  # type: ignore[arg-type]
+
+    def to_kafka_configs(self) -> dict[str, str]:
+        """Kafka names → string values for every setting (None flush settings omitted)."""
+        out: dict[str, str] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            out[_KAFKA_NAMES[f.name]] = (
+                str(value).lower() if isinstance(value, bool) else str(value)
+            )
+        return out
+
+
+class AppendInfo(NamedTuple):
+    """What ``Log.append`` assigned (Kafka's LogAppendInfo, reduced)."""
+
+    base_offset: int
+    """First offset assigned."""
+    last_offset: int
+    """Last offset assigned."""
+    log_append_time_ms: int
+    """Append time in ms under LogAppendTime, else -1."""
+    record_count: int
+    """Records appended (sum of the batches' recordCount)."""
+    max_timestamp_ms: int
+    """Largest batch max timestamp (ms) appended."""

@@ -1,0 +1,86 @@
+"""The embedded (klevdb-style) API on top of Log: publish, consume, get."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from seglog.errors import InvalidOffsetError, NoIndexError, NotFoundError
+from seglog.storage._batch import parse_header
+from seglog.storage._message import (
+    OFFSET_NEWEST,
+    OFFSET_OLDEST,
+    Message,
+    decode_batches,
+    encode_messages,
+)
+
+if TYPE_CHECKING:
+    from seglog.storage._log import Log
+
+__all__ = ["consume", "first_at_or_after", "get", "get_by_key", "publish"]
+
+
+def publish(log: Log, messages: Sequence[Message]) -> int:
+    """See ``Log.publish``."""
+    if not messages:
+        log._check_writable()
+        return log.log_end_offset
+    info = log.append(encode_messages(messages, log.config.max_message_bytes))
+    if log.config.fsync_before_ack:
+        log.sync_future(info.last_offset + 1).result()
+    return info.last_offset + 1
+
+
+def consume(log: Log, offset: int, max_count: int) -> tuple[int, list[Message]]:
+    """See ``Log.consume``."""
+    if offset == OFFSET_NEWEST:
+        log._check_open()
+        return log.high_watermark, []
+    if offset == OFFSET_OLDEST:
+        offset = log.log_start_offset
+    out: list[Message] = []
+    next_offset = offset
+    for batch in log.batches(offset):
+        for m in decode_batches(batch):
+            if m.offset < offset:
+                continue
+            out.append(m)
+            next_offset = m.offset + 1
+            if len(out) >= max_count:
+                return next_offset, out
+        next_offset = max(next_offset, _batch_next(batch))
+    return next_offset, out
+
+
+def _batch_next(batch: memoryview) -> int:
+    return parse_header(batch).next_offset
+
+
+def get(log: Log, offset: int) -> Message:
+    """See ``Log.get``."""
+    hw = log.high_watermark
+    if offset < log.log_start_offset or offset >= hw:
+        raise InvalidOffsetError(f"offset {offset} outside [{log.log_start_offset}, {hw})")
+    for batch in log.batches(offset):
+        for m in decode_batches(batch):
+            if m.offset == offset:
+                return m
+            if m.offset > offset:
+                raise NotFoundError(f"offset {offset} is not stored")
+        break
+    raise NotFoundError(f"offset {offset} is not stored")
+
+
+def get_by_key(log: Log, key: bytes) -> Message:
+    """See ``Log.get_by_key``."""
+    del key
+    raise NoIndexError(f"log {log.directory} has no key index (not implemented yet)")
+
+
+def first_at_or_after(batch: bytes, timestamp_ms: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record of ``batch`` at or after ``timestamp_ms``."""
+    for m in decode_batches(batch):
+        if m.timestamp >= timestamp_ms:
+            return m.offset, m.timestamp
+    return None

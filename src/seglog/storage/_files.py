@@ -1,0 +1,101 @@
+"""All file naming of a partition directory, in one place (Kafka's names).
+
+A partition directory holds, per segment, ``%020d.log`` (record batches v2 exactly as on
+the wire), ``%020d.index`` (sparse offset index) and ``%020d.timeindex`` (time index),
+named by the segment's base offset. ``.deleted``, ``.cleaned`` and ``.swap`` suffixes are
+reserved for retention and the cleaner. Two small files describe the log as a whole:
+``.clean_shutdown`` (written by ``Log.close``: reopen skips the CRC scan) and
+``recovery-point`` (base offset of the first segment that was not fully fsynced when
+it was written; recovery scans from there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import uuid
+
+__all__ = [
+    "CLEAN_SHUTDOWN",
+    "INDEX_SUFFIX",
+    "LOG_SUFFIX",
+    "RECOVERY_POINT",
+    "TIMEINDEX_SUFFIX",
+    "fsync_dir",
+    "index_path",
+    "list_segment_bases",
+    "log_path",
+    "timeindex_path",
+    "write_small_file",
+]
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIMEINDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+CLEAN_SHUTDOWN = ".clean_shutdown"
+RECOVERY_POINT = "recovery-point"
+PARTITION_METADATA = "partition.metadata"
+
+
+def _name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+def log_path(directory: pathlib.Path, base_offset: int) -> pathlib.Path:
+    """``<dir>/%020d.log`` of the segment starting at ``base_offset``."""
+    return directory / _name(base_offset, LOG_SUFFIX)
+
+
+def index_path(directory: pathlib.Path, base_offset: int) -> pathlib.Path:
+    """``<dir>/%020d.index``: sparse offset index of that segment."""
+    return directory / _name(base_offset, INDEX_SUFFIX)
+
+
+def timeindex_path(directory: pathlib.Path, base_offset: int) -> pathlib.Path:
+    """``<dir>/%020d.timeindex``: time index of that segment."""
+    return directory / _name(base_offset, TIMEINDEX_SUFFIX)
+
+
+def list_segment_bases(directory: pathlib.Path) -> list[int]:
+    """Sorted base offsets of the ``%020d.log`` files in ``directory``."""
+    bases = []
+    for name in os.listdir(directory):
+        stem, dot, suffix = name.partition(".")
+        if dot and "." + suffix == LOG_SUFFIX and len(stem) == 20 and stem.isdigit():
+            bases.append(int(stem))
+    bases.sort()
+    return bases
+
+
+def fsync_dir(directory: pathlib.Path) -> None:
+    """fsync a directory so entries created or renamed in it survive a power loss."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_small_file(path: pathlib.Path, data: bytes) -> None:
+    """Atomically replace ``path`` with ``data``: write a temp file, fsync, rename, fsync dir."""
+    tmp = path.with_name(f".{uuid.uuid4().hex}.tmp")  # short: path.name may be 254 chars
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def remove_if_exists(path: pathlib.Path) -> None:
+    """Unlink ``path``; no error when it is already gone."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()

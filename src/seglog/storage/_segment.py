@@ -1,0 +1,328 @@
+"""One segment: a ``%020d.log`` file of record batches plus its offset and time index.
+
+Not thread-safe for writers (the Log's write lock serialises ``append``/``truncate``);
+readers may call ``find``/``read_at``/``find_time`` concurrently with one writer: they only
+look at bytes below a ``size`` they snapshot first, and at index entries already complete.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import pathlib
+from array import array
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from seglog.errors import StorageError
+from seglog.storage import _files
+from seglog.storage._batch import HEADER_SIZE, BatchHeader, check_stored_batch, parse_header
+from seglog.storage._index import OffsetIndex, TimeIndex
+
+__all__ = ["ScanResult", "Segment"]
+
+_CHUNK = 1 << 20
+_U32 = (1 << 32) - 1
+
+
+class ScanResult(NamedTuple):
+    """Outcome of walking a segment's batches."""
+
+    valid_size: int
+    """Bytes of whole valid batches from the start of the file."""
+    file_size: int
+    """Bytes in the file when scanned."""
+    next_offset: int
+    """Offset after the last valid batch (the base offset if none)."""
+    reason: str
+    """Why the walk stopped before ``file_size`` ("" if it reached it)."""
+
+
+class Segment:
+    """A segment of a partition log, starting at ``base_offset``."""
+
+    def __init__(self, directory: pathlib.Path, base_offset: int, *, read_only: bool) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.read_only = read_only
+        self.path = _files.log_path(directory, base_offset)
+        flags = os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT
+        self.fd = os.open(self.path, flags, 0o644)
+        self.size = 0
+        """Bytes of whole valid batches (the visible end of the file)."""
+        self.next_offset = base_offset
+        """Offset after the last batch in this segment."""
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = 0  # relative
+        self.bytes_since_index = 0
+        self.first_append_ms = -1
+        self.index = OffsetIndex(_files.index_path(directory, base_offset))
+        self.time_index = TimeIndex(_files.timeindex_path(directory, base_offset))
+        self.closed = False
+        self._files_consistent = True
+        self.index_suspect = False
+        """Set when a lookup found the offset index disagreeing with the log."""
+
+    # -- loading -------------------------------------------------------------------------
+
+    def walk(
+        self, start: int, end: int, expect_offset: int, *, verify_crc: bool, max_bytes: int
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """Yield ``(position, header)`` of whole valid batches in ``[start, end)``; stops
+        silently at the first invalid byte (use the last yielded batch to find where)."""
+        pos, expect = start, expect_offset
+        buf, buf_start = b"", start
+        while end - pos >= HEADER_SIZE:
+            rel = pos - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf, buf_start, rel = os.pread(self.fd, min(_CHUNK, end - pos), pos), pos, 0
+            h = parse_header(buf, rel)
+            if h.size < HEADER_SIZE or h.size > max_bytes or pos + h.size > end:
+                return
+            if rel + h.size > len(buf):
+                buf = os.pread(self.fd, min(max(_CHUNK, h.size), end - pos), pos)
+                buf_start, rel = pos, 0
+            h2 = check_stored_batch(buf, rel, max_bytes=max_bytes, verify_crc=verify_crc)
+            # offsets are contiguous until a cleaner exists (it will allow gaps here)
+            if h2 is None or h2.base_offset != expect or h2.last_offset - self.base_offset > _U32:
+                return
+            yield pos, h2
+            expect = h2.next_offset
+            pos += h2.size
+
+    def _add_to_indexes(self, pos: int, h: BatchHeader, interval: int, *, write: bool) -> None:
+        rel = h.base_offset - self.base_offset
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp = h.max_timestamp
+            self.offset_of_max_timestamp = rel
+        if self.bytes_since_index >= interval:
+            self.index.append(rel, pos, write=write)
+            self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp, write=write
+            )
+            self.bytes_since_index = 0
+        self.bytes_since_index += h.size
+        self.next_offset = h.next_offset
+
+    def scan(self, interval: int, *, verify_crc: bool, max_bytes: int) -> ScanResult:
+        """Walk the whole file, rebuilding the in-memory indexes. The index files are
+        checked on the way (every offset index entry at a batch start with that base
+        offset, every time index entry naming a batch with that max timestamp, ascending);
+        when they agree with the data their entries are kept, else
+        ``indexes_match_files()`` turns False (files untouched here)."""
+        file_size = os.fstat(self.fd).st_size
+        files = OffsetIndex(self.index.path), TimeIndex(self.time_index.path)
+        idata, tdata = files[0].read_file(), files[1].read_file()
+        ok = (
+            idata is not None
+            and tdata is not None
+            and files[0].load(idata, max(file_size, 1))
+            and files[1].load(tdata, _U32)
+        )
+        f_off, f_pos = files[0].offsets, files[0].positions
+        f_ts, f_toff = files[1].timestamps, files[1].offsets
+        i = j = since = 0
+        self.index.reset(array("I"), array("I"), write=False)
+        self.time_index.reset(array("q"), array("I"), write=False)
+        self.max_timestamp, self.offset_of_max_timestamp = -1, 0
+        self.bytes_since_index, self.next_offset, self.size = 0, self.base_offset, 0
+        for pos, h in self.walk(
+            0, file_size, self.base_offset, verify_crc=verify_crc, max_bytes=max_bytes
+        ):
+            self._add_to_indexes(pos, h, interval, write=False)
+            self.size = pos + h.size
+            if ok:
+                rel = h.base_offset - self.base_offset
+                if i < len(f_pos) and f_pos[i] < pos:
+                    ok = False  # entry pointing inside a batch
+                elif i < len(f_pos) and f_pos[i] == pos:
+                    ok = f_off[i] == rel
+                    i += 1
+                    since = 0
+                elif since >= interval:
+                    ok = False  # an entry is missing here
+                since += h.size
+                while ok and j < len(f_toff) and f_toff[j] <= rel:
+                    ok = f_toff[j] == rel and f_ts[j] == h.max_timestamp
+                    j += 1
+        ok = ok and i == len(f_pos) and j == len(f_toff)
+        if ok:
+            self.index.offsets, self.index.positions = f_off, f_pos
+            self.time_index.timestamps, self.time_index.offsets = f_ts, f_toff
+        self._files_consistent = ok
+        reason = "" if self.size == file_size else f"invalid bytes at position {self.size}"
+        return ScanResult(self.size, file_size, self.next_offset, reason)
+
+    def load_trusted(self, interval: int, max_bytes: int) -> bool:
+        """Load the index files and walk only the tail after the last offset index entry
+        (no CRC). True if index and data agree; False leaves state undefined (rescan)."""
+        file_size = os.fstat(self.fd).st_size
+        idata, tdata = self.index.read_file(), self.time_index.read_file()
+        if idata is None or tdata is None or not self.index.load(idata, max(file_size, 1)):
+            return False
+        if not self.time_index.load(tdata, _U32):
+            return False
+        if len(self.index):
+            rel, pos = self.index.offsets[-1], self.index.positions[-1]
+        else:
+            rel, pos = 0, 0
+        if file_size == 0:
+            self.size, self.next_offset = 0, self.base_offset
+            return not len(self.index) and not len(self.time_index)
+        self.max_timestamp = self.time_index.last_timestamp
+        self.offset_of_max_timestamp = self.time_index.offsets[-1] if len(self.time_index) else 0
+        self.size, self.bytes_since_index = pos, 0
+        first = True
+        for p, h in self.walk(
+            pos, file_size, self.base_offset + rel, verify_crc=False, max_bytes=max_bytes
+        ):
+            if first and h.base_offset != self.base_offset + rel:
+                return False
+            first = False
+            if self.bytes_since_index >= interval:
+                return False  # an index entry is missing here: rebuild
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = h.base_offset - self.base_offset
+            self.bytes_since_index += h.size
+            self.size, self.next_offset = p + h.size, h.next_offset
+        return not first and self.size == file_size
+
+    def write_indexes(self) -> None:
+        """Rewrite both index files from memory (after a rebuild)."""
+        self.index.reset(self.index.offsets, self.index.positions, write=True)
+        self.time_index.reset(self.time_index.timestamps, self.time_index.offsets, write=True)
+
+    def indexes_match_files(self) -> bool:
+        """After ``scan``: did the index files agree with the data?"""
+        return self._files_consistent
+
+    def truncate(self, size: int) -> None:
+        """Cut the log file to ``size`` bytes (a batch boundary) and fsync it."""
+        os.ftruncate(self.fd, size)
+        os.fsync(self.fd)
+        self.size = size
+
+    # -- writing -------------------------------------------------------------------------
+
+    def append(
+        self, data: bytes | bytearray, batches: list[tuple[int, BatchHeader]], interval: int
+    ) -> None:
+        """Write ``data`` (whole batches, offsets already patched) at the end of the file,
+        then index them. On an OSError the file is cut back and StorageError raised."""
+        start = self.size
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(view):
+                written += os.pwrite(self.fd, view[written:], start + written)
+        except OSError as e:
+            try:
+                os.ftruncate(self.fd, start)
+            except OSError as e2:
+                raise StorageError(
+                    f"write to {self.path} failed ({e}) and cut back failed ({e2})"
+                ) from e
+            raise StorageError(f"write to {self.path} failed: {e}") from e
+        for rel_pos, h in batches:
+            self._add_to_indexes(start + rel_pos, h, interval, write=True)
+        self.size = start + len(view)
+
+    def finish_time_index(self) -> None:
+        """Append a final time index entry covering every batch (at roll and close)."""
+        if not self.read_only:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def sync(self) -> None:
+        """fdatasync the log file."""
+        os.fdatasync(self.fd)
+
+    def sync_all(self) -> None:
+        """fsync the log and both index files."""
+        os.fsync(self.fd)
+        self.index.sync()
+        self.time_index.sync()
+
+    # -- reading -------------------------------------------------------------------------
+
+    def find(self, offset: int, size: int) -> tuple[int, BatchHeader] | None:
+        """``(position, header)`` of the first batch in ``[0, size)`` whose last offset is
+        >= ``offset``; None if there is none. Raises StorageError on unparsable data."""
+        n = len(self.index.positions)
+        rel_entry, pos = _lookup(self.index, max(0, offset - self.base_offset), n)
+        if pos >= size:
+            pos = 0
+        elif pos:
+            hdr = os.pread(self.fd, HEADER_SIZE, pos)
+            if (
+                len(hdr) < HEADER_SIZE
+                or parse_header(hdr).base_offset != self.base_offset + rel_entry
+            ):
+                self.index_suspect = True  # index disagrees with the data: scan from 0
+                pos = 0
+        while pos < size:
+            chunk = os.pread(self.fd, min(_CHUNK, size - pos), pos)
+            cpos = 0
+            while len(chunk) - cpos >= HEADER_SIZE:
+                h = parse_header(chunk, cpos)
+                if h.size < HEADER_SIZE:
+                    raise StorageError(f"{self.path}: bad batch length at {pos + cpos}")
+                if h.last_offset >= offset:
+                    return pos + cpos, h
+                cpos += h.size
+            if cpos == 0:
+                raise StorageError(f"{self.path}: truncated batch header at {pos}")
+            pos += cpos
+        return None
+
+    def read_at(self, position: int, max_bytes: int, size: int, upper: int) -> bytes:
+        """Whole batches from ``position`` (a batch start): up to ``max_bytes`` but at least
+        one batch, only batches with a base offset below ``upper``, within ``size``."""
+        want = min(max(max_bytes, HEADER_SIZE), size - position)
+        if want <= 0:
+            return b""
+        data = os.pread(self.fd, want, position)
+        first = parse_header(data, 0) if len(data) >= HEADER_SIZE else None
+        if first is None or first.base_offset >= upper:
+            return b""
+        if first.size > len(data):
+            return os.pread(self.fd, first.size, position)
+        end = 0
+        while len(data) - end >= HEADER_SIZE:
+            h = parse_header(data, end)
+            if h.base_offset >= upper or end + h.size > len(data):
+                break
+            end += h.size
+        return data[:end] if end < len(data) else data
+
+    def find_time(self, timestamp: int, size: int) -> tuple[int, BatchHeader] | None:
+        """First batch (in ``[0, size)``) whose max timestamp is >= ``timestamp``."""
+        if self.max_timestamp < timestamp:
+            return None
+        rel = self.time_index.lookup_before(timestamp)
+        found = self.find(self.base_offset + rel, size)
+        while found is not None:
+            pos, h = found
+            if h.max_timestamp >= timestamp:
+                return found
+            if pos + h.size >= size:
+                return None
+            hdr = os.pread(self.fd, HEADER_SIZE, pos + h.size)
+            found = (pos + h.size, parse_header(hdr, 0))
+        return None
+
+    def close(self) -> None:
+        """Close the log fd and the index writers."""
+        if not self.closed:
+            self.closed = True
+            self.index.close()
+            self.time_index.close()
+            os.close(self.fd)
+
+
+def _lookup(index: OffsetIndex, rel: int, n: int) -> tuple[int, int]:
+    """Floor lookup over the first ``n`` entries only (a reader's consistent prefix)."""
+    i = bisect.bisect_right(index.offsets, rel, 0, n) - 1
+    if i < 0:
+        return 0, 0
+    return index.offsets[i], index.positions[i]

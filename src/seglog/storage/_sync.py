@@ -1,0 +1,151 @@
+"""Group commit: one fsync thread per log; waiters whose offsets are covered share one fsync.
+
+The log tells the thread how far it has appended (``request``); the thread repeatedly asks
+the log for a sync point (what to fsync, and the log end offset those bytes reach), runs
+the fsyncs outside every lock, then completes every waiting future whose offset is now
+durable. Appends arriving during an fsync are covered by the next one: that is the
+sharing. On any fsync error the thread stops for good and every waiter, present and
+future, fails with LogClosedError: the error is never retried (fsyncgate, see
+RELIABILITY-NOTES).
+
+Thread-safety: ``request``, ``wait_for`` and ``close`` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from seglog.errors import LogClosedError
+
+__all__ = ["GroupCommit", "SyncPoint"]
+
+_logger = logging.getLogger(__name__)
+
+SyncPoint = tuple[Callable[[], None], int]
+"""(run the fsyncs, log end offset they make durable)."""
+
+
+class GroupCommit:
+    """The fsync thread of one log.
+
+    ``point`` returns the current :data:`SyncPoint` (called under no lock of ours);
+    ``on_durable(end)`` runs on the thread after each successful fsync; ``on_error(exc)``
+    once after a failed one. ``interval_ms``: also sync on a timer when dirty
+    (``flush.ms``); None: only when requested.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        durable: int,
+        *,
+        point: Callable[[], SyncPoint],
+        on_durable: Callable[[int], None],
+        on_error: Callable[[BaseException], None],
+        interval_ms: int | None = None,
+    ) -> None:
+        self._point = point
+        self._on_durable = on_durable
+        self._on_error = on_error
+        self._interval = None if interval_ms is None else interval_ms / 1000.0
+        self._cond = threading.Condition()
+        self._durable = durable
+        self._requested = durable
+        self._appended = durable
+        self._waiters: list[tuple[int, int, Future[int]]] = []
+        self._seq = itertools.count()
+        self._closing = False
+        self.error: BaseException | None = None
+        self.fsync_count = 0
+        """Number of fsync rounds run (each covers every waiter it reaches)."""
+        self._thread = threading.Thread(target=self._run, name=f"seglog-sync-{name}", daemon=True)
+        self._thread.start()
+
+    @property
+    def durable(self) -> int:
+        """Log end offset known to be on stable storage."""
+        return self._durable
+
+    def appended(self, end: int, *, sync_now: bool) -> None:
+        """Note that the log now ends at ``end``; ask for an fsync if ``sync_now``."""
+        with self._cond:
+            self._appended = max(self._appended, end)
+            if sync_now and end > self._requested:
+                self._requested = end
+                self._cond.notify()
+
+    def wait_for(self, offset: int) -> Future[int]:
+        """A future completing with the durable end offset once it is >= ``offset``."""
+        fut: Future[int] = Future()
+        with self._cond:
+            if self.error is not None or (self._closing and offset > self._durable):
+                fut.set_exception(LogClosedError(f"log offline or closed: {self.error}"))
+            elif offset <= self._durable:
+                fut.set_result(self._durable)
+            else:
+                heapq.heappush(self._waiters, (offset, next(self._seq), fut))
+                self._requested = max(self._requested, offset)
+                self._cond.notify()
+        return fut
+
+    def close(self) -> None:
+        """Make everything appended durable, then stop the thread (idempotent)."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _pending(self) -> bool:
+        return self._appended > self._durable and (self._requested > self._durable or self._closing)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                deadline = None if self._interval is None else time.monotonic() + self._interval
+                while not self._pending() and not self._closing:
+                    timeout = None if deadline is None else deadline - time.monotonic()
+                    if timeout is not None and timeout <= 0:
+                        if self._appended > self._durable:
+                            self._requested = max(self._requested, self._appended)
+                            break
+                        deadline = time.monotonic() + (self._interval or 0)
+                        continue
+                    self._cond.wait(timeout)
+                if not self._pending() and self._closing:
+                    self._fail_waiters(LogClosedError("log closed"))
+                    return
+            run, end = self._point()
+            try:
+                run()
+            except BaseException as e:
+                _logger.error("fsync failed, log taken offline: %s", e)
+                with self._cond:
+                    self.error = e
+                    self._fail_waiters(LogClosedError(f"log offline after fsync error: {e}"))
+                self._on_error(e)
+                return
+            ready: list[Future[int]] = []
+            with self._cond:
+                self.fsync_count += 1
+                self._durable = max(self._durable, end)
+                while self._waiters and self._waiters[0][0] <= self._durable:
+                    ready.append(heapq.heappop(self._waiters)[2])
+                durable = self._durable
+            for fut in ready:
+                fut.set_result(durable)
+            try:
+                self._on_durable(durable)
+            except Exception:
+                _logger.exception("on_durable callback failed")
+
+    def _fail_waiters(self, exc: BaseException) -> None:
+        waiters, self._waiters = self._waiters, []
+        for _, _, fut in waiters:
+            fut.set_exception(exc)

@@ -1,0 +1,120 @@
+"""Raw Kafka wire access for tests: hand-made frames over a plain socket."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+from kafka.protocol.metadata import ApiVersionsResponse
+from kafka.record.memory_records import MemoryRecordsBuilder
+
+
+class Wire:
+    """One client connection speaking raw frames."""
+
+    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Wire:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send_frame(self, payload: bytes) -> None:
+        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+
+    def send(self, request: Any) -> int:
+        """Send a versioned kafka-python request; returns its correlation id."""
+        self.correlation_id += 1
+        request.with_header(correlation_id=self.correlation_id, client_id="seglog-tests")
+        self.send_frame(bytes(request.encode(header=True)))
+        return self.correlation_id
+
+    def recv_frame(self) -> bytes:
+        size = struct.unpack(">i", self._recv_exactly(4))[0]
+        return self._recv_exactly(size)
+
+    def _recv_exactly(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = self.sock.recv(n)
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def recv(self, request: Any) -> Any:
+        """Read the response to ``request`` and decode it with the matching class."""
+        frame = self.recv_frame()
+        corr = struct.unpack_from(">i", frame, 0)[0]
+        assert corr == self.correlation_id
+        version = request.API_VERSION
+        resp_cls = request.header.get_response_class()
+        flexible = resp_cls.flexible_version_q(version) and request.API_KEY != 18
+        return resp_cls.decode(frame[4 + int(flexible) :], version=version)
+
+    def call(self, request: Any) -> Any:
+        self.send(request)
+        return self.recv(request)
+
+    def assert_closed(self, timeout: float = 5.0) -> None:
+        """The broker closed this connection (EOF or reset)."""
+        self.sock.settimeout(timeout)
+        try:
+            data = self.sock.recv(4096)
+        except ConnectionResetError:
+            return
+        assert data == b"", f"expected a closed connection, got {data!r}"
+
+
+def api_versions(bootstrap: str) -> dict[int, tuple[int, int]]:
+    """ApiVersions v3 over a fresh connection: api key → (min, max)."""
+    from kafka.protocol.metadata import ApiVersionsRequest
+
+    with Wire(bootstrap) as w:
+        resp = w.call(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"))
+    assert isinstance(resp, ApiVersionsResponse)
+    return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+
+def make_batch(
+    values: list[bytes | None],
+    *,
+    key: bytes | None = None,
+    compression: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    timestamp_ms: int | None = None,
+) -> bytes:
+    """One record batch v2 (kafka-python's builder)."""
+    builder = MemoryRecordsBuilder(magic=2, compression_type=compression, batch_size=1 << 20)
+    if producer_id >= 0:
+        builder.set_producer_state(producer_id, producer_epoch, base_sequence, False)
+    ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    for v in values:
+        builder.append(timestamp=ts, key=key, value=v, headers=[])
+    builder.close()
+    return bytes(builder.buffer())
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """sha256 of every file under ``root`` (relative path → hex digest)."""
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(dirpath, name)
+            out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out

@@ -1,0 +1,100 @@
+"""CreateTopics / DeleteTopics / Metadata via confluent-kafka's AdminClient and raw
+requests: partition counts, topic ids, illegal names, auto-creation on and off."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.metadata import MetadataRequest
+
+from seglog.broker._testing import BrokerProcess
+
+from ._wire import Wire
+
+
+def test_create_list_delete(broker: str, topic: str, data_dir: Path) -> None:
+    admin = AdminClient({"bootstrap.servers": broker})
+    futures = admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])
+    futures[topic].result(10)
+    meta = admin.list_topics(timeout=10)
+    assert topic in meta.topics
+    assert sorted(meta.topics[topic].partitions) == [0, 1, 2]
+    assert meta.topics[topic].partitions[2].leader == 0
+    assert (data_dir / f"{topic}-2").is_dir()
+
+    again = admin.create_topics([NewTopic(topic, num_partitions=1)])
+    with pytest.raises(KafkaException) as info:
+        again[topic].result(10)
+    assert info.value.args[0].code() == 36  # TOPIC_ALREADY_EXISTS
+
+    admin.delete_topics([topic])[topic].result(10)
+    assert topic not in admin.list_topics(timeout=10).topics
+    assert not (data_dir / f"{topic}-0").exists()
+    gone = admin.delete_topics([topic])
+    with pytest.raises(KafkaException) as info:
+        gone[topic].result(10)
+    assert info.value.args[0].code() == 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+
+@pytest.mark.parametrize("name", ["..", ".", "a/b", "../escape", "x" * 250, "bad name", "é"])
+def test_create_illegal_names(broker: str, data_dir: Path, name: str) -> None:
+    before = sorted(p.name for p in data_dir.rglob("*"))
+    admin = AdminClient({"bootstrap.servers": broker})
+    futures = admin.create_topics([NewTopic(name, num_partitions=1)])
+    with pytest.raises(KafkaException) as info:
+        futures[name].result(10)
+    assert info.value.args[0].code() == 17  # INVALID_TOPIC_EXCEPTION
+    assert sorted(p.name for p in data_dir.rglob("*")) == before
+    assert not (data_dir.parent / "escape-0").exists()
+
+
+def test_metadata_illegal_name_and_unknown(broker: str, data_dir: Path) -> None:
+    before = sorted(p.name for p in data_dir.rglob("*"))
+    with Wire(broker) as w:
+        req = MetadataRequest[12](
+            topics=[
+                MetadataRequest.MetadataRequestTopic(name="../x"),
+                MetadataRequest.MetadataRequestTopic(name="no-auto-create"),
+            ],
+            allow_auto_topic_creation=False,
+        )
+        resp = w.call(req)
+    codes = {t.name: t.error_code for t in resp.topics}
+    assert codes == {"../x": 17, "no-auto-create": 3}
+    assert sorted(p.name for p in data_dir.rglob("*")) == before
+
+
+def test_auto_create_disabled(broker_factory: Callable[..., BrokerProcess]) -> None:
+    proc = broker_factory(["--no-auto-create-topics-enable", "--num-partitions", "2"])
+    with Wire(proc.bootstrap) as w:
+        req = MetadataRequest[9](
+            topics=[MetadataRequest.MetadataRequestTopic(name="t1")],
+            allow_auto_topic_creation=True,
+        )
+        assert w.call(req).topics[0].error_code == 3
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    admin.create_topics([NewTopic("t2", num_partitions=-1)])["t2"].result(10)
+    assert len(admin.list_topics(timeout=10).topics["t2"].partitions) == 2  # --num-partitions
+
+
+def test_topic_ids_stable_across_restart(broker_factory: Callable[..., BrokerProcess]) -> None:
+    def ids(bootstrap: str) -> dict[str, object]:
+        with Wire(bootstrap) as w:
+            resp = w.call(MetadataRequest[12](topics=None))
+        return {t.name: t.topic_id for t in resp.topics}
+
+    first = broker_factory()
+    admin = AdminClient({"bootstrap.servers": first.bootstrap})
+    for f in admin.create_topics([NewTopic(n, num_partitions=1) for n in ("a", "b")]).values():
+        f.result(10)
+    before = ids(first.bootstrap)
+    assert set(before) == {"a", "b"}
+    assert all(i.int != 0 for i in before.values())  # type: ignore[attr-defined]
+    assert before["a"] != before["b"]
+    assert first.stop() == 0
+    second = broker_factory()
+    assert ids(second.bootstrap) == before

@@ -1,0 +1,44 @@
+"""Idempotent produce: a retried batch gets its original offset; gaps and old epochs are
+rejected with Kafka's codes."""
+
+from __future__ import annotations
+
+from kafka.protocol.producer import InitProducerIdRequest
+
+from ._wire import Wire, make_batch
+from .test_bad_input import produce_request
+from .test_fetch import fetch_request, values
+from .test_protocol_versions import ensure_topic
+
+
+def send(w: Wire, topic: str, batch: bytes) -> tuple[int, int]:
+    resp = w.call(produce_request(topic, batch))
+    part = resp.responses[0].partition_responses[0]
+    return int(part.error_code), int(part.base_offset)
+
+
+def test_duplicate_and_out_of_order(broker: str, topic: str) -> None:
+    with Wire(broker) as w:
+        ensure_topic(w, topic)
+        init = w.call(InitProducerIdRequest[4](transactional_id=None, transaction_timeout_ms=1))
+        pid, epoch = init.producer_id, init.producer_epoch
+
+        def batch(seq: int, n: int, ep: int = epoch) -> bytes:
+            return make_batch(
+                [f"s{seq + i}".encode() for i in range(n)],
+                producer_id=pid,
+                producer_epoch=ep,
+                base_sequence=seq,
+            )
+
+        assert send(w, topic, batch(0, 3)) == (0, 0)
+        assert send(w, topic, batch(3, 2)) == (0, 3)
+        assert send(w, topic, batch(0, 3)) == (0, 0)  # retried: original offset, not stored
+        assert send(w, topic, batch(3, 2)) == (0, 3)
+        assert send(w, topic, batch(9, 1)) == (45, -1)  # OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert send(w, topic, batch(5, 1)) == (0, 5)
+        assert send(w, topic, batch(0, 1, ep=epoch + 1)) == (0, 6)  # new epoch restarts
+        assert send(w, topic, batch(6, 1)) == (47, -1)  # INVALID_PRODUCER_EPOCH (old epoch)
+        resp = w.call(fetch_request(topic, {0: 0}))
+    stored = values(resp.responses[0].partitions[0].records)
+    assert stored == [b"s0", b"s1", b"s2", b"s3", b"s4", b"s5", b"s0"]

@@ -1,0 +1,49 @@
+"""The code gates run as tests, so `make test` (and CI) fails on a lint or type error."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, check=False)
+
+
+def test_ruff_lint_is_clean() -> None:
+    result = _run(str(BIN / "ruff"), "check", "src", "tests", "examples")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_is_clean() -> None:
+    result = _run(str(BIN / "ruff"), "format", "--check", "src", "tests", "examples")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict_is_clean() -> None:
+    result = _run(str(BIN / "mypy"))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_layers_import_downwards_only() -> None:
+    """storage imports no broker/spark/cli; broker imports no spark/cli; spark no cli."""
+    forbidden = {
+        "storage": ("seglog.broker", "seglog.spark", "seglog.cli", "asyncio", "socket"),
+        "broker": ("seglog.spark", "seglog.cli"),
+        "spark": ("seglog.cli",),
+    }
+    offenders = []
+    for layer, names in forbidden.items():
+        for path in (ROOT / "src" / "seglog" / layer).rglob("*.py"):
+            for line in path.read_text().splitlines():
+                stripped = line.strip()
+                if not stripped.startswith(("import ", "from ")):
+                    continue
+                module = stripped.split()[1]
+                if any(module == n or module.startswith(n + ".") for n in names):
+                    offenders.append(f"{path.relative_to(ROOT)}: {stripped}")
+    assert offenders == []
