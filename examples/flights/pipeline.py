@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Any, cast
 
 import pandas as pd
-from examples.flights.data import GROUP_COLUMNS, RESULT_COLUMNS
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the usual PySpark alias
+
+from examples.flights.data import GROUP_COLUMNS, RESULT_COLUMNS
 
 __all__ = [
     "DELAYS_TOPIC",
@@ -79,13 +80,14 @@ class BatchProgress:
 
 
 def make_spark_session(app_name: str = "seglog-flights") -> SparkSession:
-    """A local[2] SparkSession for the demo: UI off, 2 shuffle partitions, quiet logs.
+    """A local[2] SparkSession for the demo: loopback, UI off, 2 shuffle partitions, quiet.
 
     Python workers run this interpreter (PYSPARK_PYTHON), so they import the same
     seglog and pyarrow. Registers ``format("seglog")``.
     """
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, and no warning
     log4j = Path(__file__).with_name("log4j2.properties")
     spark = (
         SparkSession.builder.master("local[2]")

@@ -15,6 +15,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from pyspark.errors import PySparkException
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
 from examples.flights.broker import BrokerError, running_broker
 from examples.flights.data import (
     FLIGHTS_ROWS,
@@ -33,9 +37,6 @@ from examples.flights.pipeline import (
     run_pipeline,
 )
 from examples.flights.summary import print_summary, table_differences
-from pyspark.errors import PySparkException
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 __all__ = ["MARKER", "DemoError", "prepare_work_dir", "run_demo"]
 
@@ -94,7 +95,10 @@ def run_demo(
     broker_dir = work_dir / "broker"
     try:
         with running_broker(broker_dir, work_dir / "broker.log") as bootstrap:
-            console.print(f"seglog serve listening on {bootstrap}, data dir {broker_dir}")
+            console.print(
+                f"seglog serve listening on {bootstrap}: data directory {broker_dir}, "
+                f"log {work_dir / 'broker.log'}"
+            )
             with phases.phase(f"load {csv_path.name} into topic {FLIGHTS_TOPIC!r}"):
                 create_topic(bootstrap, FLIGHTS_TOPIC, partitions)
                 _load(console, bootstrap)

@@ -12,9 +12,11 @@ import numbers
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
-from examples.flights.data import GROUP_COLUMNS, RESULT_COLUMNS
+from rich import box
 from rich.console import Console
 from rich.table import Table
+
+from examples.flights.data import GROUP_COLUMNS, RESULT_COLUMNS
 
 __all__ = ["MIN_GROUP_FLIGHTS", "print_summary", "rollup", "table_differences", "totals"]
 
@@ -95,20 +97,33 @@ def _missing(value: object) -> bool:
 
 
 def _minutes(value: float) -> str:
-    return "—" if pd.isna(value) else f"{value:,.1f}"
+    return "—" if pd.isna(value) else f"{value:,.1f} min"
 
 
 def _share(value: float) -> str:
     return "—" if pd.isna(value) else f"{value:.1%}"
 
 
+def _airline(carrier: str, airlines: Mapping[str, str]) -> str:
+    name = airlines.get(carrier, "")
+    for suffix in (" Inc.", " Co.", " Corporation"):
+        name = name.removesuffix(suffix)
+    return f"{carrier} {name}".rstrip()
+
+
 def _ranked(title: str, frame: pd.DataFrame, label_columns: Mapping[str, str]) -> Table:
-    table = Table(title=title, title_justify="left", header_style="bold")
-    for header in label_columns.values():
-        table.add_column(header)
-    for header in ("flights", "cancelled", "mean delay (min)", "late > 15 min"):
-        table.add_column(header, justify="right")
-    for _, row in frame.iterrows():
+    table = Table(
+        title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
+        pad_edge=False, collapse_padding=True,
+    )  # fmt: skip
+    for name, header in label_columns.items():
+        if name == "airline":
+            table.add_column(header, no_wrap=True, overflow="ellipsis", max_width=26)
+        else:
+            table.add_column(header, no_wrap=True)
+    for header in ("flights", "cancelled", "mean delay", "late >15"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for row in frame.to_dict("records"):
         table.add_row(
             *(str(row[c]) for c in label_columns),
             f"{int(row['flights']):,}",
@@ -147,23 +162,26 @@ def print_summary(
     console.print(
         _ranked(
             f"Worst (origin, carrier, hour) by mean delay, ≥ {MIN_GROUP_FLIGHTS} flights",
-            worst.assign(airline=worst["carrier"].map(lambda c: airlines.get(c, c))),
-            {"origin": "origin", "carrier": "carrier", "airline": "airline", "hour": "hour"},
+            worst.assign(airline=worst["carrier"].map(lambda c: _airline(c, airlines))),
+            {"origin": "origin", "hour": "hour", "airline": "carrier"},
         )
     )
     carriers = rollup(table, ["carrier"])
-    carriers = carriers.assign(airline=carriers["carrier"].map(lambda c: airlines.get(c, c)))
+    carriers = carriers.assign(airline=carriers["carrier"].map(lambda c: _airline(c, airlines)))
     console.print(
         _ranked(
             "Worst carriers",
             carriers.sort_values("mean_dep_delay_min", ascending=False).head(5),
-            {"carrier": "carrier", "airline": "airline"},
+            {"airline": "carrier"},
         )
     )
     hours = rollup(table, ["hour"]).sort_values("mean_dep_delay_min", ascending=False)
     console.print(_ranked("Worst hours of scheduled departure", hours.head(5), {"hour": "hour"}))
     console.print(_ranked("By airport", rollup(table, ["origin"]), {"origin": "origin"}))
-    timing = Table(title="Elapsed time", title_justify="left", header_style="bold")
+    timing = Table(
+        title="Elapsed time", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
+        pad_edge=False, collapse_padding=True,
+    )  # fmt: skip
     timing.add_column("phase")
     timing.add_column("seconds", justify="right")
     for name, seconds in phases:

@@ -7,11 +7,14 @@ import os
 import socket
 import struct
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
-from kafka.protocol.metadata import ApiVersionsResponse
-from kafka.record.memory_records import MemoryRecordsBuilder
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
 
 class Wire:
@@ -81,8 +84,6 @@ class Wire:
 
 def api_versions(bootstrap: str) -> dict[int, tuple[int, int]]:
     """ApiVersions v3 over a fresh connection: api key → (min, max)."""
-    from kafka.protocol.metadata import ApiVersionsRequest
-
     with Wire(bootstrap) as w:
         resp = w.call(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"))
     assert isinstance(resp, ApiVersionsResponse)
@@ -118,3 +119,73 @@ def tree_digest(root: Path) -> dict[str, str]:
             path = Path(dirpath, name)
             out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
+
+
+def produce_request(topic: str, records: bytes, version: int = 9, partition: int = 0) -> object:
+    req = ProduceRequest[version]
+    topic_data = req.TopicProduceData(
+        name=topic,
+        partition_data=[
+            req.TopicProduceData.PartitionProduceData(index=partition, records=records)
+        ],
+    )
+    return req(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[topic_data])
+
+
+def ensure_topic(w: Wire, name: str) -> uuid.UUID:
+    resp = w.call(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name=name)]))
+    assert resp.topics[0].error_code == 0
+    return resp.topics[0].topic_id  # type: ignore[no-any-return]
+
+
+def produce(w: Wire, topic: str, values: list[bytes], version: int = 9) -> int:
+    req = ProduceRequest[version]
+    data = req.TopicProduceData(
+        name=topic,
+        partition_data=[
+            req.TopicProduceData.PartitionProduceData(index=0, records=make_batch(values))
+        ],
+    )
+    resp = w.call(req(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[data]))
+    part = resp.responses[0].partition_responses[0]
+    assert part.error_code == 0
+    return int(part.base_offset)
+
+
+def fetch_request(
+    topic: str,
+    offsets: dict[int, int],
+    *,
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
+    max_bytes: int = 1 << 20,
+    partition_max_bytes: int = 1 << 20,
+) -> Any:
+    req = FetchRequest[12]
+    parts = [
+        req.FetchTopic.FetchPartition(
+            partition=p,
+            fetch_offset=o,
+            partition_max_bytes=partition_max_bytes,
+            current_leader_epoch=-1,
+            log_start_offset=-1,
+            last_fetched_epoch=-1,
+        )
+        for p, o in offsets.items()
+    ]
+    return req(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[req.FetchTopic(topic=topic, partitions=parts)],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+
+
+def values(records: bytes) -> list[bytes]:
+    return [r.value for batch in MemoryRecords(records) for r in batch]

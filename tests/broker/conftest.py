@@ -28,6 +28,7 @@ def broker_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerP
         log = proc.log_text()
         assert code == 0, log
         assert "Traceback" not in log, log
+        assert " ERROR " not in log, log
         proc.log_path.unlink()
 
 
@@ -57,6 +58,8 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     yield start
     for proc in started:
         assert proc.stop() == 0, proc.log_text()
+        assert " ERROR " not in proc.log_text(), proc.log_text()
+        proc.log_path.unlink()
 
 
 @pytest.fixture

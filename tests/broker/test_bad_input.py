@@ -5,27 +5,17 @@ byte changes."""
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from kafka.protocol.consumer import FetchRequest
-from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
-from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-from ._wire import Wire, api_versions, make_batch, tree_digest
+from seglog.broker._testing import BrokerProcess
 
-
-def produce_request(topic: str, records: bytes, version: int = 9, partition: int = 0) -> object:
-    req = ProduceRequest[version]
-    topic_data = req.TopicProduceData(
-        name=topic,
-        partition_data=[
-            req.TopicProduceData.PartitionProduceData(index=partition, records=records)
-        ],
-    )
-    return req(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[topic_data])
+from ._wire import Wire, api_versions, make_batch, produce_request, tree_digest
 
 
 def produce_code(w: Wire, topic: str, records: bytes, version: int = 9) -> int:
@@ -121,8 +111,6 @@ def test_unknown_api_versions_version_gets_error_35(broker: str) -> None:
         w.send_frame(struct.pack(">hhih", 18, 99, 42, 1) + b"x" + b"\x00" * 4)
         frame = w.recv_frame()
         assert struct.unpack_from(">i", frame, 0)[0] == 42
-        from kafka.protocol.metadata import ApiVersionsResponse
-
         body = ApiVersionsResponse.decode(frame[4:], version=0)  # header v0, body v0
         assert body.error_code == 35
         assert any(k.api_key == 18 for k in body.api_keys)
@@ -216,3 +204,26 @@ def test_fetch_beyond_log_end(broker: str, topic: str, seeded: dict[str, str]) -
     part = resp.responses[0].partitions[0]
     assert part.error_code == 1  # OFFSET_OUT_OF_RANGE
     assert part.high_watermark == 15
+
+
+def test_acks_0_error_closes(broker: str, topic: str, seeded: dict[str, str]) -> None:
+    """With acks=0 there is no response to carry an error: Kafka closes the connection."""
+    req = produce_request("../etc", make_batch([b"v"]))
+    req.acks = 0  # type: ignore[attr-defined]
+    with Wire(broker) as w:
+        w.send(req)
+        w.assert_closed()
+
+
+def test_socket_request_max_bytes_flag(broker_factory: Callable[..., BrokerProcess]) -> None:
+    proc = broker_factory(["--socket-request-max-bytes", "4096"])
+    with Wire(proc.bootstrap) as w:
+        topic_meta = MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name="s")])
+        assert w.call(topic_meta).topics[0].error_code == 0
+        assert produce_code(w, "s", make_batch([b"x" * 1000])) == 0  # frame < 4096 bytes
+    digest = tree_digest(proc.data_dir)
+    with Wire(proc.bootstrap) as w:
+        w.send(produce_request("s", make_batch([b"x" * 5000])))  # frame > 4096 bytes
+        w.assert_closed()
+    assert_serving(proc.bootstrap, "s")
+    assert tree_digest(proc.data_dir) == digest

@@ -6,7 +6,11 @@ import subprocess
 import time
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition as ATopicPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaError
+from kafka.structs import OffsetAndMetadata
 
 
 def test_kafka_python_idempotent_producer_and_consumer(broker: str, topic: str) -> None:
@@ -54,8 +58,6 @@ def test_kafka_python_idempotent_producer_and_consumer(broker: str, topic: str) 
 
 
 def _offset_and_metadata(offset: int) -> object:
-    from kafka.structs import OffsetAndMetadata
-
     try:
         return OffsetAndMetadata(offset, "", -1)
     except TypeError:
@@ -82,9 +84,6 @@ def test_kafka_python_compressed(broker: str, topic: str, codec: str) -> None:
 
 
 async def test_aiokafka_produce_consume(broker: str, topic: str) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka.structs import TopicPartition as ATopicPartition
-
     producer = AIOKafkaProducer(bootstrap_servers=broker, compression_type="gzip")
     await producer.start()
     try:
@@ -146,3 +145,16 @@ def test_kcat_produce_and_consume(broker: str, topic: str) -> None:
         ["kcat", "-b", broker, "-L", "-t", topic], capture_output=True, check=True, timeout=30
     )
     assert f'topic "{topic}" with 1 partitions' in listing.stdout.decode()
+
+
+def test_kafka_python_pinned_to_old_version_gets_error(broker: str, topic: str) -> None:
+    """api_version (0,10,1) sends Produce v2 with magic-1 message sets: the client gets
+    INVALID_RECORD (87) back instead of a connection closed in a reconnect loop."""
+    producer = KafkaProducer(bootstrap_servers=broker, api_version=(0, 10, 1), retries=0)
+    try:
+        future = producer.send(topic, b"old format")
+        with pytest.raises(KafkaError) as info:
+            future.get(15)
+    finally:
+        producer.close(5)
+    assert info.value.errno == 87

@@ -5,54 +5,10 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from typing import Any
 
-from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import MetadataRequest
-from kafka.record.memory_records import MemoryRecords
 
-from ._wire import Wire, make_batch
-from .test_bad_input import produce_request
-from .test_protocol_versions import ensure_topic, produce
-
-
-def fetch_request(
-    topic: str,
-    offsets: dict[int, int],
-    *,
-    max_wait_ms: int = 0,
-    min_bytes: int = 1,
-    max_bytes: int = 1 << 20,
-    partition_max_bytes: int = 1 << 20,
-) -> Any:
-    req = FetchRequest[12]
-    parts = [
-        req.FetchTopic.FetchPartition(
-            partition=p,
-            fetch_offset=o,
-            partition_max_bytes=partition_max_bytes,
-            current_leader_epoch=-1,
-            log_start_offset=-1,
-            last_fetched_epoch=-1,
-        )
-        for p, o in offsets.items()
-    ]
-    return req(
-        replica_id=-1,
-        max_wait_ms=max_wait_ms,
-        min_bytes=min_bytes,
-        max_bytes=max_bytes,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[req.FetchTopic(topic=topic, partitions=parts)],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
-
-
-def values(records: bytes) -> list[bytes]:
-    return [r.value for batch in MemoryRecords(records) for r in batch]
+from ._wire import Wire, ensure_topic, fetch_request, make_batch, produce, produce_request, values
 
 
 def test_long_poll_woken_by_append(broker: str, topic: str) -> None:
@@ -130,3 +86,19 @@ def test_pipelined_responses_keep_request_order(broker: str, topic: str) -> None
         assert got == [sent[0], sent[1], sent[3]]
         resp = w.call(fetch_request(topic, {0: 0}))
         assert values(resp.responses[0].partitions[0].records) == [b"acks0", b"acks-1"]
+
+
+def test_disconnect_while_waiting_for_fsync(broker: str, topic: str) -> None:
+    """Clients that vanish with produces in flight leave the partition working."""
+    with Wire(broker) as w:
+        ensure_topic(w, topic)
+    for _ in range(20):
+        w = Wire(broker)
+        for _ in range(5):
+            w.send(produce_request(topic, make_batch([b"gone?"] * 10)))
+        w.close()
+    with Wire(broker) as w:
+        base = produce(w, topic, [b"after"])
+        assert base % 10 == 0  # whole batches of 10 before it, none torn
+        resp = w.call(fetch_request(topic, {0: base}))
+    assert values(resp.responses[0].partitions[0].records) == [b"after"]

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from kafka.protocol.producer import InitProducerIdRequest
 
-from ._wire import Wire, make_batch
-from .test_bad_input import produce_request
-from .test_fetch import fetch_request, values
-from .test_protocol_versions import ensure_topic
+from ._wire import Wire, ensure_topic, fetch_request, make_batch, produce_request, values
 
 
 def send(w: Wire, topic: str, batch: bytes) -> tuple[int, int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -16,9 +17,7 @@ from kafka.protocol.producer import InitProducerIdRequest
 
 from seglog.broker._testing import BrokerProcess, free_port
 
-from ._wire import Wire
-from .test_fetch import fetch_request, values
-from .test_protocol_versions import ensure_topic, produce
+from ._wire import Wire, ensure_topic, fetch_request, produce, values
 
 
 def test_data_persists_across_restart(broker_factory: Callable[..., BrokerProcess]) -> None:
@@ -89,7 +88,7 @@ def test_second_broker_on_same_data_dir_fails(
     broker_factory()
     result = subprocess.run(
         [
-            str(Path(__import__("sys").executable).with_name("seglog")),
+            str(Path(sys.executable).with_name("seglog")),
             "serve",
             "--data-dir",
             str(tmp_path / "data"),
@@ -118,3 +117,39 @@ def test_restart_keeps_stored_bytes_and_offsets(
         resp = w.call(fetch_request("keep", {0: 0}))
         assert produce(w, "keep", [b"next"]) == 3
     assert values(resp.responses[0].partitions[0].records) == [b"b0", b"b1", b"b2"]
+
+
+def test_flags_segment_roll_and_relaxed_flush(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    proc = broker_factory(["--log-segment-bytes", "4096", "--log-flush-interval-messages", "10"])
+    with Wire(proc.bootstrap) as w:
+        ensure_topic(w, "rolled")
+        for i in range(40):
+            assert produce(w, "rolled", [b"%03d" % i + b"." * 200]) == i
+        got: list[bytes] = []
+        while len(got) < 40:  # a fetch returns data from one segment at most, as in Kafka
+            resp = w.call(fetch_request("rolled", {0: len(got)}, max_bytes=1 << 20))
+            more = values(resp.responses[0].partitions[0].records)
+            assert more
+            got.extend(more)
+    assert got == [b"%03d" % i + b"." * 200 for i in range(40)]
+    assert len(list((proc.data_dir / "rolled-0").glob("*.log"))) > 1
+
+
+def test_port_in_use_exits_2(broker_process: BrokerProcess, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("seglog")),
+            "serve",
+            "--data-dir",
+            str(tmp_path / "other"),
+            "--listen",
+            broker_process.bootstrap,
+        ],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert b"address already in use" in result.stderr.lower()

@@ -3,8 +3,6 @@ classes over a raw socket: the broker's answers decode and carry the expected da
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
 from kafka.protocol.consumer import (
@@ -14,37 +12,17 @@ from kafka.protocol.consumer import (
     OffsetFetchRequest,
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
-from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from kafka.protocol.producer import InitProducerIdRequest
 from kafka.record.memory_records import MemoryRecords
 
 from seglog.broker._protocol import APIS
 
-from ._wire import Wire, api_versions, make_batch
+from ._wire import Wire, api_versions, ensure_topic, produce
 
 
 def versions(api_key: int) -> list[int]:
     spec = APIS[api_key]
     return list(range(spec.min_version, spec.max_version + 1))
-
-
-def ensure_topic(w: Wire, name: str) -> uuid.UUID:
-    resp = w.call(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name=name)]))
-    assert resp.topics[0].error_code == 0
-    return resp.topics[0].topic_id  # type: ignore[no-any-return]
-
-
-def produce(w: Wire, topic: str, values: list[bytes], version: int = 9) -> int:
-    req = ProduceRequest[version]
-    data = req.TopicProduceData(
-        name=topic,
-        partition_data=[
-            req.TopicProduceData.PartitionProduceData(index=0, records=make_batch(values))
-        ],
-    )
-    resp = w.call(req(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[data]))
-    part = resp.responses[0].partition_responses[0]
-    assert part.error_code == 0
-    return int(part.base_offset)
 
 
 def test_api_versions_advertised(broker: str) -> None:

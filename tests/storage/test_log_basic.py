@@ -8,7 +8,7 @@ import time
 import pytest
 from kafka.record.memory_records import MemoryRecords
 
-from seglog.errors import InvalidOffsetError, LogClosedError, ReadOnlyError
+from seglog.errors import DataDirLockedError, InvalidOffsetError, LogClosedError, ReadOnlyError
 from seglog.storage import Log, LogConfig
 from seglog.storage._batch import parse_header
 
@@ -158,3 +158,32 @@ def test_log_append_time(tmp_path):
         b = mr.next_batch()
         assert b.validate_crc()
         assert [r.timestamp for r in b] == [info.log_append_time_ms] * 2
+
+
+def test_one_writer_per_log_directory(tmp_path):
+    with Log.open(tmp_path / "p", create=True) as log:
+        with pytest.raises(DataDirLockedError):
+            Log.open(tmp_path / "p")
+        with Log.open(tmp_path / "p", read_only=True) as ro:  # readers take no lock
+            assert ro.log_end_offset == log.log_end_offset
+    with Log.open(tmp_path / "p") as again:  # released by close
+        assert again.log_end_offset == 0
+
+
+def test_readers_see_only_durable_data(tmp_path):
+    """Hold back the fsync thread (it needs the log lock for its sync point): appended
+    data stays invisible to readers until it is fsynced."""
+    with Log.open(tmp_path / "p", create=True) as log:
+        log.append(make_batch(2))
+        log.sync()
+        with log._lock:
+            log.append(make_batch(3))
+            time.sleep(0.05)
+            assert log.log_end_offset == 5
+            assert log.high_watermark == 2
+            assert [parse_header(b).base_offset for b in log.batches()] == [0]
+            assert log.read(2, 1000) == b""
+            assert log.consume(0, 10)[0] == 2
+        assert log.sync() == 5
+        assert log.high_watermark == 5
+        assert log.read(2, 1000) != b""

@@ -194,3 +194,24 @@ def test_crash_after_roll_with_empty_new_segment(tmp_path):
         assert log.append(make_batch(1)).base_offset == end
         log.sync()
     assert check(p)[0].ok
+
+
+def test_plausible_wrong_middle_index_entry_still_reads_right(tmp_path):
+    p = tmp_path / "p"
+    cfg = LogConfig(index_interval_bytes=150)
+    with Log.open(p, cfg, create=True) as log:
+        for i in range(40):
+            log.append(make_batch(2, timestamp=10000 + 10 * i))
+        log.sync()
+        before = _lookups(log)
+    index = p / f"{0:020d}.index"
+    entries = bytearray(index.read_bytes())
+    k = len(entries) // 16 * 8  # a middle entry: claim the next batch's base offset
+    rel = int.from_bytes(entries[k : k + 4], "big")
+    entries[k : k + 4] = (rel + 2).to_bytes(4, "big")
+    index.write_bytes(entries)
+    with Log.open(p, cfg) as log:
+        assert _lookups(log) == before
+    assert check(p)[0].index_problems == [0]
+    recover(p)
+    assert check(p)[0].index_problems == []

@@ -10,5 +10,15 @@ from __future__ import annotations
 
 from seglog.broker._config import BrokerConfig, parse_host_port
 from seglog.broker._server import Broker, run_broker
+from seglog.broker._testing import BrokerProcess, start_broker
 
-__all__ = ["Broker", "BrokerConfig", "parse_host_port", "run_broker"]
+__all__ = [
+    # running a broker in this process
+    "Broker",
+    "BrokerConfig",
+    # a `seglog serve` subprocess (tests, demo, benchmarks)
+    "BrokerProcess",
+    "parse_host_port",
+    "run_broker",
+    "start_broker",
+]

@@ -43,7 +43,7 @@ def _create_one(ctx: BrokerContext, t: Any, validate_only: bool, version: int) -
                 error_code=0, num_partitions=partitions, replication_factor=1, configs=[], **kwargs
             )
         info = ctx.topics.create(name, partitions, configs)
-    except (SeglogError, ValueError) as exc:
+    except (SeglogError, ValueError, OSError) as exc:
         kwargs["error_message"] = str(exc)
         return _CTResult(error_code=_errors.error_code(exc), **kwargs)
     return _CTResult(
@@ -91,7 +91,8 @@ def handle_delete_topics(ctx: BrokerContext, req: Any, version: int) -> Any:
         else [(n, None) for n in req.topic_names]
     )
     results = []
-    for name, topic_id in wanted:
+    for wanted_name, wanted_id in wanted:
+        name, topic_id = wanted_name, wanted_id
         if name is None and topic_id is not None:
             info = ctx.topics.by_id(topic_id)
             if info is None:

@@ -23,12 +23,16 @@ __all__ = ["Connection", "Dispatch"]
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-_BUFFER_BYTES = 256 * 1024
+_BUFFER_BYTES = 256 * 1024  # small requests are parsed out of this buffer
 _MIN_FREE = 16 * 1024
+_LARGE_FRAME = 64 * 1024  # larger frames are received straight into their own buffer
 
 # dispatch(connection, frame) -> encoded response, None (no response), or an awaitable of
 # either; raises ProtocolError to close the connection.
-Dispatch = Callable[["Connection", bytes], "bytes | None | Awaitable[bytes | None]"]
+Dispatch = Callable[
+    ["Connection", "bytes | bytearray"],
+    "bytes | bytearray | Awaitable[bytes | bytearray | None] | None",
+]
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -49,6 +53,8 @@ class Connection(asyncio.BufferedProtocol):
         self._buf = bytearray(_BUFFER_BYTES)
         self._start = 0
         self._end = 0
+        self._frame: bytearray | None = None  # a large frame being received
+        self._frame_filled = 0
         self._pending: collections.deque[asyncio.Future[Any]] = collections.deque()
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
@@ -74,6 +80,8 @@ class Connection(asyncio.BufferedProtocol):
         self._on_close(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._frame)[self._frame_filled :]
         if self._start == self._end:
             self._start = self._end = 0
         elif len(self._buf) - self._end < _MIN_FREE and self._start > 0:
@@ -83,11 +91,20 @@ class Connection(asyncio.BufferedProtocol):
         return memoryview(self._buf)[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
-        self._end += nbytes
         try:
+            if self._frame is not None:
+                self._frame_filled += nbytes
+                if self._frame_filled == len(self._frame):
+                    frame, self._frame = self._frame, None
+                    self._handle(frame)
+                return
+            self._end += nbytes
             self._parse_frames()
         except ProtocolError as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
+            self.abort()
+        except Exception:
+            log.exception("closing connection from %s: request handling failed", self.peer)
             self.abort()
 
     def pause_writing(self) -> None:
@@ -113,28 +130,26 @@ class Connection(asyncio.BufferedProtocol):
                     " (socket.request.max.bytes)"
                 )
             if available < 4 + size:
-                if 4 + size > len(buf) - self._start:
-                    self._grow(4 + size)
+                if size > _LARGE_FRAME:
+                    # Receive the rest straight into a buffer of the frame's size (checked
+                    # against socket.request.max.bytes above): no copy, no growth.
+                    frame = bytearray(size)
+                    frame[: available - 4] = buf[self._start + 4 : self._end]
+                    self._frame, self._frame_filled = frame, available - 4
+                    self._start = self._end = 0
+                elif 4 + size > len(buf) - self._start:
+                    n = self._end - self._start
+                    buf[:n] = buf[self._start : self._end]
+                    self._start, self._end = 0, n
                 break
             with memoryview(buf) as view:
-                frame = bytes(view[self._start + 4 : self._start + 4 + size])
+                frame_bytes = bytes(view[self._start + 4 : self._start + 4 + size])
             self._start += 4 + size
-            self._handle(frame)
-        if self._start == self._end and len(self._buf) > _BUFFER_BYTES:
-            self._buf = bytearray(_BUFFER_BYTES)  # drop the room made for a large frame
-            self._start = self._end = 0
-
-    def _grow(self, frame_bytes: int) -> None:
-        # A new buffer (the old one may still be exported to the transport), sized from a
-        # length already checked against socket.request.max.bytes.
-        n = self._end - self._start
-        new = bytearray(max(frame_bytes, _BUFFER_BYTES))
-        new[:n] = self._buf[self._start : self._end]
-        self._buf, self._start, self._end = new, 0, n
+            self._handle(frame_bytes)
 
     # -- pipeline -----------------------------------------------------------------------
 
-    def _handle(self, frame: bytes) -> None:
+    def _handle(self, frame: bytes | bytearray) -> None:
         result = self._dispatch(self, frame)
         if result is None:
             return

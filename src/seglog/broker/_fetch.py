@@ -121,12 +121,20 @@ def handle_fetch(ctx: BrokerContext, req: Any, version: int) -> Any | Coroutine[
     entries, total, erred = _read(ctx, wanted, max_bytes)
     if total >= req.min_bytes or erred or req.max_wait_ms <= 0 or ctx.shutting_down:
         return _response(version, entries)
-    return _long_poll(ctx, version, wanted, max_bytes, req.min_bytes, req.max_wait_ms)
+    return _long_poll(
+        ctx,
+        version,
+        wanted=wanted,
+        max_bytes=max_bytes,
+        min_bytes=req.min_bytes,
+        max_wait_ms=req.max_wait_ms,
+    )
 
 
 async def _long_poll(
     ctx: BrokerContext,
     version: int,
+    *,
     wanted: list[_Wanted],
     max_bytes: int,
     min_bytes: int,

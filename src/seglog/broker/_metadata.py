@@ -73,7 +73,7 @@ def handle_metadata(ctx: BrokerContext, req: Any, version: int) -> Any:
                 continue
             try:
                 info = ctx.topics.ensure(name, allow_auto_create=allow)
-            except SeglogError as exc:
+            except (SeglogError, OSError) as exc:
                 topics.append(_error_entry(name, _errors.error_code(exc)))
             else:
                 topics.append(_topic_entry(ctx, info))

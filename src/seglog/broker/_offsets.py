@@ -116,6 +116,12 @@ def _fetched(
     return out
 
 
+_GTopic = OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics
+_GPart = _GTopic.OffsetFetchResponsePartitions
+_OFTopic = OffsetFetchResponse.OffsetFetchResponseTopic
+_OFPart = _OFTopic.OffsetFetchResponsePartition
+
+
 def handle_offset_fetch(ctx: BrokerContext, req: Any, version: int) -> Any:
     """Committed offsets; -1 (and empty metadata) where none is committed. v8+ answers per
     group; null topics mean every partition with a commit."""
@@ -124,13 +130,11 @@ def handle_offset_fetch(ctx: BrokerContext, req: Any, version: int) -> Any:
         groups = []
         for g in req.groups:
             wanted = None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics]
-            Topic = OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics
-            Part = Topic.OffsetFetchResponsePartitions
             topics = [
-                Topic(
+                _GTopic(
                     name=name,
                     partitions=[
-                        Part(
+                        _GPart(
                             partition_index=p,
                             committed_offset=off,
                             committed_leader_epoch=-1,
@@ -149,13 +153,11 @@ def handle_offset_fetch(ctx: BrokerContext, req: Any, version: int) -> Any:
             )
         return resp(throttle_time_ms=0, groups=groups)
     wanted = None if req.topics is None else [(t.name, t.partition_indexes) for t in req.topics]
-    Topic = OffsetFetchResponse.OffsetFetchResponseTopic
-    Part = Topic.OffsetFetchResponsePartition
     topics = [
-        Topic(
+        _OFTopic(
             name=name,
             partitions=[
-                Part(
+                _OFPart(
                     partition_index=p,
                     committed_offset=off,
                     committed_leader_epoch=-1,

@@ -9,6 +9,7 @@ asynchronous, so pipelined and concurrent produce requests share fsyncs.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 from collections.abc import Coroutine
 from typing import Any, NamedTuple
@@ -18,7 +19,7 @@ from kafka.protocol.producer import ProduceResponse
 from seglog.broker import _errors
 from seglog.broker._context import BrokerContext
 from seglog.broker._producers import batch_identity
-from seglog.errors import SeglogError, UnknownTopicError
+from seglog.errors import ProtocolError, SeglogError, UnknownTopicError
 from seglog.storage import Log, validate_topic_name
 
 __all__ = ["handle_produce"]
@@ -74,7 +75,7 @@ def _append(ctx: BrokerContext, topic: str, partition: int, records: Any) -> _Re
             plog,
             info.last_offset + 1,
         )
-    except SeglogError as exc:
+    except (SeglogError, OSError) as exc:
         return _Result(partition, _errors.error_code(exc))
 
 
@@ -119,6 +120,10 @@ def handle_produce(
                 parts.append(_append(ctx, topic.name, p.index, p.records))
         results.append((topic.name, parts))
     if acks == 0:
+        failed = [r.error_code for _n, parts in results for r in parts if r.error_code]
+        if failed:
+            # Kafka closes the connection: the producer gets no response to learn from
+            raise ProtocolError(f"acks=0 produce failed with error code(s) {sorted(set(failed))}")
         return None
     if not ctx.sync_before_ack:
         return _response(version, results)
@@ -134,11 +139,40 @@ def handle_produce(
     return _await_sync(version, results, list(targets.values()))
 
 
+def _durable(
+    loop: asyncio.AbstractEventLoop, sync: concurrent.futures.Future[int]
+) -> asyncio.Future[int]:
+    """``asyncio.wrap_future`` without cancel propagation: when a client disconnects, the
+    waiting task is cancelled, but the storage's group-commit future must stay untouched
+    (its sync thread completes it with ``set_result``, which a cancelled future refuses)."""
+    fut: asyncio.Future[int] = loop.create_future()
+
+    def settle(done: concurrent.futures.Future[int]) -> None:
+        exc = done.exception()
+        if exc is None:
+            loop.call_soon_threadsafe(_settle, fut, done.result(), None)
+        else:
+            loop.call_soon_threadsafe(_settle, fut, -1, exc)
+
+    sync.add_done_callback(settle)
+    return fut
+
+
+def _settle(fut: asyncio.Future[int], result: int, exc: BaseException | None) -> None:
+    if fut.done():
+        return
+    if exc is None:
+        fut.set_result(result)
+    else:
+        fut.set_exception(exc)
+
+
 async def _await_sync(
     version: int, results: list[tuple[str, list[_Result]]], targets: list[tuple[Log, int]]
 ) -> Any:
+    loop = asyncio.get_running_loop()
     outcomes = await asyncio.gather(
-        *(asyncio.wrap_future(plog.sync_future(end)) for plog, end in targets),
+        *(_durable(loop, plog.sync_future(end)) for plog, end in targets),
         return_exceptions=True,
     )
     failed = {

@@ -11,6 +11,7 @@ error 45 OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch 47 INVALID_PRODUCER_EPOCH.
 
 from __future__ import annotations
 
+import base64
 import collections
 import json
 import os
@@ -76,8 +77,6 @@ class BrokerState:
 
 
 def _new_cluster_id() -> str:
-    import base64
-
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 

@@ -61,7 +61,6 @@ __all__ = [
 API_VERSIONS_KEY = 18
 
 _HEADER = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
-_SIZE_CORRELATION = struct.Struct(">ii")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,14 +177,14 @@ def parse_request_header(frame: memoryview) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
-def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
-    """Frame ``body`` (a versioned kafka-python response instance) for the wire: size,
-    response header (v1 for flexible versions, v0 for ApiVersions always), body."""
-    payload = body.encode()
-    spec = APIS[api_key]
-    flexible = api_key != API_VERSIONS_KEY and spec.response.flexible_version_q(version)
-    head = _SIZE_CORRELATION.pack(4 + flexible + len(payload), correlation_id)
-    return b"".join((head, b"\x00" if flexible else b"", payload))
+def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytearray:
+    """Frame ``body`` (a versioned kafka-python response instance) for the wire in one
+    buffer: size, response header (v1 for flexible versions; ApiVersions' class forces v0),
+    body. Encoding without ``version=`` avoids kafka-python's response-header bug."""
+    del api_key, version  # the versioned class carries both
+    body.with_header(correlation_id=correlation_id)
+    encoded: bytearray = body.encode(header=True, framed=True)
+    return encoded
 
 
 def api_versions_body(version: int, error_code: int = 0) -> Any:

@@ -126,7 +126,9 @@ class Broker:
         self._connections.add(conn)
         return conn
 
-    def dispatch(self, conn: Connection, frame: bytes) -> bytes | Awaitable[bytes | None] | None:
+    def dispatch(
+        self, conn: Connection, frame: bytes | bytearray
+    ) -> bytes | bytearray | Awaitable[bytes | bytearray | None] | None:
         """Decode one request frame and run its handler. Raises ProtocolError (the
         connection is closed) for a malformed frame, an unknown API key, or a version
         outside the served range; ApiVersions of an unknown version gets a v0 body with
@@ -162,7 +164,7 @@ class Broker:
     @staticmethod
     async def _encode_later(
         key: int, version: int, correlation_id: int, pending: Awaitable[Any]
-    ) -> bytes | None:
+    ) -> bytearray | None:
         body = await pending
         if body is None:
             return None

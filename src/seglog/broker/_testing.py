@@ -135,6 +135,6 @@ def start_broker(
             proc.kill()
         proc.wait()
         last_log = path.read_text(errors="replace")
-        if "Address already in use" not in last_log:
+        if "address already in use" not in last_log.lower():
             break
     raise RuntimeError(f"seglog serve did not start; its log:\n{last_log}")

@@ -1,10 +1,89 @@
-"""Placeholder: filled in by the layer's owner (see docs/DESIGN.md)."""
+"""``seglog bench``: throughput of every layer next to references measured in the same run."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+
+__all__ = ["register"]
+
+
+def bench(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
+    messages: Annotated[
+        int | None,
+        typer.Option("--messages", min=1, help="Messages per produce/fetch/embedded run."),
+    ] = None,
+    spark_rows: Annotated[
+        int | None, typer.Option("--spark-rows", min=1, help="Records of the Spark data set.")
+    ] = None,
+    repeat: Annotated[
+        int | None, typer.Option("--repeat", min=1, help="Runs per measurement (medians shown).")
+    ] = None,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Tiny sizes, one repeat (a smoke test, not a figure).")
+    ] = False,
+    skip_spark: Annotated[bool, typer.Option("--skip-spark", help="Leave out Spark.")] = False,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            help="Where the bench writes (a temporary directory inside it, removed at the "
+            "end). Default: the current directory, so the raw disk reference measures the "
+            "disk your data lives on.",
+        ),
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the results as JSON here.")
+    ] = None,
+    markdown_path: Annotated[
+        Path | None, typer.Option("--markdown", help="Also write the table as markdown here.")
+    ] = None,
+) -> None:
+    """Measure produce/fetch through `seglog serve`, embedded publish/consume and Spark reads,
+    each next to a reference measured in the same run (raw disk, client only, Parquet, JSON).
+
+    Exits 1 if any measurement failed (the table says which and why).
+    """
+    # the bench needs the clients of the dev/spark extras; seglog's other commands do not
+    from seglog.bench import BenchOptions, run_bench  # noqa: PLC0415
+
+    base = BenchOptions.quick() if quick else BenchOptions()
+    opts = BenchOptions(
+        messages=messages or base.messages,
+        spark_rows=spark_rows or base.spark_rows,
+        repeat=repeat or base.repeat,
+        skip_spark=skip_spark,
+        data_dir=data_dir,
+    )
+    # a table wider than 80 columns reads better in logs than a wrapped one
+    console = Console(width=None if sys.stdout.isatty() else 150)
+    with console.status("seglog bench: starting") as status:
+
+        def progress(line: str) -> None:
+            status.update(f"seglog bench: {line}")
+            console.log(line)
+
+        report = run_bench(opts, progress)
+    console.print(report.table())
+    for note in report.notes():
+        console.print(f"[red]error[/red] {note}", highlight=False)
+    console.print(
+        "Medians of the repeats; ratio = median(seglog) / median(reference); MB = 10^6 bytes; "
+        f"run took {report.duration_s:.0f} s.",
+        highlight=False,
+    )
+    if json_path is not None:
+        report.write_json(json_path)
+    if markdown_path is not None:
+        report.write_markdown(markdown_path)
+    if report.failed:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
-    del app
+    """Add the ``bench`` command to ``app``."""
+    app.command("bench")(bench)

@@ -29,8 +29,8 @@ def _report_table(title: str, reports: list[CheckReport]) -> Table:
         table.add_column(col, justify="left" if col in ("log", "status") else "right")
     for r in reports:
         if r.problems:
-            status = "[red]" + ("torn tail: " if r.torn_tail else "CORRUPT: ") + "; ".join(
-                r.problems
+            status = (
+                "[red]" + ("torn tail: " if r.torn_tail else "CORRUPT: ") + "; ".join(r.problems)
             )
         else:
             status = "[green]ok"

@@ -8,10 +8,13 @@ from typing import Annotated
 
 import typer
 
+from seglog.broker import BrokerConfig, parse_host_port, run_broker
+from seglog.errors import DataDirLockedError
+
 __all__ = ["register"]
 
 
-def serve(
+def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
     data_dir: Annotated[
         Path, typer.Option("--data-dir", help="Data directory (created when missing).")
     ] = Path("data"),
@@ -65,9 +68,6 @@ def serve(
     log_level: Annotated[str, typer.Option("--log-level", help="Python logging level.")] = "INFO",
 ) -> None:
     """Run a single-node Kafka-compatible broker until SIGINT/SIGTERM (then exit 0)."""
-    from seglog.broker import BrokerConfig, parse_host_port, run_broker
-    from seglog.errors import DataDirLockedError
-
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

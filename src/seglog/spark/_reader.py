@@ -84,8 +84,8 @@ def read_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
     """Yield the records of one offset range as Arrow batches (used by both readers)."""
     from seglog.storage import DataDir
 
-    if part.start >= part.end:
-        return
+    if not isinstance(part, OffsetRangePartition) or part.start >= part.end:
+        return  # pyspark passes one plain InputPartition when partitions() returned none
     data_dir = DataDir(part.path, create=False, read_only=True)
     try:
         log = data_dir.log(part.topic, part.partition)

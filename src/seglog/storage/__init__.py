@@ -17,24 +17,24 @@ from seglog.storage._log import FileSlice, Log, open_log
 # Messages (embedded API)
 from seglog.storage._message import OFFSET_NEWEST, OFFSET_OLDEST, Message
 
-__all__ = [
-    # messages
+__all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
+    # logs and their configuration
+    "AppendInfo",
+    "FileSlice",
+    "Log",
+    "LogConfig",
+    "open_log",
+    # messages (embedded API)
+    "Message",
     "OFFSET_NEWEST",
     "OFFSET_OLDEST",
+    # data directories
+    "DataDir",
+    "TopicInfo",
+    "validate_topic_name",
     # directory tools
     "CheckReport",
     "check",
     "recover",
     "stat",
-    # logs
-    "AppendInfo",
-    # data directories
-    "DataDir",
-    "FileSlice",
-    "Log",
-    "LogConfig",
-    "Message",
-    "TopicInfo",
-    "open_log",
-    "validate_topic_name",
 ]

@@ -14,7 +14,7 @@ from seglog.errors import DataDirLockedError, NotFoundError
 from seglog.storage import _files
 from seglog.storage._config import LogConfig
 from seglog.storage._load import LoadReport, load_segments
-from seglog.storage._log import Log
+from seglog.storage._log import Log, lock_log_dir
 
 __all__ = ["CheckReport", "check", "log_directories", "recover", "stat"]
 
@@ -119,7 +119,9 @@ def recover(path: str | os.PathLike[str]) -> list[CheckReport]:
     out = []
     for d in log_directories(path):
         lock_fd = _lock_data_dir(d)
+        log_lock = None
         try:
+            log_lock = lock_log_dir(d)
             report = LoadReport()
             segs = load_segments(d, LogConfig(), "prefix", report, full_scan=True)
             size = sum(s.size for s in segs)
@@ -143,8 +145,9 @@ def recover(path: str | os.PathLike[str]) -> list[CheckReport]:
                 )
             )
         finally:
-            if lock_fd is not None:
-                os.close(lock_fd)
+            for fd in (lock_fd, log_lock):
+                if fd is not None:
+                    os.close(fd)
     return out
 
 

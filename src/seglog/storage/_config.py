@@ -47,7 +47,8 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     """message.timestamp.type: "CreateTime" (keep the producer's) or "LogAppendTime"."""
     key_index: bool = False
-    """seglog: keep a key index for get_by_key (issue 3; not implemented yet)."""
+    """seglog: keep an in-memory key index (last offset per key) for get_by_key; built at
+    open by decoding every batch, updated on append (costs per-record decoding)."""
 
     def __post_init__(self) -> None:
         if not 64 <= self.segment_bytes <= (1 << 31) - 1:

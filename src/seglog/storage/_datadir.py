@@ -93,6 +93,7 @@ class DataDir:
         self.default_config = default_config or LogConfig()
         self._lock = threading.RLock()
         self._logs: dict[tuple[str, int], Log] = {}
+        self._topic_cache: dict[str, TopicInfo] = {}
         self._lock_fd: int | None = None
         self._closed = False
         if not self.path.is_dir():
@@ -141,12 +142,19 @@ class DataDir:
         return TopicInfo(d["name"], uuid.UUID(d["topic_id"]), int(d["partitions"]), d["configs"])
 
     def topic(self, name: str) -> TopicInfo:
-        """One topic; UnknownTopicError if missing, InvalidTopicError on a bad name."""
+        """One topic; UnknownTopicError if missing, InvalidTopicError on a bad name.
+        (A writer caches topic metadata: it is the only one changing it.)"""
         p = self._meta_path(name)
+        cached = self._topic_cache.get(name)
+        if cached is not None:
+            return cached
         try:
-            return self._read_meta(p)
+            info = self._read_meta(p)
         except FileNotFoundError:
             raise UnknownTopicError(f"unknown topic {name!r}") from None
+        if not self.read_only:
+            self._topic_cache[name] = info
+        return info
 
     def create_topic(
         self, name: str, partitions: int, configs: Mapping[str, str] | None = None
@@ -194,6 +202,7 @@ class DataDir:
                 log = self._logs.pop((name, p), None)
                 if log is not None:
                     log.close()
+            self._topic_cache.pop(name, None)
             self._meta_path(name).unlink()
             _files.fsync_dir(self.path / _TOPICS_DIR)
             for p in range(info.partitions):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from seglog.errors import InvalidOffsetError, NoIndexError, NotFoundError
+from seglog.errors import InvalidOffsetError, NotFoundError
 from seglog.storage._batch import parse_header
 from seglog.storage._message import (
     OFFSET_NEWEST,
@@ -18,7 +18,7 @@ from seglog.storage._message import (
 if TYPE_CHECKING:
     from seglog.storage._log import Log
 
-__all__ = ["consume", "first_at_or_after", "get", "get_by_key", "publish"]
+__all__ = ["consume", "first_at_or_after", "get", "publish"]
 
 
 def publish(log: Log, messages: Sequence[Message]) -> int:
@@ -70,12 +70,6 @@ def get(log: Log, offset: int) -> Message:
                 raise NotFoundError(f"offset {offset} is not stored")
         break
     raise NotFoundError(f"offset {offset} is not stored")
-
-
-def get_by_key(log: Log, key: bytes) -> Message:
-    """See ``Log.get_by_key``."""
-    del key
-    raise NoIndexError(f"log {log.directory} has no key index (not implemented yet)")
 
 
 def first_at_or_after(batch: bytes, timestamp_ms: int) -> tuple[int, int] | None:

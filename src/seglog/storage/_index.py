@@ -10,7 +10,9 @@ Both are derived data, rebuildable from the ``.log``; entries are big-endian:
   alongside offset index entries when the timestamp grows, plus one final entry when a
   segment is rolled or closed.
 
-Entries live in memory (``array``); the files are appended with ``os.write`` on a raw fd.
+Entries live in memory (``array``); the files are appended with ``os.write`` on a raw fd,
+4 KiB at a time and at roll/close (a crash loses at most the unwritten tail of the last
+segment's index, which recovery rebuilds: the last segment is always rescanned).
 Not thread-safe: the owning segment serialises writers; lookups read a consistent prefix.
 """
 
@@ -25,6 +27,7 @@ from array import array
 
 __all__ = ["OffsetIndex", "TimeIndex"]
 
+_FLUSH_BYTES = 4096
 _OFFSET_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")
 
@@ -37,6 +40,7 @@ class _IndexFile:
     def __init__(self, path: pathlib.Path) -> None:
         self.path = path
         self._fd: int | None = None
+        self._pending = bytearray()  # entries not yet written (flushed every 4 KiB)
 
     def _open_for_append(self) -> int:
         if self._fd is None:
@@ -44,9 +48,22 @@ class _IndexFile:
         return self._fd
 
     def _append_bytes(self, data: bytes) -> None:
-        os.write(self._open_for_append(), data)
+        self._pending += data
+        if len(self._pending) >= _FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write buffered entries to the file (the page cache; ``sync`` fsyncs)."""
+        if self._pending:
+            fd = self._open_for_append()
+            view = memoryview(self._pending)
+            while view:
+                view = view[os.write(fd, view) :]
+            del view
+            self._pending.clear()
 
     def _rewrite(self, data: bytes) -> None:
+        self._pending.clear()
         self.close()
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -64,12 +81,14 @@ class _IndexFile:
             return None
 
     def sync(self) -> None:
-        """fsync the file if it is open for writing."""
+        """Flush buffered entries and fsync the file if it is open for writing."""
+        self.flush()
         if self._fd is not None:
             os.fsync(self._fd)
 
     def close(self) -> None:
-        """Close the writer fd (entries stay in memory)."""
+        """Flush, then close the writer fd (entries stay in memory)."""
+        self.flush()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

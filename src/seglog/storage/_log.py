@@ -14,6 +14,7 @@ from its asyncio loop thread), any number of concurrent readers (``read``, ``bat
 from __future__ import annotations
 
 import bisect
+import fcntl
 import json
 import logging
 import os
@@ -27,10 +28,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from seglog.errors import (
+    DataDirLockedError,
     InvalidOffsetError,
     LogClosedError,
+    NoIndexError,
     NotFoundError,
     ReadOnlyError,
+    StorageError,
 )
 from seglog.storage import _embedded, _files
 from seglog.storage._batch import (
@@ -41,9 +45,10 @@ from seglog.storage._batch import (
     validate_for_append,
 )
 from seglog.storage._config import AppendInfo, LogConfig
+from seglog.storage._keyindex import KeyIndex
 from seglog.storage._load import LoadReport, load_segments
 from seglog.storage._message import OFFSET_NEWEST, OFFSET_OLDEST
-from seglog.storage._segment import Segment
+from seglog.storage._segment import Placed, Segment
 from seglog.storage._sync import GroupCommit, SyncPoint
 
 if TYPE_CHECKING:
@@ -87,8 +92,7 @@ class Log:
         self.directory = directory
         self.config = config
         self.read_only = read_only
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
+        self._segments = segments  # replaced (never mutated) on roll: readers snapshot it
         self._lock = threading.RLock()
         self._closed = False
         self._offline: BaseException | None = None
@@ -97,11 +101,17 @@ class Log:
         self._hwm = end
         self._unflushed = 0
         self._rolled_unsynced: list[Segment] = []
-        self._dir_dirty = False
+        self._dir_dirty = not read_only  # the first fsync also covers the directory entries
         self._callbacks: dict[int, Callable[[int], None]] = {}
         self._callback_ids = iter(range(1 << 62))
         self.append_count = 0
         """Number of successful ``append`` calls (with the fsync counter: group commit)."""
+        self._lock_fd: int | None = None  # flock on the directory (writers opened by open)
+        self._keys: KeyIndex | None = None
+        if config.key_index:
+            self._keys = KeyIndex()
+            for batch in self.batches(OFFSET_OLDEST, end):
+                self._keys.add(batch)
         self._sync: GroupCommit | None = None
         if not read_only:
             self._sync = GroupCommit(
@@ -127,9 +137,11 @@ class Log:
     ) -> Log:
         """Open the partition log in ``directory``.
 
-        ``create``: make the directory when missing (else NotFoundError). ``read_only``:
-        never write, take no lock; may run beside a writer in another process and sees
-        whole valid batches only (``refresh`` picks up new data). ``recover`` (writers):
+        ``create``: make the directory when missing (else NotFoundError). A writer takes
+        an exclusive flock on the directory (DataDirLockedError if another writer has
+        it, in any process). ``read_only``: never write, take no lock; may run beside a
+        writer in another process and sees whole valid batches only (``refresh`` picks up
+        new data). ``recover`` (writers):
         True truncates a torn tail (crash recovery) and rebuilds indexes; False raises
         LogCorruptedError instead. Corruption before the tail always raises
         LogCorruptedError: use ``seglog.storage.recover(dir)`` to keep the valid prefix.
@@ -141,24 +153,33 @@ class Log:
                 raise NotFoundError(f"no log directory {path}")
             path.mkdir(parents=True, exist_ok=True)
             _files.fsync_dir(path.parent)
-        mode = "read_only" if read_only else ("open" if recover else "strict")
-        segments = load_segments(path, config, mode, LoadReport())  # type: ignore[arg-type]
-        if not read_only:
-            if not segments:
-                segments.append(_new_segment(path, 0))
-            clean = path / _files.CLEAN_SHUTDOWN
-            if clean.exists():
-                clean.unlink()
-                _files.fsync_dir(path)
-            segments[-1].first_append_ms = _now_ms()
-        return cls(path, config, segments, read_only=read_only)
+        lock_fd = None if read_only else lock_log_dir(path)
+        try:
+            mode = "read_only" if read_only else ("open" if recover else "strict")
+            segments = load_segments(path, config, mode, LoadReport())  # type: ignore[arg-type]
+            if not read_only:
+                if not segments:
+                    segments.append(_new_segment(path, 0))
+                clean = path / _files.CLEAN_SHUTDOWN
+                if clean.exists():
+                    clean.unlink()
+                    _files.fsync_dir(path)
+                segments[-1].first_append_ms = _now_ms()
+            log = cls(path, config, segments, read_only=read_only)
+        except BaseException:
+            if lock_fd is not None:
+                os.close(lock_fd)
+            raise
+        log._lock_fd = lock_fd
+        return log
 
     # -- offsets ---------------------------------------------------------------------------
 
     @property
     def log_start_offset(self) -> int:
         """First offset still stored (base offset of the first segment)."""
-        return self._bases[0] if self._bases else self._log_end
+        segs = self._segments
+        return segs[0].base_offset if segs else self._log_end
 
     @property
     def log_end_offset(self) -> int:
@@ -204,12 +225,14 @@ class Log:
         batches = validate_for_append(records, self.config.max_message_bytes)
         data = bytearray(records)
         log_append = self.config.message_timestamp_type == "LogAppendTime"
-        count = sum(h.record_count for _, h in batches)
+        count = span = 0
+        for _, h in batches:
+            count += h.record_count
+            span += h.last_offset_delta + 1
         with self._lock:
             self._check_writable()
             now = _now_ms()
             seg = self._segments[-1]
-            span = sum(h.last_offset_delta + 1 for _, h in batches)
             if seg.size > 0 and (
                 seg.size + len(data) > self.config.segment_bytes
                 or now - seg.first_append_ms >= self.config.segment_ms
@@ -217,18 +240,20 @@ class Log:
             ):
                 seg = self._roll(now)
             offset = self._log_end
-            patched = []
+            placed: list[Placed] = []
             max_ts = -1
-            for pos, given in batches:
+            for pos, h in batches:
                 patch_base_offset(data, pos, offset)
-                h = given._replace(base_offset=offset)
+                ts = h.max_timestamp
                 if log_append:
-                    patch_log_append_time(data, pos, given, now)
-                    h = h._replace(max_timestamp=now, attributes=h.attributes | 0x08)
-                max_ts = max(max_ts, h.max_timestamp)
-                patched.append((pos, h))
-                offset = h.next_offset
-            seg.append(data, patched, self.config.index_interval_bytes)
+                    patch_log_append_time(data, pos, h, now)
+                    ts = now
+                max_ts = max(max_ts, ts)
+                placed.append((pos, offset, h.size, ts))
+                offset += h.last_offset_delta + 1
+            seg.append(data, placed, offset, self.config.index_interval_bytes)
+            if self._keys is not None:
+                self._keys.add(data)
             if seg.first_append_ms < 0:
                 seg.first_append_ms = now
             base = self._log_end
@@ -257,7 +282,6 @@ class Log:
         self._rolled_unsynced.append(old)
         self._dir_dirty = True
         self._segments = [*self._segments, seg]
-        self._bases = [*self._bases, seg.base_offset]
         return seg
 
     # -- durability ------------------------------------------------------------------------
@@ -344,7 +368,7 @@ class Log:
             segs = self._segments
             if segs and segs[-1].base_offset in bases:
                 tail = segs[-1]
-                self._extend_tail(tail)
+                tail.extend(self.config.index_interval_bytes)
                 new = [b for b in bases if b > tail.base_offset]
             else:
                 new = bases
@@ -359,26 +383,19 @@ class Log:
                 seg.scan(self.config.index_interval_bytes, verify_crc=True, max_bytes=1 << 31)
                 segs = [*segs, seg]
             self._segments = segs
-            self._bases = [s.base_offset for s in segs]
             end = segs[-1].next_offset if segs else 0
-            self._log_end = self._hwm = max(self._log_end, end)
+            old_end = self._log_end
+            self._log_end = self._hwm = max(old_end, end)
+            if self._keys is not None and self._log_end > old_end:
+                for batch in self.batches(old_end, self._log_end):
+                    self._keys.add(batch)
             return self._log_end
-
-    def _extend_tail(self, seg: Segment) -> None:
-        file_size = os.fstat(seg.fd).st_size
-        last_rel = seg.size
-        for pos, h in seg.walk(
-            seg.size, file_size, seg.next_offset, verify_crc=True, max_bytes=(1 << 31) - 1
-        ):
-            seg._add_to_indexes(pos, h, self.config.index_interval_bytes, write=False)
-            last_rel = pos + h.size
-        seg.size = last_rel
 
     def _locate(self, offset: int, upper: int) -> tuple[Segment, int, int] | None:
         """(segment, position, visible size) of the batch holding ``offset`` (or the first
         batch after it), None if that is at or past ``upper``."""
         segs = self._segments
-        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        i = max(0, bisect.bisect_right(segs, offset, key=_base_offset) - 1)
         while i < len(segs):
             seg = segs[i]
             size = seg.size
@@ -391,7 +408,7 @@ class Log:
 
     def _resolve_read(self, offset: int, upper: int | None) -> tuple[int, int]:
         self._check_open()
-        if self.read_only and offset >= self._log_end:
+        if self.read_only and (offset >= self._log_end or (upper or 0) > self._log_end):
             self.refresh()
         hw = self._hwm
         up = hw if upper is None else min(upper, self._log_end)
@@ -492,8 +509,22 @@ class Log:
         return _embedded.get(self, offset)
 
     def get_by_key(self, key: bytes) -> Message:
-        """Last message with ``key``: NoIndexError (no key index yet, issue 3)."""
-        return _embedded.get_by_key(self, key)
+        """The last message published with ``key`` (a tombstone has ``value=None``).
+        NoIndexError if the log was opened without ``key_index``, NotFoundError if no
+        message has that key. Waits for that message to be durable if it is not yet."""
+        return _embedded.get(self, self.offset_by_key(key))
+
+    def offset_by_key(self, key: bytes) -> int:
+        """Offset of the last message with ``key``; errors as ``get_by_key``."""
+        self._check_open()
+        if self._keys is None:
+            raise NoIndexError(f"log {self.directory} was opened without key_index")
+        offset = self._keys.get(key)
+        if offset is None:
+            raise NotFoundError(f"no message with key {key!r}")
+        if offset >= self._hwm and self._sync is not None:
+            self.sync_future(offset + 1).result()
+        return offset
 
     def offset_by_time(self, timestamp_ms: int) -> tuple[int, int]:
         """As ``offset_for_time``, NotFoundError instead of None (klevdb's OffsetByTime)."""
@@ -545,6 +576,9 @@ class Log:
             _files.write_small_file(
                 self.directory / _files.CLEAN_SHUTDOWN, json.dumps(marker).encode()
             )
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
 
     def __enter__(self) -> Log:
         return self
@@ -564,10 +598,31 @@ class Log:
         )
 
 
+def lock_log_dir(path: pathlib.Path) -> int:
+    """Take the exclusive writer flock on a partition directory (on the directory itself:
+    no extra file); returns the fd holding it. DataDirLockedError if another writer,
+    in this process or another, has the log open."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as e:
+        os.close(fd)
+        raise DataDirLockedError(f"log {path} is open by another writer") from e
+    return fd
+
+
+def _base_offset(seg: Segment) -> int:
+    return seg.base_offset
+
+
 def _new_segment(directory: pathlib.Path, base: int) -> Segment:
-    seg = Segment(directory, base, read_only=False)
-    for p in (seg.index.path, seg.time_index.path):
-        os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o644))
+    """Create the three files of a new segment (StorageError on failure, e.g. ENOSPC)."""
+    try:
+        seg = Segment(directory, base, read_only=False)
+        for p in (seg.index.path, seg.time_index.path):
+            os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o644))
+    except OSError as e:
+        raise StorageError(f"cannot create segment {base:020d} in {directory}: {e}") from e
     return seg
 
 

@@ -86,7 +86,7 @@ def encode_messages(messages: Sequence[Message], max_batch_bytes: int) -> bytes:
     return b"".join(out)
 
 
-def decode_batches(data: bytes | memoryview) -> Iterator[Message]:
+def decode_batches(data: bytes | bytearray | memoryview) -> Iterator[Message]:
     """Messages of the record batches in ``data`` (control batches skipped); timestamps
     are the batch max timestamp for LogAppendTime batches."""
     records = MemoryRecords(bytes(data))

@@ -19,10 +19,15 @@ from seglog.storage import _files
 from seglog.storage._batch import HEADER_SIZE, BatchHeader, check_stored_batch, parse_header
 from seglog.storage._index import OffsetIndex, TimeIndex
 
-__all__ = ["ScanResult", "Segment"]
+__all__ = ["Placed", "ScanResult", "Segment"]
 
 _CHUNK = 1 << 20
+_FIND_CHUNK = 64 << 10
 _U32 = (1 << 32) - 1
+
+
+Placed = tuple[int, int, int, int]
+"""A batch being appended: (position in the data, base offset, size, max timestamp)."""
 
 
 class ScanResult(NamedTuple):
@@ -90,10 +95,12 @@ class Segment:
             expect = h2.next_offset
             pos += h2.size
 
-    def _add_to_indexes(self, pos: int, h: BatchHeader, interval: int, *, write: bool) -> None:
-        rel = h.base_offset - self.base_offset
-        if h.max_timestamp > self.max_timestamp:
-            self.max_timestamp = h.max_timestamp
+    def _add_to_indexes(
+        self, pos: int, base_offset: int, size: int, max_ts: int, interval: int, *, write: bool
+    ) -> None:
+        rel = base_offset - self.base_offset
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
             self.offset_of_max_timestamp = rel
         if self.bytes_since_index >= interval:
             self.index.append(rel, pos, write=write)
@@ -101,8 +108,7 @@ class Segment:
                 self.max_timestamp, self.offset_of_max_timestamp, write=write
             )
             self.bytes_since_index = 0
-        self.bytes_since_index += h.size
-        self.next_offset = h.next_offset
+        self.bytes_since_index += size
 
     def scan(self, interval: int, *, verify_crc: bool, max_bytes: int) -> ScanResult:
         """Walk the whole file, rebuilding the in-memory indexes. The index files are
@@ -129,8 +135,8 @@ class Segment:
         for pos, h in self.walk(
             0, file_size, self.base_offset, verify_crc=verify_crc, max_bytes=max_bytes
         ):
-            self._add_to_indexes(pos, h, interval, write=False)
-            self.size = pos + h.size
+            self._add_to_indexes(pos, h.base_offset, h.size, h.max_timestamp, interval, write=False)
+            self.size, self.next_offset = pos + h.size, h.next_offset
             if ok:
                 rel = h.base_offset - self.base_offset
                 if i < len(f_pos) and f_pos[i] < pos:
@@ -188,6 +194,18 @@ class Segment:
             self.size, self.next_offset = p + h.size, h.next_offset
         return not first and self.size == file_size
 
+    def extend(self, interval: int) -> int:
+        """Read-only segments: take in whole valid batches another process appended after
+        ``size`` (CRC-checked, stopping before a torn or incomplete one); new size."""
+        file_size = os.fstat(self.fd).st_size
+        for pos, h in self.walk(
+            self.size, file_size, self.next_offset, verify_crc=True, max_bytes=(1 << 31) - 1
+        ):
+            self._add_to_indexes(pos, h.base_offset, h.size, h.max_timestamp, interval, write=False)
+            self.next_offset = h.next_offset
+            self.size = pos + h.size
+        return self.size
+
     def write_indexes(self) -> None:
         """Rewrite both index files from memory (after a rebuild)."""
         self.index.reset(self.index.offsets, self.index.positions, write=True)
@@ -206,10 +224,11 @@ class Segment:
     # -- writing -------------------------------------------------------------------------
 
     def append(
-        self, data: bytes | bytearray, batches: list[tuple[int, BatchHeader]], interval: int
+        self, data: bytes | bytearray, batches: list[Placed], end: int, interval: int
     ) -> None:
         """Write ``data`` (whole batches, offsets already patched) at the end of the file,
-        then index them. On an OSError the file is cut back and StorageError raised."""
+        then index them; ``end`` is the offset after the last one. On an OSError the file
+        is cut back to its previous size and StorageError raised."""
         start = self.size
         view = memoryview(data)
         written = 0
@@ -224,8 +243,9 @@ class Segment:
                     f"write to {self.path} failed ({e}) and cut back failed ({e2})"
                 ) from e
             raise StorageError(f"write to {self.path} failed: {e}") from e
-        for rel_pos, h in batches:
-            self._add_to_indexes(start + rel_pos, h, interval, write=True)
+        for rel_pos, base, size, max_ts in batches:
+            self._add_to_indexes(start + rel_pos, base, size, max_ts, interval, write=True)
+        self.next_offset = end
         self.size = start + len(view)
 
     def finish_time_index(self) -> None:
@@ -252,27 +272,28 @@ class Segment:
         rel_entry, pos = _lookup(self.index, max(0, offset - self.base_offset), n)
         if pos >= size:
             pos = 0
-        elif pos:
-            hdr = os.pread(self.fd, HEADER_SIZE, pos)
-            if (
-                len(hdr) < HEADER_SIZE
-                or parse_header(hdr).base_offset != self.base_offset + rel_entry
-            ):
-                self.index_suspect = True  # index disagrees with the data: scan from 0
-                pos = 0
+        check_first = pos > 0
         while pos < size:
-            chunk = os.pread(self.fd, min(_CHUNK, size - pos), pos)
+            chunk = os.pread(self.fd, min(_FIND_CHUNK, size - pos), pos)
             cpos = 0
             while len(chunk) - cpos >= HEADER_SIZE:
                 h = parse_header(chunk, cpos)
+                if check_first:
+                    check_first = False
+                    if h.base_offset != self.base_offset + rel_entry:
+                        self.index_suspect = True  # index disagrees with the log: scan
+                        break
                 if h.size < HEADER_SIZE:
                     raise StorageError(f"{self.path}: bad batch length at {pos + cpos}")
                 if h.last_offset >= offset:
                     return pos + cpos, h
                 cpos += h.size
-            if cpos == 0:
-                raise StorageError(f"{self.path}: truncated batch header at {pos}")
-            pos += cpos
+            else:
+                if cpos == 0:
+                    raise StorageError(f"{self.path}: truncated batch header at {pos}")
+                pos += cpos
+                continue
+            pos = 0  # the suspect index entry: start again from the segment start
         return None
 
     def read_at(self, position: int, max_bytes: int, size: int, upper: int) -> bytes:

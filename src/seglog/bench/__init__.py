@@ -1,0 +1,21 @@
+"""``seglog bench``: seglog's throughput next to references measured in the same run.
+
+From one run: produce MB/s and msgs/s through a real ``seglog serve`` with confluent-kafka
+(1 KiB and 100 B values, acks=all, default fsync-before-ack policy) next to the raw
+``os.write`` + ``os.fdatasync`` rate of 1 MiB appends on the same disk and the client-only
+rate (librdkafka's mock cluster); fetch MB/s; embedded publish/consume; and Spark batch
+reads of a topic next to Spark reading the same records from Parquet and JSON lines.
+Medians of ``repeat`` runs; ratios are median(seglog) / median(reference). See
+docs/BENCHMARKS.md.
+
+    from seglog.bench import BenchOptions, run_bench
+    report = run_bench(BenchOptions.quick(skip_spark=True), progress=print)
+    print(report.markdown())
+"""
+
+from __future__ import annotations
+
+from seglog.bench._report import Report, Row, Samples
+from seglog.bench._run import BenchOptions, machine_info, run_bench
+
+__all__ = ["BenchOptions", "Report", "Row", "Samples", "machine_info", "run_bench"]

@@ -1,0 +1,219 @@
+"""Spark batch reads of a seglog topic next to Spark reading the same records from Parquet
+and from JSON lines.
+
+One local SparkSession (``local[2]``, Python workers on this interpreter). The topic is
+written with the embedded API (``DataDir`` + ``Log.publish`` in large batches, not through
+the broker); the same records (``key`` and ``value`` as text, topic, partition, offset,
+timestamp, timestampType) are written once by Spark as Parquet and as JSON lines, one file
+per topic partition. Only the reads are timed: building the DataFrame, then ``count()`` or
+``groupBy("key").count().collect()``, checking the answer. JSON is read with an explicit
+schema (no inference pass). Parquet's ``count()`` reads row-group metadata only.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import SparkSession
+
+import seglog.spark
+from seglog.bench._kafka import BenchError
+from seglog.bench._report import Samples
+from seglog.storage import DataDir, Message
+
+__all__ = ["SOURCES", "SparkResults", "spark_reads"]
+
+SOURCES = ("seglog", "parquet", "json")
+KEYS = 1000
+"""Distinct keys in the data set (the groupBy result size)."""
+
+
+@dataclass
+class SparkResults:
+    """rows/s samples per source (``SOURCES``) for count() and for groupBy(key)."""
+
+    count: dict[str, Samples] = field(
+        default_factory=lambda: {s: Samples("rows/s") for s in SOURCES}
+    )
+    group_by: dict[str, Samples] = field(
+        default_factory=lambda: {s: Samples("rows/s") for s in SOURCES}
+    )
+
+    def fail(self, source: str, error: str) -> None:
+        """Record ``error`` for every measurement of ``source``."""
+        self.count[source].error = self.count[source].error or error
+        self.group_by[source].error = self.group_by[source].error or error
+
+
+def _session() -> Any:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("seglog-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+@dataclass(frozen=True)
+class _DataSet:
+    """The records: ``keys[i]``, ``values[i]`` at timestamp ``base_ms + i`` (ms), record ``i``
+    in partition ``i % partitions`` at offset ``i // partitions``."""
+
+    topic: str
+    partitions: int
+    keys: list[bytes]
+    values: list[bytes]
+    base_ms: int = 1_700_000_000_000
+
+
+def _records(topic: str, partitions: int, rows: int, value_size: int) -> _DataSet:
+    filler = b"abcdefghijklmnopqrstuvwxyz0123456789" * (value_size // 36 + 1)
+    keys = [b"key-%04d" % (i % KEYS) for i in range(rows)]
+    values = [(b"%09d:" % i + filler)[:value_size] for i in range(rows)]
+    return _DataSet(topic, partitions, keys, values)
+
+
+def _write_topic(data_dir: Path, data: _DataSet) -> None:
+    with DataDir(data_dir, create=True) as datadir:
+        datadir.create_topic(data.topic, data.partitions)
+        for partition in range(data.partitions):
+            log = datadir.log(data.topic, partition)
+            index = range(partition, len(data.keys), data.partitions)
+            for lo in range(0, len(index), 10_000):
+                log.publish(
+                    [
+                        Message(key=data.keys[i], value=data.values[i], timestamp=data.base_ms + i)
+                        for i in index[lo : lo + 10_000]
+                    ]
+                )
+
+
+def _write_files(spark: Any, out: Path, data: _DataSet) -> None:
+    idx = np.arange(len(data.keys))
+    frame = pd.DataFrame(
+        {
+            "key": [k.decode() for k in data.keys],
+            "value": [v.decode() for v in data.values],
+            "topic": data.topic,
+            "partition": (idx % data.partitions).astype("int32"),
+            "offset": (idx // data.partitions).astype("int64"),
+            "timestamp": pd.to_datetime(data.base_ms + idx, unit="ms", utc=True),
+            "timestampType": np.zeros(len(idx), dtype="int32"),
+        }
+    )
+    # one file per topic partition, as the topic has one segment file per partition
+    df = spark.createDataFrame(frame).repartitionByRange(data.partitions, "partition")
+    df.write.mode("overwrite").parquet(str(out / "parquet"))
+    df.write.mode("overwrite").json(str(out / "json"))
+
+
+_JSON_SCHEMA = (
+    "key string, value string, topic string, partition int, offset long, "
+    "timestamp timestamp, timestampType int"
+)
+
+
+def _readers(spark: Any, data_dir: Path, out: Path, topic: str) -> dict[str, Callable[[], Any]]:
+    return {
+        "seglog": lambda: (
+            spark.read.format("seglog").option("subscribe", topic).load(str(data_dir))
+        ),
+        "parquet": lambda: spark.read.parquet(str(out / "parquet")),
+        "json": lambda: spark.read.schema(_JSON_SCHEMA).json(str(out / "json")),
+    }
+
+
+def _count(make: Callable[[], Any], rows: int) -> float:
+    start = time.perf_counter()
+    n = make().count()
+    elapsed = time.perf_counter() - start
+    if n != rows:
+        raise BenchError(f"count() gave {n} rows, expected {rows}")
+    return rows / elapsed
+
+
+def _group_by(make: Callable[[], Any], rows: int) -> float:
+    start = time.perf_counter()
+    result = make().groupBy("key").count().collect()
+    elapsed = time.perf_counter() - start
+    total = sum(r["count"] for r in result)
+    if len(result) != min(KEYS, rows) or total != rows:
+        raise BenchError(f"groupBy(key) gave {len(result)} keys / {total} rows, expected {rows}")
+    return rows / elapsed
+
+
+def spark_reads(
+    work: Path,
+    rows: int,
+    repeat: int,
+    progress: Callable[[str], None],
+    *,
+    partitions: int = 2,
+    value_size: int = 100,
+) -> SparkResults:
+    """Write ``rows`` records (``value_size`` B values, ``KEYS`` keys) to a seglog topic of
+    ``partitions`` partitions and to Parquet and JSON lines under ``work``, then time
+    ``repeat`` rounds of count() and groupBy(key) on each source, interleaved. A failing
+    source (e.g. the data source is missing) gets its error recorded; the others still run."""
+    results = SparkResults()
+    progress(f"spark: generating {rows:,} records")
+    data = _records("spark-bench", partitions, rows, value_size)
+    data_dir, out = work / "spark-data", work / "spark-files"
+    try:
+        _write_topic(data_dir, data)
+    except Exception as exc:  # a layer still being built: report it, carry on
+        results.fail("seglog", f"writing the topic failed: {exc!r}")
+    progress("spark: starting local[2] session")
+    spark = _session()
+    try:
+        try:
+            seglog.spark.register(spark)
+        except Exception as exc:
+            results.fail("seglog", f"seglog.spark.register failed: {exc!r}")
+        progress("spark: writing the same records as Parquet and JSON lines")
+        _write_files(spark, out, data)
+        readers = _readers(spark, data_dir, out, data.topic)
+        del data
+        active = [s for s in SOURCES if results.count[s].error is None]
+        for source in list(active) if repeat > 1 else ():  # warm-up (JIT, workers), untimed
+            try:
+                _count(readers[source], rows)
+            except Exception as exc:
+                results.fail(source, f"{type(exc).__name__}: {str(exc)[:300]}")
+                active.remove(source)
+        for rnd in range(repeat):
+            for source in active:
+                for kind, measure in (("count", _count), ("group_by", _group_by)):
+                    samples = getattr(results, kind)[source]
+                    if samples.error is not None:
+                        continue
+                    try:
+                        samples.values.append(measure(readers[source], rows))
+                    except Exception as exc:
+                        samples.error = f"{type(exc).__name__}: {str(exc)[:300]}"
+                        continue
+                    progress(
+                        f"spark {kind} {source} {rnd + 1}/{repeat}: "
+                        f"{samples.values[-1]:,.0f} rows/s"
+                    )
+    finally:
+        spark.stop()
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return results

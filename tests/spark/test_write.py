@@ -1,0 +1,179 @@
+"""Writers: batch and streaming into a data directory (exactly-once), and through a broker."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from kafka.partitioner.default import murmur2
+
+from seglog.broker._testing import start_broker
+from seglog.spark._options import WriteOptions
+from seglog.spark._stage import _plan, _write_json, commit_stream
+from seglog.spark._writer import SeglogStreamArrowWriter
+from seglog.storage import DataDir, Message
+
+HEADERS = "array<struct<key:string,value:binary>>"
+
+
+def _read(spark: Any, path: Path | str, topic: str) -> list[dict[str, Any]]:
+    df = (
+        spark.read.format("seglog")
+        .option("subscribe", topic)
+        .option("includeHeaders", "true")
+        .load(str(path))
+    )
+    rows = []
+    for r in df.orderBy("partition", "offset").collect():
+        rows.append(
+            {
+                "key": None if r["key"] is None else bytes(r["key"]),
+                "value": None if r["value"] is None else bytes(r["value"]),
+                "partition": r["partition"],
+                "offset": r["offset"],
+                "headers": [(h["key"], bytes(h["value"])) for h in r["headers"]],
+            }
+        )
+    return rows
+
+
+def test_batch_write_round_trip(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    rows = [
+        (f"k{i}".encode() if i % 3 else None, f"value {i}", [(f"h{i}", b"x")] if i % 2 else [])
+        for i in range(40)
+    ]
+    df = spark.createDataFrame(rows, f"key binary, value string, headers {HEADERS}")
+    df.repartition(3).write.format("seglog").option("topic", "out").option(
+        "partitions", "3"
+    ).mode("append").save(str(path))
+    got = _read(spark, path, "out")
+    assert sorted((r["value"], r["key"], r["headers"]) for r in got) == sorted(
+        (v.encode(), k, h) for k, v, h in rows
+    )
+    for r in got:  # keyed records go where Kafka's default partitioner sends them
+        if r["key"] is not None:
+            assert r["partition"] == (murmur2(r["key"]) & 0x7FFFFFFF) % 3
+    by_partition = {p: [r["offset"] for r in got if r["partition"] == p] for p in range(3)}
+    assert all(offsets == list(range(len(offsets))) for offsets in by_partition.values())
+
+    explicit = spark.createDataFrame([(b"v", 2)] * 5, "value binary, partition int")
+    explicit.write.format("seglog").option("topic", "out").mode("append").save(str(path))
+    assert len([r for r in _read(spark, path, "out") if r["partition"] == 2]) == len(
+        by_partition[2]
+    ) + 5
+    assert not list((path / "__spark_sink").glob("job-*"))  # staging removed after commit
+
+
+def _arrow(values: list[bytes]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict({"value": pa.array(values, pa.binary())})
+
+
+def test_stream_commit_is_idempotent_per_batch_id(tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    raw = {"path": str(path), "topic": "t", "checkpointlocation": str(tmp_path / "ck")}
+    writer = SeglogStreamArrowWriter(WriteOptions.parse(raw), raw)
+
+    def end_offset() -> int:
+        with DataDir(path, read_only=True) as data_dir:
+            return data_dir.log("t", 0).log_end_offset
+
+    first = writer.write(iter([_arrow([b"a", b"b"])]))
+    writer.commit([first], 0)
+    assert end_offset() == 2
+    replay = writer.write(iter([_arrow([b"a", b"b"])]))  # Spark re-running batch 0
+    writer.commit([replay], 0)
+    assert end_offset() == 2
+    writer.commit([writer.write(iter([_arrow([b"c"])]))], 1)
+    assert end_offset() == 3
+    aborted = writer.write(iter([_arrow([b"lost"])]))
+    writer.abort([aborted], 2)
+    assert end_offset() == 3
+    assert not any(Path(writer.directory, "staged").glob("*"))
+
+
+def test_stream_commit_finishes_an_interrupted_append(tmp_path: Path) -> None:
+    """The driver died after appending to partition 0 of 2: the replay appends the rest."""
+    path = tmp_path / "data"
+    raw = {"path": str(path), "topic": "t", "partitions": "2", "sinkId": "s"}
+    writer = SeglogStreamArrowWriter(WriteOptions.parse(raw), raw)
+    batch = pa.RecordBatch.from_pydict(
+        {"value": pa.array([b"x"] * 6), "partition": pa.array([0, 1, 0, 1, 0, 1], pa.int32())}
+    )
+    message = writer.write(iter([batch]))
+    with DataDir(path) as data_dir:  # steps 2 and 3 of the commit, cut after partition 0
+        plan = _plan(data_dir, list(message.files), 2)
+        _write_json(Path(writer.directory, "commit.json"), {"batch": 7, "done": False, "plan": plan})
+        item = next(i for i in plan if i["partition"] == 0)
+        log = data_dir.log("t", 0)
+        log.append(b"".join(Path(writer.directory, n).read_bytes() for n in item["files"]))
+        log.sync()
+    rerun = writer.write(iter([batch]))  # the replayed batch stages new files
+    assert commit_stream(str(path), writer.directory, [rerun], 7, 2)
+    with DataDir(path, read_only=True) as data_dir:
+        assert [data_dir.log("t", p).log_end_offset for p in (0, 1)] == [3, 3]
+    state = json.loads(Path(writer.directory, "commit.json").read_text())
+    assert state == {"batch": 7, "done": True}
+
+
+def test_streaming_query_exactly_once_across_replay(spark: Any, tmp_path: Path) -> None:
+    path, checkpoint = tmp_path / "data", tmp_path / "checkpoint"
+    with DataDir(path) as data_dir:
+        data_dir.create_topic("in", 1)
+        data_dir.log("in", 0).publish([Message(value=f"a{i}".encode()) for i in range(12)])
+
+    def run() -> None:
+        query = (
+            spark.readStream.format("seglog")
+            .option("subscribe", "in")
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "5")
+            .load(str(path))
+            .selectExpr("key", "value")
+            .writeStream.format("seglog")
+            .option("path", str(path))
+            .option("topic", "copy")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(240)
+        assert query.exception() is None
+
+    run()
+    assert [r["value"] for r in _read(spark, path, "copy")] == [f"a{i}".encode() for i in range(12)]
+    # Forget that the last micro-batch committed: Spark replays it on restart, with the same
+    # batchId, and the sink must not append it again.
+    commits = sorted(pathlib.Path(checkpoint, "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    commits[-1].unlink()
+    commits[-1].with_name(f".{commits[-1].name}.crc").unlink(missing_ok=True)
+    with DataDir(path) as data_dir:
+        data_dir.log("in", 0).publish([Message(value=f"b{i}".encode()) for i in range(3)])
+    run()
+    expected = [f"a{i}".encode() for i in range(12)] + [f"b{i}".encode() for i in range(3)]
+    assert [r["value"] for r in _read(spark, path, "copy")] == expected
+
+
+def test_write_through_broker(spark: Any, tmp_path: Path) -> None:
+    with start_broker(tmp_path / "data", extra_args=["--num-partitions", "2"]) as broker:
+        rows = [(f"k{i}", f"v{i}", i % 2) for i in range(30)]
+        df = spark.createDataFrame(rows, "key string, value string, partition int")
+        with pytest.raises(Exception, match="kafka.bootstrap.servers"):
+            df.write.format("seglog").option("topic", "b").mode("append").save(str(tmp_path / "data"))
+        with DataDir(tmp_path / "data", read_only=True) as data_dir:
+            assert "b" not in data_dir.topics()
+        (
+            df.write.format("seglog")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("topic", "wire")
+            .mode("append")
+            .save()
+        )
+        got = _read(spark, tmp_path / "data", "wire")  # read-only, beside the live broker
+    assert sorted((r["key"], r["value"], r["partition"]) for r in got) == sorted(
+        (k.encode(), v.encode(), p) for k, v, p in rows
+    )

@@ -1,0 +1,182 @@
+"""Group commit, relaxed flush, callbacks, and kill -9 of a publishing process."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from seglog.errors import LogClosedError
+from seglog.storage import Log, LogConfig, Message, open_log
+
+from ._batches import make_batch
+
+
+def test_group_commit_shares_fsyncs(tmp_path):
+    threads, per_thread = 8, 40
+    results: list[tuple[int, int]] = []
+    lock = threading.Lock()
+    with Log.open(tmp_path / "p", create=True) as log:
+
+        def work() -> None:
+            for _ in range(per_thread):
+                info = log.append(make_batch(2))
+                durable = log.sync_future(info.last_offset + 1).result(timeout=30)
+                assert durable >= info.last_offset + 1
+                with lock:
+                    results.append((info.base_offset, info.last_offset))
+
+        ts = [threading.Thread(target=work) for _ in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        appends = threads * per_thread
+        assert len(results) == appends
+        assert log.append_count == appends
+        assert 0 < log.fsync_count < appends
+        offsets = sorted(o for b, last in results for o in range(b, last + 1))
+        assert offsets == list(range(2 * appends))
+        assert log.high_watermark == 2 * appends
+
+
+def test_high_watermark_waits_for_fsync_and_callbacks_fire(tmp_path):
+    seen: list[int] = []
+    event = threading.Event()
+    with Log.open(tmp_path / "p", create=True) as log:
+
+        def cb(hw: int) -> None:
+            seen.append(hw)
+            if hw >= 3:
+                event.set()
+
+        unregister = log.on_append(cb)
+        log.append(make_batch(3))
+        assert event.wait(10)
+        assert log.high_watermark == 3
+        assert seen[-1] == 3
+        unregister()
+        log.append(make_batch(1))
+        log.sync()
+        assert seen[-1] == 3
+
+
+def test_relaxed_flush_visible_at_once(tmp_path):
+    cfg = LogConfig(flush_messages=1000, flush_ms=20)
+    with Log.open(tmp_path / "p", cfg, create=True) as log:
+        log.append(make_batch(2))
+        assert log.high_watermark == 2
+        assert log.read(0, 100) != b""
+        deadline = time.monotonic() + 10
+        while log.fsync_count == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert log.fsync_count >= 1  # flush.ms timer ran
+
+
+def test_sync_future_after_close_fails(tmp_path):
+    log = Log.open(tmp_path / "p", create=True)
+    log.append(make_batch(1))
+    log.close()
+    fut = log.sync_future(5)
+    assert isinstance(fut.exception(timeout=5), LogClosedError)
+
+
+WRITER = textwrap.dedent(
+    """
+    import random, sys
+    from seglog.storage import Message, open_log
+    log = open_log(sys.argv[1], create=True, segment_bytes=4096)
+    rng = random.Random(int(sys.argv[2]))
+    while True:
+        start = log.next_offset()
+        n = rng.randint(1, 5)
+        msgs = [Message(key=b"k", value=b"v%d" % (start + i)) for i in range(n)]
+        end = log.publish(msgs)
+        assert end == start + n
+        print(start, end, flush=True)
+    """
+)
+
+
+def _check_acked(path: str, acked: list[tuple[int, int]]) -> int:
+    with open_log(path) as log:
+        end = log.log_end_offset
+        got: list[Message] = []
+        offset = 0
+        while offset < end:
+            offset, msgs = log.consume(offset, 1000)
+            got.extend(msgs)
+        # contiguous, no duplicates, no phantoms: every stored value is the one written
+        assert [m.offset for m in got] == list(range(end))
+        assert all(m.value == b"v%d" % m.offset for m in got)
+        for start, stop in acked:
+            assert stop <= end
+            assert log.get(start).value == b"v%d" % start
+        return end
+
+
+def test_kill_9_keeps_every_acknowledged_message(tmp_path):
+    path = str(tmp_path / "p")
+    rng = random.Random(1234)
+    acked: list[tuple[int, int]] = []
+    end = 0
+    for cycle in range(20):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, path, str(cycle)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # the writer is up and publishing
+        time.sleep(rng.uniform(0.0, 0.15))
+        os.kill(proc.pid, signal.SIGKILL)
+        rest = proc.stdout.read()
+        proc.wait()
+        lines = [ln for ln in (first + rest).splitlines() if ln.endswith(tuple("0123456789"))]
+        for ln in lines:
+            parts = ln.split()
+            if len(parts) == 2:
+                acked.append((int(parts[0]), int(parts[1])))
+        new_end = _check_acked(path, acked)
+        assert new_end >= end
+        end = new_end
+    assert len(acked) > 20
+
+
+def test_fsync_error_takes_log_offline_never_retried(tmp_path):
+    """A real fsync failure: the segment's fd is pointed at a pipe (fdatasync → EINVAL)."""
+    cfg = LogConfig(flush_messages=1 << 40)  # appends alone never fsync: we choose when
+    log = Log.open(tmp_path / "p", cfg, create=True)
+    log.append(make_batch(2))
+    assert log.sync() == 2
+    fsyncs = log.fsync_count
+    log.append(make_batch(1))
+    seg_fd = log._segments[-1].fd
+    saved = os.dup(seg_fd)
+    r, w = os.pipe()
+    os.dup2(r, seg_fd)
+    try:
+        fut = log.sync_future(3)
+        assert isinstance(fut.exception(timeout=10), LogClosedError)
+        with pytest.raises(LogClosedError):
+            log.sync()
+        with pytest.raises(LogClosedError):
+            log.append(make_batch(1))
+        assert isinstance(log.sync_future(1).exception(timeout=1), LogClosedError)
+        time.sleep(0.05)
+        assert log.fsync_count == fsyncs  # the failed fsync is never retried
+    finally:
+        os.dup2(saved, seg_fd)
+        for fd in (saved, r, w):
+            os.close(fd)
+    log.close()
+    assert not (tmp_path / "p" / ".clean_shutdown").exists()
+    with Log.open(tmp_path / "p") as again:  # recovery on reopen
+        assert again.log_end_offset == 3

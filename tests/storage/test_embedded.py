@@ -1,0 +1,120 @@
+"""The embedded API: open_log, publish, consume, get, sentinels, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+import seglog
+from seglog import OFFSET_NEWEST, OFFSET_OLDEST, Message, open_log
+from seglog.errors import InvalidOffsetError, LogClosedError, NoIndexError, ReadOnlyError
+
+from ._batches import make_batch
+
+
+def test_public_names():
+    for name in ("open_log", "Log", "Message", "OFFSET_OLDEST", "OFFSET_NEWEST", "LogConfig"):
+        assert name in seglog.__all__
+        assert hasattr(seglog, name)
+    assert OFFSET_OLDEST == -2
+    assert OFFSET_NEWEST == -1
+
+
+def test_publish_consume_get(tmp_path):
+    with open_log(tmp_path / "events", create=True) as log:
+        assert isinstance(log, seglog.Log)
+        assert log.next_offset() == 0
+        assert log.consume(OFFSET_OLDEST, 10) == (0, [])
+        msgs = [
+            Message(key=b"user-1", value=b"{}", headers=[("h", b"1"), ("n", None)]),
+            Message(value=None, timestamp=1234),
+            Message(key=None, value=b""),
+        ]
+        assert log.publish(msgs) == 3
+        assert log.publish([Message(value=b"%d" % i) for i in range(10)]) == 13
+        nxt, got = log.consume(OFFSET_OLDEST, 2)
+        assert nxt == 2
+        assert got[0].offset == 0
+        assert got[0].key == b"user-1"
+        assert got[0].headers == (("h", b"1"), ("n", None))
+        assert got[1].timestamp == 1234
+        assert got[1].value is None
+        nxt, got = log.consume(nxt, 100)
+        assert nxt == 13
+        assert [m.offset for m in got] == list(range(2, 13))
+        # an offset inside a batch skips the earlier records of that batch
+        nxt, got = log.consume(7, 2)
+        assert (nxt, [m.value for m in got]) == (9, [b"4", b"5"])
+        assert log.consume(OFFSET_NEWEST, 10) == (13, [])
+        assert log.consume(13, 10) == (13, [])
+        with pytest.raises(InvalidOffsetError):
+            log.consume(14, 10)
+        assert log.get(5).value == b"2"
+        for bad in (-5, 13, 100):
+            with pytest.raises(InvalidOffsetError):
+                log.get(bad)
+        assert log.offset_by_time(1234)[0] == 0
+        with pytest.raises(NoIndexError):
+            log.get_by_key(b"user-1")  # opened without key_index
+        assert log.stat()["log_end_offset"] == 13
+        assert log.sync() == 13
+    with pytest.raises(LogClosedError):
+        log.publish([Message(value=b"x")])
+
+
+def test_publish_splits_large_batches(tmp_path):
+    with open_log(tmp_path / "p", create=True, max_message_bytes=2000) as log:
+        assert log.publish([Message(value=b"x" * 300) for _ in range(20)]) == 20
+        assert len(list(log.batches())) > 3
+        assert [m.offset for m in log.consume(0, 100)[1]] == list(range(20))
+        with pytest.raises(seglog.RecordTooLargeError):
+            log.publish([Message(value=b"x" * 5000)])
+        assert log.next_offset() == 20
+
+
+def test_open_log_options(tmp_path):
+    with pytest.raises(TypeError):
+        open_log(tmp_path / "p", create=True, no_such_setting=1)
+    with pytest.raises(seglog.NotFoundError):
+        open_log(tmp_path / "p")
+    with open_log(tmp_path / "p", create=True, key_index=True) as log:
+        assert log.config.key_index
+        log.append(make_batch(2))
+    with open_log(tmp_path / "p", read_only=True) as ro:
+        with pytest.raises(ReadOnlyError):
+            ro.publish([Message(value=b"x")])
+        assert [m.key for m in ro.consume(OFFSET_OLDEST, 5)[1]] == [b"k0", b"k1"]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_consume_compressed(tmp_path, codec):
+    with open_log(tmp_path / "p", create=True) as log:
+        log.append(make_batch(4, codec=codec, tag=b"c"))
+        log.sync()
+        _, got = log.consume(OFFSET_OLDEST, 10)
+        assert [m.value[:4] for m in got if m.value] == [b"c-0-", b"c-1-", b"c-2-", b"c-3-"]
+
+
+def test_key_index(tmp_path):
+    p = tmp_path / "p"
+    with open_log(p, create=True, key_index=True, segment_bytes=300) as log:
+        log.publish([Message(key=b"a", value=b"1"), Message(key=b"b", value=b"1")])
+        log.publish([Message(key=b"a", value=b"2"), Message(value=b"no key")])
+        log.publish([Message(key=b"b", value=None)])  # a tombstone
+        assert log.get_by_key(b"a").value == b"2"
+        assert log.offset_by_key(b"a") == 2
+        assert log.get_by_key(b"b").value is None
+        with pytest.raises(seglog.NotFoundError):
+            log.get_by_key(b"zz")
+        # appended batches (not only publish) are indexed too
+        log.append(make_batch(2))
+        assert log.get_by_key(b"k1").offset == 6
+    with open_log(p, key_index=True) as log:  # rebuilt at open
+        assert log.offset_by_key(b"a") == 2
+        assert log.offset_by_key(b"k1") == 6
+        with open_log(p, read_only=True, key_index=True) as ro:
+            log.publish([Message(key=b"a", value=b"3")])
+            assert ro.offset_by_key(b"a") == 2
+            ro.refresh()
+            assert ro.get_by_key(b"a").value == b"3"
+    with open_log(p) as log, pytest.raises(NoIndexError):
+        log.get_by_key(b"a")
