@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from pyspark.errors import PySparkException
@@ -94,41 +94,44 @@ def run_demo(
     prepare_work_dir(work_dir)
     broker_dir = work_dir / "broker"
     try:
-        with running_broker(broker_dir, work_dir / "broker.log") as bootstrap:
-            console.print(
-                f"seglog serve listening on {bootstrap}: data directory {broker_dir}, "
-                f"log {work_dir / 'broker.log'}"
-            )
+        with ExitStack() as running:  # closed in reverse: Spark stops, then the broker
+            with phases.phase("start seglog serve"):
+                bootstrap = running.enter_context(
+                    running_broker(broker_dir, work_dir / "broker.log")
+                )
+                console.print(
+                    f"  listening on {bootstrap}; data directory {broker_dir}, "
+                    f"log {work_dir / 'broker.log'}"
+                )
             with phases.phase(f"load {csv_path.name} into topic {FLIGHTS_TOPIC!r}"):
                 create_topic(bootstrap, FLIGHTS_TOPIC, partitions)
                 _load(console, bootstrap)
             with phases.phase("start Spark (local[2])"):
                 spark = make_spark_session()
-            try:
-                with phases.phase(f"streaming pipeline {FLIGHTS_TOPIC} → {DELAYS_TOPIC}"):
-                    table = run_pipeline(
-                        spark,
-                        source_path=broker_dir,
-                        bootstrap=bootstrap,
-                        parquet_path=parquet_path,
-                        checkpoint_dir=work_dir / "checkpoint",
-                        max_offsets_per_trigger=max_offsets_per_trigger,
-                        on_batch=lambda b: _print_batch(console, b),
-                    )
-                with phases.phase(f"check Parquet and topic {DELAYS_TOPIC!r} against pandas"):
-                    expected = reference_delays()
-                    topic_table = read_delays_topic(spark, broker_dir)
-                    _check(console, "Parquet", table_differences(table, expected))
-                    _check(console, DELAYS_TOPIC, table_differences(topic_table, expected))
-                    console.print(
-                        f"  {len(expected)} groups: Parquet {parquet_path} and the latest "
-                        f"record per key of {DELAYS_TOPIC!r} equal the pandas computation"
-                    )
-            finally:
-                spark.stop()
+                running.callback(spark.stop)
+            with phases.phase(f"streaming pipeline {FLIGHTS_TOPIC} → {DELAYS_TOPIC}"):
+                table = run_pipeline(
+                    spark,
+                    source_path=broker_dir,
+                    bootstrap=bootstrap,
+                    parquet_path=parquet_path,
+                    checkpoint_dir=work_dir / "checkpoint",
+                    max_offsets_per_trigger=max_offsets_per_trigger,
+                    on_batch=lambda b: _print_batch(console, b),
+                )
+            with phases.phase(f"check Parquet and topic {DELAYS_TOPIC!r} against pandas"):
+                expected = reference_delays()
+                topic_table = read_delays_topic(spark, broker_dir)
+                _check(console, "Parquet", table_differences(table, expected))
+                _check(console, DELAYS_TOPIC, table_differences(topic_table, expected))
+                console.print(
+                    f"  {len(expected)} groups: Parquet {parquet_path} and the latest "
+                    f"record per key of {DELAYS_TOPIC!r} equal the pandas computation"
+                )
+            with phases.phase("stop Spark and seglog serve"):
+                running.close()
     except (BrokerError, LoadError, PySparkException) as exc:
         raise DemoError(str(exc)) from exc
-    console.print("seglog serve stopped")
     print_summary(console, table, airlines=airline_names(), phases=phases.elapsed)
 
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import struct
 import time
+import warnings
 from collections.abc import Sequence
+
+import seglog.spark  # noqa: F401  (imports kafka-python quietly, see storage/_message.py)
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    from kafka.record.util import calc_crc32c
 
 Header = tuple[str, bytes | None]
 Row = tuple[bytes | None, bytes | None, list[Header]]
@@ -12,8 +20,6 @@ Row = tuple[bytes | None, bytes | None, list[Header]]
 
 def record_batch(rows: Sequence[Row], codec: int = 0, timestamp_ms: int | None = None) -> bytes:
     """One record batch v2 (kafka-python's builder) of ``rows``, base offset 0."""
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=codec,
@@ -36,7 +42,5 @@ def control_batch(base_offset: int = 0) -> bytes:
     (attrs,) = struct.unpack_from(">h", buf, attributes_at)
     struct.pack_into(">h", buf, attributes_at, attrs | 0x30)
     struct.pack_into(">q", buf, 0, base_offset)
-    from kafka.record.util import calc_crc32c
-
     struct.pack_into(">I", buf, 17, calc_crc32c(memoryview(buf)[21:]))
     return bytes(buf)

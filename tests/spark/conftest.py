@@ -8,12 +8,13 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from pyspark.sql import SparkSession
 
 import seglog.spark  # noqa: F401  (imports kafka-python quietly, see storage/_message.py)
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
+def spark() -> Iterator[SparkSession]:
     """local[2] SparkSession, Python workers on this interpreter, no UI, 2 shuffle partitions.
 
     Raises RuntimeError (never skips) when no Java runtime is on PATH.
@@ -25,8 +26,6 @@ def spark() -> Iterator[object]:
         )
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
     session = (
         SparkSession.builder.master("local[2]")
         .appName("seglog-tests")

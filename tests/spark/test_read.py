@@ -11,6 +11,7 @@ from kafka.record.memory_records import MemoryRecords
 
 import seglog.spark
 from seglog.storage import DataDir, Message
+
 from ._data import Row, record_batch
 
 CODECS = (0, 1, 2, 3, 4)  # none, gzip, snappy, lz4, zstd
@@ -123,7 +124,8 @@ def test_include_headers_and_path_option(spark: Any, data: dict[str, Any]) -> No
     )
     got = _collect(df, headers=True)
     assert got == _expected(data, ("events", 0), ("events", 1), headers=True)
-    assert any(r["headers"] for r in got) and any(not r["headers"] for r in got)
+    assert any(r["headers"] for r in got)
+    assert any(not r["headers"] for r in got)
 
 
 def test_log_append_time(spark: Any, data: dict[str, Any]) -> None:

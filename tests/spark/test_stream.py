@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from seglog.spark._options import ReadOptions
 from seglog.spark._reader import DataLossError, SeglogStreamReader
@@ -50,7 +51,9 @@ def _run(spark: Any, path: Path, out: Path, checkpoint: Path) -> Any:
 
 def _read_out(out: Path) -> list[tuple[int, int, str]]:
     table = pq.read_table(out)
-    return sorted(zip(*(table.column(c).to_pylist() for c in ("partition", "offset", "key"))))
+    return sorted(
+        zip(*(table.column(c).to_pylist() for c in ("partition", "offset", "key")), strict=True)
+    )
 
 
 def _expected(counts: dict[int, int]) -> list[tuple[int, int, str]]:
@@ -64,7 +67,9 @@ def test_available_now_with_limit_then_restart(spark: Any, tmp_path: Path) -> No
 
     query = _run(spark, path, out, checkpoint)
     sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
-    assert sum(sizes) == 41 and max(sizes) <= 17 and len(sizes) == 3
+    assert sum(sizes) == 41
+    assert max(sizes) <= 17
+    assert len(sizes) == 3
     assert _read_out(out) == _expected({0: 30, 1: 11})
     last = json.loads(query.lastProgress["sources"][0]["endOffset"])
     assert last == {"clicks": {"0": 30, "1": 11}}
@@ -80,8 +85,6 @@ def test_offsets_are_sorted_json_and_rate_limited(tmp_path: Path) -> None:
     path = tmp_path / "data"
     _publish(path, "clicks", 0, 0, 10)
     _publish(path, "clicks", 1, 0, 30)
-    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
-
     options = {"path": str(path), "subscribe": "clicks", "startingOffsets": "earliest"}
     reader = SeglogStreamReader(ReadOptions.parse(options, streaming=True))
     start = reader.initialOffset()

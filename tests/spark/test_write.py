@@ -48,9 +48,9 @@ def test_batch_write_round_trip(spark: Any, tmp_path: Path) -> None:
         for i in range(40)
     ]
     df = spark.createDataFrame(rows, f"key binary, value string, headers {HEADERS}")
-    df.repartition(3).write.format("seglog").option("topic", "out").option(
-        "partitions", "3"
-    ).mode("append").save(str(path))
+    df.repartition(3).write.format("seglog").option("topic", "out").option("partitions", "3").mode(
+        "append"
+    ).save(str(path))
     got = _read(spark, path, "out")
     assert sorted((r["value"], r["key"], r["headers"]) for r in got) == sorted(
         (v.encode(), k, h) for k, v, h in rows
@@ -63,9 +63,10 @@ def test_batch_write_round_trip(spark: Any, tmp_path: Path) -> None:
 
     explicit = spark.createDataFrame([(b"v", 2)] * 5, "value binary, partition int")
     explicit.write.format("seglog").option("topic", "out").mode("append").save(str(path))
-    assert len([r for r in _read(spark, path, "out") if r["partition"] == 2]) == len(
-        by_partition[2]
-    ) + 5
+    assert (
+        len([r for r in _read(spark, path, "out") if r["partition"] == 2])
+        == len(by_partition[2]) + 5
+    )
     assert not list((path / "__spark_sink").glob("job-*"))  # staging removed after commit
 
 
@@ -107,7 +108,9 @@ def test_stream_commit_finishes_an_interrupted_append(tmp_path: Path) -> None:
     message = writer.write(iter([batch]))
     with DataDir(path) as data_dir:  # steps 2 and 3 of the commit, cut after partition 0
         plan = _plan(data_dir, list(message.files), 2)
-        _write_json(Path(writer.directory, "commit.json"), {"batch": 7, "done": False, "plan": plan})
+        _write_json(
+            Path(writer.directory, "commit.json"), {"batch": 7, "done": False, "plan": plan}
+        )
         item = next(i for i in plan if i["partition"] == 0)
         log = data_dir.log("t", 0)
         log.append(b"".join(Path(writer.directory, n).read_bytes() for n in item["files"]))
@@ -126,7 +129,7 @@ def test_streaming_query_exactly_once_across_replay(spark: Any, tmp_path: Path) 
         data_dir.create_topic("in", 1)
         data_dir.log("in", 0).publish([Message(value=f"a{i}".encode()) for i in range(12)])
 
-    def run() -> None:
+    def run() -> Any:
         query = (
             spark.readStream.format("seglog")
             .option("subscribe", "in")
@@ -143,8 +146,10 @@ def test_streaming_query_exactly_once_across_replay(spark: Any, tmp_path: Path) 
         )
         query.awaitTermination(240)
         assert query.exception() is None
+        return query
 
-    run()
+    first = run()
+    last_batch = max(p["batchId"] for p in first.recentProgress)
     assert [r["value"] for r in _read(spark, path, "copy")] == [f"a{i}".encode() for i in range(12)]
     # Forget that the last micro-batch committed: Spark replays it on restart, with the same
     # batchId, and the sink must not append it again.
@@ -153,7 +158,9 @@ def test_streaming_query_exactly_once_across_replay(spark: Any, tmp_path: Path) 
     commits[-1].with_name(f".{commits[-1].name}.crc").unlink(missing_ok=True)
     with DataDir(path) as data_dir:
         data_dir.log("in", 0).publish([Message(value=f"b{i}".encode()) for i in range(3)])
-    run()
+    second = run()
+    assert second.recentProgress[0]["batchId"] == last_batch  # the replayed micro-batch
+    assert second.recentProgress[0]["numInputRows"] > 0
     expected = [f"a{i}".encode() for i in range(12)] + [f"b{i}".encode() for i in range(3)]
     assert [r["value"] for r in _read(spark, path, "copy")] == expected
 
@@ -162,8 +169,10 @@ def test_write_through_broker(spark: Any, tmp_path: Path) -> None:
     with start_broker(tmp_path / "data", extra_args=["--num-partitions", "2"]) as broker:
         rows = [(f"k{i}", f"v{i}", i % 2) for i in range(30)]
         df = spark.createDataFrame(rows, "key string, value string, partition int")
-        with pytest.raises(Exception, match="kafka.bootstrap.servers"):
-            df.write.format("seglog").option("topic", "b").mode("append").save(str(tmp_path / "data"))
+        with pytest.raises(Exception, match=r"kafka\.bootstrap\.servers"):
+            df.write.format("seglog").option("topic", "b").mode("append").save(
+                str(tmp_path / "data")
+            )
         with DataDir(tmp_path / "data", read_only=True) as data_dir:
             assert "b" not in data_dir.topics()
         (
@@ -174,6 +183,18 @@ def test_write_through_broker(spark: Any, tmp_path: Path) -> None:
             .save()
         )
         got = _read(spark, tmp_path / "data", "wire")  # read-only, beside the live broker
+        wire = (
+            spark.read.format("seglog")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", "wire")
+            .option("includeHeaders", "true")
+            .load()
+        )
+        over_wire = [
+            (bytes(r["key"]), bytes(r["value"]), r["partition"], r["offset"])
+            for r in wire.orderBy("partition", "offset").collect()
+        ]
+    assert over_wire == [(r["key"], r["value"], r["partition"], r["offset"]) for r in got]
     assert sorted((r["key"], r["value"], r["partition"]) for r in got) == sorted(
         (k.encode(), v.encode(), p) for k, v, p in rows
     )

@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
-__all__ = ["Report", "Row", "Samples", "format_value", "median"]
+__all__ = ["Report", "Row", "Samples", "format_value", "measure", "median"]
 
 
 def median(samples: Iterable[float]) -> float:
@@ -108,6 +108,8 @@ def format_value(value: float | None, unit: str) -> str:
         return "—"
     if unit.startswith("MB"):
         return f"{value:,.1f}"
+    if unit.startswith("CPU"):
+        return f"{value:,.2f}"
     return f"{value:,.0f}"
 
 
@@ -206,3 +208,21 @@ class Report:
     def write_markdown(self, path: Path) -> None:
         """Write :meth:`markdown` to ``path``."""
         path.write_text(self.markdown(), encoding="utf-8")
+
+
+def measure(
+    samples: Samples, progress: Callable[[str], None], label: str, fn: Callable[[], float]
+) -> bool:
+    """Append ``fn()`` to ``samples`` and report it through ``progress``; on an exception keep
+    the first error in ``samples.error`` and return False (later calls are then skipped)."""
+    if samples.error is not None:
+        return False
+    try:
+        value = fn()
+    except Exception as exc:  # every failure goes into the table; the run carries on
+        samples.error = f"{type(exc).__name__}: {str(exc)[:300]}"
+        progress(f"{label}: FAILED {samples.error}")
+        return False
+    samples.values.append(value)
+    progress(f"{label}: {format_value(value, samples.unit)} {samples.unit}")
+    return True

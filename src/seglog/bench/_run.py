@@ -9,7 +9,6 @@ durability: fsync before ack, group commit), with the raw disk and client-only r
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib.metadata
 import os
 import platform
@@ -17,29 +16,21 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import confluent_kafka
 
-from seglog.bench._disk import raw_append_rate
 from seglog.bench._embedded import embedded_publish_consume
-from seglog.bench._kafka import (
-    Rate,
-    create_topic,
-    fetch_confluent,
-    fetch_kafka_python,
-    produce,
-)
-from seglog.bench._report import Report, Row, Samples
-from seglog.broker._testing import start_broker
+from seglog.bench._kafka import Rate
+from seglog.bench._report import Report, Row, Samples, measure
+from seglog.bench._wire import wire_phase
 
 __all__ = ["BenchOptions", "machine_info", "run_bench"]
 
 MIB = 1 << 20
-MOCK = {"test.mock.num.brokers": 1}
 Progress = Callable[[str], None]
 
 
@@ -88,146 +79,12 @@ def machine_info() -> dict[str, str]:
         "os": platform.platform(terse=True),
     }
     info["confluent-kafka"] = (
-        f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+        f"{importlib.metadata.version('confluent-kafka')}"
+        f" (librdkafka {confluent_kafka.libversion()[0]})"
     )
     with contextlib.suppress(importlib.metadata.PackageNotFoundError):
         info["pyspark"] = importlib.metadata.version("pyspark")
     return info
-
-
-def _measure(samples: Samples, progress: Progress, label: str, fn: Callable[[], float]) -> None:
-    """Append ``fn()`` to ``samples``; on failure keep the first error and carry on."""
-    if samples.error is not None:
-        return
-    try:
-        value = fn()
-    except Exception as exc:  # report every failure in the table, keep going
-        samples.error = f"{type(exc).__name__}: {str(exc)[:300]}"
-        progress(f"{label}: FAILED {samples.error}")
-        return
-    samples.values.append(value)
-    progress(f"{label}: {value:,.1f} {samples.unit}")
-
-
-@contextlib.contextmanager
-def _broker(work: Path) -> Iterator[str]:
-    broker = start_broker(work / "broker-data", log_path=work / "broker.log")
-    try:
-        yield broker.bootstrap
-    finally:
-        broker.stop()
-
-
-class _Wire:
-    """Samples of the produce/fetch phase."""
-
-    def __init__(self) -> None:
-        self.raw = Samples("MB/s")
-        self.mock = {1024: Samples("msgs/s"), 100: Samples("msgs/s")}
-        self.mock_mb = {1024: Samples("MB/s"), 100: Samples("MB/s")}
-        self.broker = {1024: Samples("msgs/s"), 100: Samples("msgs/s")}
-        self.broker_mb = {1024: Samples("MB/s"), 100: Samples("MB/s")}
-        self.fetch_mb = Samples("MB/s")
-        self.fetch = Samples("msgs/s")
-        self.fetch_kp = Samples("msgs/s")
-
-    def fail_broker(self, error: str) -> None:
-        for samples in (*self.broker.values(), *self.broker_mb.values()):
-            samples.error = error
-        self.fetch_mb.error = self.fetch.error = self.fetch_kp.error = error
-
-
-def _produce_into(
-    rates: tuple[Samples, Samples], progress: Progress, label: str, run: Callable[[], Rate]
-) -> None:
-    msgs, mb = rates
-    holder: list[Rate] = []
-
-    def once() -> float:
-        holder.append(run())
-        return holder[-1].msgs_per_s
-
-    _measure(msgs, progress, label, once)
-    if holder:
-        mb.values.append(holder[-1].mb_per_s)
-
-
-def _msgs_per_s(
-    fetch: Callable[[str, str, int], Rate], bootstrap: str, topic: str, n: int
-) -> float:
-    return fetch(bootstrap, topic, n).msgs_per_s
-
-
-def _produce_via_broker(bootstrap: str, topic: str, size: int, n: int) -> Rate:
-    create_topic(bootstrap, topic)
-    return produce({"bootstrap.servers": bootstrap}, topic, size, n)
-
-
-def _wire_phase(opts: BenchOptions, work: Path, progress: Progress) -> _Wire:
-    wire = _Wire()
-    n = opts.messages
-    with contextlib.ExitStack() as stack:
-        bootstrap: str | None = None
-        progress("broker: starting seglog serve (default durability: fsync before ack)")
-        try:
-            bootstrap = stack.enter_context(_broker(work))
-        except Exception as exc:
-            wire.fail_broker(f"seglog serve did not start: {type(exc).__name__}: {exc}"[:400])
-            progress(f"broker: FAILED {wire.fetch.error}")
-        for r in range(opts.repeat):
-            tag = f"{r + 1}/{opts.repeat}"
-            _measure(
-                wire.raw,
-                progress,
-                f"raw 1 MiB write+fdatasync {tag}",
-                lambda: raw_append_rate(work, opts.raw_bytes),
-            )
-            for size in (1024, 100):
-                name = "1 KiB" if size == 1024 else "100 B"
-                _produce_into(
-                    (wire.mock[size], wire.mock_mb[size]),
-                    progress,
-                    f"client-only produce {name} {tag}",
-                    functools.partial(produce, MOCK, f"mock-{size}-{r}", size, n),
-                )
-                if bootstrap is None:
-                    continue
-                topic = f"bench-{size}-{r}"
-                b = bootstrap
-                _produce_into(
-                    (wire.broker[size], wire.broker_mb[size]),
-                    progress,
-                    f"seglog produce {name} {tag}",
-                    functools.partial(_produce_via_broker, b, topic, size, n),
-                )
-                if size == 1024 and wire.broker[size].error is None:
-                    _produce_into(
-                        (wire.fetch, wire.fetch_mb),
-                        progress,
-                        f"seglog fetch 1 KiB {tag}",
-                        functools.partial(fetch_confluent, b, topic, n),
-                    )
-                    _measure(
-                        wire.fetch_kp,
-                        progress,
-                        f"seglog fetch 1 KiB kafka-python {tag}",
-                        functools.partial(_msgs_per_s, fetch_kafka_python, b, topic, n),
-                    )
-    return wire
-
-
-def _wire_rows(w: _Wire) -> list[Row]:
-    raw = "raw 1 MiB write+fdatasync"
-    client = "client only: librdkafka mock cluster"
-    return [
-        Row("produce 1 KiB, acks=all, fsync", w.broker_mb[1024], raw, w.raw, 0.5),
-        Row("produce 1 KiB, acks=all, fsync", w.broker[1024], client, w.mock[1024]),
-        Row("produce 100 B, acks=all, fsync", w.broker[100], client, w.mock[100], 0.7),
-        Row("produce 100 B, acks=all, fsync", w.broker_mb[100], raw, w.raw),
-        Row("fetch 1 KiB (confluent-kafka)", w.fetch_mb),
-        Row("fetch 1 KiB (confluent-kafka)", w.fetch),
-        Row("fetch 1 KiB (kafka-python)", w.fetch_kp),
-    ]
 
 
 def _embedded_rows(opts: BenchOptions, work: Path, progress: Progress) -> list[Row]:
@@ -241,10 +98,10 @@ def _embedded_rows(opts: BenchOptions, work: Path, progress: Progress) -> list[R
             return pub.msgs_per_s
 
         tag = f"{r + 1}/{opts.repeat}"
-        _measure(publish, progress, f"embedded publish 100 B x1000 {tag}", once)
+        measure(publish, progress, f"embedded publish 100 B x1000 {tag}", once)
         if holder:
             consume.values.append(holder[0].msgs_per_s)
-            progress(f"embedded consume {tag}: {consume.values[-1]:,.1f} msgs/s")
+            progress(f"embedded consume {tag}: {consume.values[-1]:,.0f} msgs/s")
         elif publish.error:
             consume.error = publish.error
         shutil.rmtree(work / f"embedded-{r}", ignore_errors=True)
@@ -288,7 +145,7 @@ def run_bench(opts: BenchOptions, progress: Progress = lambda _msg: None) -> Rep
     work = Path(tempfile.mkdtemp(prefix="seglog-bench-", dir=base or Path.cwd()))
     progress(f"work directory {work} (removed at the end)")
     try:
-        rows = _wire_rows(_wire_phase(opts, work, progress))
+        rows = wire_phase(work, opts.messages, opts.repeat, opts.raw_bytes, progress)
         progress(f"embedded: publish/consume {opts.messages:,} messages of 100 B")
         rows += _embedded_rows(opts, work, progress)
         if not opts.skip_spark:

@@ -89,7 +89,9 @@ def _walk(body: bytes, count: int, bounds: list[int]) -> None:
     except IndexError:
         raise CorruptRecordError("record batch ends inside a record") from None
     if pos != len(body):
-        raise CorruptRecordError(f"record lengths disagree with the batch size ({pos} != {len(body)})")
+        raise CorruptRecordError(
+            f"record lengths disagree with the batch size ({pos} != {len(body)})"
+        )
 
 
 def _varints(buf: npt.NDArray[np.uint8], pos: I64) -> tuple[I64, I64]:
@@ -239,7 +241,7 @@ def decode_batches(
     b = np.asarray(bounds, dtype=np.int64) + np.asarray(body_starts, dtype=np.int64)[which]
     rec_len, s = _varints(buf, b)
     e = s + rec_len
-    if (rec_len < 7).any() or (e != np.append(b[1:], total)).any():
+    if (rec_len < 6).any() or (e != np.append(b[1:], total)).any():
         raise CorruptRecordError("record lengths disagree with the record batch")
     ts_delta, p = _varints(buf, s + 1)  # + 1: the record's attributes byte (unused)
     off_delta, p = _varints(buf, p)
@@ -263,7 +265,12 @@ def decode_batches(
     keep = (offset >= start) & (offset < end)
     if not keep.all():
         offset, ts_ms, appended = offset[keep], ts_ms[keep], appended[keep]
-        key_pos, key_len, val_pos, val_len = key_pos[keep], key_len[keep], val_pos[keep], val_len[keep]
+        key_pos, key_len, val_pos, val_len = (
+            key_pos[keep],
+            key_len[keep],
+            val_pos[keep],
+            val_len[keep],
+        )
         p, hdr_count, e = p[keep], hdr_count[keep], e[keep]
     n = len(offset)
     data = pa.py_buffer(joined)

@@ -76,9 +76,7 @@ def records_of(batch: pa.RecordBatch) -> Iterator[Record]:
     values = _as_bytes(batch.column("value").to_pylist(), "value")
     keys = _as_bytes(batch.column("key").to_pylist(), "key") if "key" in names else [None] * n
     topics = batch.column("topic").to_pylist() if "topic" in names else [None] * n
-    partitions = (
-        batch.column("partition").to_pylist() if "partition" in names else [None] * n
-    )
+    partitions = batch.column("partition").to_pylist() if "partition" in names else [None] * n
     if "headers" in names:
         headers = [
             [(h["key"], _header_value(h["value"])) for h in row or ()]
@@ -116,10 +114,10 @@ class Router:
                 )
             return record.partition
         if record.key is not None:
-            return (murmur2(record.key) & 0x7FFFFFFF) % count
+            return int(murmur2(record.key) & 0x7FFFFFFF) % count
         turn = self._next.get(topic)
         if turn is None:
-            turn = random.randrange(count)  # noqa: S311  (spreading load, not security)
+            turn = random.randrange(count)
         self._next[topic] = turn + 1
         return turn % count
 

@@ -77,7 +77,9 @@ def offsets_from_json(text: str, name: str) -> dict[TopicPartition, int]:
             try:
                 number = int(partition)
             except ValueError:
-                raise ValueError(f"option {name}: partition {partition!r} is not a number") from None
+                raise ValueError(
+                    f"option {name}: partition {partition!r} is not a number"
+                ) from None
             if not isinstance(offset, int) or isinstance(offset, bool) or offset < EARLIEST:
                 raise ValueError(f"option {name}: offset {offset!r} of {topic}-{number} invalid")
             result[(topic, number)] = offset
@@ -168,7 +170,9 @@ class ReadOptions:
         else:
             assign = _parse_assign(_get(options, "assign") or "")
         starting = _offsets_option(
-            _get(options, "startingOffsets"), "startingOffsets", "latest" if streaming else "earliest"
+            _get(options, "startingOffsets"),
+            "startingOffsets",
+            "latest" if streaming else "earliest",
         )
         ending = _offsets_option(_get(options, "endingOffsets"), "endingOffsets", "latest")
         if ending == "earliest" or (
@@ -205,9 +209,7 @@ class ReadOptions:
         return sorted((t, p) for t in names for p in range(topics[t]))
 
 
-def _offsets_option(
-    value: str | None, name: str, default: str
-) -> str | dict[TopicPartition, int]:
+def _offsets_option(value: str | None, name: str, default: str) -> str | dict[TopicPartition, int]:
     if value is None or not value.strip():
         return default
     lowered = value.strip().lower()

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+from confluent_kafka import Producer
 
 from seglog.spark._encode import records_of
 
@@ -23,8 +24,6 @@ def produce(batches: Iterator[pa.RecordBatch], config: dict[str, str], default_t
             ) -> int:  # fmt: skip
     """Produce every row of ``batches``; returns the record count. Raises RuntimeError with
     the first delivery error (after flushing), ValueError for a row without a topic."""
-    from confluent_kafka import Producer
-
     settings: dict[str, Any] = {"acks": "all", "partitioner": "murmur2_random", **config}
     producer = Producer(settings)
     errors: list[str] = []

@@ -9,6 +9,9 @@ reader instance on an executor, where state set while planning is invisible.
 ``read()`` walks whole stored record batches of one partition between two offsets
 (``Log.batches``), decodes them ~4 MiB at a time with the numpy decoder (``_decode``) and
 yields ``pyarrow.RecordBatch``es of exactly ``arrow_schema(include_headers)``.
+
+With ``kafka.bootstrap.servers`` instead of ``path``, the same readers plan from a broker's
+offsets and fetch through it (``_wire``).
 """
 
 from __future__ import annotations
@@ -34,10 +37,16 @@ from seglog.spark._options import (
     TopicPartition,
     offsets_to_json,
 )
+from seglog.spark._wire import WireRangePartition, read_wire_range, wire_bounds
+from seglog.storage import DataDir
 
 __all__ = [
     "DataLossError",
-    "OffsetRangePartition", "SeglogBatchReader", "SeglogStreamReader", "log_bounds"]
+    "OffsetRangePartition",
+    "SeglogBatchReader",
+    "SeglogStreamReader",
+    "log_bounds",
+]
 
 CHUNK_BYTES = 4 << 20
 """Bytes of stored record batches decoded into one Arrow batch."""
@@ -49,7 +58,7 @@ class DataLossError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class OffsetRangePartition(InputPartition):  # type: ignore[misc]
+class OffsetRangePartition(InputPartition):
     """One Spark task: records ``start <= offset < end`` of ``topic``-``partition``."""
 
     path: str
@@ -66,8 +75,6 @@ def log_bounds(path: str, options: ReadOptions) -> dict[TopicPartition, tuple[in
     Opens ``path`` read-only (``DataDir(read_only=True)``) and closes it before returning.
     Raises ``FileNotFoundError`` when ``path`` is not a directory.
     """
-    from seglog.storage import DataDir
-
     data_dir = DataDir(path, create=False, read_only=True)
     try:
         topics = {name: info.partitions for name, info in data_dir.topics().items()}
@@ -80,12 +87,34 @@ def log_bounds(path: str, options: ReadOptions) -> dict[TopicPartition, tuple[in
         data_dir.close()
 
 
-def read_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
-    """Yield the records of one offset range as Arrow batches (used by both readers)."""
-    from seglog.storage import DataDir
+def bounds_of(options: ReadOptions) -> dict[TopicPartition, tuple[int, int]]:
+    """Log start offsets and high watermarks: from the data directory, or the broker."""
+    if options.path is not None:
+        return log_bounds(options.path, options)
+    return wire_bounds(options)
 
-    if not isinstance(part, OffsetRangePartition) or part.start >= part.end:
-        return  # pyspark passes one plain InputPartition when partitions() returned none
+
+def range_of(options: ReadOptions, tp: TopicPartition, start: int, end: int) -> InputPartition:
+    """The input partition reading ``start <= offset < end`` of ``tp``."""
+    if options.path is not None:
+        return OffsetRangePartition(options.path, tp[0], tp[1], start, end, options.include_headers)
+    return WireRangePartition(tp[0], tp[1], start, end, options.include_headers, options.kafka)
+
+
+def read_any(part: InputPartition) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of an input partition made by ``range_of`` (runs on an executor)."""
+    if isinstance(part, WireRangePartition):
+        if part.start < part.end:
+            yield from read_wire_range(part)
+    elif isinstance(part, OffsetRangePartition):
+        yield from read_range(part)
+    # else: pyspark passes one plain InputPartition when partitions() returned none
+
+
+def read_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
+    """Yield the records of one offset range of a data directory as Arrow batches."""
+    if part.start >= part.end:
+        return
     data_dir = DataDir(part.path, create=False, read_only=True)
     try:
         log = data_dir.log(part.topic, part.partition)
@@ -145,7 +174,7 @@ def _split(
     return ranges
 
 
-class SeglogBatchReader(DataSourceReader):  # type: ignore[misc]
+class SeglogBatchReader(DataSourceReader):
     """Batch read between ``startingOffsets`` and ``endingOffsets`` (resolved at planning)."""
 
     def __init__(self, options: ReadOptions) -> None:
@@ -154,21 +183,17 @@ class SeglogBatchReader(DataSourceReader):  # type: ignore[misc]
     def partitions(self) -> Sequence[InputPartition]:
         """One ``OffsetRangePartition`` per partition with records (more with minPartitions)."""
         options = self.options
-        assert options.path is not None
         ranges = []
-        for tp, bounds in log_bounds(options.path, options).items():
+        for tp, bounds in bounds_of(options).items():
             start = _resolve(options.starting, tp, bounds, EARLIEST)
             end = _resolve(options.ending, tp, bounds, LATEST)
             start = _check_start(tp, start, bounds, options.fail_on_data_loss)
             ranges.append((tp, start, min(max(end, start), bounds[1])))
-        return [
-            OffsetRangePartition(options.path, t, p, s, e, options.include_headers)
-            for (t, p), s, e in _split(ranges, options.min_partitions)
-        ]
+        return [range_of(options, tp, s, e) for tp, s, e in _split(ranges, options.min_partitions)]
 
-    def read(self, partition: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow batches of the partition's offset range (runs on an executor)."""
-        return read_range(partition)
+        return read_any(partition)
 
 
 def _resolve(
@@ -189,7 +214,7 @@ def _from_json(offsets: Mapping[str, Any]) -> dict[TopicPartition, int]:
     return {(t, int(p)): int(o) for t, ps in offsets.items() for p, o in ps.items()}
 
 
-class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader. Offsets: ``{"topic": {"partition": next offset}}``, sorted.
 
     New partitions (or topics matching the subscription) start at their log start offset.
@@ -199,40 +224,41 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
     """
 
     def __init__(self, options: ReadOptions) -> None:
-        assert options.path is not None
         self.options = options
-        self.path: str = options.path
         self._target: dict[TopicPartition, int] | None = None
 
-    def initialOffset(self) -> dict[str, dict[str, int]]:
+    def initialOffset(self) -> dict[str, dict[str, int]]:  # noqa: N802  (pyspark API name)
         """Offsets of ``startingOffsets`` (default latest) resolved against the logs now."""
-        bounds = log_bounds(self.path, self.options)
+        bounds = bounds_of(self.options)
         return offsets_to_json(
             {tp: _resolve(self.options.starting, tp, b, LATEST) for tp, b in bounds.items()}
         )
 
-    def getDefaultReadLimit(self) -> ReadLimit:
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
         """``ReadMaxRows(maxOffsetsPerTrigger)`` if that option is set, else read all."""
         if self.options.max_offsets_per_trigger:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
         return ReadAllAvailable()
 
-    def prepareForTriggerAvailableNow(self) -> None:
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
         """Fix the high watermarks of now as the end of an ``availableNow`` query."""
-        bounds = log_bounds(self.path, self.options)
+        bounds = bounds_of(self.options)
         self._target = {tp: high for tp, (_, high) in bounds.items()}
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, dict[str, int]]:
+    def latestOffset(  # noqa: N802
+        self, start: dict[str, Any], limit: ReadLimit
+    ) -> dict[str, dict[str, int]]:
         """End offsets of the next micro-batch: high watermarks, capped by ``limit``."""
         begin = _from_json(start)
-        bounds = log_bounds(self.path, self.options)
+        bounds = bounds_of(self.options)
         ends = dict(begin)
         lags: dict[TopicPartition, tuple[int, int]] = {}
-        for tp, (low, high) in bounds.items():
+        for tp, (low, visible) in bounds.items():
+            high = visible
             if self._target is not None:
                 if tp not in self._target:
                     continue
-                high = min(high, self._target[tp])
+                high = min(visible, self._target[tp])
             first = begin.get(tp, low)
             ends[tp] = first
             if high > first:
@@ -246,7 +272,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """One ``OffsetRangePartition`` per partition that moved between the two offsets."""
         begin, finish = _from_json(start), _from_json(end)
-        bounds = log_bounds(self.path, self.options) if finish != begin else {}
+        bounds = bounds_of(self.options) if finish != begin else {}
         parts = []
         for tp, stop in finish.items():
             first = begin.get(tp)
@@ -255,20 +281,18 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
                     raise DataLossError(f"partition {tp[0]}-{tp[1]} no longer exists")
                 continue
             first = _check_start(
-                tp, bounds[tp][0] if first is None else first, bounds[tp],
+                tp,
+                bounds[tp][0] if first is None else first,
+                bounds[tp],
                 self.options.fail_on_data_loss,
             )
             if stop > first:
-                parts.append(
-                    OffsetRangePartition(
-                        self.path, tp[0], tp[1], first, stop, self.options.include_headers
-                    )
-                )
+                parts.append(range_of(self.options, tp, first, stop))
         return parts
 
-    def read(self, partition: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow batches of the partition's offset range (runs on an executor)."""
-        return read_range(partition)
+        return read_any(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: the checkpoint holds the offsets (the data dir is read-only)."""
@@ -290,4 +314,3 @@ def _rate_limit(
         shares[tp] += extra
         spare -= extra
     return {tp: lags[tp][0] + share for tp, share in shares.items()}
-

@@ -24,7 +24,7 @@ from seglog.spark._writer import SeglogArrowWriter, SeglogStreamArrowWriter
 __all__ = ["SeglogDataSource"]
 
 
-class SeglogDataSource(DataSource):  # type: ignore[misc]
+class SeglogDataSource(DataSource):
     """Python data source ``seglog`` (pyspark >= 4 Python Data Source API).
 
     Schema: Spark's Kafka source (``seglog.spark.spark_schema``), plus ``headers`` with
@@ -44,21 +44,11 @@ class SeglogDataSource(DataSource):  # type: ignore[misc]
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """Batch reader of a data directory between startingOffsets and endingOffsets."""
-        options = ReadOptions.parse(self.options, streaming=False)
-        if options.path is None:
-            from seglog.spark._wire import WireBatchReader
+        return SeglogBatchReader(ReadOptions.parse(self.options, streaming=False))
 
-            return WireBatchReader(options)
-        return SeglogBatchReader(options)
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
         """Micro-batch reader with maxOffsetsPerTrigger and availableNow support."""
-        options = ReadOptions.parse(self.options, streaming=True)
-        if options.path is None:
-            from seglog.spark._wire import WireStreamReader
-
-            return WireStreamReader(options)
-        return SeglogStreamReader(options)
+        return SeglogStreamReader(ReadOptions.parse(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """Append writer; ValueError for mode("overwrite") (topics are append-only)."""
@@ -66,7 +56,9 @@ class SeglogDataSource(DataSource):  # type: ignore[misc]
             raise ValueError("seglog topics are append-only: use mode('append')")
         return SeglogArrowWriter(WriteOptions.parse(self.options), dict(self.options))
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+    def streamWriter(  # noqa: N802  (pyspark API names)
+        self, schema: StructType, overwrite: bool
+    ) -> DataSourceStreamWriter:
         """Streaming writer: exactly-once in path mode, at-least-once through a broker."""
         if overwrite:
             raise ValueError("seglog topics are append-only: use outputMode('append')")

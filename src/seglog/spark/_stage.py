@@ -40,8 +40,10 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
 
+from seglog.errors import DataDirLockedError
 from seglog.spark._decode import BATCH_HEADER
 from seglog.spark._encode import CODECS, Record, Router, build_batches, records_of
+from seglog.storage import DataDir
 
 __all__ = [
     "SINK_ROOT",
@@ -50,6 +52,7 @@ __all__ = [
     "commit_batch",
     "commit_stream",
     "discard",
+    "open_writer",
     "sink_dir",
     "stage",
 ]
@@ -69,7 +72,7 @@ class StagedFile:
 
 
 @dataclass(frozen=True)
-class StagedFiles(WriterCommitMessage):  # type: ignore[misc]
+class StagedFiles(WriterCommitMessage):
     """Commit message of one task: the files it staged, in write order."""
 
     files: tuple[StagedFile, ...]
@@ -192,10 +195,7 @@ def _write_json(path: pathlib.Path, value: dict[str, Any]) -> None:
         os.close(dir_fd)
 
 
-def _open_writer(path: str) -> Any:
-    from seglog.errors import DataDirLockedError
-    from seglog.storage import DataDir
-
+def open_writer(path: str) -> DataDir:
     try:
         return DataDir(path)
     except DataDirLockedError as exc:
@@ -209,7 +209,7 @@ def commit_batch(
     path: str, directory: str, messages: Iterable[WriterCommitMessage | None], partitions: int
 ) -> None:
     """Append a batch job's staged files (task order), sync, delete the staging dir."""
-    data_dir = _open_writer(path)
+    data_dir = open_writer(path)
     try:
         for item in _plan(data_dir, _files(messages), partitions):
             _append(data_dir, directory, item)
@@ -229,7 +229,7 @@ def commit_stream(
     marker = pathlib.Path(directory, "commit.json")
     pathlib.Path(directory).mkdir(parents=True, exist_ok=True)
     state = json.loads(marker.read_bytes()) if marker.exists() else None
-    data_dir = _open_writer(path)
+    data_dir = open_writer(path)
     try:
         if state is not None and not state["done"]:
             if state["batch"] != batch_id:

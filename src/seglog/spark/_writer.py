@@ -10,6 +10,7 @@ A missing topic is created in path mode with ``partitions`` partitions (default 
 from __future__ import annotations
 
 from collections.abc import Iterator
+
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -20,7 +21,15 @@ from pyspark.sql.datasource import (
 from seglog.spark._encode import Router
 from seglog.spark._options import WriteOptions
 from seglog.spark._produce import produce
-from seglog.spark._stage import commit_batch, commit_stream, discard, sink_dir, stage
+from seglog.spark._stage import (
+    commit_batch,
+    commit_stream,
+    discard,
+    open_writer,
+    sink_dir,
+    stage,
+)
+from seglog.storage import DataDir
 
 __all__ = ["SeglogArrowWriter", "SeglogStreamArrowWriter"]
 
@@ -42,8 +51,6 @@ class _Writing:
     def _partition_count(self, topic: str) -> int:
         count = self.counts.get(topic)
         if count is None:
-            from seglog.storage import DataDir
-
             assert self.options.path is not None
             data_dir = DataDir(self.options.path, create=False, read_only=True)
             try:
@@ -64,9 +71,7 @@ class _Writing:
 
 def _ensure_topic(path: str, topic: str, partitions: int) -> int:
     """Partition count of ``topic``, creating it with ``partitions`` if missing."""
-    from seglog.spark._stage import _open_writer
-
-    data_dir = _open_writer(path)
+    data_dir = open_writer(path)
     try:
         info = data_dir.topics().get(topic)
         if info is None:
@@ -76,7 +81,7 @@ def _ensure_topic(path: str, topic: str, partitions: int) -> int:
         data_dir.close()
 
 
-class SeglogArrowWriter(_Writing, DataSourceArrowWriter):  # type: ignore[misc]
+class SeglogArrowWriter(_Writing, DataSourceArrowWriter):
     """``df.write.format("seglog")``: append a DataFrame's rows to a topic."""
 
     def __init__(self, options: WriteOptions, raw: dict[str, str]) -> None:
@@ -97,7 +102,7 @@ class SeglogArrowWriter(_Writing, DataSourceArrowWriter):  # type: ignore[misc]
             discard(self.directory, messages)
 
 
-class SeglogStreamArrowWriter(_Writing, DataSourceStreamArrowWriter):  # type: ignore[misc]
+class SeglogStreamArrowWriter(_Writing, DataSourceStreamArrowWriter):
     """``writeStream.format("seglog")``: exactly-once in path mode (see ``_stage``)."""
 
     def __init__(self, options: WriteOptions, raw: dict[str, str]) -> None:

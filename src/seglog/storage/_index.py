@@ -19,6 +19,7 @@ Not thread-safe: the owning segment serialises writers; lookups read a consisten
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import pathlib
 import struct
@@ -27,6 +28,7 @@ from array import array
 
 __all__ = ["OffsetIndex", "TimeIndex"]
 
+_logger = logging.getLogger(__name__)
 _FLUSH_BYTES = 4096
 _OFFSET_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")
@@ -55,11 +57,16 @@ class _IndexFile:
     def flush(self) -> None:
         """Write buffered entries to the file (the page cache; ``sync`` fsyncs)."""
         if self._pending:
-            fd = self._open_for_append()
-            view = memoryview(self._pending)
-            while view:
-                view = view[os.write(fd, view) :]
-            del view
+            try:
+                fd = self._open_for_append()
+                view = memoryview(self._pending)
+                while view:
+                    view = view[os.write(fd, view) :]
+                del view
+            except OSError as e:
+                # derived data: the in-memory entries stay right; the file lacks some
+                # entries (sparser, still correct) or gets rebuilt at the next open
+                _logger.warning("cannot write %s: %s", self.path, e)
             self._pending.clear()
 
     def _rewrite(self, data: bytes) -> None:

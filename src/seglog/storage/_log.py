@@ -165,6 +165,7 @@ class Log:
                     clean.unlink()
                     _files.fsync_dir(path)
                 segments[-1].first_append_ms = _now_ms()
+                segments[-1].sync()  # what recovery kept is durable before anyone reads it
             log = cls(path, config, segments, read_only=read_only)
         except BaseException:
             if lock_fd is not None:
@@ -238,7 +239,10 @@ class Log:
                 or now - seg.first_append_ms >= self.config.segment_ms
                 or self._log_end + span - 1 - seg.base_offset > _U32
             ):
-                seg = self._roll(now)
+                try:
+                    seg = self._roll(now)
+                except OSError as e:
+                    raise StorageError(f"cannot roll {self.directory}: {e}") from e
             offset = self._log_end
             placed: list[Placed] = []
             max_ts = -1
@@ -252,12 +256,15 @@ class Log:
                 placed.append((pos, offset, h.size, ts))
                 offset += h.last_offset_delta + 1
             seg.append(data, placed, offset, self.config.index_interval_bytes)
-            if self._keys is not None:
-                self._keys.add(data)
             if seg.first_append_ms < 0:
                 seg.first_append_ms = now
             base = self._log_end
             self._log_end = offset
+            if self._keys is not None:
+                try:
+                    self._keys.add(data)
+                except Exception:  # a CRC-valid batch with undecodable records
+                    _logger.exception("key index: cannot decode batch at offset %d", base)
             self.append_count += 1
             relaxed = not self.config.fsync_before_ack
             sync_now = True
@@ -271,7 +278,7 @@ class Log:
         assert self._sync is not None
         self._sync.appended(offset, sync_now=sync_now)
         if relaxed:
-            self._fire(offset)
+            self._fire(self._hwm)
         return AppendInfo(base, offset - 1, now if log_append else -1, count, max_ts)
 
     def _roll(self, now: int) -> Segment:

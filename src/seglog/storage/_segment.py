@@ -192,7 +192,10 @@ class Segment:
                 self.offset_of_max_timestamp = h.base_offset - self.base_offset
             self.bytes_since_index += h.size
             self.size, self.next_offset = p + h.size, h.next_offset
-        return not first and self.size == file_size
+        if first or self.size != file_size:
+            return False
+        last_rel = self.next_offset - 1 - self.base_offset
+        return not len(self.time_index) or self.time_index.offsets[-1] <= last_rel
 
     def extend(self, interval: int) -> int:
         """Read-only segments: take in whole valid batches another process appended after

@@ -83,6 +83,10 @@ class GroupCommit:
     def wait_for(self, offset: int) -> Future[int]:
         """A future completing with the durable end offset once it is >= ``offset``."""
         fut: Future[int] = Future()
+        # Mark it running so a waiter giving up (asyncio.wrap_future cancelling on a client
+        # disconnect) cannot cancel it: set_result() on a cancelled future would raise and
+        # kill the fsync thread.
+        fut.set_running_or_notify_cancel()
         with self._cond:
             if self.error is not None or (self._closing and offset > self._durable):
                 fut.set_exception(LogClosedError(f"log offline or closed: {self.error}"))

@@ -1,0 +1,131 @@
+"""Read through a Kafka-compatible broker (``kafka.bootstrap.servers`` instead of ``path``).
+
+confluent-kafka consumers in assign mode: no consumer group membership, no offset commits
+(the streaming checkpoint holds the offsets, as in Spark's Kafka source). ``kafka.*``
+options pass through to librdkafka with the prefix removed. Bounds come from the broker's
+ListOffsets (``get_watermark_offsets``: log start offset, high watermark).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from pyspark.sql.datasource import InputPartition
+
+from seglog.spark._options import ReadOptions, TopicPartition
+from seglog.spark._schema import arrow_schema
+
+__all__ = ["WireRangePartition", "read_wire_range", "wire_bounds"]
+
+ROWS_PER_BATCH = 65536
+"""Records per yielded Arrow batch."""
+
+
+@dataclass(frozen=True)
+class WireRangePartition(InputPartition):
+    """One Spark task: records ``start <= offset < end`` of a partition, fetched by a broker."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    include_headers: bool
+    kafka: dict[str, str] = field(default_factory=dict)
+
+
+def _consumer(kafka: dict[str, str]) -> Any:
+    settings: dict[str, Any] = {
+        "group.id": f"seglog-spark-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "error",
+        **kafka,
+    }
+    return Consumer(settings)
+
+
+def wire_bounds(options: ReadOptions) -> dict[TopicPartition, tuple[int, int]]:
+    """``{(topic, partition): (log start offset, high watermark)}`` asked of the broker."""
+    consumer = _consumer(options.kafka)
+    try:
+        metadata = consumer.list_topics(timeout=30)
+        topics = {
+            name: len(meta.partitions)
+            for name, meta in metadata.topics.items()
+            if meta.error is None and not name.startswith("__")
+        }
+        bounds = {}
+        for topic, partition in options.select(topics):
+            low, high = consumer.get_watermark_offsets(
+                KafkaTopicPartition(topic, partition), timeout=30
+            )
+            bounds[(topic, partition)] = (int(low), int(high))
+        return bounds
+    finally:
+        consumer.close()
+
+
+def read_wire_range(part: WireRangePartition, timeout_s: float = 120.0) -> Iterator[pa.RecordBatch]:
+    """Fetch the range's records and yield Arrow batches; RuntimeError if the broker does
+    not deliver up to ``end`` within ``timeout_s`` seconds of silence."""
+    consumer = _consumer(part.kafka)
+    try:
+        tp = KafkaTopicPartition(part.topic, part.partition, part.start)
+        consumer.assign([tp])
+        rows: list[Any] = []
+        position = part.start
+        quiet_since = time.monotonic()
+        while position < part.end:
+            messages = consumer.consume(num_messages=10000, timeout=1.0)
+            for message in messages:
+                if message.error() is not None:
+                    raise KafkaException(message.error())
+                if message.offset() >= part.end:
+                    position = part.end
+                    break
+                rows.append(message)
+            if messages:
+                quiet_since = time.monotonic()
+                if position < part.end:
+                    position = max(position, messages[-1].offset() + 1)
+            else:
+                # control records and compacted offsets are never delivered: ask the position
+                position = max(position, consumer.position([tp])[0].offset)
+                if time.monotonic() - quiet_since > timeout_s:
+                    raise RuntimeError(
+                        f"no records from {part.topic}-{part.partition} at offset {position} "
+                        f"(reading up to {part.end}) for {timeout_s:.0f} s"
+                    )
+            if len(rows) >= ROWS_PER_BATCH:
+                yield _to_arrow(rows, part)
+                rows = []
+        if rows:
+            yield _to_arrow(rows, part)
+    finally:
+        consumer.close()
+
+
+def _to_arrow(messages: list[Any], part: WireRangePartition) -> pa.RecordBatch:
+    n = len(messages)
+    stamps = [m.timestamp() for m in messages]
+    columns: list[Any] = [
+        pa.array([m.key() for m in messages], pa.binary()),
+        pa.array([m.value() for m in messages], pa.binary()),
+        pa.repeat(pa.scalar(part.topic, pa.string()), n),
+        pa.array([part.partition] * n, pa.int32()),
+        pa.array([m.offset() for m in messages], pa.int64()),
+        pa.array([ts * 1000 for _, ts in stamps], pa.timestamp("us", tz="UTC")),
+        pa.array([int(kind == TIMESTAMP_LOG_APPEND_TIME) for kind, _ in stamps], pa.int32()),
+    ]
+    schema = arrow_schema(part.include_headers)
+    if part.include_headers:
+        headers = [[{"key": k, "value": v} for k, v in (m.headers() or [])] for m in messages]
+        columns.append(pa.array(headers, schema.field("headers").type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
