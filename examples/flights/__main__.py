@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
-JAVA_MISSING = (
-    "error: java not found — Spark 4 needs a JDK 17 or 21: "
-    "sudo apt-get install openjdk-17-jre-headless"
-)
+INSTALL_JAVA = "sudo apt-get install openjdk-17-jre-headless"
+JAVA_MISSING = f"error: java not found — Spark 4 needs a JDK 17 or 21: {INSTALL_JAVA}"
 
 
 def find_java() -> str | None:
@@ -27,6 +27,21 @@ def find_java() -> str | None:
         candidate = Path(java_home) / "bin" / "java"
         return str(candidate) if os.access(candidate, os.X_OK) else None
     return shutil.which("java")
+
+
+def java_major_version(java: str) -> int | None:
+    """Major version of ``java`` from ``java -version`` (8 for "1.8.0_x"); None if unknown."""
+    try:
+        result = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', result.stderr + result.stdout)
+    if match is None:
+        return None
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -50,8 +65,14 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; return the process exit status."""
     args = _parse_args(argv)
-    if find_java() is None:
+    java = find_java()
+    if java is None:
         print(JAVA_MISSING, file=sys.stderr)
+        return 1
+    version = java_major_version(java)
+    if version is not None and version < 17:
+        print(f"error: {java} is Java {version} — Spark 4 needs 17 or 21: {INSTALL_JAVA}",
+              file=sys.stderr)  # fmt: skip
         return 1
     from examples.flights.run import DemoError, run_demo  # noqa: PLC0415 - after the java check
 

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from examples.flights.__main__ import JAVA_MISSING
+from examples.flights.__main__ import JAVA_MISSING, find_java, java_major_version
 from examples.flights.broker import running_broker
 from examples.flights.data import (
     FLIGHTS_ROWS,
@@ -37,6 +37,7 @@ from examples.flights.pipeline import (
     normalize,
     run_pipeline,
 )
+from examples.flights.run import MARKER, DemoError, prepare_work_dir
 from pyspark.sql import SparkSession
 
 import seglog.spark
@@ -169,3 +170,27 @@ def test_java_missing_is_one_clear_line(tmp_path: Path) -> None:
     assert result.stderr.splitlines() == [JAVA_MISSING]
     assert "sudo apt-get install openjdk-17-jre-headless" in JAVA_MISSING
     assert not work_dir.exists()  # nothing was started or created
+
+
+def test_java_version_of_the_installed_jdk() -> None:
+    java = find_java()
+    assert java is not None
+    version = java_major_version(java)
+    assert version is not None
+    assert version >= 17
+
+
+def test_work_dir_is_wiped_only_when_it_is_the_demos(tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "precious.txt").write_text("keep me")
+    with pytest.raises(DemoError, match="refusing to wipe"):
+        prepare_work_dir(foreign)
+    assert (foreign / "precious.txt").read_text() == "keep me"
+
+    ours = tmp_path / "ours"
+    prepare_work_dir(ours)  # created with its marker
+    (ours / "broker").mkdir()
+    (ours / "broker" / "old.log").write_text("previous run")
+    prepare_work_dir(ours)  # a rerun starts from nothing but the marker
+    assert sorted(p.name for p in ours.iterdir()) == [MARKER]

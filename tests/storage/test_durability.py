@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import signal
@@ -15,6 +16,7 @@ import pytest
 
 from seglog.errors import LogClosedError
 from seglog.storage import Log, LogConfig, Message, open_log
+from seglog.storage._batch import check_stored_batch
 
 from ._batches import make_batch
 
@@ -180,3 +182,70 @@ def test_fsync_error_takes_log_offline_never_retried(tmp_path):
     assert not (tmp_path / "p" / ".clean_shutdown").exists()
     with Log.open(tmp_path / "p") as again:  # recovery on reopen
         assert again.log_end_offset == 3
+
+
+def test_concurrent_readers_while_appending_and_rolling(tmp_path):
+    cfg = LogConfig(segment_bytes=1500, index_interval_bytes=200)
+    errors: list[BaseException] = []
+    done = threading.Event()
+    with Log.open(tmp_path / "p", cfg, create=True) as log:
+
+        def writer() -> None:
+            try:
+                for i in range(150):
+                    info = log.append(make_batch(1 + i % 3))
+                    if i % 10 == 0:
+                        log.sync_future(info.last_offset + 1).result(timeout=30)
+            except BaseException as e:
+                errors.append(e)
+            finally:
+                done.set()
+
+        def reader(seed: int) -> None:
+            rng = random.Random(seed)
+            try:
+                while not done.is_set():
+                    hw = log.high_watermark
+                    if hw == 0:
+                        time.sleep(0.001)
+                        continue
+                    offset = rng.randrange(hw)
+                    data = log.read(offset, rng.choice([1, 300, 5000]))
+                    assert data, offset
+                    pos = 0
+                    first = True
+                    while pos < len(data):
+                        h = check_stored_batch(data, pos)
+                        assert h is not None
+                        assert h.base_offset < hw
+                        if first:
+                            assert h.base_offset <= offset <= h.last_offset
+                            first = False
+                        pos += h.size
+            except BaseException as e:
+                errors.append(e)
+
+        ts = [threading.Thread(target=writer)] + [
+            threading.Thread(target=reader, args=(s,)) for s in range(3)
+        ]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert errors == []
+        assert log.stat()["segments"] > 5
+
+
+async def test_cancelled_waiter_does_not_kill_the_fsync_thread(tmp_path):
+    with Log.open(tmp_path / "p", create=True) as log:
+        waiter = asyncio.wrap_future(log.sync_future(5))
+        waiter.cancel()  # a producer disconnecting while waiting for its fsync
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        raw = log.sync_future(5)
+        assert not raw.cancel()
+        log.append(make_batch(5))
+        assert await asyncio.wrap_future(log.sync_future(5)) == 5
+        assert raw.result(timeout=10) == 5
+        log.append(make_batch(1))
+        assert log.sync() == 6

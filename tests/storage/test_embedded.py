@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 import seglog
+import seglog.storage
 from seglog import OFFSET_NEWEST, OFFSET_OLDEST, Message, open_log
 from seglog.errors import InvalidOffsetError, LogClosedError, NoIndexError, ReadOnlyError
 
@@ -118,3 +122,51 @@ def test_key_index(tmp_path):
             assert ro.get_by_key(b"a").value == b"3"
     with open_log(p) as log, pytest.raises(NoIndexError):
         log.get_by_key(b"a")
+
+
+def test_storage_public_names_pinned():
+    assert sorted(seglog.storage.__all__) == sorted(
+        [
+            "AppendInfo",
+            "CheckReport",
+            "DataDir",
+            "FileSlice",
+            "Log",
+            "LogConfig",
+            "Message",
+            "OFFSET_NEWEST",
+            "OFFSET_OLDEST",
+            "TopicInfo",
+            "check",
+            "open_log",
+            "recover",
+            "stat",
+            "validate_topic_name",
+        ]
+    )
+    for name in seglog.storage.__all__:
+        assert getattr(seglog.storage, name) is not None
+
+
+def test_consume_blocking(tmp_path):
+    with open_log(tmp_path / "p", create=True) as log:
+        log.publish([Message(value=b"old")])
+        t0 = time.monotonic()
+        assert log.consume_blocking(1, 10, 0.05) == (1, [])
+        assert time.monotonic() - t0 >= 0.04
+
+        def later() -> None:
+            time.sleep(0.1)
+            log.publish([Message(value=b"new")])
+
+        t = threading.Thread(target=later)
+        t.start()
+        nxt, msgs = log.consume_blocking(OFFSET_NEWEST, 10, 10)
+        t.join()
+        assert (nxt, [m.value for m in msgs]) == (2, [b"new"])
+        with open_log(tmp_path / "p", read_only=True) as ro:
+            t = threading.Thread(target=later)
+            t.start()
+            nxt, msgs = ro.consume_blocking(2, 10, 10)
+            t.join()
+            assert (nxt, [m.value for m in msgs]) == (3, [b"new"])

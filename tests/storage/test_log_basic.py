@@ -187,3 +187,20 @@ def test_readers_see_only_durable_data(tmp_path):
         assert log.sync() == 5
         assert log.high_watermark == 5
         assert log.read(2, 1000) != b""
+
+
+def test_batch_larger_than_segment_bytes_gets_its_own_segment(tmp_path):
+    cfg = LogConfig(segment_bytes=500)
+    with Log.open(tmp_path / "p", cfg, create=True) as log:
+        log.append(make_batch(1))
+        big = make_batch(10, value_size=100)
+        assert len(big) > 500
+        assert log.append(big).base_offset == 1
+        log.append(make_batch(1))
+        log.sync()
+        assert [n for n in sorted(os.listdir(tmp_path / "p")) if n.endswith(".log")] == [
+            f"{0:020d}.log",
+            f"{1:020d}.log",
+            f"{11:020d}.log",
+        ]
+        assert log.read(5, 10)[8:] == big[8:]

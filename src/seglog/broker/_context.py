@@ -6,6 +6,7 @@ import dataclasses
 
 from seglog.broker._committed import CommittedOffsets
 from seglog.broker._config import BrokerConfig
+from seglog.broker._durability import DurabilityWaiters
 from seglog.broker._producers import BrokerState, ProducerStateTable
 from seglog.broker._topics import TopicManager
 
@@ -16,7 +17,8 @@ __all__ = ["BrokerContext"]
 class BrokerContext:
     """Shared broker state. ``host``/``port`` are the advertised listener (Metadata,
     FindCoordinator); ``sync_before_ack`` is the default durability policy (answer
-    acks=1/all produces only after their bytes are fsynced)."""
+    acks=1/all produces only after their bytes are fsynced); ``durability`` holds the
+    produces waiting for their fsync."""
 
     config: BrokerConfig
     topics: TopicManager
@@ -26,4 +28,5 @@ class BrokerContext:
     host: str
     port: int
     sync_before_ack: bool
+    durability: DurabilityWaiters
     shutting_down: bool = False

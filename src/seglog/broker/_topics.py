@@ -72,6 +72,11 @@ class TopicManager:
         log.info("auto-creating topic %r with %d partition(s)", name, self.num_partitions)
         return self.create(name, self.num_partitions)
 
+    def cached_log(self, name: str, partition: int) -> Log | None:
+        """The partition's Log if it was opened before, else None (a dict lookup: the
+        produce hot path's first try)."""
+        return self._logs.get((name, partition))
+
     def log(self, name: str, partition: int) -> Log:
         """The partition's Log. Raises UnknownTopicError for a missing topic or partition."""
         plog = self._logs.get((name, partition))

@@ -43,6 +43,7 @@ __all__ = [
     "parse_header",
     "patch_base_offset",
     "patch_log_append_time",
+    "scan_buffer",
     "validate_for_append",
 ]
 
@@ -153,6 +154,57 @@ def check_stored_batch(
     if verify_crc and not _crc_ok(buf, pos, h):
         return None
     return h
+
+
+Scanned = tuple[int, int, int, int, int]
+"""One stored batch found by ``scan_buffer``: (position, base offset, size, max timestamp,
+next offset)."""
+
+
+def scan_buffer(
+    buf: bytes,
+    pos: int,
+    expect: int,
+    *,
+    verify_crc: bool,
+    max_bytes: int,
+    max_last_offset: int,
+) -> tuple[list[Scanned], int, bool]:
+    """Walk the stored batches wholly inside ``buf[pos:]`` (the recovery/reader scan loop,
+    kept tight: one unpack per batch). Each must start at offset ``expect`` (offsets are
+    contiguous), pass the structural checks (and CRC-32C when ``verify_crc``) and end at an
+    offset <= ``max_last_offset``. Returns ``(batches, stop, invalid)``: ``stop`` is where
+    the walk ended; ``invalid`` is True when the bytes there are not a valid batch, False
+    when the buffer just ends (a header or batch continues past it)."""
+    out: list[Scanned] = []
+    unpack = _HEADER.unpack_from
+    crc = crc32c.crc32c
+    mv = memoryview(buf)
+    end = len(buf)
+    while end - pos >= HEADER_SIZE:
+        base, blen, _, magic, crc_v, attrs, lod, bts, mts, _, _, _, count = unpack(buf, pos)
+        size = blen + LOG_OVERHEAD
+        if (
+            size < HEADER_SIZE
+            or size > max_bytes
+            or magic != 2
+            or base != expect
+            or lod < 0
+            or count < 0
+            or (attrs & ATTR_CODEC_MASK == 0 and count > lod + 1)
+            or bts < -1
+            or mts < -1
+            or base + lod > max_last_offset
+        ):
+            return out, pos, True
+        if pos + size > end:
+            return out, pos, False
+        if verify_crc and crc(mv[pos + CRC_START : pos + size]) != crc_v:
+            return out, pos, True
+        expect = base + lod + 1
+        out.append((pos, base, size, mts, expect))
+        pos += size
+    return out, pos, False
 
 
 def validate_for_append(

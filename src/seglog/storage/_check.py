@@ -14,7 +14,7 @@ from seglog.errors import DataDirLockedError, NotFoundError
 from seglog.storage import _files
 from seglog.storage._config import LogConfig
 from seglog.storage._load import LoadReport, load_segments
-from seglog.storage._log import Log, lock_log_dir
+from seglog.storage._log import Log
 
 __all__ = ["CheckReport", "check", "log_directories", "recover", "stat"]
 
@@ -121,7 +121,7 @@ def recover(path: str | os.PathLike[str]) -> list[CheckReport]:
         lock_fd = _lock_data_dir(d)
         log_lock = None
         try:
-            log_lock = lock_log_dir(d)
+            log_lock = _files.lock_log_dir(d)
             report = LoadReport()
             segs = load_segments(d, LogConfig(), "prefix", report, full_scan=True)
             size = sum(s.size for s in segs)

@@ -12,9 +12,12 @@ it was written; recovery scans from there).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pathlib
 import uuid
+
+from seglog.errors import DataDirLockedError
 
 __all__ = [
     "CLEAN_SHUTDOWN",
@@ -25,6 +28,7 @@ __all__ = [
     "fsync_dir",
     "index_path",
     "list_segment_bases",
+    "lock_log_dir",
     "log_path",
     "timeindex_path",
     "write_small_file",
@@ -99,3 +103,16 @@ def remove_if_exists(path: pathlib.Path) -> None:
     """Unlink ``path``; no error when it is already gone."""
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
+
+
+def lock_log_dir(path: pathlib.Path) -> int:
+    """Take the exclusive writer flock on a partition directory (on the directory itself:
+    no extra file); returns the fd holding it. DataDirLockedError if another writer,
+    in this process or another, has the log open."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as e:
+        os.close(fd)
+        raise DataDirLockedError(f"log {path} is open by another writer") from e
+    return fd

@@ -1,4 +1,5 @@
-"""Log: one partition, a directory of segments (append, read, offsets, roll, recovery).
+"""Log: one partition, a directory of segments (open, append, roll, durability, close;
+the read side is in ``_reader.py``).
 
 Thread-safety: one writer at a time (``append`` takes the write lock; the broker calls it
 from its asyncio loop thread), any number of concurrent readers (``read``, ``batches``,
@@ -13,23 +14,19 @@ from its asyncio loop thread), any number of concurrent readers (``read``, ``bat
 
 from __future__ import annotations
 
-import bisect
-import fcntl
 import json
 import logging
 import os
 import pathlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import fields
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from seglog.errors import (
-    DataDirLockedError,
-    InvalidOffsetError,
     LogClosedError,
     NoIndexError,
     NotFoundError,
@@ -38,8 +35,6 @@ from seglog.errors import (
 )
 from seglog.storage import _embedded, _files
 from seglog.storage._batch import (
-    HEADER_SIZE,
-    parse_header,
     patch_base_offset,
     patch_log_append_time,
     validate_for_append,
@@ -47,35 +42,25 @@ from seglog.storage._batch import (
 from seglog.storage._config import AppendInfo, LogConfig
 from seglog.storage._keyindex import KeyIndex
 from seglog.storage._load import LoadReport, load_segments
-from seglog.storage._message import OFFSET_NEWEST, OFFSET_OLDEST
-from seglog.storage._segment import Placed, Segment
+from seglog.storage._message import OFFSET_OLDEST
+from seglog.storage._reader import FileSlice, LogReader
+from seglog.storage._segment import Placed, Segment, create_segment
 from seglog.storage._sync import GroupCommit, SyncPoint
 
 if TYPE_CHECKING:
     from seglog.storage._message import Message
 
-__all__ = ["FileSlice", "Log", "open_log"]
+__all__ = ["FileSlice", "Log", "open_log"]  # FileSlice re-exported from _reader
 
 _logger = logging.getLogger(__name__)
 _U32 = (1 << 32) - 1
-
-
-class FileSlice(NamedTuple):
-    """Bytes of a segment file for ``os.sendfile(out, fd, position, size)``."""
-
-    fd: int
-    """Open fd of the segment's .log (owned by the Log: do not close)."""
-    position: int
-    """Byte position in the file."""
-    size: int
-    """Number of bytes (whole record batches)."""
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class Log:
+class Log(LogReader):
     """One partition: a directory of segments. Thread-safe: one writer lock, many readers.
 
     Open with :meth:`open` (or ``seglog.open_log``); a context manager closing on exit.
@@ -153,13 +138,13 @@ class Log:
                 raise NotFoundError(f"no log directory {path}")
             path.mkdir(parents=True, exist_ok=True)
             _files.fsync_dir(path.parent)
-        lock_fd = None if read_only else lock_log_dir(path)
+        lock_fd = None if read_only else _files.lock_log_dir(path)
         try:
             mode = "read_only" if read_only else ("open" if recover else "strict")
             segments = load_segments(path, config, mode, LoadReport())  # type: ignore[arg-type]
             if not read_only:
                 if not segments:
-                    segments.append(_new_segment(path, 0))
+                    segments.append(create_segment(path, 0))
                 clean = path / _files.CLEAN_SHUTDOWN
                 if clean.exists():
                     clean.unlink()
@@ -174,34 +159,10 @@ class Log:
         log._lock_fd = lock_fd
         return log
 
-    # -- offsets ---------------------------------------------------------------------------
-
-    @property
-    def log_start_offset(self) -> int:
-        """First offset still stored (base offset of the first segment)."""
-        segs = self._segments
-        return segs[0].base_offset if segs else self._log_end
-
-    @property
-    def log_end_offset(self) -> int:
-        """Next offset to be assigned (klevdb's NextOffset)."""
-        return self._log_end
-
-    @property
-    def high_watermark(self) -> int:
-        """Offsets below it are visible to readers (durable end under fsync-before-ack)."""
-        return self._hwm
-
     @property
     def fsync_count(self) -> int:
         """fsync rounds run so far by the group commit thread (0 when read-only)."""
         return self._sync.fsync_count if self._sync is not None else 0
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise LogClosedError(f"log {self.directory} is closed")
-        if self._offline is not None:
-            raise LogClosedError(f"log {self.directory} is offline: {self._offline}")
 
     def _check_writable(self) -> None:
         self._check_open()
@@ -284,7 +245,7 @@ class Log:
     def _roll(self, now: int) -> Segment:
         old = self._segments[-1]
         old.finish_time_index()
-        seg = _new_segment(self.directory, self._log_end)
+        seg = create_segment(self.directory, self._log_end)
         seg.first_append_ms = now
         self._rolled_unsynced.append(old)
         self._dir_dirty = True
@@ -362,141 +323,6 @@ class Log:
 
         return unregister
 
-    # -- reading ---------------------------------------------------------------------------
-
-    def refresh(self) -> int:
-        """Read-only logs: pick up batches and segments another process appended since;
-        returns the new log end offset (a no-op on a writer)."""
-        if not self.read_only:
-            return self._log_end
-        with self._lock:
-            self._check_open()
-            bases = _files.list_segment_bases(self.directory)
-            segs = self._segments
-            if segs and segs[-1].base_offset in bases:
-                tail = segs[-1]
-                tail.extend(self.config.index_interval_bytes)
-                new = [b for b in bases if b > tail.base_offset]
-            else:
-                new = bases
-            for b in new:
-                if (
-                    segs
-                    and segs[-1].next_offset < b
-                    and segs[-1].size != os.fstat(segs[-1].fd).st_size
-                ):
-                    break  # the previous segment still ends in a torn/incomplete batch
-                seg = Segment(self.directory, b, read_only=True)
-                seg.scan(self.config.index_interval_bytes, verify_crc=True, max_bytes=1 << 31)
-                segs = [*segs, seg]
-            self._segments = segs
-            end = segs[-1].next_offset if segs else 0
-            old_end = self._log_end
-            self._log_end = self._hwm = max(old_end, end)
-            if self._keys is not None and self._log_end > old_end:
-                for batch in self.batches(old_end, self._log_end):
-                    self._keys.add(batch)
-            return self._log_end
-
-    def _locate(self, offset: int, upper: int) -> tuple[Segment, int, int] | None:
-        """(segment, position, visible size) of the batch holding ``offset`` (or the first
-        batch after it), None if that is at or past ``upper``."""
-        segs = self._segments
-        i = max(0, bisect.bisect_right(segs, offset, key=_base_offset) - 1)
-        while i < len(segs):
-            seg = segs[i]
-            size = seg.size
-            found = seg.find(offset, size)
-            if found is not None:
-                pos, h = found
-                return (seg, pos, size) if h.base_offset < upper else None
-            i += 1
-        return None
-
-    def _resolve_read(self, offset: int, upper: int | None) -> tuple[int, int]:
-        self._check_open()
-        if self.read_only and (offset >= self._log_end or (upper or 0) > self._log_end):
-            self.refresh()
-        hw = self._hwm
-        up = hw if upper is None else min(upper, self._log_end)
-        if offset == OFFSET_OLDEST:
-            offset = self.log_start_offset
-        elif offset == OFFSET_NEWEST:
-            offset = hw
-        if offset < self.log_start_offset or offset > self._log_end:
-            raise InvalidOffsetError(
-                f"offset {offset} outside [{self.log_start_offset}, {self._log_end}]"
-            )
-        return offset, up
-
-    def read(self, offset: int, max_bytes: int, *, upper: int | None = None) -> bytes:
-        """Whole record batches starting with the batch containing ``offset``: up to
-        ``max_bytes`` bytes but at least one whole batch (Kafka's "first batch even if
-        larger"), only batches whose base offset is below ``upper`` (default: the high
-        watermark). ``b""`` at the end. Raises InvalidOffsetError if ``offset`` is below
-        the log start offset or above the log end offset, LogClosedError."""
-        offset, up = self._resolve_read(offset, upper)
-        if offset >= up:
-            return b""
-        loc = self._locate(offset, up)
-        if loc is None:
-            return b""
-        seg, pos, size = loc
-        return seg.read_at(pos, max_bytes, size, up)
-
-    def read_slice(
-        self, offset: int, max_bytes: int, *, upper: int | None = None
-    ) -> FileSlice | None:
-        """As ``read``, as a :class:`FileSlice` for ``os.sendfile``; None at the end."""
-        offset, up = self._resolve_read(offset, upper)
-        if offset >= up:
-            return None
-        loc = self._locate(offset, up)
-        if loc is None:
-            return None
-        seg, pos, size = loc
-        end = pos
-        while size - end >= HEADER_SIZE:
-            h = parse_header(os.pread(seg.fd, HEADER_SIZE, end))
-            if h.base_offset >= up or (end > pos and end + h.size - pos > max_bytes):
-                break
-            end += h.size
-        return FileSlice(seg.fd, pos, end - pos) if end > pos else None
-
-    def batches(self, start: int = OFFSET_OLDEST, end: int | None = None) -> Iterator[memoryview]:
-        """Iterate whole stored record batches from the one holding ``start``
-        (OFFSET_OLDEST: log start) up to (not including) batches at or past ``end``
-        (default: the high watermark at the call). InvalidOffsetError as ``read``."""
-        offset, up = self._resolve_read(start, end)
-        while offset < up:
-            data = self.read(offset, 1 << 20, upper=up)
-            if not data:
-                return
-            mv = memoryview(data)
-            pos = 0
-            while pos < len(mv):
-                h = parse_header(mv, pos)
-                yield mv[pos : pos + h.size]
-                offset = h.next_offset
-                pos += h.size
-
-    def offset_for_time(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the first record whose timestamp is >=
-        ``timestamp_ms``, found through the first batch whose max timestamp is >= it
-        (Kafka ListOffsets semantics); None if no visible batch qualifies."""
-        self._check_open()
-        hw = self._hwm
-        for seg in list(self._segments):
-            found = seg.find_time(timestamp_ms, seg.size)
-            if found is None:
-                continue
-            pos, h = found
-            if h.base_offset >= hw:
-                return None
-            batch = os.pread(seg.fd, h.size, pos)
-            return _embedded.first_at_or_after(batch, timestamp_ms)
-        return None
-
     # -- embedded API (klevdb style; implemented in _embedded) -----------------------------
 
     def publish(self, messages: Sequence[Message]) -> int:
@@ -509,6 +335,14 @@ class Log:
         OFFSET_OLDEST starts at the log start; OFFSET_NEWEST returns ``(next offset, [])``.
         InvalidOffsetError outside [log start, log end]."""
         return _embedded.consume(self, offset, max_count)
+
+    def consume_blocking(
+        self, offset: int, max_count: int, timeout_s: float
+    ) -> tuple[int, list[Message]]:
+        """As ``consume``, but when no message is available yet waits up to ``timeout_s``
+        seconds for one (woken by appends; a read-only log polls every 50 ms). Returns
+        ``(offset, [])`` on timeout; OFFSET_NEWEST waits for the next message published."""
+        return _embedded.consume_blocking(self, offset, max_count, timeout_s)
 
     def get(self, offset: int) -> Message:
         """The message at ``offset``: InvalidOffsetError outside [log start, high
@@ -603,34 +437,6 @@ class Log:
             f"Log({str(self.directory)!r}, start={self.log_start_offset}, "
             f"end={self._log_end}, hw={self._hwm})"
         )
-
-
-def lock_log_dir(path: pathlib.Path) -> int:
-    """Take the exclusive writer flock on a partition directory (on the directory itself:
-    no extra file); returns the fd holding it. DataDirLockedError if another writer,
-    in this process or another, has the log open."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError as e:
-        os.close(fd)
-        raise DataDirLockedError(f"log {path} is open by another writer") from e
-    return fd
-
-
-def _base_offset(seg: Segment) -> int:
-    return seg.base_offset
-
-
-def _new_segment(directory: pathlib.Path, base: int) -> Segment:
-    """Create the three files of a new segment (StorageError on failure, e.g. ENOSPC)."""
-    try:
-        seg = Segment(directory, base, read_only=False)
-        for p in (seg.index.path, seg.time_index.path):
-            os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o644))
-    except OSError as e:
-        raise StorageError(f"cannot create segment {base:020d} in {directory}: {e}") from e
-    return seg
 
 
 def open_log(

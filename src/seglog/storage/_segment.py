@@ -10,16 +10,17 @@ from __future__ import annotations
 import bisect
 import os
 import pathlib
+import struct
 from array import array
 from collections.abc import Iterator
 from typing import NamedTuple
 
 from seglog.errors import StorageError
 from seglog.storage import _files
-from seglog.storage._batch import HEADER_SIZE, BatchHeader, check_stored_batch, parse_header
+from seglog.storage._batch import HEADER_SIZE, BatchHeader, Scanned, parse_header, scan_buffer
 from seglog.storage._index import OffsetIndex, TimeIndex
 
-__all__ = ["Placed", "ScanResult", "Segment"]
+__all__ = ["Placed", "ScanResult", "Segment", "create_segment"]
 
 _CHUNK = 1 << 20
 _FIND_CHUNK = 64 << 10
@@ -72,28 +73,30 @@ class Segment:
 
     def walk(
         self, start: int, end: int, expect_offset: int, *, verify_crc: bool, max_bytes: int
-    ) -> Iterator[tuple[int, BatchHeader]]:
-        """Yield ``(position, header)`` of whole valid batches in ``[start, end)``; stops
-        silently at the first invalid byte (use the last yielded batch to find where)."""
+    ) -> Iterator[Scanned]:
+        """Yield ``(position, base offset, size, max timestamp, next offset)`` of the whole
+        valid batches in ``[start, end)``, reading 1 MiB at a time; stops silently at the
+        first invalid or incomplete byte (the last yielded batch tells where)."""
         pos, expect = start, expect_offset
-        buf, buf_start = b"", start
+        limit = self.base_offset + _U32
+        want = _CHUNK
         while end - pos >= HEADER_SIZE:
-            rel = pos - buf_start
-            if rel + HEADER_SIZE > len(buf):
-                buf, buf_start, rel = os.pread(self.fd, min(_CHUNK, end - pos), pos), pos, 0
-            h = parse_header(buf, rel)
-            if h.size < HEADER_SIZE or h.size > max_bytes or pos + h.size > end:
+            buf = os.pread(self.fd, min(want, end - pos), pos)
+            found, stop, invalid = scan_buffer(
+                buf, 0, expect, verify_crc=verify_crc, max_bytes=max_bytes, max_last_offset=limit
+            )
+            for p, base, size, mts, nxt in found:
+                yield pos + p, base, size, mts, nxt
+            if invalid or len(buf) < HEADER_SIZE:
                 return
-            if rel + h.size > len(buf):
-                buf = os.pread(self.fd, min(max(_CHUNK, h.size), end - pos), pos)
-                buf_start, rel = pos, 0
-            h2 = check_stored_batch(buf, rel, max_bytes=max_bytes, verify_crc=verify_crc)
-            # offsets are contiguous until a cleaner exists (it will allow gaps here)
-            if h2 is None or h2.base_offset != expect or h2.last_offset - self.base_offset > _U32:
-                return
-            yield pos, h2
-            expect = h2.next_offset
-            pos += h2.size
+            if found:
+                expect = found[-1][4]
+                want = _CHUNK
+            else:  # one batch larger than the buffer: read it whole
+                want = struct.unpack_from(">i", buf, 8)[0] + 12
+                if want <= len(buf) or pos + want > end:
+                    return
+            pos += stop
 
     def _add_to_indexes(
         self, pos: int, base_offset: int, size: int, max_ts: int, interval: int, *, write: bool
@@ -132,13 +135,14 @@ class Segment:
         self.time_index.reset(array("q"), array("I"), write=False)
         self.max_timestamp, self.offset_of_max_timestamp = -1, 0
         self.bytes_since_index, self.next_offset, self.size = 0, self.base_offset, 0
-        for pos, h in self.walk(
+        add = self._add_to_indexes
+        for pos, base, size, mts, nxt in self.walk(
             0, file_size, self.base_offset, verify_crc=verify_crc, max_bytes=max_bytes
         ):
-            self._add_to_indexes(pos, h.base_offset, h.size, h.max_timestamp, interval, write=False)
-            self.size, self.next_offset = pos + h.size, h.next_offset
+            add(pos, base, size, mts, interval, write=False)
+            self.size, self.next_offset = pos + size, nxt
             if ok:
-                rel = h.base_offset - self.base_offset
+                rel = base - self.base_offset
                 if i < len(f_pos) and f_pos[i] < pos:
                     ok = False  # entry pointing inside a batch
                 elif i < len(f_pos) and f_pos[i] == pos:
@@ -147,9 +151,9 @@ class Segment:
                     since = 0
                 elif since >= interval:
                     ok = False  # an entry is missing here
-                since += h.size
+                since += size
                 while ok and j < len(f_toff) and f_toff[j] <= rel:
-                    ok = f_toff[j] == rel and f_ts[j] == h.max_timestamp
+                    ok = f_toff[j] == rel and f_ts[j] == mts
                     j += 1
         ok = ok and i == len(f_pos) and j == len(f_toff)
         if ok:
@@ -179,19 +183,19 @@ class Segment:
         self.offset_of_max_timestamp = self.time_index.offsets[-1] if len(self.time_index) else 0
         self.size, self.bytes_since_index = pos, 0
         first = True
-        for p, h in self.walk(
+        for p, base, size, mts, nxt in self.walk(
             pos, file_size, self.base_offset + rel, verify_crc=False, max_bytes=max_bytes
         ):
-            if first and h.base_offset != self.base_offset + rel:
+            if first and p != pos:
                 return False
             first = False
             if self.bytes_since_index >= interval:
                 return False  # an index entry is missing here: rebuild
-            if h.max_timestamp > self.max_timestamp:
-                self.max_timestamp = h.max_timestamp
-                self.offset_of_max_timestamp = h.base_offset - self.base_offset
-            self.bytes_since_index += h.size
-            self.size, self.next_offset = p + h.size, h.next_offset
+            if mts > self.max_timestamp:
+                self.max_timestamp = mts
+                self.offset_of_max_timestamp = base - self.base_offset
+            self.bytes_since_index += size
+            self.size, self.next_offset = p + size, nxt
         if first or self.size != file_size:
             return False
         last_rel = self.next_offset - 1 - self.base_offset
@@ -201,12 +205,12 @@ class Segment:
         """Read-only segments: take in whole valid batches another process appended after
         ``size`` (CRC-checked, stopping before a torn or incomplete one); new size."""
         file_size = os.fstat(self.fd).st_size
-        for pos, h in self.walk(
+        for pos, base, size, mts, nxt in self.walk(
             self.size, file_size, self.next_offset, verify_crc=True, max_bytes=(1 << 31) - 1
         ):
-            self._add_to_indexes(pos, h.base_offset, h.size, h.max_timestamp, interval, write=False)
-            self.next_offset = h.next_offset
-            self.size = pos + h.size
+            self._add_to_indexes(pos, base, size, mts, interval, write=False)
+            self.next_offset = nxt
+            self.size = pos + size
         return self.size
 
     def write_indexes(self) -> None:
@@ -350,3 +354,14 @@ def _lookup(index: OffsetIndex, rel: int, n: int) -> tuple[int, int]:
     if i < 0:
         return 0, 0
     return index.offsets[i], index.positions[i]
+
+
+def create_segment(directory: pathlib.Path, base: int) -> Segment:
+    """Create the three files of a new segment (StorageError on failure, e.g. ENOSPC)."""
+    try:
+        seg = Segment(directory, base, read_only=False)
+        for p in (seg.index.path, seg.time_index.path):
+            os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o644))
+    except OSError as e:
+        raise StorageError(f"cannot create segment {base:020d} in {directory}: {e}") from e
+    return seg

@@ -1,0 +1,200 @@
+"""Broker produce profile: CPU-seconds per GB and msgs/s of ``seglog serve`` taking
+confluent-kafka produces (acks=all, default durability: fsync before ack, group commit),
+next to the two references measured in the same run, interleaved repeat by repeat:
+
+- raw: ``os.write`` + ``os.fdatasync`` of 1 MiB appends in the same data directory
+  (``seglog.bench._disk.raw_append_rate``), the ceiling for a log that fsyncs every ack;
+- client-only: the same confluent-kafka producer loop against librdkafka's in-process mock
+  cluster (``seglog.bench._kafka.produce`` with ``test.mock.num.brokers``), the rate the
+  client reaches with no broker bottleneck.
+
+Broker CPU is read from ``/proc/<pid>/task/*/stat`` (user + system) before and after each
+produce, split into the event-loop thread and the others (storage's fsync threads).
+Wall-clock rates on a shared 2-core machine are noisy: quote the ratios and CPU-s per GB.
+
+    .venv/bin/python benchmarks/broker_profile.py                 # 3 repeats
+    .venv/bin/python benchmarks/broker_profile.py --profile prof  # + cProfile of the loop
+
+With ``--profile DIR`` the broker runs under cProfile (the event-loop thread only; cProfile
+inflates Python-call-heavy code, so CPU numbers of that run are not comparable) and the
+top functions by total time are printed; the raw stats stay in DIR for ``pstats``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pstats
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from seglog.bench._disk import raw_append_rate
+from seglog.bench._kafka import Rate, create_topic, produce
+from seglog.broker._testing import BrokerProcess, free_port, start_broker
+
+SIZES = (1024, 100)
+MOCK = {"test.mock.num.brokers": 1}
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) per thread name of process ``pid``."""
+    out: dict[str, float] = {}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat", encoding="ascii") as f:
+                text = f.read()
+        except FileNotFoundError:  # thread ended
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        key = "loop" if task == str(pid) else name
+        out[key] = out.get(key, 0.0) + (int(fields[11]) + int(fields[12])) / TICK
+    return out
+
+
+def cpu_delta(before: dict[str, float], after: dict[str, float]) -> tuple[float, float]:
+    """(loop-thread seconds, other-thread seconds) between two ``thread_cpu`` readings.
+    Threads that ended in between are lost (storage's fsync threads live as long as a log)."""
+    loop = after.get("loop", 0.0) - before.get("loop", 0.0)
+    other = sum(v - before.get(k, 0.0) for k, v in after.items() if k != "loop")
+    return loop, other
+
+
+def start_profiled(data: Path, prof: Path, log_path: Path) -> BrokerProcess:
+    """``seglog serve`` under cProfile (stats written to ``prof`` on SIGTERM)."""
+    port = free_port()
+    code = (
+        "import cProfile, sys\n"
+        "from seglog.cli import main\n"
+        f"sys.argv = ['seglog', 'serve', '--data-dir', {str(data)!r},"
+        f" '--listen', '127.0.0.1:{port}', '--log-level', 'WARNING']\n"
+        f"cProfile.run('main()', {str(prof)!r})\n"
+    )
+    with log_path.open("ab") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdout=log_file, stderr=subprocess.STDOUT
+        )
+    deadline = time.monotonic() + 30
+    import socket
+
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        raise RuntimeError(log_path.read_text())
+    return BrokerProcess(proc, port, log_path, data)
+
+
+def run(args: argparse.Namespace) -> None:
+    work = Path(tempfile.mkdtemp(prefix="broker-profile-", dir=args.dir))
+    counts = {1024: args.messages_1k, 100: args.messages_100}
+    raw: list[float] = []
+    client: dict[int, list[float]] = {s: [] for s in SIZES}
+    seglog: dict[int, list[Rate]] = {s: [] for s in SIZES}
+    cpu: dict[int, list[tuple[float, float]]] = {s: [] for s in SIZES}
+    prof = Path(args.profile) / "broker.prof" if args.profile else None
+    try:
+        if prof is not None:
+            prof.parent.mkdir(parents=True, exist_ok=True)
+            broker = start_profiled(work / "data", prof, work / "broker.log")
+        else:
+            broker = start_broker(work / "data", log_path=work / "broker.log")
+        try:
+            for r in range(args.repeat):
+                raw.append(raw_append_rate(work, args.raw_mb << 20))
+                print(f"[{r + 1}] raw 1 MiB write+fdatasync {raw[-1]:8.1f} MB/s", flush=True)
+                for size in SIZES:
+                    n = counts[size]
+                    if not args.skip_client:
+                        rate = produce(MOCK, f"mock-{size}-{r}", size, n)
+                        client[size].append(rate.msgs_per_s)
+                        print(
+                            f"[{r + 1}] client-only {size:5d} B {rate.msgs_per_s:10.0f} msgs/s",
+                            flush=True,
+                        )
+                    topic = f"bench-{size}-{r}"
+                    create_topic(broker.bootstrap, topic)
+                    before = thread_cpu(broker.process.pid)
+                    rate = produce({"bootstrap.servers": broker.bootstrap}, topic, size, n)
+                    loop_s, other_s = cpu_delta(before, thread_cpu(broker.process.pid))
+                    seglog[size].append(rate)
+                    cpu[size].append((loop_s, other_s))
+                    gb = rate.value_bytes / 1e9
+                    print(
+                        f"[{r + 1}] seglog      {size:5d} B {rate.msgs_per_s:10.0f} msgs/s "
+                        f"{rate.mb_per_s:7.1f} MB/s  CPU {(loop_s + other_s) / gb:5.2f} s/GB "
+                        f"(loop {loop_s / gb:.2f}, other threads {other_s / gb:.2f})",
+                        flush=True,
+                    )
+        finally:
+            code = broker.stop(signal.SIGTERM, timeout=120)
+            if code != 0:
+                print(broker.log_text(), file=sys.stderr)
+        report(raw, client, seglog, cpu)
+        if prof is not None:
+            stats = pstats.Stats(str(prof))
+            stats.sort_stats("tottime").print_stats(args.top)
+            stats.sort_stats("cumulative").print_stats(args.top)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def report(
+    raw: list[float],
+    client: dict[int, list[float]],
+    seglog: dict[int, list[Rate]],
+    cpu: dict[int, list[tuple[float, float]]],
+) -> None:
+    """Medians, and each repeat's ratios against the references of the same repeat."""
+    print("\nmedian over repeats (ratios are per repeat, then the median):")
+    print(f"  raw 1 MiB write+fdatasync: {statistics.median(raw):.1f} MB/s")
+    for size in SIZES:
+        rates = seglog[size]
+        msgs = statistics.median(r.msgs_per_s for r in rates)
+        mbs = statistics.median(r.mb_per_s for r in rates)
+        per_gb = statistics.median(
+            (lo + oth) / (r.value_bytes / 1e9) for r, (lo, oth) in zip(rates, cpu[size], strict=True)
+        )
+        loop_gb = statistics.median(
+            lo / (r.value_bytes / 1e9) for r, (lo, _o) in zip(rates, cpu[size], strict=True)
+        )
+        line = (
+            f"  seglog {size:5d} B: {msgs:10.0f} msgs/s {mbs:7.1f} MB/s, broker CPU "
+            f"{per_gb:.2f} s/GB (loop thread {loop_gb:.2f}); "
+            f"vs raw {statistics.median(r.mb_per_s / w for r, w in zip(rates, raw, strict=True)):.2f}x"
+        )
+        if client[size]:
+            c = statistics.median(client[size])
+            ratio = statistics.median(
+                r.msgs_per_s / c_ for r, c_ in zip(rates, client[size], strict=True)
+            )
+            line += f", client-only {c:.0f} msgs/s, vs client-only {ratio:.2f}x"
+        print(line)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--messages-1k", type=int, default=200_000, help="1 KiB messages")
+    parser.add_argument("--messages-100", type=int, default=1_000_000, help="100 B messages")
+    parser.add_argument("--raw-mb", type=int, default=200, help="MiB for the raw reference")
+    parser.add_argument("--dir", default=None, help="parent of the work directory")
+    parser.add_argument("--profile", default=None, help="run the broker under cProfile")
+    parser.add_argument("--top", type=int, default=30, help="functions printed per profile")
+    parser.add_argument("--skip-client", action="store_true", help="no client-only runs")
+    run(parser.parse_args())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Produce request bodies v3-v12 parsed from a memoryview, record batches left in place.
+
+Why not kafka-python's decoder here (the one place the broker parses a body itself):
+its generated decoder copies every partition's ``records`` out of the frame
+(``bytes(data[pos:pos+n])``) and builds an object per topic and partition. Measured on
+this machine (2 vCPU, loaded; CPU time, warm allocator), one Produce request carrying a
+1 MiB record batch: kafka-python ``ProduceRequest.decode`` 46-49 us, this parser 6.5-8.5
+us; under a real producer (fresh 1 MiB allocations, page faults) cProfile showed the
+kafka-python decode at ~0.9 ms wall per ~0.5 MiB request, the second-largest item after
+``Log.append``. The records then go to ``Log.append`` as memoryview slices of the receive buffer.
+
+Layout (Kafka's ProduceRequest.json; v9+ are flexible: compact strings, arrays and bytes,
+tagged fields after every struct):
+
+    transactional_id: nullable string, acks: int16, timeout_ms: int32,
+    topic_data: [name: string, partition_data: [index: int32, records: nullable bytes]]
+
+Every length and array count is checked against the bytes left in the frame before it is
+used (an element takes at least one byte), so nothing is allocated from a length field.
+Raises ``ProtocolError`` on anything malformed (the connection is then closed).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from seglog.errors import ProtocolError
+
+__all__ = ["FIRST_FLEXIBLE", "PartitionData", "ProduceBody", "parse_produce"]
+
+FIRST_FLEXIBLE = 9  # ProduceRequest "flexibleVersions": "9+"
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_ACKS_TIMEOUT = struct.Struct(">hi")
+
+
+class PartitionData(NamedTuple):
+    """One partition's records: a slice of the request frame (valid during dispatch only)."""
+
+    index: int
+    records: memoryview | None
+
+
+class ProduceBody(NamedTuple):
+    """The fields of a Produce request the broker uses."""
+
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topics: list[tuple[str, list[PartitionData]]]
+
+
+class _Reader:
+    __slots__ = ("data", "end", "pos")
+
+    def __init__(self, data: memoryview, pos: int) -> None:
+        self.data = data
+        self.pos = pos
+        self.end = len(data)
+
+    def need(self, n: int) -> int:
+        pos = self.pos
+        if n < 0 or pos + n > self.end:
+            raise ProtocolError(f"produce request truncated: {n} bytes wanted at {pos}")
+        self.pos = pos + n
+        return pos
+
+    def uvarint(self) -> int:
+        data, pos, end = self.data, self.pos, self.end
+        value = shift = 0
+        while True:
+            if pos >= end or shift > 28:
+                raise ProtocolError("truncated or overlong varint in produce request")
+            byte = data[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                self.pos = pos
+                return value
+            shift += 7
+
+    def length(self, flexible: bool, wide: bool) -> int:
+        """A string/bytes/array length: -1 for null."""
+        if flexible:
+            return self.uvarint() - 1
+        if wide:
+            return int(_I32.unpack_from(self.data, self.need(4))[0])
+        return int(_I16.unpack_from(self.data, self.need(2))[0])
+
+    def count(self, flexible: bool, min_element: int) -> int:
+        n = self.length(flexible, wide=True)
+        if n < 0:
+            return 0  # a null array holds nothing
+        if n * min_element > self.end - self.pos:
+            raise ProtocolError(f"array of {n} elements cannot fit in the produce request")
+        return n
+
+    def string(self, flexible: bool) -> str | None:
+        n = self.length(flexible, wide=False)
+        if n < 0:
+            return None
+        pos = self.need(n)
+        try:
+            return str(self.data[pos : pos + n], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProtocolError("string in produce request is not UTF-8") from exc
+
+    def tagged_fields(self) -> None:
+        for _ in range(self.count(True, 2)):
+            self.uvarint()  # tag
+            self.need(self.uvarint())
+
+
+def parse_produce(frame: memoryview, pos: int, version: int) -> ProduceBody:
+    """Parse the body of a Produce request of ``version`` (3-12) starting at ``pos``.
+    Raises ProtocolError."""
+    flexible = version >= FIRST_FLEXIBLE
+    r = _Reader(frame, pos)
+    transactional_id = r.string(flexible)
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, r.need(6))
+    topics: list[tuple[str, list[PartitionData]]] = []
+    # smallest topic: name length + partition count (+ tags); smallest partition: index +
+    # records length (+ tags)
+    min_topic, min_partition = (3, 6) if flexible else (6, 8)
+    for _ in range(r.count(flexible, min_topic)):
+        name = r.string(flexible)
+        if name is None:
+            raise ProtocolError("null topic name in produce request")
+        partitions: list[PartitionData] = []
+        for _ in range(r.count(flexible, min_partition)):
+            (index,) = _I32.unpack_from(frame, r.need(4))
+            n = r.length(flexible, wide=True)
+            records = None
+            if n >= 0:
+                start = r.need(n)
+                records = frame[start : start + n]
+            if flexible:
+                r.tagged_fields()
+            partitions.append(PartitionData(index, records))
+        if flexible:
+            r.tagged_fields()
+        topics.append((name, partitions))
+    if flexible:
+        r.tagged_fields()
+    # bytes after the body are ignored, as Kafka's and kafka-python's parsers do
+    return ProduceBody(transactional_id, acks, timeout_ms, topics)

@@ -1,0 +1,220 @@
+"""The read side of a Log: offsets, read, read_slice, batches, offset_for_time, refresh.
+
+``LogReader`` holds the state a Log shares between its writer and its readers; ``Log``
+(``_log.py``) adds appending, durability and closing. Readers never take the write lock
+(except ``refresh`` on read-only logs): they snapshot the segment list (replaced, never
+mutated, on roll), the high watermark, then a segment's ``size``, and only look below them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import pathlib
+import struct
+import threading
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from seglog.errors import InvalidOffsetError, LogClosedError
+from seglog.storage import _embedded, _files
+from seglog.storage._batch import HEADER_SIZE, parse_header
+from seglog.storage._config import LogConfig
+from seglog.storage._keyindex import KeyIndex
+from seglog.storage._message import OFFSET_NEWEST, OFFSET_OLDEST
+from seglog.storage._segment import Segment
+
+__all__ = ["FileSlice", "LogReader"]
+
+_BASE_LENGTH = struct.Struct(">qi")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+
+
+class FileSlice(NamedTuple):
+    """Bytes of a segment file for ``os.sendfile(out, fd, position, size)``."""
+
+    fd: int
+    """Open fd of the segment's .log (owned by the Log: do not close)."""
+    position: int
+    """Byte position in the file."""
+    size: int
+    """Number of bytes (whole record batches)."""
+
+
+class LogReader:
+    """State and read operations of one partition log (see ``Log``)."""
+
+    directory: pathlib.Path
+    config: LogConfig
+    read_only: bool
+    _segments: list[Segment]
+    _lock: threading.RLock
+    _closed: bool
+    _offline: BaseException | None
+    _log_end: int
+    _hwm: int
+    _keys: KeyIndex | None
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        """First offset still stored (base offset of the first segment)."""
+        segs = self._segments
+        return segs[0].base_offset if segs else self._log_end
+
+    @property
+    def log_end_offset(self) -> int:
+        """Next offset to be assigned (klevdb's NextOffset)."""
+        return self._log_end
+
+    @property
+    def high_watermark(self) -> int:
+        """Offsets below it are visible to readers (durable end under fsync-before-ack)."""
+        return self._hwm
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"log {self.directory} is closed")
+        if self._offline is not None:
+            raise LogClosedError(f"log {self.directory} is offline: {self._offline}")
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def refresh(self) -> int:
+        """Read-only logs: pick up batches and segments another process appended since;
+        returns the new log end offset (a no-op on a writer)."""
+        if not self.read_only:
+            return self._log_end
+        with self._lock:
+            self._check_open()
+            bases = _files.list_segment_bases(self.directory)
+            segs = self._segments
+            if segs and segs[-1].base_offset in bases:
+                tail = segs[-1]
+                tail.extend(self.config.index_interval_bytes)
+                new = [b for b in bases if b > tail.base_offset]
+            else:
+                new = bases
+            for b in new:
+                if (
+                    segs
+                    and segs[-1].next_offset < b
+                    and segs[-1].size != os.fstat(segs[-1].fd).st_size
+                ):
+                    break  # the previous segment still ends in a torn/incomplete batch
+                seg = Segment(self.directory, b, read_only=True)
+                seg.scan(self.config.index_interval_bytes, verify_crc=True, max_bytes=1 << 31)
+                segs = [*segs, seg]
+            self._segments = segs
+            end = segs[-1].next_offset if segs else 0
+            old_end = self._log_end
+            self._log_end = self._hwm = max(old_end, end)
+            if self._keys is not None and self._log_end > old_end:
+                for batch in self.batches(old_end, self._log_end):
+                    self._keys.add(batch)
+            return self._log_end
+
+    def _locate(self, offset: int, upper: int) -> tuple[Segment, int, int] | None:
+        """(segment, position, visible size) of the batch holding ``offset`` (or the first
+        batch after it), None if that is at or past ``upper``."""
+        segs = self._segments
+        i = max(0, bisect.bisect_right(segs, offset, key=_base_offset) - 1)
+        while i < len(segs):
+            seg = segs[i]
+            size = seg.size
+            found = seg.find(offset, size)
+            if found is not None:
+                pos, h = found
+                return (seg, pos, size) if h.base_offset < upper else None
+            i += 1
+        return None
+
+    def _resolve_read(self, offset: int, upper: int | None) -> tuple[int, int]:
+        self._check_open()
+        if self.read_only and (offset >= self._log_end or (upper or 0) > self._log_end):
+            self.refresh()
+        hw = self._hwm
+        up = hw if upper is None else min(upper, self._log_end)
+        if offset == OFFSET_OLDEST:
+            offset = self.log_start_offset
+        elif offset == OFFSET_NEWEST:
+            offset = hw
+        if offset < self.log_start_offset or offset > self._log_end:
+            raise InvalidOffsetError(
+                f"offset {offset} outside [{self.log_start_offset}, {self._log_end}]"
+            )
+        return offset, up
+
+    def read(self, offset: int, max_bytes: int, *, upper: int | None = None) -> bytes:
+        """Whole record batches starting with the batch containing ``offset``: up to
+        ``max_bytes`` bytes but at least one whole batch (Kafka's "first batch even if
+        larger"), only batches whose base offset is below ``upper`` (default: the high
+        watermark). ``b""`` at the end. Raises InvalidOffsetError if ``offset`` is below
+        the log start offset or above the log end offset, LogClosedError."""
+        offset, up = self._resolve_read(offset, upper)
+        if offset >= up:
+            return b""
+        loc = self._locate(offset, up)
+        if loc is None:
+            return b""
+        seg, pos, size = loc
+        return seg.read_at(pos, max_bytes, size, up)
+
+    def read_slice(
+        self, offset: int, max_bytes: int, *, upper: int | None = None
+    ) -> FileSlice | None:
+        """As ``read``, as a :class:`FileSlice` for ``os.sendfile``; None at the end."""
+        offset, up = self._resolve_read(offset, upper)
+        if offset >= up:
+            return None
+        loc = self._locate(offset, up)
+        if loc is None:
+            return None
+        seg, pos, size = loc
+        end = pos
+        while size - end >= HEADER_SIZE:
+            h = parse_header(os.pread(seg.fd, HEADER_SIZE, end))
+            if h.base_offset >= up or (end > pos and end + h.size - pos > max_bytes):
+                break
+            end += h.size
+        return FileSlice(seg.fd, pos, end - pos) if end > pos else None
+
+    def batches(self, start: int = OFFSET_OLDEST, end: int | None = None) -> Iterator[memoryview]:
+        """Iterate whole stored record batches from the one holding ``start``
+        (OFFSET_OLDEST: log start) up to (not including) batches at or past ``end``
+        (default: the high watermark at the call). InvalidOffsetError as ``read``."""
+        offset, up = self._resolve_read(start, end)
+        while offset < up:
+            data = self.read(offset, 1 << 20, upper=up)
+            if not data:
+                return
+            mv = memoryview(data)
+            pos, n = 0, len(data)
+            while pos < n:
+                base, length = _BASE_LENGTH.unpack_from(data, pos)
+                size = length + 12
+                yield mv[pos : pos + size]
+                offset = base + _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)[0] + 1
+                pos += size
+
+    def offset_for_time(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record whose timestamp is >=
+        ``timestamp_ms``, found through the first batch whose max timestamp is >= it
+        (Kafka ListOffsets semantics); None if no visible batch qualifies."""
+        self._check_open()
+        hw = self._hwm
+        for seg in list(self._segments):
+            found = seg.find_time(timestamp_ms, seg.size)
+            if found is None:
+                continue
+            pos, h = found
+            if h.base_offset >= hw:
+                return None
+            batch = os.pread(seg.fd, h.size, pos)
+            return _embedded.first_at_or_after(batch, timestamp_ms)
+        return None
+
+
+def _base_offset(seg: Segment) -> int:
+    return seg.base_offset
