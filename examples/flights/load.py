@@ -46,7 +46,8 @@ class LoadResult:
 def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
     """Create ``topic`` with ``partitions`` partitions (replication factor 1).
 
-    An existing topic is accepted as is. Raises LoadError on any other failure.
+    An existing topic is accepted as is. Raises LoadError on any other failure or when
+    the broker does not answer within ``timeout_s`` seconds.
     """
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics(
@@ -55,6 +56,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float =
     )
     try:
         futures[topic].result(timeout=timeout_s)
+    except TimeoutError as exc:
+        raise LoadError(f"no answer to CreateTopics {topic!r} within {timeout_s:.0f} s") from exc
     except KafkaException as exc:
         error = exc.args[0]
         if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:

@@ -105,6 +105,7 @@ def run_demo(
                 )
             with phases.phase(f"load {csv_path.name} into topic {FLIGHTS_TOPIC!r}"):
                 create_topic(bootstrap, FLIGHTS_TOPIC, partitions)
+                create_topic(bootstrap, DELAYS_TOPIC, 1)  # small changelog: one partition
                 _load(console, bootstrap)
             with phases.phase("start Spark (local[2])"):
                 spark = make_spark_session()

@@ -16,6 +16,8 @@ SeglogError                         root: catch this to catch everything seglog 
 │   ├── NoIndexError                the log has no key index (opened without key_index)
 │   ├── LogCorruptedError           a segment is corrupt in its middle; open refuses
 │   │                               unless recovery is asked for
+│   ├── FormatVersionError          a partition directory's ``seglog-format`` version is
+│   │                               newer than this seglog, older (migrate first) or garbage
 │   ├── LogClosedError              the log was closed (or taken offline after an fsync
 │   │                               failure, see RELIABILITY-NOTES "fsyncgate")
 │   ├── ReadOnlyError               a write on a log opened read-only
@@ -38,6 +40,7 @@ __all__ = [
     "BrokerError",
     "CorruptRecordError",
     "DataDirLockedError",
+    "FormatVersionError",
     "InvalidOffsetError",
     "InvalidRecordError",
     "InvalidTopicError",
@@ -105,6 +108,11 @@ class NoIndexError(StorageError):
 
 class LogCorruptedError(StorageError):
     """A segment is corrupt before its tail; opening needs explicit recovery."""
+
+
+class FormatVersionError(StorageError):
+    """A partition directory's format version (``seglog-format``) this seglog cannot open:
+    newer (upgrade seglog), older (run ``seglog migrate``) or unreadable."""
 
 
 class LogClosedError(StorageError):

@@ -120,6 +120,7 @@ def test_pipeline_outputs_equal_pandas(spark: SparkSession, tmp_path: Path) -> N
     batches: list[BatchProgress] = []
     with running_broker(broker_dir, tmp_path / "broker.log") as bootstrap:
         create_topic(bootstrap, FLIGHTS_TOPIC, partitions=3)
+        create_topic(bootstrap, DELAYS_TOPIC, partitions=1)
         loaded = load_records(
             bootstrap, FLIGHTS_TOPIC, iter_flight_records(), expected=FLIGHTS_ROWS
         )

@@ -69,6 +69,13 @@ def test_batch_write_round_trip(spark: Any, tmp_path: Path) -> None:
     )
     assert not list((path / "__spark_sink").glob("job-*"))  # staging removed after commit
 
+    routed = spark.createDataFrame(
+        [("out", "to out"), ("fresh", "to a new topic")] * 3, "topic string, value string"
+    )
+    routed.write.format("seglog").option("path", str(path)).mode("append").save()
+    assert [r["value"] for r in _read(spark, path, "fresh")] == [b"to a new topic"] * 3
+    assert len(_read(spark, path, "out")) == len(got) + 5 + 3
+
 
 def _arrow(values: list[bytes]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict({"value": pa.array(values, pa.binary())})

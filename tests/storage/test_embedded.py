@@ -142,6 +142,28 @@ def test_storage_public_names_pinned():
             "recover",
             "stat",
             "validate_topic_name",
+            # issue 3, API: indexes, blocking, typed logs, format, backup, stats
+            "BYTES",
+            "BackupReport",
+            "CancelToken",
+            "Codec",
+            "FORMAT_VERSION",
+            "FileCounters",
+            "JSON",
+            "LogStats",
+            "RestoreReport",
+            "STR",
+            "SegmentStats",
+            "SnapshotError",
+            "TypedLog",
+            "TypedMessage",
+            "VARINT",
+            "backup",
+            "migrate",
+            "open_typed_log",
+            "rebuild_key_index",
+            "restore",
+            "snapshot",
         ]
     )
     for name in seglog.storage.__all__:

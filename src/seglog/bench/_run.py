@@ -26,6 +26,7 @@ import confluent_kafka
 from seglog.bench._embedded import embedded_publish_consume
 from seglog.bench._kafka import Rate
 from seglog.bench._report import Report, Row, Samples, measure
+from seglog.bench._spark_results import SOURCES, SparkResults
 from seglog.bench._wire import wire_phase
 
 __all__ = ["BenchOptions", "machine_info", "run_bench"]
@@ -112,15 +113,15 @@ def _embedded_rows(opts: BenchOptions, work: Path, progress: Progress) -> list[R
 
 
 def _spark_rows(opts: BenchOptions, work: Path, progress: Progress) -> list[Row]:
-    # pyspark is an extra: import it only when Spark is measured
-    from seglog.bench._spark import SparkResults, spark_reads  # noqa: PLC0415
-
     try:
+        # pyspark is an extra: import it only when Spark is measured
+        from seglog.bench._spark import spark_reads  # noqa: PLC0415
+
         res = spark_reads(work, opts.spark_rows, opts.repeat, progress)
-    except Exception as exc:  # no JVM...: report it in the rows
+    except Exception as exc:  # no pyspark, no JVM...: report it in the rows
         error = f"{type(exc).__name__}: {str(exc)[:300]}"
         res = SparkResults()
-        for source in ("seglog", "parquet", "json"):
+        for source in SOURCES:
             res.fail(source, error)
     return [
         Row("spark count(), topic", res.count["seglog"], "Parquet", res.count["parquet"]),

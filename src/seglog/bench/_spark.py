@@ -17,7 +17,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,31 +27,13 @@ from pyspark.sql import SparkSession
 
 import seglog.spark
 from seglog.bench._kafka import BenchError
-from seglog.bench._report import Samples
+from seglog.bench._spark_results import SOURCES, SparkResults
 from seglog.storage import DataDir, Message
 
-__all__ = ["SOURCES", "SparkResults", "spark_reads"]
+__all__ = ["KEYS", "spark_reads"]
 
-SOURCES = ("seglog", "parquet", "json")
 KEYS = 1000
 """Distinct keys in the data set (the groupBy result size)."""
-
-
-@dataclass
-class SparkResults:
-    """rows/s samples per source (``SOURCES``) for count() and for groupBy(key)."""
-
-    count: dict[str, Samples] = field(
-        default_factory=lambda: {s: Samples("rows/s") for s in SOURCES}
-    )
-    group_by: dict[str, Samples] = field(
-        default_factory=lambda: {s: Samples("rows/s") for s in SOURCES}
-    )
-
-    def fail(self, source: str, error: str) -> None:
-        """Record ``error`` for every measurement of ``source``."""
-        self.count[source].error = self.count[source].error or error
-        self.group_by[source].error = self.group_by[source].error or error
 
 
 def _session() -> Any:
@@ -118,10 +100,10 @@ def _write_files(spark: Any, out: Path, data: _DataSet) -> None:
             "timestampType": np.zeros(len(idx), dtype="int32"),
         }
     )
-    # one file per topic partition, as the topic has one segment file per partition: Arrow
-    # slices the frame in order into defaultParallelism (local[2]: 2) pieces, no shuffle
+    # one file per topic partition, as the topic has one segment file per partition: the
+    # frame sorted by partition, Arrow's in-order slices merged (no shuffle) into as many
     frame = frame.sort_values(["partition", "offset"], kind="stable", ignore_index=True)
-    df = spark.createDataFrame(frame)
+    df = spark.createDataFrame(frame).coalesce(data.partitions)
     df.write.mode("overwrite").parquet(str(out / "parquet"))
     df.write.mode("overwrite").json(str(out / "json"))
 

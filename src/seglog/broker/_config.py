@@ -28,7 +28,10 @@ class BrokerConfig:
     log_flush_interval_ms: int | None = None  # log.flush.interval.ms
     message_max_bytes: int = 1048588  # message.max.bytes: largest record batch
     socket_request_max_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
-    max_inflight_requests: int = 256  # per connection, before reading pauses
+    max_inflight_requests: int = 256  # queued.max.requests, per connection: reading pauses
+    max_connections: int = 1000  # max.connections: further connections are closed at accept
+    max_connections_per_ip: int = 1000  # max.connections.per.ip
+    connections_max_idle_ms: int = 10 * 60 * 1000  # connections.max.idle.ms (0: never)
     shutdown_timeout_ms: int = 10_000  # longest wait for in-flight requests at shutdown
 
 

@@ -1,10 +1,19 @@
-"""One client connection: size-prefixed frames read into a preallocated buffer
-(``asyncio.BufferedProtocol``), requests handled in arrival order, responses written in
-request order even when a later request finishes first.
+"""One client connection: size-prefixed frames received into one reusable, growable
+buffer (``asyncio.BufferedProtocol``) and handed to the dispatcher as memoryview slices of
+it (no copy), requests handled in arrival order, responses written in request order even
+when a later request finishes first.
+
+The buffer starts at 256 KiB and grows to fit the largest frame seen (a frame's size is
+checked against ``socket.request.max.bytes`` before anything is allocated for it); a
+buffer over 2 MiB is dropped again once empty. A frame view is only valid while the
+dispatcher runs: anything kept longer must be copied (kafka-python's decoder copies,
+``Log.append`` copies).
 
 A frame whose size is negative or over ``socket.request.max.bytes`` closes the connection
-before anything is allocated for it (as Kafka does); so does a frame that cannot be
-decoded (``ProtocolError``), with a warning in the log.
+(as Kafka does); so does a frame that cannot be decoded (``ProtocolError``), with a
+warning in the log. Back-pressure: reading stops while ``max_inflight`` responses are
+pending (Kafka's ``queued.max.requests``, per connection here) or the transport's write
+buffer is full, and resumes when they drain.
 """
 
 from __future__ import annotations
@@ -23,20 +32,24 @@ __all__ = ["Connection", "Dispatch"]
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-_BUFFER_BYTES = 256 * 1024  # small requests are parsed out of this buffer
-_MIN_FREE = 16 * 1024
-_LARGE_FRAME = 64 * 1024  # larger frames are received straight into their own buffer
+_BUFFER_BYTES = 256 * 1024  # initial receive buffer
+_KEEP_BYTES = 2 * 1024 * 1024 + 64 * 1024  # larger buffers are dropped once empty
+_MIN_FREE = 16 * 1024  # move a small partial frame to the front below this much room
 
-# dispatch(connection, frame) -> encoded response, None (no response), or an awaitable of
-# either; raises ProtocolError to close the connection.
+# dispatch(connection, frame) -> encoded response, None (no response), or a future /
+# awaitable of either; raises ProtocolError to close the connection.
 Dispatch = Callable[
-    ["Connection", "bytes | bytearray"],
+    ["Connection", memoryview],
     "bytes | bytearray | Awaitable[bytes | bytearray | None] | None",
 ]
 
 
 class Connection(asyncio.BufferedProtocol):
-    """Kafka framing and in-order response pipeline for one socket."""
+    """Kafka framing and in-order response pipeline for one socket.
+
+    ``on_open(conn)`` runs when the socket is accepted and returns False to refuse it
+    (connection limits); ``on_close(conn)`` runs when it is gone. ``last_active`` is the
+    loop time of the last byte received or response written (idle timeout)."""
 
     def __init__(
         self,
@@ -44,24 +57,37 @@ class Connection(asyncio.BufferedProtocol):
         *,
         max_request_bytes: int,
         max_inflight: int,
+        on_open: Callable[[Connection], bool],
         on_close: Callable[[Connection], None],
     ) -> None:
         self._dispatch = dispatch
         self._max_request_bytes = max_request_bytes
         self._max_inflight = max_inflight
+        self._on_open = on_open
         self._on_close = on_close
         self._buf = bytearray(_BUFFER_BYTES)
-        self._start = 0
-        self._end = 0
-        self._frame: bytearray | None = None  # a large frame being received
-        self._frame_filled = 0
+        self._start = 0  # first byte not yet parsed
+        self._end = 0  # end of received bytes
         self._pending: collections.deque[asyncio.Future[Any]] = collections.deque()
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
         self._writing_paused = False
         self._stopped = False  # no more requests read (shutdown)
+        self._loop = asyncio.get_running_loop()
+        self.accepted = False  # on_open said yes (counted in the connection limits)
         self.peer: Any = None
-        self.closed = asyncio.get_running_loop().create_future()
+        self.last_active = self._loop.time()
+        self.closed = self._loop.create_future()
+
+    @property
+    def peer_host(self) -> str:
+        """The client's IP address ("" when unknown)."""
+        return str(self.peer[0]) if isinstance(self.peer, tuple) and self.peer else ""
+
+    @property
+    def busy(self) -> bool:
+        """Requests are in flight (a long poll or an fsync wait is not idleness)."""
+        return bool(self._pending)
 
     # -- asyncio protocol ---------------------------------------------------------------
 
@@ -69,6 +95,10 @@ class Connection(asyncio.BufferedProtocol):
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         self.peer = transport.get_extra_info("peername")
+        if not self._on_open(self):
+            transport.abort()
+            return
+        self.accepted = True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
@@ -80,32 +110,14 @@ class Connection(asyncio.BufferedProtocol):
         self._on_close(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame is not None:
-            return memoryview(self._frame)[self._frame_filled :]
-        if self._start == self._end:
-            self._start = self._end = 0
-        elif len(self._buf) - self._end < _MIN_FREE and self._start > 0:
-            n = self._end - self._start
-            self._buf[:n] = self._buf[self._start : self._end]
-            self._start, self._end = 0, n
+        if self._end == len(self._buf):  # full: only when a partial frame header sits there
+            self._compact()
         return memoryview(self._buf)[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
-        try:
-            if self._frame is not None:
-                self._frame_filled += nbytes
-                if self._frame_filled == len(self._frame):
-                    frame, self._frame = self._frame, None
-                    self._handle(frame)
-                return
-            self._end += nbytes
-            self._parse_frames()
-        except ProtocolError as exc:
-            log.warning("closing connection from %s: %s", self.peer, exc)
-            self.abort()
-        except Exception:
-            log.exception("closing connection from %s: request handling failed", self.peer)
-            self.abort()
+        self._end += nbytes
+        self.last_active = self._loop.time()
+        self._parse_buffered()
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -117,49 +129,67 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- framing ------------------------------------------------------------------------
 
+    def _compact(self) -> None:
+        """Move the unparsed bytes to the front of the buffer (in place: frame views
+        handed out earlier are dead by now, so overwriting is safe)."""
+        n = self._end - self._start
+        if self._start:
+            self._buf[:n] = self._buf[self._start : self._end]
+        self._start, self._end = 0, n
+
     def _parse_frames(self) -> None:
-        buf = self._buf
-        while self._transport is not None and not self._stopped:
-            available = self._end - self._start
+        while (
+            self._transport is not None
+            and not self._stopped
+            and len(self._pending) < self._max_inflight
+        ):
+            buf, start = self._buf, self._start
+            available = self._end - start
             if available < 4:
+                if len(buf) - start < 4:
+                    self._compact()
                 break
-            (size,) = _SIZE.unpack_from(buf, self._start)
+            (size,) = _SIZE.unpack_from(buf, start)
             if size < 0 or size > self._max_request_bytes:
                 raise ProtocolError(
                     f"request size {size} outside 0..{self._max_request_bytes}"
                     " (socket.request.max.bytes)"
                 )
-            if available < 4 + size:
-                if size > _LARGE_FRAME:
-                    # Receive the rest straight into a buffer of the frame's size (checked
-                    # against socket.request.max.bytes above): no copy, no growth.
-                    frame = bytearray(size)
-                    frame[: available - 4] = buf[self._start + 4 : self._end]
-                    self._frame, self._frame_filled = frame, available - 4
-                    self._start = self._end = 0
-                elif 4 + size > len(buf) - self._start:
-                    n = self._end - self._start
-                    buf[:n] = buf[self._start : self._end]
-                    self._start, self._end = 0, n
+            need = 4 + size
+            if available < need:
+                if need > len(buf):
+                    # grow to fit the whole frame (size checked above): one copy of the
+                    # part received so far, then the rest lands in place
+                    bigger = bytearray(need)
+                    bigger[:available] = buf[start : self._end]
+                    self._buf, self._start, self._end = bigger, 0, available
+                elif len(buf) - start < need or (
+                    len(buf) - self._end < _MIN_FREE and available < _MIN_FREE
+                ):
+                    self._compact()
                 break
-            with memoryview(buf) as view:
-                frame_bytes = bytes(view[self._start + 4 : self._start + 4 + size])
-            self._start += 4 + size
-            self._handle(frame_bytes)
+            self._start = start + need
+            frame = memoryview(buf)[start + 4 : start + need]
+            self._handle(frame)
+        if self._start == self._end:
+            self._start = self._end = 0
+            if len(self._buf) > _KEEP_BYTES:
+                self._buf = bytearray(_BUFFER_BYTES)
 
     # -- pipeline -----------------------------------------------------------------------
 
-    def _handle(self, frame: bytes | bytearray) -> None:
+    def _handle(self, frame: memoryview) -> None:
         result = self._dispatch(self, frame)
         if result is None:
             return
-        loop = asyncio.get_running_loop()
         if isinstance(result, bytes | bytearray):
             if not self._pending:
                 self._write(result)
                 return
-            fut: asyncio.Future[Any] = loop.create_future()
+            fut: asyncio.Future[Any] = self._loop.create_future()
             fut.set_result(result)
+        elif isinstance(result, asyncio.Future):
+            fut = result
         else:
             fut = asyncio.ensure_future(result)
         self._pending.append(fut)
@@ -184,6 +214,7 @@ class Connection(asyncio.BufferedProtocol):
     def _write(self, data: bytes | bytearray) -> None:
         if self._transport is not None and not self._transport.is_closing():
             self._transport.write(data)
+            self.last_active = self._loop.time()
 
     def _update_reading(self) -> None:
         transport = self._transport
@@ -198,6 +229,19 @@ class Connection(asyncio.BufferedProtocol):
         elif not want_pause and self._reading_paused:
             transport.resume_reading()
             self._reading_paused = False
+            if self._end > self._start:
+                self._parse_buffered()
+
+    def _parse_buffered(self) -> None:
+        """Parse frames that arrived while too many requests were in flight."""
+        try:
+            self._parse_frames()
+        except ProtocolError as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            self.abort()
+        except Exception:
+            log.exception("closing connection from %s: request handling failed", self.peer)
+            self.abort()
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -205,6 +249,11 @@ class Connection(asyncio.BufferedProtocol):
         """Close at once, dropping queued responses (protocol violation)."""
         if self._transport is not None:
             self._transport.abort()
+
+    def close_idle(self) -> None:
+        """Close an idle connection (``connections.max.idle.ms``): nothing is pending."""
+        if self._transport is not None:
+            self._transport.close()
 
     async def drain_and_close(self, timeout: float) -> None:
         """Shutdown: read no more requests, wait (up to ``timeout`` s) for in-flight

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import heapq
 import itertools
 import logging
@@ -67,10 +68,9 @@ class DurabilityWaiters:
         def done(fut: concurrent.futures.Future[int]) -> None:
             exc = fut.exception()
             durable = -1 if exc is not None else fut.result()
-            try:
+            # RuntimeError: the loop closed (shutdown), nobody is waiting any more
+            with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(self._settle, waiters, durable, exc)
-            except RuntimeError:  # the loop closed (shutdown): nobody is waiting any more
-                pass
 
         future.add_done_callback(done)
 

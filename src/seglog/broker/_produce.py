@@ -22,9 +22,8 @@ from kafka.protocol.producer import ProduceResponse
 
 from seglog.broker import _errors
 from seglog.broker._context import BrokerContext
-from seglog.broker._produce_request import parse_produce
+from seglog.broker._produce_wire import encode_produce_response, parse_produce
 from seglog.broker._producers import batch_identity
-from seglog.broker._protocol import encode_response
 from seglog.errors import ProtocolError, SeglogError, UnknownTopicError
 from seglog.storage import Log, validate_topic_name
 
@@ -198,7 +197,7 @@ def handle_produce_frame(
                     if prev is None or prev[1] < r.end_offset:
                         targets[id(r.log)] = (r.log, r.end_offset)
     if not targets:
-        return encode_response(0, version, correlation_id, _response(version, results))
+        return encode_produce_response(version, correlation_id, results)
     return _after_fsync(ctx, version, correlation_id, results, list(targets.values()))
 
 
@@ -232,9 +231,7 @@ def _after_fsync(
                 )
                 for name, parts in results
             ]
-        response.set_result(
-            encode_response(0, version, correlation_id, _response(version, results))
-        )
+        response.set_result(encode_produce_response(version, correlation_id, results))
 
     for plog, end in targets:
 

@@ -89,7 +89,7 @@ class BatchIdentity(NamedTuple):
     last_sequence: int
 
 
-def batch_identity(records: bytes) -> BatchIdentity | None:
+def batch_identity(records: bytes | bytearray | memoryview) -> BatchIdentity | None:
     """The producer fields of the first batch in ``records`` (record batch v2 offsets
     43/51/53/57), None when too short or not magic 2 (storage rejects those)."""
     if len(records) < 61 or records[16] != 2:

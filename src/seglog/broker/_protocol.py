@@ -51,6 +51,8 @@ from seglog.errors import ProtocolError
 __all__ = [
     "APIS",
     "API_VERSIONS_KEY",
+    "PRODUCE_FRAME_MIN_VERSION",
+    "PRODUCE_KEY",
     "ApiSpec",
     "RequestHeader",
     "api_versions_body",
@@ -59,6 +61,8 @@ __all__ = [
 ]
 
 API_VERSIONS_KEY = 18
+PRODUCE_KEY = 0
+PRODUCE_FRAME_MIN_VERSION = 3  # from here on Produce is parsed in place (_produce_wire)
 
 _HEADER = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 

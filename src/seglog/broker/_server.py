@@ -14,15 +14,17 @@ from seglog.broker._admin import (
     handle_delete_topics,
     handle_init_producer_id,
 )
+from seglog.broker._bounds import check_array_counts
 from seglog.broker._committed import CommittedOffsets
 from seglog.broker._config import BrokerConfig
 from seglog.broker._connection import Connection
 from seglog.broker._context import BrokerContext
+from seglog.broker._durability import DurabilityWaiters
 from seglog.broker._errors import UNSUPPORTED_VERSION
 from seglog.broker._fetch import handle_fetch
 from seglog.broker._metadata import handle_find_coordinator, handle_metadata
 from seglog.broker._offsets import handle_list_offsets, handle_offset_commit, handle_offset_fetch
-from seglog.broker._produce import handle_produce
+from seglog.broker._produce import handle_produce, handle_produce_frame
 from seglog.broker._producers import BrokerState, ProducerStateTable
 from seglog.broker._topics import TopicManager
 from seglog.errors import ProtocolError
@@ -70,6 +72,9 @@ class Broker:
         self._data_dir: DataDir | None = None
         self._ctx: BrokerContext | None = None
         self._connections: set[Connection] = set()
+        self._per_host: dict[str, int] = {}
+        self._refused = 0
+        self._idle_timer: asyncio.TimerHandle | None = None
         self.bound: tuple[str, int] | None = None
 
     async def start(self) -> None:
@@ -106,7 +111,9 @@ class Broker:
             port=config.advertised_port or self.bound[1],
             sync_before_ack=config.log_flush_interval_messages is None
             and config.log_flush_interval_ms is None,
+            durability=DurabilityWaiters(loop),
         )
+        self._schedule_idle_sweep()
         log.info(
             "seglog broker listening on %s:%d (advertised %s:%d), data directory %s",
             config.host,
@@ -117,17 +124,87 @@ class Broker:
         )
 
     def _new_connection(self) -> Connection:
-        conn = Connection(
+        return Connection(
             self.dispatch,
             max_request_bytes=self.config.socket_request_max_bytes,
             max_inflight=self.config.max_inflight_requests,
-            on_close=self._connections.discard,
+            on_open=self._admit,
+            on_close=self._closed,
         )
+
+    # -- connection limits ------------------------------------------------------------------
+
+    def _admit(self, conn: Connection) -> bool:
+        """Count a new connection, or refuse it (closed at once) when ``max.connections``
+        or ``max.connections.per.ip`` is reached, or the broker is shutting down."""
+        host = conn.peer_host
+        config = self.config
+        reason = None
+        if self._ctx is None or self._ctx.shutting_down:
+            reason = "shutting down"
+        elif len(self._connections) >= config.max_connections:
+            reason = f"max.connections {config.max_connections} reached"
+        elif self._per_host.get(host, 0) >= config.max_connections_per_ip:
+            reason = f"max.connections.per.ip {config.max_connections_per_ip} reached"
+        if reason is not None:
+            self._refused += 1
+            # one line per power of two refusals: a flood cannot flood the log
+            if self._refused & (self._refused - 1) == 0:
+                log.warning(
+                    "refusing connection from %s: %s (%d refused so far)",
+                    conn.peer,
+                    reason,
+                    self._refused,
+                )
+            return False
         self._connections.add(conn)
-        return conn
+        self._per_host[host] = self._per_host.get(host, 0) + 1
+        return True
+
+    def _closed(self, conn: Connection) -> None:
+        if conn not in self._connections:
+            return  # refused at accept: never counted
+        self._connections.discard(conn)
+        host = conn.peer_host
+        left = self._per_host.get(host, 0) - 1
+        if left > 0:
+            self._per_host[host] = left
+        else:
+            self._per_host.pop(host, None)
+
+    @property
+    def connection_count(self) -> int:
+        """Open client connections (refused ones excluded)."""
+        return len(self._connections)
+
+    # -- idle connections ---------------------------------------------------------------
+
+    def _schedule_idle_sweep(self) -> None:
+        idle_ms = self.config.connections_max_idle_ms
+        if idle_ms <= 0:
+            return
+        interval = min(max(idle_ms / 4000, 0.01), 30.0)
+        loop = asyncio.get_running_loop()
+        self._idle_timer = loop.call_later(interval, self._sweep_idle)
+
+    def _sweep_idle(self) -> None:
+        """Close connections with nothing in flight and no traffic for
+        ``connections.max.idle.ms`` (Kafka's default: 10 minutes)."""
+        self._idle_timer = None
+        if self._ctx is None or self._ctx.shutting_down:
+            return
+        now = asyncio.get_running_loop().time()
+        limit = self.config.connections_max_idle_ms / 1000
+        for conn in list(self._connections):
+            if not conn.busy and now - conn.last_active > limit:
+                log.info("closing connection from %s: idle for %.1f s", conn.peer, limit)
+                conn.close_idle()
+        self._schedule_idle_sweep()
+
+    # -- requests -------------------------------------------------------------------------
 
     def dispatch(
-        self, conn: Connection, frame: bytes | bytearray
+        self, conn: Connection, frame: memoryview
     ) -> bytes | bytearray | Awaitable[bytes | bytearray | None] | None:
         """Decode one request frame and run its handler. Raises ProtocolError (the
         connection is closed) for a malformed frame, an unknown API key, or a version
@@ -135,7 +212,7 @@ class Broker:
         error 35 UNSUPPORTED_VERSION (KIP-511)."""
         ctx = self._ctx
         assert ctx is not None
-        view = memoryview(frame)
+        view = frame
         header = _protocol.parse_request_header(view)
         key, version = header.api_key, header.api_version
         spec = _protocol.APIS.get(key)
@@ -150,6 +227,11 @@ class Broker:
             )
         if not spec.accepts(version):
             raise ProtocolError(f"unsupported version {version} of {spec.name} (API {key})")
+        if key == _protocol.PRODUCE_KEY and version >= _protocol.PRODUCE_FRAME_MIN_VERSION:
+            return handle_produce_frame(
+                ctx, view, header.body_offset, version, header.correlation_id
+            )
+        check_array_counts(spec.request, view, header.body_offset, version)
         try:
             request = spec.request.decode(view[header.body_offset :], version=version)
         except Exception as exc:
@@ -175,6 +257,9 @@ class Broker:
         connections and logs (a clean shutdown: no recovery scan on the next start)."""
         if self._server is not None:
             self._server.close()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
         if self._ctx is not None:
             self._ctx.shutting_down = True
             self._ctx.topics.wake_all()

@@ -15,13 +15,25 @@ __all__ = ["register"]
 def bench(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
     messages: Annotated[
         int | None,
-        typer.Option("--messages", min=1, help="Messages per produce/fetch/embedded run."),
+        typer.Option(
+            "--messages",
+            min=1,
+            help="Messages per produce/fetch/embedded run [default: 300000; --quick: 2000].",
+        ),
     ] = None,
     spark_rows: Annotated[
-        int | None, typer.Option("--spark-rows", min=1, help="Records of the Spark data set.")
+        int | None,
+        typer.Option(
+            "--spark-rows",
+            min=1,
+            help="Records of the Spark data set [default: 1000000; --quick: 5000].",
+        ),
     ] = None,
     repeat: Annotated[
-        int | None, typer.Option("--repeat", min=1, help="Runs per measurement (medians shown).")
+        int | None,
+        typer.Option(
+            "--repeat", min=1, help="Runs per measurement, medians shown [default: 3; --quick: 1]."
+        ),
     ] = None,
     quick: Annotated[
         bool, typer.Option("--quick", help="Tiny sizes, one repeat (a smoke test, not a figure).")
@@ -48,8 +60,12 @@ def bench(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
 
     Exits 1 if any measurement failed (the table says which and why).
     """
-    # the bench needs the clients of the dev/spark extras; seglog's other commands do not
-    from seglog.bench import BenchOptions, run_bench  # noqa: PLC0415
+    try:
+        # the bench needs the clients of the spark/dev extras; seglog's other commands do not
+        from seglog.bench import BenchOptions, run_bench  # noqa: PLC0415
+    except ImportError as exc:
+        typer.echo(f"error: {exc}; install the extras: pip install 'seglog[spark,dev]'", err=True)
+        raise typer.Exit(2) from exc
 
     base = BenchOptions.quick() if quick else BenchOptions()
     opts = BenchOptions(

@@ -65,6 +65,39 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         int,
         typer.Option("--socket-request-max-bytes", min=1024, help="Largest request frame (bytes)."),
     ] = 100 * 1024 * 1024,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            "--max-connections",
+            min=1,
+            help="Most client connections at once; more are closed at accept (max.connections).",
+        ),
+    ] = 1000,
+    max_connections_per_ip: Annotated[
+        int,
+        typer.Option(
+            "--max-connections-per-ip",
+            min=1,
+            help="Most connections from one IP address (max.connections.per.ip).",
+        ),
+    ] = 1000,
+    connections_max_idle_ms: Annotated[
+        int,
+        typer.Option(
+            "--connections-max-idle-ms",
+            min=0,
+            help="Close connections idle this long, in ms; 0: never (connections.max.idle.ms).",
+        ),
+    ] = 10 * 60 * 1000,
+    queued_max_requests: Annotated[
+        int,
+        typer.Option(
+            "--queued-max-requests",
+            min=1,
+            help="Requests in flight per connection before reading from it pauses "
+            "(queued.max.requests).",
+        ),
+    ] = 256,
     log_level: Annotated[str, typer.Option("--log-level", help="Python logging level.")] = "INFO",
 ) -> None:
     """Run a single-node Kafka-compatible broker until SIGINT/SIGTERM (then exit 0)."""
@@ -91,6 +124,10 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         log_flush_interval_ms=log_flush_interval_ms,
         message_max_bytes=message_max_bytes,
         socket_request_max_bytes=socket_request_max_bytes,
+        max_inflight_requests=queued_max_requests,
+        max_connections=max_connections,
+        max_connections_per_ip=max_connections_per_ip,
+        connections_max_idle_ms=connections_max_idle_ms,
     )
     try:
         run_broker(config)

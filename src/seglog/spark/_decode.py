@@ -203,7 +203,7 @@ def decode_batches(
     max_ts: list[int] = []
     log_append: list[bool] = []
     counts: list[int] = []
-    bounds: list[int] = []
+    bounds: list[npt.NDArray[np.int64]] = []
     body_starts: list[int] = []
     total = 0
     for raw in batches:
@@ -221,7 +221,9 @@ def decode_batches(
             break
         codec = attrs & _CODEC_MASK
         body = bytes(view[BATCH_HEADER.size :]) if codec == 0 else _decompress(codec, view[61:])
-        _walk(body, count, bounds)
+        walked: list[int] = []
+        _walk(body, count, walked)
+        bounds.append(np.asarray(walked, dtype=np.int64))
         bodies.append(body)
         body_starts.append(total)
         total += len(body)
@@ -238,7 +240,7 @@ def decode_batches(
     joined = b"".join([*bodies, _PAD])
     buf = np.frombuffer(joined, dtype=np.uint8)
     which = np.repeat(np.arange(len(counts)), counts)
-    b = np.asarray(bounds, dtype=np.int64) + np.asarray(body_starts, dtype=np.int64)[which]
+    b = np.concatenate(bounds) + np.asarray(body_starts, dtype=np.int64)[which]
     rec_len, s = _varints(buf, b)
     e = s + rec_len
     if (rec_len < 6).any() or (e != np.append(b[1:], total)).any():

@@ -9,6 +9,7 @@ A missing topic is created in path mode with ``partitions`` partitions (default 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -47,18 +48,14 @@ class _Writing:
             self.counts[options.topic] = _ensure_topic(
                 options.path, options.topic, options.partitions
             )
+        elif options.path and os.path.isdir(options.path):
+            # topic column: snapshot the partition counts here, on the driver; topics that do
+            # not exist yet get ``partitions`` partitions when the commit creates them
+            with DataDir(options.path, create=False, read_only=True) as data_dir:
+                self.counts = {name: info.partitions for name, info in data_dir.topics().items()}
 
     def _partition_count(self, topic: str) -> int:
-        count = self.counts.get(topic)
-        if count is None:
-            assert self.options.path is not None
-            data_dir = DataDir(self.options.path, create=False, read_only=True)
-            try:
-                info = data_dir.topics().get(topic)
-            finally:
-                data_dir.close()
-            count = self.counts[topic] = info.partitions if info else self.options.partitions
-        return count
+        return self.counts.get(topic, self.options.partitions)
 
     def _write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         opts = self.options

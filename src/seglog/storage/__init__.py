@@ -6,16 +6,53 @@ One :class:`Log` is one partition, a directory of segments (``%020d.log`` + ``.i
 
 from __future__ import annotations
 
+# Backup, snapshot, restore (InfluxDB's Snapshot/Restore)
+from seglog.storage._backup import BackupReport, backup
+
+# Blocking consume (cancellation token for the sync variant)
+from seglog.storage._blocking import CancelToken
+
 # Directory tools (klevdb's Check / Recover)
 from seglog.storage._check import CheckReport, check, recover, stat
+
+# Columnar records (vectorised decoding of record batches)
+from seglog.storage._columns import RecordColumns, decode_columns
+
+# Compaction and delete by offsets (Kafka's cleaner, klevdb's Compact* / Delete)
+from seglog.storage._compact import compact, compact_deletes, compact_updates
 
 # Logs and their configuration
 from seglog.storage._config import AppendInfo, LogConfig
 from seglog.storage._datadir import DataDir, TopicInfo, validate_topic_name
+from seglog.storage._delete import delete_offsets
+from seglog.storage._format import FORMAT_VERSION, migrate
+from seglog.storage._keyindex import rebuild_key_index
 from seglog.storage._log import FileSlice, Log, open_log
 
 # Messages (embedded API)
 from seglog.storage._message import OFFSET_NEWEST, OFFSET_OLDEST, Message
+
+# Retention (Kafka's retention.ms / retention.bytes / DeleteRecords, NATS's limits)
+from seglog.storage._retention import ArchiveHook, TrimResult
+from seglog.storage._rewrite import Removed
+from seglog.storage._snapshot import RestoreReport, SnapshotError, restore, snapshot
+from seglog.storage._stats import FileCounters, LogStats, SegmentStats
+from seglog.storage._trim_age import trim_by_age
+from seglog.storage._trim_count import trim_by_count
+from seglog.storage._trim_offset import trim_by_offset
+from seglog.storage._trim_size import trim_by_size
+
+# Typed logs (key/value codecs)
+from seglog.storage._typed import (
+    BYTES,
+    JSON,
+    STR,
+    VARINT,
+    Codec,
+    TypedLog,
+    TypedMessage,
+    open_typed_log,
+)
 
 __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
     # logs and their configuration
@@ -28,6 +65,9 @@ __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
     "Message",
     "OFFSET_NEWEST",
     "OFFSET_OLDEST",
+    # columnar records
+    "RecordColumns",
+    "decode_columns",
     # data directories
     "DataDir",
     "TopicInfo",
@@ -37,4 +77,44 @@ __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
     "check",
     "recover",
     "stat",
+    # format version and migration
+    "FORMAT_VERSION",
+    "migrate",
+    # indexes
+    "rebuild_key_index",
+    # blocking consume
+    "CancelToken",
+    # typed logs
+    "BYTES",
+    "JSON",
+    "STR",
+    "VARINT",
+    "Codec",
+    "TypedLog",
+    "TypedMessage",
+    "open_typed_log",
+    # backup, snapshot, restore
+    "BackupReport",
+    "RestoreReport",
+    "SnapshotError",
+    "backup",
+    "restore",
+    "snapshot",
+    # retention
+    "ArchiveHook",
+    "TrimResult",
+    "trim_by_age",
+    "trim_by_count",
+    "trim_by_offset",
+    "trim_by_size",
+    # compaction and delete by offsets
+    "Removed",
+    "compact",
+    "compact_deletes",
+    "compact_updates",
+    "delete_offsets",
+    # statistics
+    "FileCounters",
+    "LogStats",
+    "SegmentStats",
 ]

@@ -169,10 +169,12 @@ def scan_buffer(
     verify_crc: bool,
     max_bytes: int,
     max_last_offset: int,
+    allow_gaps: bool = False,
 ) -> tuple[list[Scanned], int, bool]:
     """Walk the stored batches wholly inside ``buf[pos:]`` (the recovery/reader scan loop,
     kept tight: one unpack per batch). Each must start at offset ``expect`` (offsets are
-    contiguous), pass the structural checks (and CRC-32C when ``verify_crc``) and end at an
+    contiguous; with ``allow_gaps``, segments the cleaner rewrote, at ``expect`` or after:
+    compaction leaves gaps between batches, never overlaps), pass the structural checks (and CRC-32C when ``verify_crc``) and end at an
     offset <= ``max_last_offset``. Returns ``(batches, stop, invalid)``: ``stop`` is where
     the walk ended; ``invalid`` is True when the bytes there are not a valid batch, False
     when the buffer just ends (a header or batch continues past it)."""
@@ -188,7 +190,7 @@ def scan_buffer(
             size < HEADER_SIZE
             or size > max_bytes
             or magic != 2
-            or base != expect
+            or (base != expect and not (allow_gaps and base > expect))
             or lod < 0
             or count < 0
             or (attrs & ATTR_CODEC_MASK == 0 and count > lod + 1)

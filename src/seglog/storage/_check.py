@@ -8,7 +8,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pathlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from seglog.errors import DataDirLockedError, NotFoundError
 from seglog.storage import _files
@@ -45,6 +45,9 @@ class CheckReport:
     """(recover) base offsets of segments deleted after the valid prefix."""
     truncated_bytes: int = 0
     """(recover) bytes cut from the segment holding the first invalid byte."""
+    format_version: int = 1
+    """Version in ``seglog-format`` (1 when missing; 0 when unreadable). A version this
+    seglog cannot open is listed in ``problems``."""
 
     @property
     def ok(self) -> bool:
@@ -71,7 +74,11 @@ def log_directories(path: str | os.PathLike[str]) -> list[pathlib.Path]:
 
 
 def _check_one(directory: pathlib.Path) -> CheckReport:
+    from seglog.storage._format import check_format  # noqa: PLC0415  (_format imports us)
+
+    version, format_problems = check_format(directory)
     report = LoadReport()
+    report.problems.extend(format_problems)
     segs = load_segments(directory, LogConfig(), "read_only", report, full_scan=True)
     try:
         bases = _files.list_segment_bases(directory)
@@ -86,6 +93,7 @@ def _check_one(directory: pathlib.Path) -> CheckReport:
             problems=report.problems,
             torn_tail=report.torn_tail,
             index_problems=report.index_problems,
+            format_version=version,
         )
     finally:
         for s in segs:
@@ -122,6 +130,9 @@ def recover(path: str | os.PathLike[str]) -> list[CheckReport]:
         log_lock = None
         try:
             log_lock = _files.lock_log_dir(d)
+            from seglog.storage._format import ensure_format  # noqa: PLC0415  (cycle)
+
+            ensure_format(d, write=True)  # never "recover" a format this seglog can't read
             report = LoadReport()
             segs = load_segments(d, LogConfig(), "prefix", report, full_scan=True)
             size = sum(s.size for s in segs)
@@ -153,9 +164,27 @@ def recover(path: str | os.PathLike[str]) -> list[CheckReport]:
 
 def stat(path: str | os.PathLike[str]) -> list[dict[str, object]]:
     """Per partition directory: ``{"directory", "segments", "bytes", "log_start_offset",
-    "log_end_offset", "high_watermark"}``, read-only (safe beside a running writer)."""
+    "log_end_offset", "high_watermark"}`` plus ``"messages", "batches",
+    "first_timestamp_ms", "last_timestamp_ms", "index_bytes", "format_version"`` and
+    ``"segment_stats"`` (a list of ``SegmentStats`` as dicts); read-only (safe beside a
+    running writer)."""
+    from seglog.storage._format import check_format  # noqa: PLC0415  (_format imports us)
+
     out: list[dict[str, object]] = []
     for d in log_directories(path):
         with Log.open(d, read_only=True) as log:
-            out.append({"directory": str(d), **log.stat()})
+            st = log.stats()
+            out.append(
+                {
+                    "directory": str(d),
+                    **log.stat(),
+                    "messages": st.messages,
+                    "batches": st.batches,
+                    "first_timestamp_ms": st.first_timestamp_ms,
+                    "last_timestamp_ms": st.last_timestamp_ms,
+                    "index_bytes": st.index_bytes,
+                    "format_version": check_format(d)[0],
+                    "segment_stats": [asdict(s) for s in st.segments],
+                }
+            )
     return out

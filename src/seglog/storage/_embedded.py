@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from seglog.errors import InvalidOffsetError, NotFoundError
+from seglog.storage import _fastpath
 from seglog.storage._batch import parse_header
 from seglog.storage._message import (
     OFFSET_NEWEST,
@@ -41,20 +42,9 @@ def consume(log: Log, offset: int, max_count: int) -> tuple[int, list[Message]]:
     if offset == OFFSET_NEWEST:
         log._check_open()
         return log.high_watermark, []
-    if offset == OFFSET_OLDEST:
-        offset = log.log_start_offset
-    out: list[Message] = []
-    next_offset = offset
-    for batch in log.batches(offset):
-        for m in decode_batches(batch):
-            if m.offset < offset:
-                continue
-            out.append(m)
-            next_offset = m.offset + 1
-            if len(out) >= max_count:
-                return next_offset, out
-        next_offset = max(next_offset, _batch_next(batch))
-    return next_offset, out
+    # vectorised decode (_columns.py), then Message objects
+    cols = _fastpath.consume_columns(log, offset, max_count)
+    return cols.next_offset, cols.messages()
 
 
 def consume_blocking(

@@ -43,6 +43,14 @@ SWAP_SUFFIX = ".swap"
 CLEAN_SHUTDOWN = ".clean_shutdown"
 RECOVERY_POINT = "recovery-point"
 PARTITION_METADATA = "partition.metadata"
+LOG_START_OFFSET = "log-start-offset"
+"""Checkpoint of the log start offset once retention or DeleteRecords moved it (Kafka's
+``log-start-offset-checkpoint``, one per partition directory here)."""
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+"""End offset of the range the cleaner (compaction, delete by offsets) has rewritten:
+segments below it may hold offset gaps between batches (Kafka's file of that name)."""
+BAK_SUFFIX = ".bak"
+"""Segment files handed to the archive hook (NATS Streaming's slice archive script)."""
 
 
 def _name(base_offset: int, suffix: str) -> str:

@@ -22,7 +22,7 @@ import pathlib
 from typing import Literal
 
 from seglog.errors import LogCorruptedError
-from seglog.storage import _files
+from seglog.storage import _files, _maint, _swap
 from seglog.storage._config import LogConfig
 from seglog.storage._segment import Segment
 
@@ -43,6 +43,8 @@ class LoadReport:
         self.corrupt_segment: int | None = None
         self.torn_tail = False
         self.lost_bytes = 0
+        self.interrupted: list[str] = []
+        """Interrupted retention / cleaner swaps finished (``_swap.finish_interrupted``)."""
 
 
 def read_recovery_point(directory: pathlib.Path) -> int:
@@ -70,6 +72,9 @@ def load_segments(
     """
     report = report if report is not None else LoadReport()
     read_only = mode == "read_only"
+    if not read_only:  # a crash during retention or a cleaner swap: see _swap.py
+        report.interrupted.extend(_swap.finish_interrupted(directory))
+    cleaned_end = _maint.read_cleaner_checkpoint(directory)
     clean = not full_scan and (directory / _files.CLEAN_SHUTDOWN).exists()
     rp = 0 if full_scan else read_recovery_point(directory)
     bases = _files.list_segment_bases(directory)
@@ -79,6 +84,7 @@ def load_segments(
     try:
         for i, base in enumerate(bases):
             seg = Segment(directory, base, read_only=read_only)
+            seg.allow_gaps = base < cleaned_end  # rewritten by the cleaner: gaps are legal
             segments.append(seg)
             trusted = clean or (base < rp and i + 1 < len(bases))
             if trusted and seg.load_trusted(interval, max_bytes):
@@ -109,7 +115,14 @@ def load_segments(
                 )
             if mode == "strict":
                 raise LogCorruptedError(f"{seg.path}: torn tail ({why})")
-            keep_segment = i == 0 or result.valid_size > 0 or not result.reason
+            keep_segment = (
+                i == 0
+                or result.valid_size > 0
+                or not result.reason
+                # after a compacted segment: keep the (empty) file so its base offset
+                # stays the log end offset and no offset is ever assigned twice
+                or segments[i - 1].next_offset < base
+            )
             if keep_segment:
                 report.truncated_bytes += result.file_size - result.valid_size
                 seg.truncate(result.valid_size)

@@ -28,27 +28,43 @@ from typing import TYPE_CHECKING, Any
 
 from seglog.errors import (
     LogClosedError,
-    NoIndexError,
     NotFoundError,
     ReadOnlyError,
     StorageError,
 )
-from seglog.storage import _embedded, _files
+from seglog.storage import (
+    _blocking,
+    _embedded,
+    _fastpath,
+    _files,
+    _format,
+    _gc,
+    _keyindex,
+    _maint,
+    _stats,
+)
 from seglog.storage._batch import (
     patch_base_offset,
     patch_log_append_time,
     validate_for_append,
 )
 from seglog.storage._config import AppendInfo, LogConfig
-from seglog.storage._keyindex import KeyIndex
+from seglog.storage._keyindex import KeyIndex, load_key_index
 from seglog.storage._load import LoadReport, load_segments
-from seglog.storage._message import OFFSET_OLDEST
+from seglog.storage._notify import Notifier
 from seglog.storage._reader import FileSlice, LogReader
 from seglog.storage._segment import Placed, Segment, create_segment
 from seglog.storage._sync import GroupCommit, SyncPoint
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from seglog.storage._backup import BackupReport
+    from seglog.storage._blocking import CancelToken
+    from seglog.storage._columns import RecordColumns
     from seglog.storage._message import Message
+    from seglog.storage._stats import LogStats
 
 __all__ = ["FileSlice", "Log", "open_log"]  # FileSlice re-exported from _reader
 
@@ -92,11 +108,19 @@ class Log(LogReader):
         self.append_count = 0
         """Number of successful ``append`` calls (with the fsync counter: group commit)."""
         self._lock_fd: int | None = None  # flock on the directory (writers opened by open)
+        # log start offset moved by retention / DeleteRecords (persisted; see _maint.py)
+        self._log_start = min(_maint.read_log_start_checkpoint(directory), end)
+        self._retired: list[tuple[float, Segment]] = []  # removed segments, closed later
+        self.counters = _stats.FileCounters(opens=len(segments))
+        """File operation counters (``Log.stats().counters``, broker metrics)."""
+        for seg in segments:
+            seg.counters = self.counters
+        self._notifier = Notifier(lambda: self._hwm)
+        self.on_append(self._notifier.notify)
+        self._stop_gc: Callable[[], None] | None = None
         self._keys: KeyIndex | None = None
         if config.key_index:
-            self._keys = KeyIndex()
-            for batch in self.batches(OFFSET_OLDEST, end):
-                self._keys.add(batch)
+            self._keys = load_key_index(self, end)
         self._sync: GroupCommit | None = None
         if not read_only:
             self._sync = GroupCommit(
@@ -140,8 +164,10 @@ class Log(LogReader):
             _files.fsync_dir(path.parent)
         lock_fd = None if read_only else _files.lock_log_dir(path)
         try:
+            _format.ensure_format(path, write=not read_only)
             mode = "read_only" if read_only else ("open" if recover else "strict")
-            segments = load_segments(path, config, mode, LoadReport())  # type: ignore[arg-type]
+            report = LoadReport()
+            segments = load_segments(path, config, mode, report)  # type: ignore[arg-type]
             if not read_only:
                 if not segments:
                     segments.append(create_segment(path, 0))
@@ -152,6 +178,7 @@ class Log(LogReader):
                 segments[-1].first_append_ms = _now_ms()
                 segments[-1].sync()  # what recovery kept is durable before anyone reads it
             log = cls(path, config, segments, read_only=read_only)
+            log.counters.truncations += 1 if report.truncated_bytes else 0
         except BaseException:
             if lock_fd is not None:
                 os.close(lock_fd)
@@ -202,7 +229,8 @@ class Log(LogReader):
             ):
                 try:
                     seg = self._roll(now)
-                except OSError as e:
+                except (OSError, StorageError) as e:
+                    self.counters.errors += 1
                     raise StorageError(f"cannot roll {self.directory}: {e}") from e
             offset = self._log_end
             placed: list[Placed] = []
@@ -216,7 +244,13 @@ class Log(LogReader):
                 max_ts = max(max_ts, ts)
                 placed.append((pos, offset, h.size, ts))
                 offset += h.last_offset_delta + 1
-            seg.append(data, placed, offset, self.config.index_interval_bytes)
+            try:
+                seg.append(data, placed, offset, self.config.index_interval_bytes)
+            except StorageError:
+                self.counters.errors += 1
+                raise
+            self.counters.appends += 1
+            self.counters.appended_bytes += len(data)
             if seg.first_append_ms < 0:
                 seg.first_append_ms = now
             base = self._log_end
@@ -247,6 +281,9 @@ class Log(LogReader):
         old.finish_time_index()
         seg = create_segment(self.directory, self._log_end)
         seg.first_append_ms = now
+        seg.counters = self.counters
+        self.counters.rolls += 1
+        self.counters.opens += 1
         self._rolled_unsynced.append(old)
         self._dir_dirty = True
         self._segments = [*self._segments, seg]
@@ -282,6 +319,8 @@ class Log(LogReader):
 
     def _on_sync_error(self, exc: BaseException) -> None:
         self._offline = exc
+        self.counters.errors += 1
+        self._notifier.close(f"offline after fsync error: {exc}")
 
     def _fire(self, hwm: int) -> None:
         for cb in list(self._callbacks.values()):
@@ -330,6 +369,29 @@ class Log(LogReader):
         policy); returns the next offset. Errors as ``append``."""
         return _embedded.publish(self, messages)
 
+    def publish_values(
+        self,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        timestamp_ms: int | Sequence[int] | npt.NDArray[np.int64] | None = None,
+    ) -> int:
+        """Columnar ``publish``: one record per value (None = null), ``keys`` one per value
+        or None (all null), ``timestamp_ms`` one int for all, one per value, or None (now).
+        No headers. Encoded vectorised into record batches v2 (split at
+        max.message.bytes); waits until durable under the default policy; returns the
+        next offset. ValueError on mismatched lengths; errors otherwise as ``append``."""
+        return _fastpath.publish_values(self, values, keys, timestamp_ms)
+
+    def consume_columns(self, offset: int, max_count: int) -> RecordColumns:
+        """Columnar ``consume``: up to ``max_count`` records from ``offset`` as numpy
+        columns (``RecordColumns``: offsets, timestamps ms, key/value positions and
+        lengths in one buffer, ``packed_values()`` for Arrow, ``messages()``); its
+        ``next_offset`` is where to continue. Decoded vectorised (control batches skipped,
+        compressed batches through kafka-python's codecs). OFFSET_OLDEST / OFFSET_NEWEST
+        as ``consume``; InvalidOffsetError outside [log start, log end];
+        CorruptRecordError on undecodable records."""
+        return _fastpath.consume_columns(self, offset, max_count)
+
     def consume(self, offset: int, max_count: int) -> tuple[int, list[Message]]:
         """Up to ``max_count`` messages from ``offset``; returns ``(next offset, messages)``.
         OFFSET_OLDEST starts at the log start; OFFSET_NEWEST returns ``(next offset, [])``.
@@ -337,12 +399,47 @@ class Log(LogReader):
         return _embedded.consume(self, offset, max_count)
 
     def consume_blocking(
-        self, offset: int, max_count: int, timeout_s: float
+        self,
+        offset: int,
+        max_count: int,
+        timeout_s: float,
+        *,
+        cancel: CancelToken | None = None,
     ) -> tuple[int, list[Message]]:
         """As ``consume``, but when no message is available yet waits up to ``timeout_s``
-        seconds for one (woken by appends; a read-only log polls every 50 ms). Returns
-        ``(offset, [])`` on timeout; OFFSET_NEWEST waits for the next message published."""
-        return _embedded.consume_blocking(self, offset, max_count, timeout_s)
+        seconds for one (woken by the writer in this process, no polling; a read-only log
+        polls every 50 ms). Returns ``(next offset, [])`` on timeout; OFFSET_NEWEST waits
+        for the next message published. ``cancel`` (a ``CancelToken``) stops the wait from
+        another thread: ``concurrent.futures.CancelledError``. Raises InvalidOffsetError
+        (outside [log start, log end]), LogClosedError (also when the log closes while
+        waiting)."""
+        return _blocking.consume_blocking(self, offset, max_count, timeout_s, cancel=cancel)
+
+    async def consume_blocking_async(
+        self, offset: int, max_count: int, timeout_s: float
+    ) -> tuple[int, list[Message]]:
+        """``consume_blocking`` for asyncio: awaits (no thread, no polling) until a message
+        is visible, ``timeout_s`` passes (``(next offset, [])``) or the task is cancelled
+        (``asyncio.CancelledError``). Same errors. See ``seglog.aio``."""
+        from seglog.aio import consume_blocking_async  # noqa: PLC0415  (storage has no asyncio)
+
+        return await consume_blocking_async(self, offset, max_count, timeout_s)
+
+    def wait_for_offset(self, offset: int) -> Future[int]:
+        """A future completing with the high watermark once the message at ``offset`` is
+        visible (high watermark > ``offset``), failing with LogClosedError when the log
+        closes or goes offline; cancel it to stop waiting. Woken by this process's writer;
+        a read-only log completes it only from ``refresh`` (poll). Any number of waiters."""
+        return self._notifier.wait(offset)
+
+    def consume_by_key(self, key: bytes, offset: int, max_count: int) -> tuple[int, list[Message]]:
+        """Up to ``max_count`` messages with ``key`` from ``offset`` on (sentinels
+        allowed): ``(next offset, messages)``. Returns at once (next offset = high
+        watermark) when the key index shows no later message with that key; else scans
+        and decodes the batches in between. NoIndexError without ``key_index``,
+        InvalidOffsetError outside [log start, log end]."""
+        self._check_open()
+        return _keyindex.consume_by_key(self, key, offset, max_count)
 
     def get(self, offset: int) -> Message:
         """The message at ``offset``: InvalidOffsetError outside [log start, high
@@ -358,11 +455,7 @@ class Log(LogReader):
     def offset_by_key(self, key: bytes) -> int:
         """Offset of the last message with ``key``; errors as ``get_by_key``."""
         self._check_open()
-        if self._keys is None:
-            raise NoIndexError(f"log {self.directory} was opened without key_index")
-        offset = self._keys.get(key)
-        if offset is None:
-            raise NotFoundError(f"no message with key {key!r}")
+        offset = _keyindex.get_offset(self, key)
         if offset >= self._hwm and self._sync is not None:
             self.sync_future(offset + 1).result()
         return offset
@@ -373,6 +466,12 @@ class Log(LogReader):
         if found is None:
             raise NotFoundError(f"no message at or after {timestamp_ms} ms")
         return found
+
+    def get_by_time(self, timestamp_ms: int) -> Message:
+        """The first message whose timestamp is >= ``timestamp_ms`` (ms since the epoch),
+        found through the time index (klevdb's GetByTime). NotFoundError if none is
+        visible, LogClosedError."""
+        return _embedded.get(self, self.offset_by_time(timestamp_ms)[0])
 
     def next_offset(self) -> int:
         """The log end offset: the offset the next published message gets."""
@@ -391,6 +490,33 @@ class Log(LogReader):
             "high_watermark": self._hwm,
         }
 
+    def stats(self) -> LogStats:
+        """Per log and per segment statistics (records, batches, bytes, first/last offsets
+        and times, index sizes) and the file operation counters; reads each visible
+        batch header once. LogClosedError when closed."""
+        return _stats.log_stats(self)
+
+    def gc(self, unused_for_s: float) -> int:
+        """Close the read handles of segments unused for ``unused_for_s`` seconds
+        (klevdb's GC; never the active segment); reopened on the next read. Returns how
+        many were closed."""
+        return _gc.gc(self, unused_for_s)
+
+    def start_gc(self, every_s: float = 60.0, unused_for_s: float = 300.0) -> None:
+        """Run ``gc(unused_for_s)`` every ``every_s`` seconds on a daemon thread until
+        ``close`` (replaces a previous schedule)."""
+        self._check_open()
+        if self._stop_gc is not None:
+            self._stop_gc()
+        self._stop_gc = _gc.start_gc(self, every_s, unused_for_s)
+
+    def backup(self, dest: str | os.PathLike[str]) -> BackupReport:
+        """Online, consistent backup of this log to the new directory ``dest`` (see
+        ``seglog.storage.backup``)."""
+        from seglog.storage._backup import backup  # noqa: PLC0415  (backup imports Log)
+
+        return backup(self, dest)
+
     # -- closing ---------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -400,9 +526,17 @@ class Log(LogReader):
             if self._closed:
                 return
             self._closed = True
+        if self._stop_gc is not None:
+            self._stop_gc()
         if self._sync is not None:
             self._sync.close()
+        self._notifier.close("closed")
         clean = self._offline is None and not self.read_only
+        if clean and self._keys is not None:
+            try:
+                _keyindex.save_key_index(self.directory, self._keys, self, self._log_end)
+            except (OSError, StorageError) as e:  # derived data: rebuilt at the next open
+                _logger.warning("cannot write the key index of %s: %s", self.directory, e)
         for seg in self._segments:
             if clean and seg is self._segments[-1]:
                 try:
@@ -412,6 +546,7 @@ class Log(LogReader):
                     _logger.error("final fsync of %s failed: %s", seg.path, e)
                     clean = False
             seg.close()
+        _maint.close_retired(self, force=True)
         if clean:
             marker = {"log_end_offset": self._log_end, "time_ms": _now_ms()}
             _files.write_small_file(

@@ -17,12 +17,14 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from seglog.errors import InvalidOffsetError, LogClosedError
-from seglog.storage import _embedded, _files
+from seglog.storage import _embedded, _files, _maint
 from seglog.storage._batch import HEADER_SIZE, parse_header
 from seglog.storage._config import LogConfig
 from seglog.storage._keyindex import KeyIndex
 from seglog.storage._message import OFFSET_NEWEST, OFFSET_OLDEST
+from seglog.storage._notify import Notifier
 from seglog.storage._segment import Segment
+from seglog.storage._stats import FileCounters
 
 __all__ = ["FileSlice", "LogReader"]
 
@@ -53,15 +55,20 @@ class LogReader:
     _offline: BaseException | None
     _log_end: int
     _hwm: int
+    _log_start: int  # persisted floor of the log start offset (retention, DeleteRecords)
     _keys: KeyIndex | None
+    _notifier: Notifier
+    counters: FileCounters
 
     # -- offsets ---------------------------------------------------------------------------
 
     @property
     def log_start_offset(self) -> int:
-        """First offset still stored (base offset of the first segment)."""
+        """First offset still readable: the base offset of the first segment, or higher
+        once retention or DeleteRecords moved it (``log-start-offset`` checkpoint)."""
         segs = self._segments
-        return segs[0].base_offset if segs else self._log_end
+        start = max(segs[0].base_offset, self._log_start) if segs else self._log_end
+        return min(start, self._log_end)
 
     @property
     def log_end_offset(self) -> int:
@@ -89,6 +96,8 @@ class LogReader:
         with self._lock:
             self._check_open()
             bases = _files.list_segment_bases(self.directory)
+            self._log_start = _maint.read_log_start_checkpoint(self.directory)
+            cleaned_end = _maint.read_cleaner_checkpoint(self.directory)
             segs = self._segments
             if segs and segs[-1].base_offset in bases:
                 tail = segs[-1]
@@ -104,6 +113,9 @@ class LogReader:
                 ):
                     break  # the previous segment still ends in a torn/incomplete batch
                 seg = Segment(self.directory, b, read_only=True)
+                seg.allow_gaps = b < cleaned_end
+                seg.counters = self.counters
+                self.counters.opens += 1
                 seg.scan(self.config.index_interval_bytes, verify_crc=True, max_bytes=1 << 31)
                 segs = [*segs, seg]
             self._segments = segs
@@ -113,6 +125,8 @@ class LogReader:
             if self._keys is not None and self._log_end > old_end:
                 for batch in self.batches(old_end, self._log_end):
                     self._keys.add(batch)
+            if self._log_end > old_end:
+                self._notifier.notify(self._log_end)  # tailers waiting on this reader
             return self._log_end
 
     def _locate(self, offset: int, upper: int) -> tuple[Segment, int, int] | None:
@@ -140,9 +154,15 @@ class LogReader:
             offset = self.log_start_offset
         elif offset == OFFSET_NEWEST:
             offset = hw
-        if offset < self.log_start_offset or offset > self._log_end:
+        start = self.log_start_offset
+        if offset < start:
             raise InvalidOffsetError(
-                f"offset {offset} outside [{self.log_start_offset}, {self._log_end}]"
+                f"offset {offset} is below the log start offset {start} "
+                f"(removed by retention or DeleteRecords); valid: [{start}, {self._log_end}]"
+            )
+        if offset > self._log_end:
+            raise InvalidOffsetError(
+                f"offset {offset} outside [{start}, {self._log_end}] (past the log end)"
             )
         return offset, up
 

@@ -11,14 +11,19 @@ import bisect
 import os
 import pathlib
 import struct
+import threading
+import time
 from array import array
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from seglog.errors import StorageError
+from seglog.errors import InvalidOffsetError, LogClosedError, StorageError
 from seglog.storage import _files
 from seglog.storage._batch import HEADER_SIZE, BatchHeader, Scanned, parse_header, scan_buffer
 from seglog.storage._index import OffsetIndex, TimeIndex
+
+if TYPE_CHECKING:
+    from seglog.storage._stats import FileCounters
 
 __all__ = ["Placed", "ScanResult", "Segment", "create_segment"]
 
@@ -53,7 +58,13 @@ class Segment:
         self.read_only = read_only
         self.path = _files.log_path(directory, base_offset)
         flags = os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT
-        self.fd = os.open(self.path, flags, 0o644)
+        self._flags = flags
+        self._fd = os.open(self.path, flags, 0o644)
+        self._fd_lock = threading.Lock()
+        self.last_used = time.monotonic()
+        """``time.monotonic()`` of the last use of ``fd`` (idle handle GC)."""
+        self.counters: FileCounters | None = None
+        """The owning log's file counters (set by the Log), counting reopens."""
         self.size = 0
         """Bytes of whole valid batches (the visible end of the file)."""
         self.next_offset = base_offset
@@ -68,6 +79,48 @@ class Segment:
         self._files_consistent = True
         self.index_suspect = False
         """Set when a lookup found the offset index disagreeing with the log."""
+        self.allow_gaps = False
+        """Offset gaps between batches are legal here (a segment the cleaner rewrote, below
+        the ``cleaner-offset-checkpoint``); else a gap is corruption."""
+
+    # -- the file handle (closed when idle by Log.gc, reopened on demand) -----------------
+
+    @property
+    def fd(self) -> int:
+        """The ``.log`` file descriptor, reopened if ``release_fd`` closed it. Use it at
+        once (a handle idle for longer than the GC's ``unused_for_s`` may be closed).
+        InvalidOffsetError if the file was removed meanwhile (retention), LogClosedError
+        after ``close``."""
+        self.last_used = time.monotonic()
+        fd = self._fd
+        if fd >= 0:
+            return fd
+        with self._fd_lock:
+            if self._fd < 0:
+                if self.closed:
+                    raise LogClosedError(f"segment {self.path} is closed")
+                try:
+                    self._fd = os.open(self.path, self._flags)
+                except FileNotFoundError as e:
+                    raise InvalidOffsetError(f"segment {self.path.name} was removed") from e
+                if self.counters is not None:
+                    self.counters.opens += 1
+            return self._fd
+
+    @property
+    def fd_is_open(self) -> bool:
+        """Whether the ``.log`` handle is open now."""
+        return self._fd >= 0
+
+    def release_fd(self, used_before: float) -> bool:
+        """Close the ``.log`` handle if it was last used before ``used_before``
+        (``time.monotonic()``); True if closed. Only for segments no writer appends to."""
+        with self._fd_lock:
+            if self._fd < 0 or self.closed or self.last_used >= used_before:
+                return False
+            fd, self._fd = self._fd, -1
+        os.close(fd)
+        return True
 
     # -- loading -------------------------------------------------------------------------
 
@@ -83,7 +136,13 @@ class Segment:
         while end - pos >= HEADER_SIZE:
             buf = os.pread(self.fd, min(want, end - pos), pos)
             found, stop, invalid = scan_buffer(
-                buf, 0, expect, verify_crc=verify_crc, max_bytes=max_bytes, max_last_offset=limit
+                buf,
+                0,
+                expect,
+                verify_crc=verify_crc,
+                max_bytes=max_bytes,
+                max_last_offset=limit,
+                allow_gaps=self.allow_gaps,
             )
             for p, base, size, mts, nxt in found:
                 yield pos + p, base, size, mts, nxt
@@ -345,7 +404,10 @@ class Segment:
             self.closed = True
             self.index.close()
             self.time_index.close()
-            os.close(self.fd)
+            with self._fd_lock:
+                fd, self._fd = self._fd, -1
+            if fd >= 0:
+                os.close(fd)
 
 
 def _lookup(index: OffsetIndex, rel: int, n: int) -> tuple[int, int]:

@@ -1,0 +1,29 @@
+"""Samples of the Spark phase, kept apart from ``_spark`` so that a run without pyspark
+can still report the Spark rows as failed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from seglog.bench._report import Samples
+
+__all__ = ["SOURCES", "SparkResults"]
+
+SOURCES = ("seglog", "parquet", "json")
+
+
+@dataclass
+class SparkResults:
+    """rows/s samples per source (``SOURCES``) for count() and for groupBy(key)."""
+
+    count: dict[str, Samples] = field(
+        default_factory=lambda: {s: Samples("rows/s") for s in SOURCES}
+    )
+    group_by: dict[str, Samples] = field(
+        default_factory=lambda: {s: Samples("rows/s") for s in SOURCES}
+    )
+
+    def fail(self, source: str, error: str) -> None:
+        """Record ``error`` for every measurement of ``source``."""
+        self.count[source].error = self.count[source].error or error
+        self.group_by[source].error = self.group_by[source].error or error

@@ -1,0 +1,152 @@
+"""Vectorised zigzag varints (Kafka's record fields, protobuf style) and byte scatter/gather.
+
+Record batch v2 records (Kafka's DefaultRecord) store lengths, deltas and counts as zigzag
+varints: ``z = (n << 1) ^ (n >> 63)``, 7 bits per byte, least significant group first,
+high bit set on every byte but the last (1 to 10 bytes). Everything here works on numpy
+arrays of many values at once; the only Python loops are over the byte index of a varint
+(at most 10) and over runs of equally spaced fields (``_runs``).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import numpy.typing as npt
+
+from seglog.errors import CorruptRecordError
+
+__all__ = ["I64", "U8", "decode_varints", "encode_varints", "gather", "scatter", "varint_sizes"]
+
+I64 = npt.NDArray[np.int64]
+U8 = npt.NDArray[np.uint8]
+_U64 = npt.NDArray[np.uint64]
+
+_SEVEN = np.uint64(7)
+_LOW7 = np.uint64(0x7F)
+_ONE = np.uint64(1)
+_THRESHOLDS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
+
+
+def _zigzag(values: I64) -> _U64:
+    return ((values << 1) ^ (values >> 63)).view(np.uint64)
+
+
+def varint_sizes(values: I64) -> I64:
+    """Bytes of each value as a zigzag varint (1 to 10)."""
+    z = _zigzag(values)
+    return np.searchsorted(_THRESHOLDS, z, side="right").astype(np.int64) + 1
+
+
+def encode_varints(out: U8, positions: I64, values: I64, sizes: I64) -> None:
+    """Write each value as a zigzag varint of ``sizes`` bytes at ``out[positions]``."""
+    z = _zigzag(values)
+    if len(z) == 0:
+        return
+    top = int(sizes.max())
+    if top == 1:
+        out[positions] = z.astype(np.uint8)
+        return
+    for k in range(top):
+        sel = np.flatnonzero(sizes > k)
+        byte = (z[sel] >> np.uint64(7 * k)) & _LOW7
+        byte |= np.where(sizes[sel] > k + 1, np.uint64(0x80), np.uint64(0))
+        out[positions[sel] + k] = byte.astype(np.uint8)
+
+
+def decode_varints(buf: U8, positions: I64, *, strict: bool = True) -> tuple[I64, I64]:
+    """Decode one zigzag varint at each position: ``(values, positions after them)``.
+
+    Bytes past the end of ``buf`` read as the last byte (a caller checking record lengths
+    sees the overrun). A varint longer than 10 bytes raises CorruptRecordError, or with
+    ``strict=False`` (probing guessed positions) ends 11 bytes on."""
+    limit = len(buf) - 1
+    first = buf[np.minimum(positions, limit)]
+    more = np.flatnonzero(first >= 0x80)
+    raw = first.astype(np.uint64)
+    size = np.ones(len(positions), dtype=np.int64)
+    if len(more):
+        raw[more] &= _LOW7
+        idx, pos = more, positions[more]
+        for k in range(1, 10):
+            b = buf[np.minimum(pos + k, limit)]
+            raw[idx] |= (b.astype(np.uint64) & _LOW7) << np.uint64(7 * k)
+            size[idx] += 1
+            cont = b >= 0x80
+            if not cont.any():
+                break
+            idx, pos = idx[cont], pos[cont]
+        else:
+            if strict:
+                raise CorruptRecordError("varint longer than 10 bytes")
+            size[idx] += 1
+    values = (raw >> _ONE).view(np.int64) ^ -(raw & _ONE).view(np.int64)
+    return values, positions + size
+
+
+def _runs(a: I64, b: I64, lengths: I64) -> list[tuple[int, int]]:
+    """Split rows into runs ``[i, j)`` where ``a``, ``b`` both advance by a constant step
+    and ``lengths`` is constant (so each run is one strided copy)."""
+    n = len(lengths)
+    if n <= 2:
+        return [(i, i + 1) for i in range(n)]
+    da, db = np.diff(a), np.diff(b)
+    brk = (lengths[1:] != lengths[:-1]).copy()
+    brk[1:] |= (da[1:] != da[:-1]) | (db[1:] != db[:-1])
+    starts = [0, *(np.flatnonzero(brk) + 1).tolist(), n]
+    return list(itertools.pairwise(starts))
+
+
+def _copy_runs(
+    dst: U8, dst_pos: I64, src: U8, src_pos: I64, lengths: I64, *, max_runs: int
+) -> bool:
+    """Copy ``src[src_pos[i]:+lengths[i]]`` to ``dst[dst_pos[i]:]`` as strided 2-D copies,
+    one per run; False (nothing copied) when there would be more than ``max_runs`` runs."""
+    runs = _runs(dst_pos, src_pos, lengths)
+    if len(runs) > max_runs:
+        return False
+    strided = np.lib.stride_tricks.as_strided
+    for i, j in runs:
+        width = int(lengths[i])
+        if width <= 0:
+            continue
+        rows = j - i
+        d0, s0 = int(dst_pos[i]), int(src_pos[i])
+        dstep = int(dst_pos[i + 1] - d0) if rows > 1 else 0
+        sstep = int(src_pos[i + 1] - s0) if rows > 1 else 0
+        d = strided(dst[d0:], shape=(rows, width), strides=(dstep, 1), writeable=True)
+        s = strided(src[s0:], shape=(rows, width), strides=(sstep, 1), writeable=False)
+        d[...] = s
+    return True
+
+
+def _flat_index(starts: I64, lengths: I64) -> I64:
+    """Concatenated ``range(starts[i], starts[i] + lengths[i])`` for every row."""
+    total = int(lengths.sum())
+    shift = np.zeros(len(lengths), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=shift[1:])
+    idx = np.repeat(starts - shift, lengths)
+    idx += np.arange(total, dtype=np.int64)
+    return idx
+
+
+def scatter(out: U8, positions: I64, blob: U8, lengths: I64) -> None:
+    """Copy consecutive pieces of ``blob`` (``lengths[i]`` bytes each, in order) to
+    ``out[positions[i]:]`` (lengths >= 0)."""
+    src = np.zeros(len(lengths), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=src[1:])
+    if _copy_runs(out, positions, blob, src, lengths, max_runs=max(4, len(lengths) // 16)):
+        return
+    out[_flat_index(positions, lengths)] = blob
+
+
+def gather(buf: U8, positions: I64, lengths: I64) -> tuple[I64, U8]:
+    """Pack ``buf[positions[i]:+lengths[i]]`` (a length of -1 = null, packed as empty) into
+    one array: ``(offsets of n + 1 entries, data)``, Arrow's binary layout."""
+    size = np.maximum(lengths, 0)
+    offsets = np.zeros(len(size) + 1, dtype=np.int64)
+    np.cumsum(size, out=offsets[1:])
+    data = np.empty(int(offsets[-1]), dtype=np.uint8)
+    if not _copy_runs(data, offsets[:-1], buf, positions, size, max_runs=max(4, len(size) // 16)):
+        data[...] = buf[_flat_index(positions, size)]
+    return offsets, data

@@ -1,0 +1,83 @@
+"""Crash-test writers: a fork server ("zygote") whose children publish until SIGKILLed.
+
+Starting a Python that imports seglog costs ~0.5 s on the CI machine; forking a process
+that already did costs ~2 ms, so hundreds of kill -9 cycles stay cheap. The zygote is
+single-threaded (it never opens a log itself), so fork is safe.
+
+Protocol (text lines on the zygote's stdin/stdout):
+
+- test → zygote: ``run <json>`` with ``{"path", "config": {LogConfig fields},
+  "seed", "max_batch"}``;
+- child → test: ``pid <pid>``, then ``ack <start> <end>`` after every ``publish`` that
+  returned (offsets ``[start, end)`` acknowledged), ``err <text>`` if it fails;
+- zygote → test: ``exit <pid> <wait status>`` once the child is reaped.
+
+Every message is a pure function of its offset (:func:`expected_message`), so a verifier
+can check any stored message byte for byte without knowing how batches were cut.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+
+BASE_TS = 1_700_000_000_000
+
+
+def expected_message(offset: int) -> tuple[bytes, bytes, int]:
+    """``(key, value, timestamp ms)`` of the message a crash writer stores at ``offset``:
+    values of 1-300 bytes, one in 40 of 20-100 KiB (large batches make SIGKILL land
+    inside a write, leaving torn tails)."""
+    rng = random.Random(offset * 7919 + 17)
+    size = rng.randint(20_000, 100_000) if rng.random() < 0.025 else rng.randint(1, 300)
+    return b"k%d" % (offset % 97), rng.randbytes(size), BASE_TS + offset
+
+
+def _child(spec: dict[str, object]) -> None:
+    from seglog.storage import Message, open_log
+
+    out = sys.stdout.fileno()
+    os.write(out, b"pid %d\n" % os.getpid())
+    try:
+        config = dict(spec["config"])  # type: ignore[call-overload]
+        log = open_log(str(spec["path"]), create=True, **config)
+        rng = random.Random(int(spec["seed"]))  # type: ignore[call-overload]
+        max_batch = int(spec.get("max_batch", 40))  # type: ignore[call-overload]
+        while True:
+            start = log.next_offset()
+            n = rng.randint(1, max_batch)
+            msgs = []
+            for o in range(start, start + n):
+                key, value, ts = expected_message(o)
+                msgs.append(Message(key=key, value=value, timestamp=ts))
+            end = log.publish(msgs)
+            os.write(out, b"ack %d %d\n" % (start, end))
+    except BaseException as e:
+        os.write(out, ("err " + repr(e).replace("\n", " ") + "\n").encode())
+        os._exit(3)
+
+
+def main() -> None:
+    """Serve ``run`` requests on stdin until EOF."""
+    import seglog.storage  # noqa: F401  (import once, before forking)
+
+    for line in sys.stdin:
+        cmd, _, arg = line.strip().partition(" ")
+        if cmd != "run":
+            continue
+        spec = json.loads(arg)
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _child(spec)
+            finally:
+                os._exit(4)
+        _, status = os.waitpid(pid, 0)
+        os.write(sys.stdout.fileno(), b"exit %d %d\n" % (pid, status))
+
+
+if __name__ == "__main__":
+    main()

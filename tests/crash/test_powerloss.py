@@ -1,0 +1,46 @@
+"""Power loss on a FUSE filesystem that drops everything not fsynced.
+
+fsync "always" (the default: fsync before acknowledging) must lose nothing acknowledged;
+"none" (flush.messages huge: acknowledged at once, never fsynced) must show loss, proving
+the harness can see it (negative control).
+"""
+
+from __future__ import annotations
+
+from ._harness import crash_cycles
+from ._mounts import lazy_mount
+from .conftest import record_figure
+
+CYCLES = 100
+SEGMENT = {"segment_bytes": 128 << 10, "index_interval_bytes": 4096}
+
+
+def test_power_loss_fsync_always_loses_nothing(tmp_path, zygote):
+    with lazy_mount(tmp_path / "mnt") as fs:
+        stats = crash_cycles(
+            zygote, fs.path / "p", CYCLES, config=SEGMENT, seed=7, power_loss=fs.power_loss
+        )
+        counters = fs.counters()
+    record_figure(stats.line("power loss (fsync always)") + f", fs counters {counters}")
+    assert stats.cycles == CYCLES
+    assert counters["powerloss"] == CYCLES
+    assert stats.lost_acked == 0
+    assert stats.acked_messages > CYCLES
+
+
+def test_power_loss_fsync_none_shows_loss(tmp_path, zygote):
+    config = {**SEGMENT, "flush_messages": 1 << 62}
+    with lazy_mount(tmp_path / "mnt") as fs:
+        stats = crash_cycles(
+            zygote,
+            fs.path / "p",
+            CYCLES,
+            config=config,
+            seed=8,
+            power_loss=fs.power_loss,
+            allow_loss=True,
+        )
+    record_figure(stats.line("power loss (fsync none, negative control)"))
+    assert stats.cycles == CYCLES
+    assert stats.lost_acked > 0, "the harness saw no loss without fsync: it cannot see loss"
+    assert stats.cycles_with_loss > CYCLES // 4
