@@ -43,7 +43,7 @@ from kafka.protocol.producer import ProduceRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 from seglog.bench._disk import raw_append_rate
-from seglog.bench._kafka import Rate, create_topic, produce
+from seglog.bench._kafka import Rate, create_topic, fetch_confluent, produce
 from seglog.broker._testing import BrokerProcess, free_port, start_broker
 
 SIZES = (1024, 100)
@@ -218,6 +218,7 @@ def run(args: argparse.Namespace) -> None:
     labels = ["this tree"] + ([f"PYTHONPATH={args.compare_with}"] if args.compare_with else [])
     seglog: dict[tuple[str, int], list[Rate]] = {(b, s): [] for b in labels for s in SIZES}
     cpu: dict[tuple[str, int], list[tuple[float, float]]] = {k: [] for k in seglog}
+    fetched: dict[str, list[tuple[Rate, float]]] = {b: [] for b in labels}
     prof = Path(args.profile) / "broker.prof" if args.profile else None
     brokers: dict[str, BrokerProcess] = {}
     try:
@@ -259,6 +260,19 @@ def run(args: argparse.Namespace) -> None:
                             f"msgs/s {rate.mb_per_s:6.1f} MB/s CPU "
                             f"{(loop_s + other_s) / gb:5.2f} s/GB (loop {loop_s / gb:.2f}, "
                             f"other threads {other_s / gb:.2f})",
+                            flush=True,
+                        )
+                        if size != 1024 or args.skip_fetch:
+                            continue
+                        before = thread_cpu(broker.process.pid)
+                        rate = fetch_confluent(broker.bootstrap, topic, n)
+                        loop_s, other_s = cpu_delta(before, thread_cpu(broker.process.pid))
+                        fetched[label].append((rate, loop_s + other_s))
+                        gb = rate.value_bytes / 1e9
+                        print(
+                            f"[{r + 1}] {label[:24]:24s} fetch 1 KiB {rate.msgs_per_s:9.0f} "
+                            f"msgs/s {rate.mb_per_s:6.1f} MB/s CPU "
+                            f"{(loop_s + other_s) / gb:5.2f} s/GB",
                             flush=True,
                         )
         finally:
@@ -325,6 +339,7 @@ def main() -> None:
     parser.add_argument("--profile", default=None, help="run the broker under cProfile")
     parser.add_argument("--top", type=int, default=30, help="functions printed per profile")
     parser.add_argument("--skip-client", action="store_true", help="no client-only runs")
+    parser.add_argument("--skip-fetch", action="store_true", help="no fetch runs")
     parser.add_argument(
         "--compare-with",
         default=None,

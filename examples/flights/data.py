@@ -122,10 +122,12 @@ def iter_flight_records(path: Path | None = None) -> Iterator[tuple[bytes, bytes
 
 
 def read_flights_frame(path: Path | None = None) -> pd.DataFrame:
-    """The whole CSV as a DataFrame (``NA`` → missing; nullable integer columns Int64)."""
-    dtypes = dict.fromkeys(INT_COLUMNS, "Int64") | dict.fromkeys(STRING_COLUMNS, "string")
-    return pd.read_csv(path or flights_csv_path(), dtype=dtypes, keep_default_na=False,
-                       na_values=[_MISSING])  # fmt: skip
+    """The whole CSV as a DataFrame; only the literal ``NA`` is missing (NaN).
+
+    Integer columns with missing values (dep_time, dep_delay, ...) come out float64,
+    which holds those integers exactly; the others int64; text columns object.
+    """
+    return pd.read_csv(path or flights_csv_path(), keep_default_na=False, na_values=[_MISSING])
 
 
 def reference_delays(flights: pd.DataFrame | None = None) -> pd.DataFrame:

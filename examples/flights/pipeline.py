@@ -26,7 +26,6 @@ the checkpoint's exactly-once offsets carry over to the outputs' final state.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -49,7 +48,6 @@ __all__ = [
     "make_spark_session",
     "normalize",
     "read_delays_parquet",
-    "read_delays_topic",
     "run_pipeline",
 ]
 
@@ -239,24 +237,3 @@ def normalize(frame: pd.DataFrame) -> pd.DataFrame:
     for name in ("mean_dep_delay_min", "share_late"):
         frame[name] = frame[name].astype("float64")
     return frame.sort_values(list(GROUP_COLUMNS)).reset_index(drop=True)
-
-
-def read_delays_topic(spark: SparkSession, source_path: Path) -> pd.DataFrame:
-    """The current table held by topic ``flight-delays``: the last record of each key.
-
-    Reads the topic with a batch ``spark.read.format("seglog")`` over the broker's data
-    directory (``source_path``). A key always maps to one partition, so its highest
-    offset is its latest record. Returns the table as :func:`normalize` shapes it.
-    """
-    records = cast(
-        pd.DataFrame,
-        spark.read.format("seglog")
-        .option("path", str(source_path))
-        .option("subscribe", DELAYS_TOPIC)
-        .load()
-        .select(F.col("key").cast("string").alias("key"), "value", "partition", "offset")
-        .toPandas(),
-    )
-    latest = records.sort_values(["partition", "offset"]).drop_duplicates("key", keep="last")
-    rows = [json.loads(bytes(value)) for value in latest["value"]]
-    return normalize(pd.DataFrame(rows, columns=list(RESULT_COLUMNS)))

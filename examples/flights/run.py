@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from examples.flights.broker import BrokerError, running_broker
+from examples.flights.changelog import ChangelogError, consume_topic, latest_per_key
 from examples.flights.data import (
     FLIGHTS_ROWS,
     airline_names,
@@ -33,7 +34,7 @@ from examples.flights.pipeline import (
     FLIGHTS_TOPIC,
     BatchProgress,
     make_spark_session,
-    read_delays_topic,
+    normalize,
     run_pipeline,
 )
 from examples.flights.summary import print_summary, table_differences
@@ -122,7 +123,7 @@ def run_demo(
                 )
             with phases.phase(f"check Parquet and topic {DELAYS_TOPIC!r} against pandas"):
                 expected = reference_delays()
-                topic_table = read_delays_topic(spark, broker_dir)
+                topic_table = normalize(latest_per_key(consume_topic(bootstrap, DELAYS_TOPIC)))
                 _check(console, "Parquet", table_differences(table, expected))
                 _check(console, DELAYS_TOPIC, table_differences(topic_table, expected))
                 console.print(
@@ -131,7 +132,7 @@ def run_demo(
                 )
             with phases.phase("stop Spark and seglog serve"):
                 running.close()
-    except (BrokerError, LoadError, PySparkException) as exc:
+    except (BrokerError, LoadError, ChangelogError, PySparkException) as exc:
         raise DemoError(str(exc)) from exc
     print_summary(console, table, airlines=airline_names(), phases=phases.elapsed)
 

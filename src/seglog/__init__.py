@@ -19,12 +19,16 @@ from seglog.storage import (
     OFFSET_NEWEST,
     OFFSET_OLDEST,
     AppendInfo,
+    CancelToken,
     DataDir,
     Log,
     LogConfig,
     Message,
     TopicInfo,
+    TypedLog,
+    TypedMessage,
     open_log,
+    open_typed_log,
 )
 
 __version__ = "0.1.0"
@@ -34,11 +38,15 @@ __all__ = [  # noqa: PLE0604  (errors re-exported from seglog.errors)
     "OFFSET_NEWEST",
     "OFFSET_OLDEST",
     "AppendInfo",
+    "CancelToken",
     "DataDir",
     "Log",
     "LogConfig",
     "Message",
     "TopicInfo",
+    "TypedLog",
+    "TypedMessage",
     "__version__",
     "open_log",
+    "open_typed_log",
 ]

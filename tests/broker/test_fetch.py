@@ -5,8 +5,14 @@ from __future__ import annotations
 import struct
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
+import pytest
+from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import MetadataRequest
+
+from seglog.broker._testing import BrokerProcess
 
 from ._wire import Wire, ensure_topic, fetch_request, make_batch, produce, produce_request, values
 
@@ -102,3 +108,61 @@ def test_disconnect_while_waiting_for_fsync(broker: str, topic: str) -> None:
         assert base % 10 == 0  # whole batches of 10 before it, none torn
         resp = w.call(fetch_request(topic, {0: base}))
     assert values(resp.responses[0].partitions[0].records) == [b"after"]
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 16])
+def test_records_spliced_unchanged_across_partitions_and_topics(
+    broker_factory: Callable[..., BrokerProcess], version: int
+) -> None:
+    """Several partitions of two topics with data in one response (flexible and not):
+    every partition's bytes are exactly the stored batches, sizes and offsets intact."""
+    proc = broker_factory(["--num-partitions", "3"])
+    stored: dict[tuple[str, int], bytes] = {}
+    with Wire(proc.bootstrap) as w:
+        ids = {name: ensure_topic(w, name) for name in ("s1", "s2")}
+        for name in ids:
+            for p in range(3):
+                batch = make_batch([f"{name}-{p}-{i}".encode() * (p + 1) for i in range(5)])
+                resp = w.call(produce_request(name, batch, partition=p))
+                assert resp.responses[0].partition_responses[0].error_code == 0
+                patched = bytearray(batch)
+                patched[0:8] = b"\x00" * 8  # baseOffset 0: the first batch of the partition
+                stored[(name, p)] = bytes(patched)
+        req = FetchRequest[version]
+
+        def part(p: int) -> Any:
+            return req.FetchTopic.FetchPartition(
+                partition=p,
+                fetch_offset=0,
+                partition_max_bytes=1 << 20,
+                current_leader_epoch=-1,
+                log_start_offset=-1,
+                last_fetched_epoch=-1,
+            )
+
+        topics = [
+            req.FetchTopic(topic_id=ids[name], partitions=[part(p) for p in range(3)])
+            if version >= 13
+            else req.FetchTopic(topic=name, partitions=[part(p) for p in range(3)])
+            for name in ids
+        ]
+        resp = w.call(
+            req(
+                replica_id=-1,
+                max_wait_ms=0,
+                min_bytes=1,
+                max_bytes=1 << 20,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=topics,
+                forgotten_topics_data=[],
+                rack_id="",
+            )
+        )
+    got = {}
+    for t, name in zip(resp.responses, ids, strict=True):
+        for p in t.partitions:
+            assert (p.error_code, p.high_watermark) == (0, 5)
+            got[(name, p.partition_index)] = bytes(p.records)
+    assert got == stored

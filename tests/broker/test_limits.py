@@ -14,6 +14,7 @@ from pathlib import Path
 import crc32c
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
+from seglog.broker._bounds import WALK_ABOVE_BYTES
 from seglog.broker._testing import BrokerProcess
 
 from ._wire import (
@@ -159,9 +160,10 @@ def test_huge_array_count_closes_before_decoding(broker: str, topic: str, data_d
         produce(w, topic, [b"x"])
     digest = tree_digest(data_dir)
     header = struct.pack(">hhih", 3, 12, 1, 1) + b"c" + b"\x00"  # Metadata v12, flexible
+    pad = b"\x00" * (WALK_ABOVE_BYTES + 100)  # large enough to be walked before decoding
     bodies = [
-        b"\xff\xff\xff\xff\x07" + b"\x00" * 16,  # topics: 2^31-2 elements in 21 bytes
-        b"\x81\x80\x04" + b"\x00" * 200,  # 65,536 topics claimed, 200 bytes follow
+        b"\xff\xff\xff\xff\x07" + pad,  # topics: 2^31-2 elements
+        b"\x81\x80\x04" + pad,  # 65,536 topics claimed, ~4 KiB follow
     ]
     for body in bodies:
         with Wire(broker) as w:

@@ -179,6 +179,7 @@ def crash_cycles(
     full_verify_every: int = 50,
     max_acks: int = 12,
     max_delay_s: float = 0.02,
+    max_batch: int = 40,
     progress: Callable[[int, CycleStats], None] | None = None,
 ) -> CycleStats:
     """Run ``cycles`` kill -9 cycles (``power_loss`` called after each kill: drop
@@ -196,6 +197,7 @@ def crash_cycles(
             seed * 100_003 + cycle,
             kill_after_acks=rng.randint(0, max_acks),
             delay_s=rng.uniform(0, max_delay_s),
+            max_batch=max_batch,
         )
         if error is not None:
             stats.writer_errors.append(error)

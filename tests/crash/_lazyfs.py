@@ -291,8 +291,16 @@ class LazyFS(Operations):  # type: ignore[misc]
         return 0
 
     def statfs(self, path: str) -> dict[str, int]:
-        return {"f_bsize": 4096, "f_frsize": 4096, "f_blocks": 1 << 20, "f_bfree": 1 << 19,
-                "f_bavail": 1 << 19, "f_files": 1 << 16, "f_ffree": 1 << 15, "f_namemax": 255}
+        return {
+            "f_bsize": 4096,
+            "f_frsize": 4096,
+            "f_blocks": 1 << 20,
+            "f_bfree": 1 << 19,
+            "f_bavail": 1 << 19,
+            "f_files": 1 << 16,
+            "f_ffree": 1 << 15,
+            "f_namemax": 255,
+        }
 
 
 def main() -> None:

@@ -88,8 +88,9 @@ def lazy_mount(mountpoint: pathlib.Path) -> Iterator[LazyMount]:
             time.sleep(0.02)
         yield LazyMount(mountpoint, proc)
     finally:
-        subprocess.run(["fusermount", "-u", "-z", str(mountpoint)], check=False,
-                       capture_output=True)
+        subprocess.run(
+            ["fusermount", "-u", "-z", str(mountpoint)], check=False, capture_output=True
+        )
         try:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:

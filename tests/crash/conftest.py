@@ -3,6 +3,10 @@ pytest's terminal summary ("seglog crash figures") and as each test runs with ``
 
 from __future__ import annotations
 
+import os
+import pathlib
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -34,3 +38,17 @@ def zygote() -> Iterator[Zygote]:
         yield z
     finally:
         z.close()
+
+
+@pytest.fixture
+def shm_path(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
+    """A temporary directory in /dev/shm (tmpfs: fsync is free, so tests that reopen a
+    log thousands of times stay fast); ``tmp_path`` where there is no /dev/shm."""
+    if not os.path.isdir("/dev/shm"):
+        yield tmp_path
+        return
+    d = pathlib.Path(tempfile.mkdtemp(prefix="seglog-crash-", dir="/dev/shm"))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

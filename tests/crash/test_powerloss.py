@@ -12,13 +12,15 @@ from ._mounts import lazy_mount
 from .conftest import record_figure
 
 CYCLES = 100
-SEGMENT = {"segment_bytes": 128 << 10, "index_interval_bytes": 4096}
+SEGMENT = {"segment_bytes": 384 << 10, "index_interval_bytes": 4096}
+# FUSE costs ~1 ms per file operation: keep the log to a few MB and a few segments
+SMALL = {"max_acks": 6, "max_batch": 12}
 
 
 def test_power_loss_fsync_always_loses_nothing(tmp_path, zygote):
     with lazy_mount(tmp_path / "mnt") as fs:
         stats = crash_cycles(
-            zygote, fs.path / "p", CYCLES, config=SEGMENT, seed=7, power_loss=fs.power_loss
+            zygote, fs.path / "p", CYCLES, config=SEGMENT, seed=7, power_loss=fs.power_loss, **SMALL
         )
         counters = fs.counters()
     record_figure(stats.line("power loss (fsync always)") + f", fs counters {counters}")
@@ -39,6 +41,7 @@ def test_power_loss_fsync_none_shows_loss(tmp_path, zygote):
             seed=8,
             power_loss=fs.power_loss,
             allow_loss=True,
+            **SMALL,
         )
     record_figure(stats.line("power loss (fsync none, negative control)"))
     assert stats.cycles == CYCLES

@@ -9,7 +9,6 @@ SparkSession, then reads both outputs back by other routes (Parquet with pyarrow
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -18,14 +17,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from examples.flights.__main__ import JAVA_MISSING, find_java, java_major_version
 from examples.flights.broker import running_broker
+from examples.flights.changelog import consume_topic, latest_per_key
 from examples.flights.data import (
     FLIGHTS_ROWS,
     GROUP_COLUMNS,
-    RESULT_COLUMNS,
-    delays_key,
     iter_flight_records,
     reference_delays,
 )
@@ -45,55 +42,6 @@ import seglog.spark
 ROOT = Path(__file__).resolve().parents[2]
 COUNTS = ["flights", "cancelled", "late_departures"]
 RATIOS = ["mean_dep_delay_min", "share_late"]
-
-
-def consume_topic(bootstrap: str, topic: str) -> list[tuple[str, bytes, int, int]]:
-    """Every record of ``topic`` as (key, value, partition, offset), read through the
-    broker up to each partition's high watermark."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "flights-test-reader",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in partitions}  # fmt: skip
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        records: list[tuple[str, bytes, int, int]] = []
-        done = {p for p, end in ends.items() if end == 0}
-        while len(done) < len(ends):
-            message = consumer.poll(10)
-            assert message is not None, f"no record within 10 s; read {len(records)}"
-            assert message.error() is None, message.error()
-            key, value = message.key(), message.value()
-            assert key is not None
-            assert value is not None
-            partition, offset = message.partition(), message.offset()
-            assert partition is not None
-            assert offset is not None
-            records.append((key.decode(), value, partition, offset))
-            if offset + 1 >= ends[partition]:
-                done.add(partition)
-        return records
-    finally:
-        consumer.close()
-
-
-def latest_per_key(records: list[tuple[str, bytes, int, int]]) -> pd.DataFrame:
-    """The changelog's current table: for each key the record with the highest offset."""
-    latest: dict[str, tuple[int, int, bytes]] = {}
-    for key, value, partition, offset in records:
-        if key not in latest or (partition, offset) > latest[key][:2]:
-            latest[key] = (partition, offset, value)
-    rows = []
-    for key, (_, _, value) in latest.items():
-        row = json.loads(value)
-        assert key == delays_key(row["origin"], row["carrier"], row["hour"])
-        rows.append(row)
-    return normalize(pd.DataFrame(rows, columns=list(RESULT_COLUMNS)))
 
 
 def assert_same_table(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
@@ -118,22 +66,27 @@ def test_pipeline_outputs_equal_pandas(spark: SparkSession, tmp_path: Path) -> N
     broker_dir = tmp_path / "broker"
     parquet_path = tmp_path / "flight_delays.parquet"
     batches: list[BatchProgress] = []
-    with running_broker(broker_dir, tmp_path / "broker.log") as bootstrap:
-        create_topic(bootstrap, FLIGHTS_TOPIC, partitions=3)
-        create_topic(bootstrap, DELAYS_TOPIC, partitions=1)
-        loaded = load_records(
-            bootstrap, FLIGHTS_TOPIC, iter_flight_records(), expected=FLIGHTS_ROWS
-        )
-        table = run_pipeline(
-            spark,
-            source_path=broker_dir,
-            bootstrap=bootstrap,
-            parquet_path=parquet_path,
-            checkpoint_dir=tmp_path / "checkpoint",
-            max_offsets_per_trigger=100_000,
-            on_batch=batches.append,
-        )
-        changelog = consume_topic(bootstrap, DELAYS_TOPIC)
+    broker_log = tmp_path / "broker.log"
+    try:
+        with running_broker(broker_dir, broker_log) as bootstrap:
+            create_topic(bootstrap, FLIGHTS_TOPIC, partitions=3)
+            create_topic(bootstrap, DELAYS_TOPIC, partitions=1)
+            loaded = load_records(
+                bootstrap, FLIGHTS_TOPIC, iter_flight_records(), expected=FLIGHTS_ROWS
+            )
+            table = run_pipeline(
+                spark,
+                source_path=broker_dir,
+                bootstrap=bootstrap,
+                parquet_path=parquet_path,
+                checkpoint_dir=tmp_path / "checkpoint",
+                max_offsets_per_trigger=100_000,
+                on_batch=batches.append,
+            )
+            changelog = consume_topic(bootstrap, DELAYS_TOPIC)
+    except BaseException:
+        print(broker_log.read_text(errors="replace")[-5000:])  # shown with the failure
+        raise
     expected = reference_delays()
 
     assert loaded.delivered == FLIGHTS_ROWS
@@ -151,7 +104,7 @@ def test_pipeline_outputs_equal_pandas(spark: SparkSession, tmp_path: Path) -> N
     assert parquet["mean_dep_delay_min"].isna().sum() >= 1
     # topic flight-delays, a changelog: one row per group per micro-batch, latest wins
     assert len(changelog) >= len(expected)
-    current = latest_per_key(changelog)
+    current = normalize(latest_per_key(changelog))
     assert_same_table(current, expected)
     assert int(current["flights"].sum()) == FLIGHTS_ROWS
 

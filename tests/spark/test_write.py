@@ -10,9 +10,11 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from kafka.partitioner.default import murmur2
+from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from seglog.broker._testing import start_broker
-from seglog.spark._options import WriteOptions
+from seglog.spark._options import ReadOptions, WriteOptions
+from seglog.spark._reader import SeglogStreamReader
 from seglog.spark._stage import _plan, _write_json, commit_stream
 from seglog.spark._writer import SeglogStreamArrowWriter
 from seglog.storage import DataDir, Message
@@ -201,7 +203,28 @@ def test_write_through_broker(spark: Any, tmp_path: Path) -> None:
             (bytes(r["key"]), bytes(r["value"]), r["partition"], r["offset"])
             for r in wire.orderBy("partition", "offset").collect()
         ]
+        stream = SeglogStreamReader(
+            ReadOptions.parse(
+                {
+                    "kafka.bootstrap.servers": broker.bootstrap,
+                    "subscribe": "wire",
+                    "startingOffsets": "earliest",
+                },
+                streaming=True,
+            )
+        )
+        start = stream.initialOffset()
+        end = stream.latestOffset(start, ReadMaxRows(10))
+        assert start == {"wire": {"0": 0, "1": 0}}
+        assert end == {"wire": {"0": 5, "1": 5}}
+        streamed = [
+            (r["partition"], r["offset"], r["value"])
+            for part in stream.partitions(start, end)
+            for batch in stream.read(part)
+            for r in batch.to_pylist()
+        ]
     assert over_wire == [(r["key"], r["value"], r["partition"], r["offset"]) for r in got]
+    assert streamed == [(r["partition"], r["offset"], r["value"]) for r in got if r["offset"] < 5]
     assert sorted((r["key"], r["value"], r["partition"]) for r in got) == sorted(
         (k.encode(), v.encode(), p) for k, v, p in rows
     )

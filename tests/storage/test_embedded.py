@@ -164,6 +164,21 @@ def test_storage_public_names_pinned():
             "rebuild_key_index",
             "restore",
             "snapshot",
+            # issue 3, PERF: columnar records
+            "RecordColumns",
+            "decode_columns",
+            # issue 3, CLEANER: retention, compaction, delete by offsets
+            "ArchiveHook",
+            "Removed",
+            "TrimResult",
+            "compact",
+            "compact_deletes",
+            "compact_updates",
+            "delete_offsets",
+            "trim_by_age",
+            "trim_by_count",
+            "trim_by_offset",
+            "trim_by_size",
         ]
     )
     for name in seglog.storage.__all__:

@@ -161,6 +161,9 @@ def test_decoder_equals_memory_records(
     data = b"".join(parts)
     cols = decode_columns(data, start, start + span)
     assert _decoded(cols) == _reference(data, start, start + span)
+    # positions ascend with the rows (Arrow's zero-copy cutting relies on it)
+    assert (np.diff(cols.value_positions) > 0).all()
+    assert (cols.key_positions < cols.value_positions).all()
     assert _decoded(decode_columns(parts)) == _reference(data)
 
 

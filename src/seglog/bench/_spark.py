@@ -12,6 +12,7 @@ schema (no inference pass). Parquet's ``count()`` reads row-group metadata only.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -27,6 +28,7 @@ from pyspark.sql import SparkSession
 
 import seglog.spark
 from seglog.bench._kafka import BenchError
+from seglog.bench._report import measure
 from seglog.bench._spark_results import SOURCES, SparkResults
 from seglog.storage import DataDir, Message
 
@@ -184,18 +186,13 @@ def spark_reads(
                 active.remove(source)
         for rnd in range(repeat):
             for source in active:
-                for kind, measure in (("count", _count), ("group_by", _group_by)):
-                    samples = getattr(results, kind)[source]
-                    if samples.error is not None:
-                        continue
-                    try:
-                        samples.values.append(measure(readers[source], rows))
-                    except Exception as exc:
-                        samples.error = f"{type(exc).__name__}: {str(exc)[:300]}"
-                        continue
-                    progress(
-                        f"spark {kind} {source} {rnd + 1}/{repeat}: "
-                        f"{samples.values[-1]:,.0f} rows/s"
+                for kind, samples, read in (
+                    ("count()", results.count[source], _count),
+                    ("groupBy(key)", results.group_by[source], _group_by),
+                ):
+                    label = f"spark {kind} {source} {rnd + 1}/{repeat}"
+                    measure(
+                        samples, progress, label, functools.partial(read, readers[source], rows)
                     )
     finally:
         spark.stop()

@@ -9,8 +9,11 @@ wire layout is written here), allocating nothing, and raises ``ProtocolError`` (
 connection is closed) when an array claims more elements than bytes left in the frame, or
 when the request holds more than ``max_elements`` array elements in all.
 
-A field type the walk does not know stops the walk without error: the decoder then does
-its own (unbounded) work, exactly as before.
+Requests up to ``WALK_ABOVE_BYTES`` are not walked: a frame that small cannot claim more
+elements than it has bytes without the decoder running off its end after at most that
+many elements, and the walk costs about twice the decode (17.5 us against 8.7 us for a
+one-partition Fetch v12, CPU time on this machine). A field type the walk does not know
+stops the walk without error: the decoder then does its own work, exactly as before.
 """
 
 from __future__ import annotations
@@ -24,10 +27,13 @@ from kafka.protocol.schemas.fields.struct import StructField
 
 from seglog.errors import ProtocolError
 
-__all__ = ["MAX_ARRAY_ELEMENTS", "check_array_counts"]
+__all__ = ["MAX_ARRAY_ELEMENTS", "WALK_ABOVE_BYTES", "check_array_counts"]
 
 MAX_ARRAY_ELEMENTS = 100_000
 """Array elements (all arrays of one request together) the broker decodes at most."""
+
+WALK_ABOVE_BYTES = 4096
+"""Request frames of at most this many bytes are decoded without the walk."""
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -38,7 +44,7 @@ class _UnknownTypeError(Exception):
 
 
 class _Walk:
-    __slots__ = ("budget", "data", "end", "flexible", "pos", "version")
+    __slots__ = ("budget", "data", "end", "flexible", "limit", "pos", "version")
 
     def __init__(self, data: memoryview, pos: int, version: int, flexible: bool, budget: int):
         self.data = data
@@ -46,7 +52,7 @@ class _Walk:
         self.end = len(data)
         self.version = version
         self.flexible = flexible
-        self.budget = budget
+        self.budget = self.limit = budget
 
     def need(self, n: int) -> int:
         pos = self.pos
@@ -100,7 +106,7 @@ class _Walk:
                 raise ProtocolError(f"array {name!r} of {n} elements cannot fit in the request")
             self.budget -= n
             if self.budget < 0:
-                raise ProtocolError(f"request holds more than {MAX_ARRAY_ELEMENTS} array elements")
+                raise ProtocolError(f"request holds more than {self.limit} array elements")
             inner = field.array_of
             if isinstance(inner, StructField):
                 for _ in range(n):
@@ -135,11 +141,16 @@ def check_array_counts(
     frame: memoryview,
     body_offset: int,
     version: int,
+    *,
     max_elements: int = MAX_ARRAY_ELEMENTS,
+    walk_above: int = WALK_ABOVE_BYTES,
 ) -> None:
     """Walk the body of a ``request_class`` (kafka-python) request of ``version`` at
     ``body_offset`` in ``frame``. Raises ProtocolError for an array count over the bytes
-    left, more than ``max_elements`` elements in all, or a truncated body."""
+    left, more than ``max_elements`` elements in all, or a truncated body. Frames of at
+    most ``walk_above`` bytes are not walked."""
+    if len(frame) <= walk_above:
+        return
     flexible = bool(request_class.flexible_version_q(version))
     walk = _Walk(frame, body_offset, version, flexible, max_elements)
     try:

@@ -33,6 +33,14 @@ class BrokerConfig:
     max_connections_per_ip: int = 1000  # max.connections.per.ip
     connections_max_idle_ms: int = 10 * 60 * 1000  # connections.max.idle.ms (0: never)
     shutdown_timeout_ms: int = 10_000  # longest wait for in-flight requests at shutdown
+    # retention and log cleaning (broker defaults; topic configs override them)
+    log_retention_ms: int = 7 * 24 * 3600 * 1000  # log.retention.ms (-1: keep forever)
+    log_retention_bytes: int = -1  # log.retention.bytes, per partition (-1: no limit)
+    log_cleanup_policy: str = "delete"  # log.cleanup.policy: delete, compact, compact,delete
+    log_retention_check_interval_ms: int = 5 * 60 * 1000  # log.retention.check.interval.ms
+    log_cleaner_delete_retention_ms: int = 24 * 3600 * 1000  # log.cleaner.delete.retention.ms
+    log_cleaner_min_compaction_lag_ms: int = 0  # log.cleaner.min.compaction.lag.ms
+    log_archive_command: str | None = None  # seglog: gets segments before retention removes them
 
 
 def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:

@@ -3,9 +3,10 @@ buffer (``asyncio.BufferedProtocol``) and handed to the dispatcher as memoryview
 it (no copy), requests handled in arrival order, responses written in request order even
 when a later request finishes first.
 
-The buffer starts at 256 KiB and grows to fit the largest frame seen (a frame's size is
-checked against ``socket.request.max.bytes`` before anything is allocated for it); a
-buffer over 2 MiB is dropped again once empty. A frame view is only valid while the
+The buffer starts at 256 KiB once the connection is admitted and grows to fit the
+largest frame seen (twice that up to 2 MiB; a frame's size is checked against
+``socket.request.max.bytes`` before anything is allocated for it); a buffer over 2 MiB
+is dropped again once empty. A frame view is only valid while the
 dispatcher runs: anything kept longer must be copied (kafka-python's decoder copies,
 ``Log.append`` copies).
 
@@ -27,7 +28,7 @@ from typing import Any
 
 from seglog.errors import ProtocolError
 
-__all__ = ["Connection", "Dispatch"]
+__all__ = ["Connection", "Dispatch", "Response"]
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +37,12 @@ _BUFFER_BYTES = 256 * 1024  # initial receive buffer
 _KEEP_BYTES = 2 * 1024 * 1024 + 64 * 1024  # larger buffers are dropped once empty
 _MIN_FREE = 16 * 1024  # move a small partial frame to the front below this much room
 
+Response = bytes | bytearray | list[bytes | bytearray | memoryview]
+"""An encoded response frame, whole or in pieces written in order (record bytes as read)."""
+
 # dispatch(connection, frame) -> encoded response, None (no response), or a future /
 # awaitable of either; raises ProtocolError to close the connection.
-Dispatch = Callable[
-    ["Connection", memoryview],
-    "bytes | bytearray | Awaitable[bytes | bytearray | None] | None",
-]
+Dispatch = Callable[["Connection", memoryview], "Response | Awaitable[Response | None] | None"]
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -65,7 +66,7 @@ class Connection(asyncio.BufferedProtocol):
         self._max_inflight = max_inflight
         self._on_open = on_open
         self._on_close = on_close
-        self._buf = bytearray(_BUFFER_BYTES)
+        self._buf = bytearray()  # allocated once the connection is admitted
         self._start = 0  # first byte not yet parsed
         self._end = 0  # end of received bytes
         self._pending: collections.deque[asyncio.Future[Any]] = collections.deque()
@@ -99,6 +100,7 @@ class Connection(asyncio.BufferedProtocol):
             transport.abort()
             return
         self.accepted = True
+        self._buf = bytearray(_BUFFER_BYTES)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
@@ -159,8 +161,10 @@ class Connection(asyncio.BufferedProtocol):
             if available < need:
                 if need > len(buf):
                     # grow to fit the whole frame (size checked above): one copy of the
-                    # part received so far, then the rest lands in place
-                    bigger = bytearray(need)
+                    # part received so far, then the rest lands in place; room for two
+                    # such frames while that stays a kept size, so a pipelining producer
+                    # rarely needs a partial frame moved to the front
+                    bigger = bytearray(2 * need if 2 * need <= _KEEP_BYTES else need)
                     bigger[:available] = buf[start : self._end]
                     self._buf, self._start, self._end = bigger, 0, available
                 elif len(buf) - start < need or (
@@ -182,7 +186,7 @@ class Connection(asyncio.BufferedProtocol):
         result = self._dispatch(self, frame)
         if result is None:
             return
-        if isinstance(result, bytes | bytearray):
+        if isinstance(result, bytes | bytearray | list):
             if not self._pending:
                 self._write(result)
                 return
@@ -211,9 +215,16 @@ class Connection(asyncio.BufferedProtocol):
                 self._write(data)
         self._update_reading()
 
-    def _write(self, data: bytes | bytearray) -> None:
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.write(data)
+    def _write(self, data: Response) -> None:
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            if isinstance(data, list):
+                # one write per piece: the socket takes the record bytes straight from
+                # the pread result (asyncio copies only what the socket cannot take now)
+                for piece in data:
+                    transport.write(piece)
+            else:
+                transport.write(data)
             self.last_active = self._loop.time()
 
     def _update_reading(self) -> None:

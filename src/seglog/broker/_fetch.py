@@ -5,11 +5,20 @@ partition, except that the first batch of the first non-empty partition is retur
 when larger. Long poll: when fewer than ``min_bytes`` are available, wait up to
 ``max_wait_ms``, woken by ``Log.on_append`` (no polling). No fetch sessions (KIP-227):
 every response has ``session_id`` 0, so clients send full fetch requests.
+
+Record bytes reach the socket without a copy in the broker: each partition's batches are
+read with one ``os.pread`` (``Log.read``), the response is encoded by kafka-python with a
+16-byte placeholder in each ``records`` field, and the frame goes out as pieces (the
+encoded head, the records as read, the rest), with the size fields fixed up. Encoding the
+records themselves cost ~210 us per MiB (kafka-python copies them into a growing buffer;
+v12, CPU time on this machine: 307 us for a 1 MiB response against 88 us empty).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import struct
 import uuid
 from collections.abc import Coroutine
 from typing import Any, NamedTuple
@@ -18,11 +27,16 @@ from kafka.protocol.consumer import FetchResponse
 
 from seglog.broker import _errors
 from seglog.broker._context import BrokerContext
+from seglog.broker._protocol import encode_response
 from seglog.errors import SeglogError
 
 __all__ = ["handle_fetch"]
 
 _FETCH_SESSION_ID_NOT_FOUND = 70
+_MARK_BYTES = 16
+_I32 = struct.Struct(">i")
+Pieces = list[bytes | bytearray | memoryview]
+"""A response frame in pieces, written in order."""
 _Topic = FetchResponse.FetchableTopicResponse
 _Partition = _Topic.PartitionData
 
@@ -80,7 +94,11 @@ def _read(ctx: BrokerContext, wanted: list[_Wanted], max_bytes: int) -> tuple[li
     return out, total, erred
 
 
-def _response(version: int, entries: list[Any], error_code: int = 0) -> Any:
+def _response(
+    version: int, entries: list[Any], marks: list[tuple[bytes, bytes]], error_code: int = 0
+) -> Any:
+    """The response body; each non-empty ``records`` is a placeholder appended to
+    ``marks`` as (placeholder, records)."""
     topics: list[Any] = []
     index: dict[tuple[str | None, uuid.UUID | None], Any] = {}
     for w, code, hw, start, data in entries:
@@ -93,6 +111,10 @@ def _response(version: int, entries: list[Any], error_code: int = 0) -> Any:
                 topic = _Topic(topic=w.topic, partitions=[])
             index[key] = topic
             topics.append(topic)
+        records = data
+        if data:
+            records = os.urandom(_MARK_BYTES - 4) + _I32.pack(len(marks))
+            marks.append((records, data))
         topic.partitions.append(
             _Partition(
                 partition_index=w.partition,
@@ -102,7 +124,7 @@ def _response(version: int, entries: list[Any], error_code: int = 0) -> Any:
                 log_start_offset=start,
                 aborted_transactions=[],
                 preferred_read_replica=-1,
-                records=data,
+                records=records,
             )
         )
     return FetchResponse[version](
@@ -110,20 +132,62 @@ def _response(version: int, entries: list[Any], error_code: int = 0) -> Any:
     )
 
 
-def handle_fetch(ctx: BrokerContext, req: Any, version: int) -> Any | Coroutine[Any, Any, Any]:
-    """Answer at once when ``min_bytes`` are available, a partition has an error (1
-    OFFSET_OUT_OF_RANGE, 3 UNKNOWN_TOPIC_OR_PARTITION, 100 UNKNOWN_TOPIC_ID) or
-    ``max_wait_ms`` <= 0; else long-poll. A fetch session id other than 0 gets 70."""
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _encode(version: int, correlation_id: int, entries: list[Any], error_code: int = 0) -> Pieces:
+    """The framed response: kafka-python's encoding with each placeholder (and its length
+    prefix: compact uvarint 17 in flexible versions, else int32 16) replaced by the real
+    length and the records as read, as separate pieces."""
+    marks: list[tuple[bytes, bytes]] = []
+    encoded = encode_response(1, version, correlation_id, _response(version, entries, marks))
+    if not marks:
+        return [encoded]
+    flexible = bool(FetchResponse.flexible_version_q(version))
+    prefix_bytes = 1 if flexible else 4
+    found = sorted((encoded.find(mark), mark, data) for mark, data in marks)
+    view = memoryview(encoded)
+    pieces: Pieces = []
+    pos = 0
+    size = len(encoded) - 4
+    for at, _mark, data in found:
+        if at < pos:  # cannot happen: 16 random bytes do not occur elsewhere by chance
+            raise RuntimeError("fetch records placeholder not found in the encoded response")
+        length = _uvarint(len(data) + 1) if flexible else _I32.pack(len(data))
+        pieces += (view[pos : at - prefix_bytes], length, data)
+        size += len(length) - prefix_bytes + len(data) - _MARK_BYTES
+        pos = at + _MARK_BYTES
+    pieces.append(view[pos:])
+    head = bytearray(pieces[0])
+    _I32.pack_into(head, 0, size)
+    pieces[0] = head
+    return pieces
+
+
+def handle_fetch(
+    ctx: BrokerContext, req: Any, version: int, correlation_id: int
+) -> Pieces | Coroutine[Any, Any, Pieces]:
+    """The framed response (in pieces) at once when ``min_bytes`` are available, a
+    partition has an error (1 OFFSET_OUT_OF_RANGE, 3 UNKNOWN_TOPIC_OR_PARTITION, 100
+    UNKNOWN_TOPIC_ID) or ``max_wait_ms`` <= 0; else a coroutine long-polling for it. A
+    fetch session id other than 0 gets 70."""
     if version >= 7 and req.session_id != 0:
-        return _response(version, [], _FETCH_SESSION_ID_NOT_FOUND)
+        return _encode(version, correlation_id, [], _FETCH_SESSION_ID_NOT_FOUND)
     wanted = _plan(ctx, req, version)
     max_bytes = req.max_bytes if version >= 3 else 0x7FFFFFFF
     entries, total, erred = _read(ctx, wanted, max_bytes)
     if total >= req.min_bytes or erred or req.max_wait_ms <= 0 or ctx.shutting_down:
-        return _response(version, entries)
+        return _encode(version, correlation_id, entries)
     return _long_poll(
         ctx,
         version,
+        correlation_id,
         wanted=wanted,
         max_bytes=max_bytes,
         min_bytes=req.min_bytes,
@@ -134,12 +198,13 @@ def handle_fetch(ctx: BrokerContext, req: Any, version: int) -> Any | Coroutine[
 async def _long_poll(
     ctx: BrokerContext,
     version: int,
+    correlation_id: int,
     *,
     wanted: list[_Wanted],
     max_bytes: int,
     min_bytes: int,
     max_wait_ms: int,
-) -> Any:
+) -> Pieces:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_ms / 1000
     keys = [(w.topic, w.partition) for w in wanted if w.topic is not None]
@@ -149,7 +214,7 @@ async def _long_poll(
             entries, total, erred = _read(ctx, wanted, max_bytes)
             timeout = deadline - loop.time()
             if total >= min_bytes or erred or timeout <= 0 or ctx.shutting_down:
-                return _response(version, entries)
+                return _encode(version, correlation_id, entries)
             await asyncio.wait((fut,), timeout=timeout)
         finally:
             ctx.topics.discard(fut, keys)

@@ -18,6 +18,8 @@ from typing import Any, NamedTuple
 from kafka.protocol.admin import (
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
@@ -51,6 +53,7 @@ from seglog.errors import ProtocolError
 __all__ = [
     "APIS",
     "API_VERSIONS_KEY",
+    "FETCH_KEY",
     "PRODUCE_FRAME_MIN_VERSION",
     "PRODUCE_KEY",
     "ApiSpec",
@@ -62,6 +65,7 @@ __all__ = [
 
 API_VERSIONS_KEY = 18
 PRODUCE_KEY = 0
+FETCH_KEY = 1
 PRODUCE_FRAME_MIN_VERSION = 3  # from here on Produce is parsed in place (_produce_wire)
 
 _HEADER = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
@@ -114,6 +118,7 @@ APIS: dict[int, ApiSpec] = {
         _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
         _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
         _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
+        _spec(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
         _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5),
     )
 }

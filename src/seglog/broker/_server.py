@@ -17,8 +17,9 @@ from seglog.broker._admin import (
 from seglog.broker._bounds import check_array_counts
 from seglog.broker._committed import CommittedOffsets
 from seglog.broker._config import BrokerConfig
-from seglog.broker._connection import Connection
+from seglog.broker._connection import Connection, Response
 from seglog.broker._context import BrokerContext
+from seglog.broker._delete_records import handle_delete_records
 from seglog.broker._durability import DurabilityWaiters
 from seglog.broker._errors import UNSUPPORTED_VERSION
 from seglog.broker._fetch import handle_fetch
@@ -26,6 +27,7 @@ from seglog.broker._metadata import handle_find_coordinator, handle_metadata
 from seglog.broker._offsets import handle_list_offsets, handle_offset_commit, handle_offset_fetch
 from seglog.broker._produce import handle_produce, handle_produce_frame
 from seglog.broker._producers import BrokerState, ProducerStateTable
+from seglog.broker._retention import RetentionTask, start_retention
 from seglog.broker._topics import TopicManager
 from seglog.errors import ProtocolError
 from seglog.storage import DataDir, LogConfig
@@ -38,7 +40,6 @@ Handler = Callable[[BrokerContext, Any, int], Any]
 
 _HANDLERS: dict[int, Handler] = {
     0: handle_produce,
-    1: handle_fetch,
     2: handle_list_offsets,
     3: handle_metadata,
     8: handle_offset_commit,
@@ -46,6 +47,7 @@ _HANDLERS: dict[int, Handler] = {
     10: handle_find_coordinator,
     19: handle_create_topics,
     20: handle_delete_topics,
+    21: handle_delete_records,
     22: handle_init_producer_id,
 }
 
@@ -76,6 +78,7 @@ class Broker:
         self._refused = 0
         self._idle_timer: asyncio.TimerHandle | None = None
         self.bound: tuple[str, int] | None = None
+        self._retention: RetentionTask | None = None  # retention / cleaner thread
 
     async def start(self) -> None:
         """Open the data directory and start listening. Raises OSError (address in use)."""
@@ -114,6 +117,7 @@ class Broker:
             durability=DurabilityWaiters(loop),
         )
         self._schedule_idle_sweep()
+        self._retention = start_retention(config, self._data_dir)
         log.info(
             "seglog broker listening on %s:%d (advertised %s:%d), data directory %s",
             config.host,
@@ -205,7 +209,7 @@ class Broker:
 
     def dispatch(
         self, conn: Connection, frame: memoryview
-    ) -> bytes | bytearray | Awaitable[bytes | bytearray | None] | None:
+    ) -> Response | Awaitable[Response | None] | None:
         """Decode one request frame and run its handler. Raises ProtocolError (the
         connection is closed) for a malformed frame, an unknown API key, or a version
         outside the served range; ApiVersions of an unknown version gets a v0 body with
@@ -236,6 +240,8 @@ class Broker:
             request = spec.request.decode(view[header.body_offset :], version=version)
         except Exception as exc:
             raise ProtocolError(f"malformed {spec.name} v{version}: {exc!r}") from exc
+        if key == _protocol.FETCH_KEY:
+            return handle_fetch(ctx, request, version, header.correlation_id)
         result = _HANDLERS[key](ctx, request, version)
         if result is None:
             return None
@@ -274,6 +280,9 @@ class Broker:
             self._server = None
         if self._ctx is not None:
             self._ctx.topics.close()
+        if self._retention is not None:
+            await asyncio.to_thread(self._retention.stop)  # before the logs close
+            self._retention = None
         if self._data_dir is not None:
             self._data_dir.close()
             self._data_dir = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from seglog.cli import _bench, _log_cmds, _serve
+from seglog.cli import _backup_cmds, _bench, _log_cmds, _serve
 
 __all__ = ["app", "main"]
 
@@ -22,6 +22,7 @@ app = typer.Typer(
 _serve.register(app)
 _log_cmds.register(app)
 _bench.register(app)
+_backup_cmds.register(app)
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ holds the data directory's lock); ``stat`` prints segments, bytes and offsets.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from seglog.errors import StorageError
-from seglog.storage import CheckReport, check, recover, stat
+from seglog.storage import CheckReport, check, migrate, recover, stat
 
 __all__ = ["register"]
 
@@ -77,8 +78,20 @@ def recover_cmd(directory: _DirArg) -> None:
     console.print(_report_table(f"recover {directory}", reports))
 
 
-def stat_cmd(directory: _DirArg) -> None:
-    """Segments, bytes and offsets of each log (read-only, safe beside a broker)."""
+def _time(ms: object) -> str:
+    if not isinstance(ms, int) or ms < 0:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def stat_cmd(
+    directory: _DirArg,
+    segments: Annotated[
+        bool, typer.Option("--segments", "-s", help="also one table row per segment")
+    ] = False,
+) -> None:
+    """Segments, messages, bytes, offsets, times and index sizes of each log (read-only,
+    safe beside a broker)."""
     console = Console()
     try:
         rows = stat(directory)
@@ -86,9 +99,22 @@ def stat_cmd(directory: _DirArg) -> None:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from e
     table = Table(title=f"stat {directory}")
-    cols = ("log", "segments", "bytes", "log start", "log end", "high watermark")
+    cols = (
+        "log",
+        "segments",
+        "messages",
+        "bytes",
+        "index bytes",
+        "log start",
+        "log end",
+        "high watermark",
+        "first time (UTC)",
+        "last time (UTC)",
+        "format",
+    )
     for col in cols:
-        table.add_column(col, justify="left" if col == "log" else "right")
+        left = col == "log" or "time" in col
+        table.add_column(col, justify="left" if left else "right", no_wrap=col == "log")
     for row in rows:
         table.add_row(
             Path(str(row["directory"])).name,
@@ -96,18 +122,56 @@ def stat_cmd(directory: _DirArg) -> None:
                 str(row[k])
                 for k in (
                     "segments",
+                    "messages",
                     "bytes",
+                    "index_bytes",
                     "log_start_offset",
                     "log_end_offset",
                     "high_watermark",
                 )
             ),
+            _time(row["first_timestamp_ms"]),
+            _time(row["last_timestamp_ms"]),
+            str(row["format_version"]),
         )
     console.print(table)
+    if segments:
+        seg_table = Table(title="segments")
+        for col in ("log", "base offset", "last offset", "messages", "bytes", "index",
+                    "timeindex", "first time (UTC)", "max time (UTC)"):  # fmt: skip
+            left = col == "log" or "time" in col
+            seg_table.add_column(col, justify="left" if left else "right", no_wrap=col == "log")
+        for row in rows:
+            for seg in row["segment_stats"]:  # type: ignore[attr-defined]
+                seg_table.add_row(
+                    Path(str(row["directory"])).name,
+                    str(seg["base_offset"]),
+                    str(seg["next_offset"] - 1),
+                    str(seg["messages"]),
+                    str(seg["bytes"]),
+                    str(seg["index_bytes"]),
+                    str(seg["time_index_bytes"]),
+                    _time(seg["first_timestamp_ms"]),
+                    _time(seg["max_timestamp_ms"]),
+                )
+        console.print(seg_table)
+
+
+def migrate_cmd(directory: _DirArg) -> None:
+    """Bring each log's on-disk format (``seglog-format``) to this seglog's version."""
+    console = Console()
+    try:
+        done = migrate(directory)
+    except StorageError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from e
+    for path, old, new in done:
+        console.print(f"{path.name}: format {old} -> {new}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``check``, ``recover`` and ``stat`` to ``app``."""
+    """Add ``check``, ``recover``, ``stat`` and ``migrate`` to ``app``."""
     app.command("check")(check_cmd)
     app.command("recover")(recover_cmd)
     app.command("stat")(stat_cmd)
+    app.command("migrate")(migrate_cmd)

@@ -98,12 +98,75 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
             "(queued.max.requests).",
         ),
     ] = 256,
+    log_retention_ms: Annotated[
+        int,
+        typer.Option(
+            "--log-retention-ms",
+            min=-1,
+            help="Remove closed segments whose newest record is older, in ms; -1: never "
+            "(log.retention.ms; topic config retention.ms overrides).",
+        ),
+    ] = 7 * 24 * 3600 * 1000,
+    log_retention_bytes: Annotated[
+        int,
+        typer.Option(
+            "--log-retention-bytes",
+            min=-1,
+            help="Remove the oldest closed segments while a partition is larger, in bytes; "
+            "-1: no limit (log.retention.bytes).",
+        ),
+    ] = -1,
+    log_cleanup_policy: Annotated[
+        str,
+        typer.Option(
+            "--log-cleanup-policy",
+            help="delete, compact or compact,delete (log.cleanup.policy; topic config "
+            "cleanup.policy overrides).",
+        ),
+    ] = "delete",
+    log_retention_check_interval_ms: Annotated[
+        int,
+        typer.Option(
+            "--log-retention-check-interval-ms",
+            min=1,
+            help="How often retention and compaction run, in ms (log.retention.check.interval.ms).",
+        ),
+    ] = 5 * 60 * 1000,
+    log_cleaner_delete_retention_ms: Annotated[
+        int,
+        typer.Option(
+            "--log-cleaner-delete-retention-ms",
+            min=0,
+            help="How long tombstones stay in compacted topics, in ms "
+            "(log.cleaner.delete.retention.ms).",
+        ),
+    ] = 24 * 3600 * 1000,
+    log_cleaner_min_compaction_lag_ms: Annotated[
+        int,
+        typer.Option(
+            "--log-cleaner-min-compaction-lag-ms",
+            min=0,
+            help="Segments younger than this are not compacted, in ms "
+            "(log.cleaner.min.compaction.lag.ms).",
+        ),
+    ] = 0,
+    log_archive_command: Annotated[
+        str | None,
+        typer.Option(
+            "--log-archive-command",
+            help="Command run as 'COMMAND TOPIC PARTITION FILE...' with a segment's files "
+            "renamed to .bak before retention removes it; it owns them afterwards.",
+        ),
+    ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="Python logging level.")] = "INFO",
 ) -> None:
     """Run a single-node Kafka-compatible broker until SIGINT/SIGTERM (then exit 0)."""
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    parts = {p.strip() for p in log_cleanup_policy.split(",")}
+    if not parts or not parts <= {"delete", "compact"}:
+        raise typer.BadParameter(f"--log-cleanup-policy {log_cleanup_policy!r}")
     try:
         host, port = parse_host_port(listen)
         adv_host, adv_port = (
@@ -128,6 +191,13 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         max_connections=max_connections,
         max_connections_per_ip=max_connections_per_ip,
         connections_max_idle_ms=connections_max_idle_ms,
+        log_retention_ms=log_retention_ms,
+        log_retention_bytes=log_retention_bytes,
+        log_cleanup_policy=log_cleanup_policy,
+        log_retention_check_interval_ms=log_retention_check_interval_ms,
+        log_cleaner_delete_retention_ms=log_cleaner_delete_retention_ms,
+        log_cleaner_min_compaction_lag_ms=log_cleaner_min_compaction_lag_ms,
+        log_archive_command=log_archive_command,
     )
     try:
         run_broker(config)

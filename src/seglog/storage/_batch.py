@@ -5,7 +5,7 @@ Layout (Kafka's DefaultRecordBatch, magic 2; all integers big-endian)::
     offset  size  field
     0       8     baseOffset            i64  assigned by the log (patched, not CRC'd)
     8       4     batchLength           i32  bytes after this field (total = 12 + batchLength)
-    12      4     partitionLeaderEpoch  i32  not covered by the CRC
+    12      4     partitionLeaderEpoch  i32  not covered by the CRC; stamped 0 on append
     16      1     magic                 i8   must be 2
     17      4     crc                   u32  CRC-32C of bytes [21, end)
     21      2     attributes            i16  bits 0-2 compression, 3 timestamp type
@@ -44,6 +44,7 @@ __all__ = [
     "patch_base_offset",
     "patch_log_append_time",
     "scan_buffer",
+    "stamp_leader_epoch",
     "validate_for_append",
 ]
 
@@ -61,6 +62,14 @@ _BASE_OFFSET = struct.Struct(">q")
 _ATTRS = struct.Struct(">h")
 _TIMESTAMP = struct.Struct(">q")
 _CRC = struct.Struct(">I")
+_EPOCH = struct.Struct(">i")
+LEADER_EPOCH = 0
+"""partitionLeaderEpoch stamped on every appended batch (seglog's single leader's epoch,
+the ``leader_epoch`` its Metadata answers report)."""
+STORED_LEADER_EPOCHS = frozenset((LEADER_EPOCH, -1))
+"""Epochs a stored batch may carry (-1: written before stamping, or by a producer that
+the cleaner rewrote): anything else is corruption (a single bit flip never maps one of
+these to the other)."""
 _INT32_MAX = (1 << 31) - 1
 
 
@@ -151,6 +160,8 @@ def check_stored_batch(
     h = parse_header(buf, pos)
     if _structural_problem(h, len(buf) - pos, max_bytes) is not None:
         return None
+    if h.leader_epoch not in STORED_LEADER_EPOCHS:
+        return None
     if verify_crc and not _crc_ok(buf, pos, h):
         return None
     return h
@@ -184,10 +195,11 @@ def scan_buffer(
     mv = memoryview(buf)
     end = len(buf)
     while end - pos >= HEADER_SIZE:
-        base, blen, _, magic, crc_v, attrs, lod, bts, mts, _, _, _, count = unpack(buf, pos)
+        base, blen, epoch, magic, crc_v, attrs, lod, bts, mts, _, _, _, count = unpack(buf, pos)
         size = blen + LOG_OVERHEAD
         if (
             size < HEADER_SIZE
+            or epoch not in STORED_LEADER_EPOCHS
             or size > max_bytes
             or magic != 2
             or (base != expect and not (allow_gaps and base > expect))
@@ -251,6 +263,13 @@ def validate_for_append(
         out.append((pos, h))
         pos += h.size
     return out
+
+
+def stamp_leader_epoch(buf: bytearray | memoryview, pos: int) -> None:
+    """Set partitionLeaderEpoch of the batch at ``buf[pos:]`` to :data:`LEADER_EPOCH`, as
+    a Kafka leader does on append (the field is not CRC'd: a fixed stored value lets the
+    structural check catch any bit flip in it)."""
+    _EPOCH.pack_into(buf, pos + 12, LEADER_EPOCH)
 
 
 def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:

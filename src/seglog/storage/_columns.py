@@ -18,6 +18,7 @@ under LogAppendTime (attributes bit 3), as kafka-python's ``MemoryRecords`` give
 
 from __future__ import annotations
 
+import itertools
 import struct
 import warnings
 from collections.abc import Iterable
@@ -61,8 +62,9 @@ Headers = tuple[tuple[str, bytes | None], ...]
 class RecordColumns:
     """Records of record batches as columns (all arrays of one length, offset order).
 
-    ``buffer`` holds the bytes every position points into (the stored batches, followed by
-    the decompressed bodies of compressed ones). Lengths are bytes, -1 for a null key or
+    ``buffer`` holds the bytes every position points into (the stored batches, or, when
+    some were compressed, the record bodies of every batch, decompressed, in batch order):
+    positions ascend with the rows. Lengths are bytes, -1 for a null key or
     value. ``next_offset``: where the next consume continues (after the last record
     returned when ``max_count`` cut the input short, else after the last batch seen).
     """
@@ -288,15 +290,15 @@ class _Batches:
         self.max_ts: list[int] = []
         self.log_append: list[bool] = []
         self.counts: list[int] = []
-        self.bodies: list[tuple[int, int]] = []  # (start, end) in the final buffer
-        self.extra: list[bytes] = []  # decompressed bodies, placed after the input
+        self.bodies: list[tuple[int, int]] = []  # (start, end) in the input
+        self.decompressed: list[bytes | None] = []  # body of each compressed batch
+        self.any_compressed = False
         self.next_offset = -1
 
 
 def _scan_batches(raw: bytes, start: int, end: int, max_count: int) -> _Batches:
     out = _Batches()
     pos, n = 0, len(raw)
-    extra_at = n
     have = 0  # records at or after start so far (at most; compaction leaves gaps)
     while pos < n and have < max_count:
         if n - pos < BATCH_HEADER.size:
@@ -316,13 +318,12 @@ def _scan_batches(raw: bytes, start: int, end: int, max_count: int) -> _Batches:
         if attrs & _CONTROL or base + last_delta < start or count <= 0:
             continue
         codec = attrs & _CODEC_MASK
+        out.bodies.append((body_pos, pos))
         if codec:
-            body = decompress(codec, memoryview(raw)[body_pos:pos])
-            out.extra.append(body)
-            out.bodies.append((extra_at, extra_at + len(body)))
-            extra_at += len(body)
+            out.decompressed.append(decompress(codec, memoryview(raw)[body_pos:pos]))
+            out.any_compressed = True
         else:
-            out.bodies.append((body_pos, pos))
+            out.decompressed.append(None)
         out.base.append(base)
         out.first_ts.append(first)
         out.max_ts.append(maximum)
@@ -350,8 +351,16 @@ def decode_columns(
     else:
         raw = b"".join(data)
     info = _scan_batches(raw, start, end, _NO_LIMIT if max_count is None else max_count)
-    if info.extra:
-        raw = b"".join([raw, *info.extra])
+    if info.any_compressed:
+        # one buffer of the record bodies in batch order (positions ascend with offsets)
+        view = memoryview(raw)
+        pieces = [
+            d if d is not None else view[p:e]
+            for (p, e), d in zip(info.bodies, info.decompressed, strict=True)
+        ]
+        bounds = np.cumsum([0, *map(len, pieces)]).tolist()
+        info.bodies = list(itertools.pairwise(bounds))
+        raw = b"".join(pieces)
     buf = np.frombuffer(raw, dtype=np.uint8)
     parts: list[I64] = []
     for (p, e), count in zip(info.bodies, info.counts, strict=True):
@@ -381,10 +390,10 @@ def _fields(  # noqa: PLR0917 (internal)
     key_len, key_pos = decode_varints(buf, p)
     val_len, val_pos = decode_varints(buf, key_pos + np.maximum(key_len, 0))
     hdr_count, hdr_pos = decode_varints(buf, val_pos + np.maximum(val_len, 0))
-    if (key_len < -1).any() or (val_len < -1).any() or (hdr_count < 0).any():
-        raise CorruptRecordError("negative key, value or header count in a record")
-    if (hdr_pos > e).any() or ((hdr_count == 0) & (hdr_pos != e)).any():
-        raise CorruptRecordError("record length disagrees with its fields")
+    bad = (key_len < -1) | (val_len < -1) | (hdr_count < 0) | (hdr_pos > e)
+    bad |= (hdr_count == 0) & (hdr_pos != e)
+    if bad.any():
+        raise CorruptRecordError("record fields disagree with the record length")
     offsets = np.asarray(info.base, dtype=np.int64)[which] + off_delta
     appended = np.asarray(info.log_append, dtype=bool)[which]
     timestamps = np.where(

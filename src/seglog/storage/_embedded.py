@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -12,7 +10,6 @@ from seglog.storage import _fastpath
 from seglog.storage._batch import parse_header
 from seglog.storage._message import (
     OFFSET_NEWEST,
-    OFFSET_OLDEST,
     Message,
     decode_batches,
     encode_messages,
@@ -22,8 +19,6 @@ if TYPE_CHECKING:
     from seglog.storage._log import Log
 
 __all__ = ["consume", "consume_blocking", "first_at_or_after", "get", "publish"]
-
-_POLL_S = 0.05
 
 
 def publish(log: Log, messages: Sequence[Message]) -> int:
@@ -50,25 +45,10 @@ def consume(log: Log, offset: int, max_count: int) -> tuple[int, list[Message]]:
 def consume_blocking(
     log: Log, offset: int, max_count: int, timeout_s: float
 ) -> tuple[int, list[Message]]:
-    """See ``Log.consume_blocking``."""
-    if offset == OFFSET_NEWEST:
-        offset = consume(log, offset, 0)[0]
-    elif offset == OFFSET_OLDEST:
-        offset = log.log_start_offset
-    deadline = time.monotonic() + timeout_s
-    woken = threading.Event()
-    unregister = log.on_append(lambda _hw: woken.set())
-    try:
-        while True:
-            nxt, msgs = consume(log, offset, max_count)
-            remaining = deadline - time.monotonic()
-            if msgs or remaining <= 0:
-                return nxt, msgs
-            # read-only logs have no in-process writer to wake them: poll (refresh)
-            woken.wait(min(remaining, _POLL_S) if log.read_only else remaining)
-            woken.clear()
-    finally:
-        unregister()
+    """See ``Log.consume_blocking`` (implemented in ``_blocking.py``)."""
+    from seglog.storage._blocking import consume_blocking as blocking  # noqa: PLC0415  (cycle)
+
+    return blocking(log, offset, max_count, timeout_s)
 
 
 def _batch_next(batch: memoryview) -> int:

@@ -61,11 +61,20 @@ def _varint_into(out: bytearray, n: int) -> None:
     out.append(z)
 
 
+def _join(items: Sequence[bytes | None]) -> bytes:
+    """The items concatenated, None skipped."""
+    try:
+        return b"".join(items)  # type: ignore[arg-type]
+    except TypeError:  # some None (or not bytes-like: raised again below)
+        return b"".join([x for x in items if x is not None])
+
+
 def _lengths(items: Sequence[bytes | None]) -> I64:
     """Byte length of each item, -1 for None."""
-    if None not in items:
+    try:
         return np.fromiter(map(len, items), np.int64, len(items))  # type: ignore[arg-type]
-    return np.fromiter((-1 if x is None else len(x) for x in items), np.int64, len(items))
+    except TypeError:  # some None
+        return np.fromiter((-1 if x is None else len(x) for x in items), np.int64, len(items))
 
 
 def encode_records(
@@ -95,21 +104,31 @@ def encode_records(
     else:
         hblobs = [_headers_blob(h) if h else _NO_HEADERS for h in headers]
         hlen = np.fromiter(map(len, hblobs), np.int64, n)
-    vblob = b"".join([v for v in values if v is not None])
-    kblob = b"" if keys is None else b"".join([k for k in keys if k is not None])
+    vblob = _join(values)
+    kblob = b"" if keys is None else _join(keys)
     ts = np.asarray(timestamps, dtype=np.int64)
     fixed = 1 + varint_sizes(klen) + np.maximum(klen, 0) + varint_sizes(vlen)
     fixed += np.maximum(vlen, 0) + hlen  # attributes + key + value + headers
     out: list[bytes] = []
     lo = 0
     while lo < n:
-        hi = _batch_end(fixed, ts, lo, n, max_batch_bytes)
-        out.append(
-            _encode_batch(
-                lo, hi, ts, klen, vlen, hlen, fixed, kblob, vblob, hblobs, max_batch_bytes
-            )
-        )
+        # sizes of the records from lo on, as if all went into one batch starting at lo;
+        # a batch [lo, hi) takes the prefix that fits (kafka-python's builder rule: a
+        # record joins while 61 + sizes so far + its size <= max_batch_bytes)
+        sizes = _record_sizes(fixed, ts, lo, n)
+        ends = np.cumsum(sizes[0] + sizes[1])
+        ends += _HEADER_SIZE
+        hi = lo + max(1, int(np.searchsorted(ends, max_batch_bytes, side="right")))
+        if hi < n:
+            m = hi - lo
+            sizes = (sizes[0][:m], sizes[1][:m], sizes[2][:m], sizes[3][:m], sizes[4][:m])
+            ends = ends[:m]
+        out.append(_encode_batch(lo, hi, ts, klen, vlen, hblobs, sizes, ends, kblob, vblob))
         lo = hi
+    if len(out[0]) > max_batch_bytes or any(len(b) > max_batch_bytes for b in out[1:]):
+        raise RecordTooLargeError(
+            f"a message needs a {max(map(len, out))}-byte batch, over {max_batch_bytes} bytes"
+        )
     return out[0] if len(out) == 1 else b"".join(out)
 
 
@@ -123,42 +142,24 @@ def _record_sizes(fixed: I64, ts: I64, lo: int, hi: int) -> tuple[I64, I64, I64,
     return body, varint_sizes(body), tsd, ts_size, od_size
 
 
-def _batch_end(fixed: I64, ts: I64, lo: int, n: int, max_batch_bytes: int) -> int:
-    """End of the batch starting at record ``lo`` (kafka-python's builder rule: a record
-    joins while ``61 + sizes so far + its size <= max_batch_bytes``)."""
-    body, body_size, _, _, _ = _record_sizes(fixed, ts, lo, n)
-    total = np.cumsum(body + body_size) + _HEADER_SIZE
-    fit = int(np.searchsorted(total, max_batch_bytes, side="right"))
-    return lo + max(fit, 1)
-
-
 def _encode_batch(  # noqa: PLR0917 (internal: the columns of one batch)
     lo: int,
     hi: int,
     ts: I64,
     klen: I64,
     vlen: I64,
-    hlen: I64,
-    fixed: I64,
+    hblobs: list[bytes] | None,
+    sizes: tuple[I64, I64, I64, I64, I64],
+    ends: I64,
     kblob: bytes,
     vblob: bytes,
-    hblobs: list[bytes] | None,
-    max_batch_bytes: int,
 ) -> bytes:
-    body, body_size, tsd, ts_size, od_size = _record_sizes(fixed, ts, lo, hi)
-    rec = body + body_size
-    starts = np.empty(hi - lo, dtype=np.int64)
-    starts[0] = _HEADER_SIZE
-    np.cumsum(rec[:-1], out=starts[1:])
-    starts[1:] += _HEADER_SIZE
-    total = int(starts[-1] + rec[-1])
-    if total > max_batch_bytes:
-        raise RecordTooLargeError(
-            f"a message needs a {total}-byte batch, over {max_batch_bytes} bytes"
-        )
+    body, body_size, tsd, ts_size, od_size = sizes
+    starts = ends - body - body_size
+    total = int(ends[-1])
     buf = bytearray(total)
     out = np.frombuffer(buf, dtype=np.uint8)
-    k, v, h = klen[lo:hi], vlen[lo:hi], hlen[lo:hi]
+    k, v = klen[lo:hi], vlen[lo:hi]
     encode_varints(out, starts, body, body_size)
     p = starts + body_size + 1  # attributes byte: 0
     if tsd.any():  # else every delta is varint 0: the zero bytes already there
@@ -171,7 +172,7 @@ def _encode_batch(  # noqa: PLR0917 (internal: the columns of one batch)
     p += k_size
     kn = np.maximum(k, 0)
     if kn.any():
-        skip = int(np.maximum(klen[:lo], 0).sum())
+        skip = int(np.maximum(klen[:lo], 0).sum()) if lo else 0
         chunk = np.frombuffer(kblob, dtype=np.uint8)[skip : skip + int(kn.sum())]
         scatter(out, p, chunk, kn)
     p += kn
@@ -180,11 +181,12 @@ def _encode_batch(  # noqa: PLR0917 (internal: the columns of one batch)
     p += v_size
     vn = np.maximum(v, 0)
     if vn.any():
-        skip = int(np.maximum(vlen[:lo], 0).sum())
+        skip = int(np.maximum(vlen[:lo], 0).sum()) if lo else 0
         chunk = np.frombuffer(vblob, dtype=np.uint8)[skip : skip + int(vn.sum())]
         scatter(out, p, chunk, vn)
     p += vn
     if hblobs is not None:
+        h = np.fromiter(map(len, hblobs[lo:hi]), np.int64, hi - lo)
         scatter(out, p, np.frombuffer(b"".join(hblobs[lo:hi]), dtype=np.uint8), h)
     # else every headerCount is varint 0: the zero bytes already there
     first, last = int(ts[lo]), hi - lo - 1

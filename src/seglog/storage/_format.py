@@ -55,7 +55,9 @@ def read_format(directory: pathlib.Path) -> int | None:
         return None
     stripped = text.strip()
     if not stripped.isdigit() or int(stripped) < 1:
-        raise FormatVersionError(f"{directory / FORMAT_FILE}: unreadable version {text[:20]!r}")
+        raise FormatVersionError(
+            f"{directory / FORMAT_FILE}: unreadable format version {text[:20]!r}"
+        )
     return int(stripped)
 
 

@@ -4,7 +4,8 @@ nobody read recently; the next read reopens them (``Segment.fd``).
 A log with thousands of segments otherwise keeps one open file per segment for as long as
 it is open. The writer's active segment is never closed. Contract for readers: a file
 descriptor obtained from the log (``Log.read_slice``'s ``FileSlice.fd``) must be used
-within ``unused_for_s`` seconds (the broker's sendfile runs at once).
+within :data:`MIN_IDLE_S` seconds: a handle used more recently is never closed, whatever
+``unused_for_s`` says (the broker's sendfile runs at once).
 """
 
 from __future__ import annotations
@@ -17,17 +18,21 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from seglog.storage._log import Log
 
-__all__ = ["gc", "start_gc"]
+__all__ = ["MIN_IDLE_S", "gc", "start_gc"]
+
+MIN_IDLE_S = 0.5
+"""Handles used within this many seconds are never closed (readers' grace period)."""
 
 
 def gc(log: Log, unused_for_s: float) -> int:
     """Close the ``.log`` handles of ``log``'s segments unused for ``unused_for_s``
-    seconds (>= 0), except the writer's active segment; returns how many were closed.
+    seconds (>= 0; at least :data:`MIN_IDLE_S`), except the writer's active segment;
+    returns how many were closed.
     Safe beside readers and the writer (any thread); LogClosedError on a closed log."""
     if unused_for_s < 0:
         raise ValueError("unused_for_s must be >= 0")
     log._check_open()
-    cutoff = time.monotonic() - unused_for_s
+    cutoff = time.monotonic() - max(unused_for_s, MIN_IDLE_S)
     segs = list(log._segments)
     if not log.read_only:
         segs = segs[:-1]

@@ -46,6 +46,7 @@ from seglog.storage import (
 from seglog.storage._batch import (
     patch_base_offset,
     patch_log_append_time,
+    stamp_leader_epoch,
     validate_for_append,
 )
 from seglog.storage._config import AppendInfo, LogConfig
@@ -237,6 +238,7 @@ class Log(LogReader):
             max_ts = -1
             for pos, h in batches:
                 patch_base_offset(data, pos, offset)
+                stamp_leader_epoch(data, pos)
                 ts = h.max_timestamp
                 if log_append:
                     patch_log_append_time(data, pos, h, now)

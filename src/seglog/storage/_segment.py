@@ -218,23 +218,33 @@ class Segment:
         if ok:
             self.index.offsets, self.index.positions = f_off, f_pos
             self.time_index.timestamps, self.time_index.offsets = f_ts, f_toff
+        else:  # a rebuilt time index ends with the entry roll/close writes (segment max)
+            self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp, write=False
+            )
         self._files_consistent = ok
         reason = "" if self.size == file_size else f"invalid bytes at position {self.size}"
         return ScanResult(self.size, file_size, self.next_offset, reason)
 
     def load_trusted(self, interval: int, max_bytes: int) -> bool:
-        """Load the index files and walk only the tail after the last offset index entry
-        (no CRC). True if index and data agree; False leaves state undefined (rescan)."""
+        """Load the index files and walk only the tail after the last offset index entry,
+        or after the last time index entry if that is earlier (so the segment's max
+        timestamp is exact even when time index entries were lost), headers only, no
+        CRC. True if index and data agree; False leaves state undefined (rescan)."""
         file_size = os.fstat(self.fd).st_size
         idata, tdata = self.index.read_file(), self.time_index.read_file()
         if idata is None or tdata is None or not self.index.load(idata, max(file_size, 1)):
             return False
         if not self.time_index.load(tdata, _U32):
             return False
-        if len(self.index):
-            rel, pos = self.index.offsets[-1], self.index.positions[-1]
+        floor = len(self.index) - 1
+        if len(self.time_index):
+            floor = bisect.bisect_right(self.index.offsets, self.time_index.offsets[-1]) - 1
+        if floor >= 0:
+            rel, pos = self.index.offsets[floor], self.index.positions[floor]
         else:
             rel, pos = 0, 0
+        next_entry = floor + 1
         if file_size == 0:
             self.size, self.next_offset = 0, self.base_offset
             return not len(self.index) and not len(self.time_index)
@@ -248,15 +258,26 @@ class Segment:
             if first and p != pos:
                 return False
             first = False
-            if self.bytes_since_index >= interval:
-                return False  # an index entry is missing here: rebuild
             if mts > self.max_timestamp:
                 self.max_timestamp = mts
                 self.offset_of_max_timestamp = base - self.base_offset
+            if next_entry < len(self.index) and p >= self.index.positions[next_entry]:
+                if p > self.index.positions[next_entry]:
+                    return False  # an entry pointing inside a batch
+                if self.index.offsets[next_entry] != base - self.base_offset:
+                    return False
+                if self.max_timestamp > self.time_index.last_timestamp:
+                    return False  # the time index entry written with this one is missing
+                next_entry += 1
+                self.bytes_since_index = 0
+            elif self.bytes_since_index >= interval:
+                return False  # an index entry is missing here: rebuild
             self.bytes_since_index += size
             self.size, self.next_offset = p + size, nxt
-        if first or self.size != file_size:
+        if first or self.size != file_size or next_entry != len(self.index):
             return False
+        if self.max_timestamp > self.time_index.last_timestamp:
+            return False  # the final time index entry (written at roll/close) is missing
         last_rel = self.next_offset - 1 - self.base_offset
         return not len(self.time_index) or self.time_index.offsets[-1] <= last_rel
 

@@ -26,6 +26,8 @@ _SEVEN = np.uint64(7)
 _LOW7 = np.uint64(0x7F)
 _ONE = np.uint64(1)
 _THRESHOLDS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
+_HALF_THRESHOLDS = np.array([1 << (7 * k - 1) for k in range(1, 10)], dtype=np.int64)
+"""For values >= -1 (zigzag 2n, or 1 for -1): n >= 2^(7k-1) needs more than k bytes."""
 
 
 def _zigzag(values: I64) -> _U64:
@@ -34,24 +36,36 @@ def _zigzag(values: I64) -> _U64:
 
 def varint_sizes(values: I64) -> I64:
     """Bytes of each value as a zigzag varint (1 to 10)."""
+    if len(values) and int(values.min()) >= -1:  # lengths, counts, offset deltas
+        return np.searchsorted(_HALF_THRESHOLDS, values, side="right") + 1
     z = _zigzag(values)
     return np.searchsorted(_THRESHOLDS, z, side="right").astype(np.int64) + 1
 
 
 def encode_varints(out: U8, positions: I64, values: I64, sizes: I64) -> None:
     """Write each value as a zigzag varint of ``sizes`` bytes at ``out[positions]``."""
-    z = _zigzag(values)
-    if len(z) == 0:
+    if len(values) == 0:
         return
-    top = int(sizes.max())
+    z = _zigzag(values)
+    low, top = int(sizes.min()), int(sizes.max())
     if top == 1:
-        out[positions] = z.astype(np.uint8)
+        out[positions] = z
+        return
+    if low == top:  # one size for all: no selection
+        for k in range(top):
+            byte = (z >> np.uint64(7 * k)) & _LOW7
+            if k + 1 < top:
+                byte |= np.uint64(0x80)
+            out[positions + k] = byte
         return
     for k in range(top):
-        sel = np.flatnonzero(sizes > k)
-        byte = (z[sel] >> np.uint64(7 * k)) & _LOW7
-        byte |= np.where(sizes[sel] > k + 1, np.uint64(0x80), np.uint64(0))
-        out[positions[sel] + k] = byte.astype(np.uint8)
+        if k < low:
+            sel, zk, more = positions, z, sizes > k + 1
+        else:
+            idx = np.flatnonzero(sizes > k)
+            sel, zk, more = positions[idx], z[idx], sizes[idx] > k + 1
+        byte = ((zk >> np.uint64(7 * k)) & _LOW7) | (more.astype(np.uint64) << np.uint64(7))
+        out[sel + k] = byte
 
 
 def decode_varints(buf: U8, positions: I64, *, strict: bool = True) -> tuple[I64, I64]:
@@ -60,26 +74,24 @@ def decode_varints(buf: U8, positions: I64, *, strict: bool = True) -> tuple[I64
     Bytes past the end of ``buf`` read as the last byte (a caller checking record lengths
     sees the overrun). A varint longer than 10 bytes raises CorruptRecordError, or with
     ``strict=False`` (probing guessed positions) ends 11 bytes on."""
-    limit = len(buf) - 1
-    first = buf[np.minimum(positions, limit)]
-    more = np.flatnonzero(first >= 0x80)
-    raw = first.astype(np.uint64)
-    size = np.ones(len(positions), dtype=np.int64)
-    if len(more):
-        raw[more] &= _LOW7
-        idx, pos = more, positions[more]
-        for k in range(1, 10):
-            b = buf[np.minimum(pos + k, limit)]
-            raw[idx] |= (b.astype(np.uint64) & _LOW7) << np.uint64(7 * k)
-            size[idx] += 1
-            cont = b >= 0x80
-            if not cont.any():
-                break
-            idx, pos = idx[cont], pos[cont]
-        else:
-            if strict:
-                raise CorruptRecordError("varint longer than 10 bytes")
-            size[idx] += 1
+    b = buf.take(positions, mode="clip")
+    if len(b) == 0 or b.max() < 0x80:  # all one byte: the common case
+        v = b.astype(np.int64)
+        return (v >> 1) ^ -(v & 1), positions + 1
+    raw = (b & 0x7F).astype(np.uint64)
+    active = b >= 0x80
+    size = np.ones(len(b), dtype=np.int64)
+    for k in range(1, 10):
+        b = buf.take(positions + k, mode="clip")
+        raw |= ((b & 0x7F).astype(np.uint64) << np.uint64(7 * k)) * active
+        size += active
+        active &= b >= 0x80
+        if not active.any():
+            break
+    else:
+        if strict:
+            raise CorruptRecordError("varint longer than 10 bytes")
+        size[active] = 11
     values = (raw >> _ONE).view(np.int64) ^ -(raw & _ONE).view(np.int64)
     return values, positions + size
 
@@ -105,7 +117,6 @@ def _copy_runs(
     runs = _runs(dst_pos, src_pos, lengths)
     if len(runs) > max_runs:
         return False
-    strided = np.lib.stride_tricks.as_strided
     for i, j in runs:
         width = int(lengths[i])
         if width <= 0:
@@ -114,9 +125,8 @@ def _copy_runs(
         d0, s0 = int(dst_pos[i]), int(src_pos[i])
         dstep = int(dst_pos[i + 1] - d0) if rows > 1 else 0
         sstep = int(src_pos[i + 1] - s0) if rows > 1 else 0
-        d = strided(dst[d0:], shape=(rows, width), strides=(dstep, 1), writeable=True)
-        s = strided(src[s0:], shape=(rows, width), strides=(sstep, 1), writeable=False)
-        d[...] = s
+        d = np.ndarray((rows, width), np.uint8, dst, d0, (dstep, 1))
+        d[...] = np.ndarray((rows, width), np.uint8, src, s0, (sstep, 1))
     return True
 
 

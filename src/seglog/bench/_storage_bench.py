@@ -1,0 +1,395 @@
+"""The storage engine's benchmark (issue 3): embedded publish/consume, open after kill -9
+and after a clean shutdown, compaction; each next to a reference measured in the same run.
+
+Rows (medians of ``repeat`` runs; rates per second of wall-clock time, MB = 10^6 bytes):
+
+- publish of 100 B values (8-byte keys) in batches of 1000, default policy (fsync before
+  ack) through ``Log.publish`` (Message objects built before the clock starts) and
+  ``Log.publish_values``, vs ``os.write`` + ``os.fdatasync`` of the same encoded batches;
+  relaxed policy (``flush_ms``) vs ``os.write`` alone. Goal: >= 1 M msg/s.
+- consume of the same log 1000 at a time: ``Log.consume_columns`` (numpy columns) and
+  ``Log.consume`` (Message objects), vs kafka-python's ``MemoryRecords`` decoding the same
+  batches from memory (the decoder seglog used before). Goal: >= 3.5 M msg/s.
+- open after kill -9: a writer subprocess publishes ``size`` bytes and is SIGKILLed in the
+  middle of publishing; the files are dropped from the page cache (fsync +
+  ``posix_fadvise(DONTNEED)``) before timing ``Log.open`` and, the same way, before timing
+  a sequential read of the same files (the reference). Goal: <= 1.2 x cold read + 0.2 s.
+- open after a clean shutdown (``close()``), cold cache. Goal: <= 0.1 s.
+- compaction MB/s (``seglog.storage.compact``, 90 % of the keyed records superseded) vs
+  copying the same segment files (read + write + fsync).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from seglog.storage import OFFSET_OLDEST, Log, Message, compact, open_log
+from seglog.storage._encode import encode_records
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.record.memory_records import MemoryRecords
+
+__all__ = ["StorageRow", "storage_bench"]
+
+MIB = 1 << 20
+BATCH = 1000
+VALUE_BYTES = 100
+Progress = Callable[[str], None]
+
+
+class StorageRow(NamedTuple):
+    """One line of the storage benchmark table."""
+
+    metric: str
+    unit: str
+    """"msg/s", "MB/s" or "s"."""
+    seglog: float
+    """Median of ``samples``."""
+    reference_name: str
+    reference: float | None
+    """Median of the reference samples, None without a reference."""
+    ratio: float | None
+    """seglog / reference."""
+    goal: str
+    """The issue's goal for this row ("" if informational)."""
+    met: bool | None
+    """Whether the goal is met (None without a goal)."""
+    samples: tuple[float, ...]
+    reference_samples: tuple[float, ...]
+
+
+def _row(  # noqa: PLR0917 (a table row)
+    metric: str,
+    unit: str,
+    samples: list[float],
+    reference_name: str = "",
+    reference: list[float] | None = None,
+    goal: str = "",
+    check: Callable[[float, float | None], bool] | None = None,
+) -> StorageRow:
+    value = statistics.median(samples)
+    ref = statistics.median(reference) if reference else None
+    ratio = value / ref if ref else None
+    met = check(value, ref) if check is not None else None
+    return StorageRow(
+        metric, unit, value, reference_name, ref, ratio, goal, met,
+        tuple(samples), tuple(reference or ()),
+    )  # fmt: skip
+
+
+# -- publish / consume ------------------------------------------------------------------
+
+
+def _workload(count: int) -> tuple[list[bytes], list[bytes]]:
+    value = os.urandom(VALUE_BYTES)
+    return [value] * count, [b"key-%04d" % (i % BATCH) for i in range(count)]
+
+
+def _publish(directory: Path, count: int, *, relaxed: bool, columnar: bool) -> float:
+    values, keys = _workload(count)
+    with open_log(directory, create=True, flush_ms=1000 if relaxed else None) as log:
+        if columnar:
+            start = time.perf_counter()
+            for lo in range(0, count, BATCH):
+                log.publish_values(values[lo : lo + BATCH], keys[lo : lo + BATCH])
+        else:
+            msgs = [Message(key=k, value=v) for k, v in zip(keys, values, strict=True)]
+            groups = [msgs[lo : lo + BATCH] for lo in range(0, count, BATCH)]
+            start = time.perf_counter()
+            for group in groups:
+                log.publish(group)
+        if relaxed:
+            log.sync()
+        elapsed = time.perf_counter() - start
+    return count / elapsed
+
+
+def _raw_write(directory: Path, count: int, *, sync: bool) -> float:
+    """os.write (+ fdatasync) of the same encoded batches, one per 1000 messages."""
+    values, keys = _workload(BATCH)
+    batch = encode_records(values, keys, np.zeros(BATCH, np.int64), None, 1 << 30)
+    path = directory / "raw.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        start = time.perf_counter()
+        for _ in range(count // BATCH):
+            os.write(fd, batch)
+            if sync:
+                os.fdatasync(fd)
+        if not sync:
+            os.fdatasync(fd)
+        elapsed = time.perf_counter() - start
+    finally:
+        os.close(fd)
+        path.unlink()
+    return count // BATCH * BATCH / elapsed
+
+
+def _consume(log: Log, count: int, *, columnar: bool) -> float:
+    seen, offset = 0, OFFSET_OLDEST
+    start = time.perf_counter()
+    while seen < count:
+        if columnar:
+            cols = log.consume_columns(offset, BATCH)
+            offset, n = cols.next_offset, len(cols)
+        else:
+            offset, msgs = log.consume(offset, BATCH)
+            n = len(msgs)
+        if n == 0:
+            raise RuntimeError(f"consume stopped at {seen}/{count}")
+        seen += n
+    return seen / (time.perf_counter() - start)
+
+
+def _kafka_python_decode(log: Log, count: int) -> float:
+    data = [bytes(b) for b in log.batches(OFFSET_OLDEST)]
+    start = time.perf_counter()
+    seen = 0
+    for raw in data:
+        records = MemoryRecords(raw)
+        while (batch := records.next_batch()) is not None:
+            for r in batch:
+                seen += r.value is not None
+    elapsed = time.perf_counter() - start
+    if seen < count:
+        raise RuntimeError(f"kafka-python decoded {seen}/{count}")
+    return seen / elapsed
+
+
+def publish_consume_rows(
+    workdir: Path, count: int, repeat: int, progress: Progress
+) -> list[StorageRow]:
+    """The publish and consume rows (``count`` messages per run)."""
+    s: dict[str, list[float]] = {}
+
+    def add(name: str, value: float) -> None:
+        s.setdefault(name, []).append(value)
+
+    for r in range(repeat):
+        progress(f"publish/consume {r + 1}/{repeat}")
+        d = workdir / f"pub-{r}"
+        d.mkdir()
+        add("raw_sync", _raw_write(d, count, sync=True))
+        add("pub_msgs", _publish(d / "a", count, relaxed=False, columnar=False))
+        add("pub_cols", _publish(d / "b", count, relaxed=False, columnar=True))
+        add("raw", _raw_write(d, count, sync=False))
+        add("pub_relaxed", _publish(d / "c", count, relaxed=True, columnar=True))
+        add("pub_msgs_relaxed", _publish(d / "e", count, relaxed=True, columnar=False))
+        with open_log(d / "b") as log:
+            add("kp", _kafka_python_decode(log, count))
+            add("cons_cols", _consume(log, count, columnar=True))
+            add("cons_msgs", _consume(log, count, columnar=False))
+        shutil.rmtree(d)
+    pub_goal, cons_goal = ">= 1 M msg/s", ">= 3.5 M msg/s"
+
+    def pub_ok(v: float, _: float | None) -> bool:
+        return v >= 1e6
+
+    def cons_ok(v: float, _: float | None) -> bool:
+        return v >= 3.5e6
+
+    fsync_ref, write_ref, kp_ref = "os.write+fdatasync", "os.write", "kafka-python decode"
+    return [
+        _row("publish 100 B x1000, fsync (publish_values)", "msg/s", s["pub_cols"],
+             fsync_ref, s["raw_sync"], pub_goal, pub_ok),
+        _row("publish 100 B x1000, fsync (publish Messages)", "msg/s", s["pub_msgs"],
+             fsync_ref, s["raw_sync"], pub_goal, pub_ok),
+        _row("publish 100 B x1000, relaxed (publish_values)", "msg/s", s["pub_relaxed"],
+             write_ref, s["raw"], pub_goal, pub_ok),
+        _row("publish 100 B x1000, relaxed (publish Messages)", "msg/s", s["pub_msgs_relaxed"],
+             write_ref, s["raw"], pub_goal, pub_ok),
+        _row("consume x1000 (consume_columns)", "msg/s", s["cons_cols"], kp_ref, s["kp"],
+             cons_goal, cons_ok),
+        _row("consume x1000 (consume Messages)", "msg/s", s["cons_msgs"], kp_ref, s["kp"],
+             cons_goal, cons_ok),
+    ]  # fmt: skip
+
+
+# -- open after kill -9 / clean shutdown ------------------------------------------------
+
+_WRITER = """
+import sys, numpy as np
+from seglog.storage import open_log
+path, size, reopen = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+values = [bytes(range(100))] * 1000
+keys = [b"key-%04d" % i for i in range(1000)]
+with open_log(path, create=True) as log:
+    written = 0
+    while True:
+        log.publish_values(values, keys)
+        written += 1000 * 120
+        if written >= size or reopen:
+            print("ready", flush=True)
+            size = 1 << 62
+            reopen = False
+        if written > 4 * size:
+            break
+"""
+
+
+def _drop_cache(directory: Path) -> None:
+    """Evict the files of ``directory`` from the page cache (fsync, then DONTNEED)."""
+    for p in sorted(directory.iterdir()):
+        if p.is_file():
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def _cold_read(directory: Path) -> float:
+    """Seconds to read every file of ``directory`` sequentially, 1 MiB at a time."""
+    _drop_cache(directory)
+    start = time.perf_counter()
+    for p in sorted(directory.iterdir()):
+        if p.is_file():
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                while os.read(fd, MIB):
+                    pass
+            finally:
+                os.close(fd)
+    return time.perf_counter() - start
+
+
+def _crash_writer(directory: Path, size: int, *, reopen: bool) -> None:
+    """Run a publishing subprocess; SIGKILL it mid-publish once it wrote ``size`` bytes
+    (``reopen``: once it reopened the log and published one more batch)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(directory), str(size), "1" if reopen else "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    if line.strip() != "ready":
+        raise RuntimeError(f"writer subprocess failed (exit {proc.returncode})")
+
+
+def _timed_open(directory: Path) -> tuple[float, Log]:
+    _drop_cache(directory)
+    start = time.perf_counter()
+    log = Log.open(directory)
+    return time.perf_counter() - start, log
+
+
+def recovery_rows(workdir: Path, size: int, repeat: int, progress: Progress) -> list[StorageRow]:
+    """Open after kill -9 vs a cold read, and open after a clean shutdown."""
+    d = workdir / "crash"
+    crash, cold, clean, clean_warm, sizes = [], [], [], [], []
+    for r in range(repeat):
+        progress(f"kill -9 writer {r + 1}/{repeat} ({size / MIB:.0f} MiB)")
+        _crash_writer(d, size, reopen=r > 0)
+        sizes.append(sum(p.stat().st_size for p in d.iterdir() if p.is_file()))
+        cold.append(_cold_read(d))
+        elapsed, log = _timed_open(d)
+        crash.append(elapsed)
+        log.close()
+        elapsed, log = _timed_open(d)
+        clean.append(elapsed)
+        log.close()
+        start = time.perf_counter()
+        Log.open(d).close()
+        clean_warm.append(time.perf_counter() - start)
+    shutil.rmtree(d)
+    gib = statistics.median(sizes) / (1 << 30)
+    return [
+        _row(f"open after kill -9 ({gib:.2f} GiB, cold cache)", "s", crash,
+             "cold sequential read", cold, "<= 1.2 x read + 0.2 s",
+             lambda v, ref: ref is not None and v <= 1.2 * ref + 0.2),
+        _row("open after clean shutdown (cold cache)", "s", clean, goal="<= 0.1 s",
+             check=lambda v, _: v <= 0.1),
+        _row("open after clean shutdown (warm cache)", "s", clean_warm),
+    ]  # fmt: skip
+
+
+# -- compaction -------------------------------------------------------------------------
+
+
+def _copy_rate(src: Path, dst: Path) -> float:
+    """MB/s copying the .log files of ``src`` to ``dst`` (read, write, fsync)."""
+    dst.mkdir()
+    total = 0
+    start = time.perf_counter()
+    for p in sorted(src.glob("*.log")):
+        data = p.read_bytes()
+        fd = os.open(dst / p.name, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        total += len(data)
+    elapsed = time.perf_counter() - start
+    shutil.rmtree(dst)
+    return total / elapsed / 1e6
+
+
+def compaction_rows(workdir: Path, size: int, repeat: int, progress: Progress) -> list[StorageRow]:
+    """Compaction MB/s (bytes of the log before compaction / seconds) vs a file copy."""
+    rates, copies = [], []
+    n = max(BATCH, size // 120 // BATCH * BATCH)
+    values, _ = _workload(BATCH)
+    for r in range(repeat):
+        progress(f"compaction {r + 1}/{repeat} ({size / MIB:.0f} MiB)")
+        d = workdir / f"compact-{r}"
+        with open_log(d, create=True, segment_bytes=max(MIB, size // 8), flush_ms=1000) as log:
+            distinct = max(1, n // 10)
+            for lo in range(0, n, BATCH):
+                keys = [b"key-%08d" % (i % distinct) for i in range(lo, lo + BATCH)]
+                log.publish_values(values, keys, timestamp_ms=1)
+            log.sync()
+            before = log.stat()["bytes"]
+            copies.append(_copy_rate(d, workdir / f"copy-{r}"))
+            start = time.perf_counter()
+            removed = compact(log)
+            elapsed = time.perf_counter() - start
+            if not removed.offsets:
+                raise RuntimeError("compaction removed nothing")
+        rates.append(before / elapsed / 1e6)
+        shutil.rmtree(d)
+    return [_row("compaction (90 % superseded)", "MB/s", rates, "file copy", copies)]
+
+
+def storage_bench(
+    directory: Path,
+    *,
+    size_bytes: int = 64 * MIB,
+    messages: int = 200_000,
+    compact_bytes: int | None = None,
+    repeat: int = 3,
+    progress: Progress | None = None,
+) -> list[StorageRow]:
+    """Run every storage measurement in a new temporary directory under ``directory``
+    (removed afterwards); return the table rows. ``size_bytes``: the log killed and
+    reopened (the issue asks for 1 GiB); ``messages``: per publish/consume run;
+    ``compact_bytes``: the compacted log (default: ``min(size_bytes, 64 MiB)``).
+    Raises RuntimeError when a measurement cannot be taken, OSError from the disk."""
+    say = progress or (lambda _line: None)
+    workdir = directory / f"seglog-storage-bench-{os.getpid()}"
+    workdir.mkdir(parents=True)
+    try:
+        rows = publish_consume_rows(workdir, messages, repeat, say)
+        rows += recovery_rows(workdir, size_bytes, repeat, say)
+        rows += compaction_rows(workdir, compact_bytes or min(size_bytes, 64 * MIB), repeat, say)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return rows

@@ -1,0 +1,172 @@
+"""Background retention and compaction of a real ``seglog serve``, and DeleteRecords
+(API 21) through confluent-kafka's AdminClient."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from seglog.broker._testing import BrokerProcess
+
+OLD = 1_000_000_000_000  # a 2001 timestamp, older than any retention.ms used here
+
+
+def _wait(cond: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.1)
+
+
+def _create(bootstrap: str, topic: str, config: dict[str, str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, 1, 1, config=config)])
+    futures[topic].result(30)
+
+
+def _produce(bootstrap: str, topic: str, n: int, *, keys: int = 0, ts: int | None = None) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 1})
+    for i in range(n):
+        kwargs: dict[str, Any] = {"value": b"v%d-" % i + b"x" * 100}
+        if keys:
+            kwargs["key"] = b"k%d" % (i % keys)
+        if ts is not None:
+            kwargs["timestamp"] = ts + i
+        producer.produce(topic, **kwargs)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def _watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "wm"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        return int(low), int(high)
+    finally:
+        consumer.close()
+
+
+def _consume_all(bootstrap: str, topic: str, offset: int, end: int) -> list[Any]:
+    """Messages from ``offset`` until the one before ``end`` (the high watermark)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "retention-tests",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, offset)])
+        out: list[Any] = []
+        deadline = time.monotonic() + 30
+        while (not out or out[-1].offset() < end - 1) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                continue
+            out.append(msg)
+        return out
+    finally:
+        consumer.close()
+
+
+def _segments(data: Path, topic: str) -> list[str]:
+    return sorted(f for f in os.listdir(data / f"{topic}-0") if f.endswith(".log"))
+
+
+def test_background_retention_by_age_and_size(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    broker = broker_factory(
+        [
+            "--log-segment-bytes", "2048",
+            "--log-retention-check-interval-ms", "200",
+            "--log-retention-ms", "60000",
+        ]
+    )  # fmt: skip
+    bootstrap, data = broker.bootstrap, broker.data_dir
+    # broker default retention.ms: records from 2001 are far too old
+    _produce(bootstrap, "aged", 60, ts=OLD)
+    _wait(lambda: _watermarks(bootstrap, "aged")[0] > 0)
+    low, high = _watermarks(bootstrap, "aged")
+    assert high == 60 and len(_segments(data, "aged")) == 1  # only the active one left
+    msgs = _consume_all(bootstrap, "aged", 0, high)  # reset to the new start
+    assert [m.offset() for m in msgs] == list(range(low, high))
+    # a topic config overrides the broker's: retention.bytes
+    _create(bootstrap, "sized", {"retention.bytes": "4096", "retention.ms": "-1"})
+    _produce(bootstrap, "sized", 120)
+    _wait(lambda: _watermarks(bootstrap, "sized")[0] > 0)
+    sizes = [os.stat(data / "sized-0" / f).st_size for f in _segments(data, "sized")]
+    assert 4096 <= sum(sizes) < 4096 + 2 * 2048
+    # retention.ms -1 on a topic: nothing old is removed
+    _create(bootstrap, "forever", {"retention.ms": "-1"})
+    _produce(bootstrap, "forever", 60, ts=OLD)
+    time.sleep(1.0)
+    assert _watermarks(bootstrap, "forever") == (0, 60)
+    assert "retention aged-0" in broker.log_text()
+
+
+def test_background_compaction(broker_factory: Callable[..., BrokerProcess]) -> None:
+    broker = broker_factory(
+        ["--log-segment-bytes", "2048", "--log-retention-check-interval-ms", "200"]
+    )
+    bootstrap = broker.bootstrap
+    _create(bootstrap, "table", {"cleanup.policy": "compact", "delete.retention.ms": "0"})
+    _produce(bootstrap, "table", 150, keys=5)
+    _wait(lambda: "retention table-0" in broker.log_text())
+    low, high = _watermarks(bootstrap, "table")
+    assert (low, high) == (0, 150)  # compaction never moves the log start or end
+    time.sleep(0.5)
+    msgs = _consume_all(bootstrap, "table", 0, 150)
+    offsets = [m.offset() for m in msgs]
+    assert len(offsets) < 150 and offsets == sorted(offsets)  # gaps, in order
+    last = {m.key(): m.offset() for m in msgs}
+    assert last == {b"k%d" % (i % 5): i for i in range(145, 150)}
+
+
+def test_delete_records_with_confluent_admin(
+    broker_factory: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    script = tmp_path / "archive.py"
+    out = tmp_path / "archived"
+    script.write_text(
+        "import shutil, sys, pathlib\n"
+        f"dest = pathlib.Path({str(out)!r})\n"
+        "dest.mkdir(exist_ok=True)\n"
+        "for f in sys.argv[3:]: shutil.move(f, dest / (sys.argv[1] + '.' + pathlib.Path(f).name))\n"
+    )
+    args = ["--log-segment-bytes", "2048", "--log-archive-command", f"{sys.executable} {script}"]
+    broker = broker_factory(args)
+    bootstrap = broker.bootstrap
+    _produce(bootstrap, "dr", 100)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.delete_records([TopicPartition("dr", 0, 42)])
+    result = next(iter(futures.values())).result(30)
+    assert result.low_watermark == 42
+    assert _watermarks(bootstrap, "dr") == (42, 100)
+    assert any(p.name.endswith(".log.bak") for p in out.iterdir())  # removed segments archived
+    # a consumer starting below the low watermark gets OFFSET_OUT_OF_RANGE and resets
+    msgs = _consume_all(bootstrap, "dr", 0, 100)
+    assert [m.offset() for m in msgs] == list(range(42, 100))
+    # beyond the high watermark: OFFSET_OUT_OF_RANGE
+    futures = admin.delete_records([TopicPartition("dr", 0, 1000)])
+    err = next(iter(futures.values())).exception(30)
+    assert err is not None and err.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE
+    # the new log start survives a restart
+    assert broker.stop() == 0
+    broker = broker_factory(args)
+    assert _watermarks(broker.bootstrap, "dr") == (42, 100)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = admin.delete_records([TopicPartition("dr", 0, -1)])  # up to the high watermark
+    assert next(iter(futures.values())).result(30).low_watermark == 100
+    assert _watermarks(broker.bootstrap, "dr") == (100, 100)

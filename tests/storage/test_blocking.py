@@ -1,0 +1,128 @@
+"""Blocking consume: sync and asyncio, woken by the writer, timeouts, cancellation,
+close, many concurrent tailers, a read-only tailer beside a writer."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from concurrent.futures import CancelledError
+
+import pytest
+
+import seglog.aio
+from seglog import OFFSET_NEWEST, OFFSET_OLDEST, Message, open_log
+from seglog.errors import LogClosedError
+from seglog.storage import CancelToken
+
+
+def _later(delay: float, fn) -> threading.Thread:
+    def run() -> None:
+        time.sleep(delay)
+        fn()
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+def test_sync_woken_by_writer_and_timeout(tmp_path):
+    with open_log(tmp_path / "p", create=True) as log:
+        t0 = time.monotonic()
+        assert log.consume_blocking(OFFSET_OLDEST, 10, 0.05) == (0, [])
+        assert time.monotonic() - t0 >= 0.04
+        t = _later(0.05, lambda: log.publish([Message(value=b"a")]))
+        nxt, got = log.consume_blocking(OFFSET_NEWEST, 10, 30)
+        t.join()
+        assert (nxt, [m.value for m in got]) == (1, [b"a"])
+        assert len(log._notifier) == 0  # no waiter left behind
+
+
+def test_sync_cancel_and_close(tmp_path):
+    with open_log(tmp_path / "p", create=True) as log:
+        token = CancelToken()
+        t = _later(0.05, token.cancel)
+        with pytest.raises(CancelledError):
+            log.consume_blocking(0, 10, 30, cancel=token)
+        t.join()
+        with pytest.raises(CancelledError):  # a cancelled token stays cancelled
+            log.consume_blocking(0, 10, 30, cancel=token)
+        t = _later(0.05, log.close)
+        with pytest.raises(LogClosedError):
+            log.consume_blocking(0, 10, 30)
+        t.join()
+
+
+def test_fifty_thread_tailers(tmp_path):
+    n_tailers, n_msgs = 50, 30
+    got: dict[int, list[bytes]] = {}
+    with open_log(tmp_path / "p", create=True) as log:
+
+        def tail(i: int) -> None:
+            offset, seen = 0, []
+            while len(seen) < n_msgs:
+                offset, msgs = log.consume_blocking(offset, 7, 30)
+                seen += [m.value for m in msgs]
+            got[i] = seen
+
+        threads = [threading.Thread(target=tail, args=(i,)) for i in range(n_tailers)]
+        for t in threads:
+            t.start()
+        for j in range(n_msgs):
+            log.publish([Message(value=b"%d" % j)])
+        for t in threads:
+            t.join(60)
+        assert len(got) == n_tailers
+        assert all(v == [b"%d" % j for j in range(n_msgs)] for v in got.values())
+        assert len(log._notifier) == 0
+
+
+async def test_fifty_async_tailers_and_cancel(tmp_path):
+    n_tailers, n_msgs = 50, 20
+    with open_log(tmp_path / "p", create=True) as log:
+
+        async def tail() -> list[bytes]:
+            offset, seen = 0, []
+            while len(seen) < n_msgs:
+                offset, msgs = await log.consume_blocking_async(offset, 5, 30)
+                seen += [m.value for m in msgs]
+            return seen
+
+        tasks = [asyncio.create_task(tail()) for _ in range(n_tailers)]
+        await asyncio.sleep(0.05)
+        for j in range(n_msgs):
+            await asyncio.to_thread(log.publish, [Message(value=b"%d" % j)])
+        results = await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        assert all(r == [b"%d" % j for j in range(n_msgs)] for r in results)
+        # timeout returns empty; cancellation stops the wait and leaves no waiter
+        assert await log.consume_blocking_async(OFFSET_NEWEST, 10, 0.05) == (n_msgs, [])
+        task = asyncio.create_task(log.consume_blocking_async(n_msgs, 10, 30))
+        await asyncio.sleep(0.05)
+        assert len(log._notifier) == 1
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0)
+        assert len(log._notifier) == 0
+        # the async iterator, woken by a publish from another thread
+        t = _later(0.05, lambda: log.publish([Message(value=b"tail")]))
+        agen = seglog.aio.tail(log, OFFSET_NEWEST)
+        first = await asyncio.wait_for(anext(agen), 30)
+        await agen.aclose()
+        t.join()
+        assert first.value == b"tail"
+        # closing the log fails the waiters
+        waiter = asyncio.create_task(log.consume_blocking_async(n_msgs + 1, 10, 30))
+        await asyncio.sleep(0.05)
+        await asyncio.to_thread(log.close)
+        with pytest.raises(LogClosedError):
+            await waiter
+
+
+async def test_async_read_only_tailer_polls_other_writer(tmp_path):
+    p = tmp_path / "p"
+    with open_log(p, create=True) as writer, open_log(p, read_only=True) as ro:
+        t = _later(0.1, lambda: writer.publish([Message(value=b"x")]))
+        nxt, msgs = await ro.consume_blocking_async(0, 10, 30)
+        t.join()
+        assert (nxt, [m.value for m in msgs]) == (1, [b"x"])

@@ -1,0 +1,109 @@
+"""Delete by offsets (klevdb's Delete), crash at each step, and gap rules of the loader."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+import seglog
+from seglog.errors import NotFoundError
+from seglog.storage import check, delete_offsets
+from seglog.storage._files import CLEANER_CHECKPOINT
+from tests.storage._cleaner import Crash, abandon, all_messages, crash_at, keyed_log, leftover_files
+
+
+def test_delete_offsets_returns_what_was_deleted(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = keyed_log(path, 100)
+    before = all_messages(log)
+    active = log._segments[-1].base_offset
+    wanted = {0, 1, 17, 18, 19, 42, 99, active, 1000, -5}
+    res = delete_offsets(log, wanted)
+    assert set(res.offsets) == {o for o in wanted if 0 <= o < active}
+    assert res.bytes_freed > 0
+    after = all_messages(log)
+    assert after == [m for m in before if m.offset not in set(res.offsets)]
+    for o in res.offsets:
+        with pytest.raises(NotFoundError):
+            log.get(o)
+    assert log.get(active).offset == active  # active segment never rewritten
+    assert (log.log_start_offset, log.log_end_offset) == (0, 100)  # offset 0 gone: start stays
+    assert delete_offsets(log, res.offsets).offsets == []  # already gone
+    log.close()
+    with seglog.open_log(path) as log:
+        assert all_messages(log) == after
+    assert all(r.ok for r in check(path))
+
+
+def test_delete_a_whole_segment_keeps_offsets(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = keyed_log(path, 60)
+    seg = log._segments[1]
+    res = delete_offsets(log, range(seg.base_offset, seg.next_offset))
+    assert res.offsets == list(range(seg.base_offset, seg.next_offset))
+    assert log._segments[1].size == 0 and log._segments[1].base_offset == seg.base_offset
+    nxt, msgs = log.consume(seg.base_offset, 1)
+    assert msgs[0].offset == seg.next_offset
+    log.close()
+    with seglog.open_log(path) as log:
+        assert [m.offset for m in all_messages(log)] == [
+            o for o in range(60) if not seg.base_offset <= o < seg.next_offset
+        ]
+
+
+@pytest.mark.parametrize("step", ["cleaned", "swap", "log-live", "indexes-live"])
+def test_crash_at_each_delete_step(tmp_path: Path, step: str) -> None:
+    path = tmp_path / "t-0"
+    log = keyed_log(path, 80)
+    before = all_messages(log)
+    doomed = {3, 4, 30, 31, 32}
+    with pytest.raises(Crash):
+        delete_offsets(log, doomed, on_step=crash_at(step, 2))  # 2nd segment rewritten
+    abandon(log)
+    with seglog.open_log(path) as log:
+        assert leftover_files(path) == []
+        got = {m.offset for m in all_messages(log)}
+        first_done = {3, 4}  # the first segment's delete finished before the crash
+        second = {30, 31, 32}
+        assert not got & first_done
+        if step == "cleaned":
+            assert second <= got  # old state of the second segment
+        else:
+            assert not got & second  # committed: new state
+        assert got | doomed == {m.offset for m in before}
+        res = delete_offsets(log, doomed)
+        assert {m.offset for m in all_messages(log)} == {m.offset for m in before} - doomed
+        assert set(res.offsets) <= second
+    assert all(r.ok for r in check(path))
+
+
+def _bump_base_offset(path: Path, position: int, delta: int) -> None:
+    with path.open("r+b") as f:
+        f.seek(position)
+        (base,) = struct.unpack(">q", f.read(8))
+        f.seek(position)
+        f.write(struct.pack(">q", base + delta))
+
+
+def test_a_gap_outside_the_cleaned_range_is_still_corruption(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    keyed_log(path, 40, segment_bytes=1 << 20).close()  # one segment, one batch per message
+    # move the last batch's base offset up by one: a gap the cleaner never made
+    data = (path / f"{0:020d}.log").read_bytes()
+    pos = 0
+    while True:
+        size = struct.unpack_from(">i", data, pos + 8)[0] + 12
+        if pos + size == len(data):
+            break
+        pos += size
+    _bump_base_offset(path / f"{0:020d}.log", pos, 1)
+    reports = check(path)
+    assert not reports[0].ok
+    # the same gap inside the range the cleaner rewrote is legal
+    (path / CLEANER_CHECKPOINT).write_text("41\n")
+    assert check(path)[0].ok
+    with seglog.open_log(path) as log:
+        assert [m.offset for m in all_messages(log)][-2:] == [38, 40]
+        assert log.log_end_offset == 41
