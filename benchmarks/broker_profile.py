@@ -39,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 from seglog.bench._disk import raw_append_rate
@@ -113,7 +113,9 @@ def produce_frames(topic: str, value_size: int, batch_bytes: int, version: int =
     ``batch_bytes`` of ``value_size``-byte values, built with kafka-python."""
     builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=batch_bytes * 2)
     value = os.urandom(value_size)
-    for _ in range(max(1, batch_bytes // (value_size + 10))):
+    # ~20 bytes of record framing per value keeps the batch under batch_bytes, which must
+    # stay under the broker's message.max.bytes (1,048,588) or every request fails
+    for _ in range(max(1, batch_bytes // (value_size + 20))):
         builder.append(timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
     builder.close()
     req = ProduceRequest[version]
@@ -128,9 +130,12 @@ def produce_frames(topic: str, value_size: int, batch_bytes: int, version: int =
     return bytes(request.encode(header=True, framed=True))
 
 
-def raw_client(bootstrap: str, frame: bytes, count: int, in_flight: int = 5) -> float:
-    """Send ``frame`` ``count`` times over one socket, ``in_flight`` requests at most
-    outstanding (librdkafka's default), reading every response; returns seconds."""
+def raw_client(
+    bootstrap: str, frame: bytes, count: int, in_flight: int = 5, version: int = 10
+) -> float:
+    """Send ``frame`` (a Produce request of ``version``, flexible) ``count`` times over one
+    socket, ``in_flight`` requests at most outstanding (librdkafka's default), reading
+    every response (RuntimeError unless each has error code 0); returns seconds."""
     host, port = bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port))) as sock:
         reader = sock.makefile("rb")
@@ -145,6 +150,10 @@ def raw_client(bootstrap: str, frame: bytes, count: int, in_flight: int = 5) -> 
             if len(response) != size:
                 raise RuntimeError("broker closed the connection")
             received += 1
+            decoded = ProduceResponse.decode(response[5:], version=version)  # header v1
+            code = decoded.responses[0].partition_responses[0].error_code
+            if code != 0:
+                raise RuntimeError(f"produce failed with error code {code}")
         elapsed = time.perf_counter() - start
         reader.close()
     return elapsed
@@ -156,37 +165,60 @@ def run_raw(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="broker-profile-", dir=args.dir))
     cases = [(1024, 1 << 20, args.raw_requests), (100, 1 << 20, args.raw_requests)]
     cases.append((100, 16 << 10, args.raw_requests * 8))
+    labels = ["this tree"] + ([f"PYTHONPATH={args.compare_with}"] if args.compare_with else [])
     prof = Path(args.profile) / "broker-raw.prof" if args.profile else None
+    brokers: dict[str, BrokerProcess] = {}
+    results: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
     try:
         if prof is not None:
             prof.parent.mkdir(parents=True, exist_ok=True)
-            broker = start_profiled(work / "data", prof, work / "broker.log")
+            brokers[labels[0]] = start_profiled(work / "data", prof, work / "broker.log")
         else:
-            broker = start_broker(work / "data", log_path=work / "broker.log")
+            brokers[labels[0]] = start_broker(work / "data", log_path=work / "broker.log")
+        if args.compare_with:
+            brokers[labels[1]] = start_with_source(
+                work / "data-compare", work / "broker-compare.log", args.compare_with
+            )
         try:
             for r in range(args.repeat):
                 raw = raw_append_rate(work, args.raw_mb << 20)
                 print(f"[{r + 1}] raw 1 MiB write+fdatasync {raw:8.1f} MB/s", flush=True)
-                for value_size, batch_bytes, count in cases:
-                    topic = f"raw-{value_size}-{batch_bytes}-{r}"
-                    create_topic(broker.bootstrap, topic)
-                    frame = produce_frames(topic, value_size, batch_bytes)
-                    before = thread_cpu(broker.process.pid)
-                    seconds = raw_client(broker.bootstrap, frame, count)
-                    loop_s, other_s = cpu_delta(before, thread_cpu(broker.process.pid))
-                    gb = len(frame) * count / 1e9
-                    print(
-                        f"[{r + 1}] {count:5d} x {len(frame) / 1024:7.1f} KiB requests "
-                        f"({value_size} B values): {len(frame) * count / seconds / 1e6:7.1f} MB/s "
-                        f"({len(frame) * count / seconds / 1e6 / raw:.2f}x raw), broker CPU "
-                        f"{(loop_s + other_s) / gb:5.2f} s/GB, "
-                        f"{(loop_s + other_s) / count * 1e6:6.0f} us/request "
-                        f"(loop {loop_s / count * 1e6:.0f}, other threads "
-                        f"{other_s / count * 1e6:.0f})",
-                        flush=True,
-                    )
+                for case, (value_size, batch_bytes, count) in enumerate(cases):
+                    for label in labels if r % 2 == 0 else labels[::-1]:
+                        broker = brokers[label]
+                        topic = f"raw-{value_size}-{batch_bytes}-{r}"
+                        create_topic(broker.bootstrap, topic)
+                        frame = produce_frames(topic, value_size, batch_bytes)
+                        before = thread_cpu(broker.process.pid)
+                        seconds = raw_client(broker.bootstrap, frame, count)
+                        loop_s, other_s = cpu_delta(before, thread_cpu(broker.process.pid))
+                        gb = len(frame) * count / 1e9
+                        mbs = len(frame) * count / seconds / 1e6
+                        results.setdefault((label, case), []).append(
+                            ((loop_s + other_s) / gb, (loop_s + other_s) / count, mbs / raw)
+                        )
+                        print(
+                            f"[{r + 1}] {label[:24]:24s} {count:5d} x "
+                            f"{len(frame) / 1024:6.0f} KiB ({value_size} B values): "
+                            f"{mbs:7.1f} MB/s ({mbs / raw:.2f}x raw), broker CPU "
+                            f"{(loop_s + other_s) / gb:5.2f} s/GB, "
+                            f"{(loop_s + other_s) / count * 1e6:5.0f} us/request "
+                            f"(loop {loop_s / count * 1e6:.0f}, other threads "
+                            f"{other_s / count * 1e6:.0f})",
+                            flush=True,
+                        )
         finally:
-            broker.stop(signal.SIGTERM, timeout=120)
+            for broker in brokers.values():
+                broker.stop(signal.SIGTERM, timeout=120)
+        print("\nmedians:")
+        for (label, case), rows in results.items():
+            value_size, batch_bytes, _count = cases[case]
+            print(
+                f"  {label[:24]:24s} {batch_bytes >> 10:5d} KiB requests of {value_size:4d} B "
+                f"values: {statistics.median(r[0] for r in rows):5.2f} CPU-s/GB, "
+                f"{statistics.median(r[1] for r in rows) * 1e6:5.0f} us/request, "
+                f"{statistics.median(r[2] for r in rows):.2f}x raw"
+            )
         if prof is not None:
             stats = pstats.Stats(str(prof))
             stats.sort_stats("tottime").print_stats(args.top)

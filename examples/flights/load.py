@@ -49,7 +49,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float =
     An existing topic is accepted as is. Raises LoadError on any other failure or when
     the broker does not answer within ``timeout_s`` seconds.
     """
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # log_level 4: librdkafka warnings and errors only, not its info lines at teardown
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
     futures = admin.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
         operation_timeout=timeout_s,

@@ -99,6 +99,27 @@ class Zygote:
                     error = error or f"writer ended by itself: {line}"
                 return acks, error
 
+    def run_op(self, spec: dict[str, Any]) -> tuple[str, int]:
+        """Run a maintenance operation child (``_writer._op_child``) to its end or its
+        crash point: ``("done", mutating calls made)`` or ``("killed", 0)``."""
+        self._in.write(b"op " + json.dumps(spec).encode() + b"\n")
+        self._in.flush()
+        first = self._line()
+        assert first.startswith("pid "), first
+        result: tuple[str, int] | None = None
+        while True:
+            line = self._line()
+            if line.startswith("done "):
+                result = ("done", int(line.split()[1]))
+            elif line.startswith("err "):
+                raise AssertionError(f"maintenance child failed: {line}")
+            elif line.startswith("exit "):
+                status = int(line.split()[2])
+                if result is not None:
+                    return result
+                assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, line
+                return ("killed", 0)
+
     def close(self) -> None:
         """End the zygote (EOF on its stdin) and wait for it."""
         try:

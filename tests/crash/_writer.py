@@ -59,20 +59,115 @@ def _child(spec: dict[str, object]) -> None:
         os._exit(3)
 
 
+_MUTATING = (
+    "rename",
+    "replace",
+    "unlink",
+    "remove",
+    "rmdir",
+    "mkdir",
+    "write",
+    "pwrite",
+    "ftruncate",
+    "truncate",
+    "fsync",
+    "fdatasync",
+    "link",
+    "sendfile",
+    "copy_file_range",
+    "open",
+)
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+def _kill_at(n: int, *, writes: bool) -> None:
+    """SIGKILL this process just before its ``n``-th file-mutating call (os functions
+    above, ``os.open``/``open`` only when opening for writing; ``write``/``pwrite`` only
+    when ``writes``): a crash at every step."""
+    import builtins
+    import signal
+
+    count = [0]
+
+    def tick() -> None:
+        count[0] += 1
+        if count[0] == n:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def wrap(name: str, real):  # type: ignore[no-untyped-def]
+        def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+            if name != "open" or (len(args) > 1 and args[1] & _WRITE_FLAGS):
+                tick()
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    for name in _MUTATING:
+        if not writes and name in ("write", "pwrite"):
+            continue
+        if hasattr(os, name):
+            setattr(os, name, wrap(name, getattr(os, name)))
+    real_open = builtins.open
+
+    def open_(file, mode="r", *args, **kwargs):  # type: ignore[no-untyped-def]
+        if any(c in mode for c in "wax+"):
+            tick()
+        return real_open(file, mode, *args, **kwargs)
+
+    builtins.open = open_
+    _STEPS.append(count)
+
+
+_STEPS: list[list[int]] = []
+
+
+def _op_child(spec: dict[str, object]) -> None:
+    """Open the log, arm the crash point, run one maintenance operation, report ``done``
+    (then exit without closing: a crash right after it returned)."""
+    import seglog.storage as st
+
+    out = sys.stdout.fileno()
+    os.write(out, b"pid %d\n" % os.getpid())
+    try:
+        log = st.Log.open(str(spec["path"]), st.LogConfig(**dict(spec["config"])))  # type: ignore[call-overload]
+        args = dict(spec.get("args", {}))  # type: ignore[call-overload]
+        op = str(spec["op"])
+        _kill_at(int(spec["kill_at"]), writes=bool(spec.get("writes", False)))  # type: ignore[call-overload]
+        if op == "compact":
+            st.compact(log, **args)
+        elif op == "delete_offsets":
+            st.delete_offsets(log, args["offsets"])
+        elif op == "trim_by_offset":
+            st.trim_by_offset(log, args["before"])
+        elif op == "trim_by_count":
+            st.trim_by_count(log, args["max_messages"])
+        elif op == "trim_by_size":
+            st.trim_by_size(log, args["max_bytes"])
+        elif op == "backup":
+            st.backup(log, args["dest"])
+        else:
+            raise ValueError(op)
+        os.write(out, b"done %d\n" % _STEPS[-1][0])
+        os._exit(0)
+    except BaseException as e:
+        os.write(out, ("err " + repr(e).replace("\n", " ") + "\n").encode())
+        os._exit(3)
+
+
 def main() -> None:
     """Serve ``run`` requests on stdin until EOF."""
     import seglog.storage  # noqa: F401  (import once, before forking)
 
     for line in sys.stdin:
         cmd, _, arg = line.strip().partition(" ")
-        if cmd != "run":
+        if cmd not in ("run", "op"):
             continue
         spec = json.loads(arg)
         sys.stdout.flush()
         pid = os.fork()
         if pid == 0:
             try:
-                _child(spec)
+                (_child if cmd == "run" else _op_child)(spec)
             finally:
                 os._exit(4)
         _, status = os.waitpid(pid, 0)

@@ -88,11 +88,15 @@ def test_backup_of_live_log_is_consistent_prefix(tmp_path):
         writer.start()
         try:
             ends = []
-            for k in range(4):
+            for k in range(5):
                 time.sleep(0.05)
                 before = log.high_watermark
                 target = log if k % 2 == 0 else src  # the live object, or a read-only open
-                report = backup(target, tmp_path / f"b{k}")
+                if k == 4:  # a snapshot of the live log, restored
+                    report = snapshot(log, tmp_path / "s.tar")
+                    restore(tmp_path / "s.tar", tmp_path / f"b{k}")
+                else:
+                    report = backup(target, tmp_path / f"b{k}")
                 ends.append((before, report.log_end_offsets["src"]))
         finally:
             stop.set()

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from tests.storage._cleaner import Crash, abandon, all_messages, crash_at, keyed_log, leftover_files
 
 import seglog
 from seglog.errors import NotFoundError
 from seglog.storage import Message, check, compact, compact_deletes, compact_updates
 from seglog.storage._batch import parse_header
-from tests.storage._cleaner import Crash, abandon, all_messages, crash_at, keyed_log, leftover_files
 
 NOW = 10**12  # far after every test timestamp
 
@@ -41,7 +41,8 @@ def test_keeps_the_last_record_per_key_with_offsets_and_gaps(tmp_path: Path) -> 
     assert after == _expected_after(before, active)
     assert res.offsets == sorted({m.offset for m in before} - {m.offset for m in after})
     assert res.bytes_freed > 0
-    assert log.log_start_offset == 0 and log.log_end_offset == 150
+    assert log.log_start_offset == 0
+    assert log.log_end_offset == 150
     for m in after:  # every kept record at its own offset
         assert log.get(m.offset) == m
     gone = res.offsets[0]
@@ -113,7 +114,8 @@ def test_min_compaction_lag_is_honoured(tmp_path: Path) -> None:
 def test_before_bounds_updates_and_klevdb_forms(tmp_path: Path) -> None:
     log = keyed_log(tmp_path / "t-0", 100, keys=5, ts0=1_000)
     res = compact_updates(log, before_ms=1_040)  # only superseded records before t=1040
-    assert res.offsets and all(o < 40 for o in res.offsets)
+    assert res.offsets
+    assert all(o < 40 for o in res.offsets)
     assert res.offsets == list(range(40))  # every one superseded by a later record
     assert [m.offset for m in all_messages(log)] == list(range(40, 100))  # 1040+: kept
     compact_updates(log)
@@ -124,7 +126,7 @@ def test_before_bounds_updates_and_klevdb_forms(tmp_path: Path) -> None:
         log.publish([Message(key=b"zz", value=b"y" * 200, timestamp=1_600)])
     compact_updates(log)
     res = compact_deletes(log, before_ms=1_501)  # the k1 tombstone: last of its key
-    assert [o for o in res.offsets] == [100]
+    assert list(res.offsets) == [100]
     assert b"k1" not in {m.key for m in all_messages(log)}
     log.close()
 
@@ -151,7 +153,8 @@ def test_rebuilt_batches_keep_their_properties(tmp_path: Path) -> None:
     log.sync()
     for i in range(60):  # later records for b and c, rolling segments
         log.publish([Message(key=b"bc"[i % 2 : i % 2 + 1], value=b"z" * 50, timestamp=6_000)])
-    assert log._segments[0].base_offset == 0 and len(log._segments) >= 2
+    assert log._segments[0].base_offset == 0
+    assert len(log._segments) >= 2
     compact(log, now_ms=NOW)
     raw = log.read(0, 1 << 20)
     h = parse_header(raw)
@@ -178,7 +181,8 @@ def test_log_append_time_batches_keep_their_time(tmp_path: Path) -> None:
     compact(log)
     raw = log.read(0, 1 << 20)
     h = parse_header(raw)
-    assert h.attributes & 0x08 and h.max_timestamp == stamp
+    assert h.attributes & 0x08
+    assert h.max_timestamp == stamp
     assert [
         (m.offset, m.key, m.timestamp)
         for m in seglog.storage._message.decode_batches(raw[: h.size])
@@ -220,4 +224,46 @@ def test_crash_at_each_compaction_step(tmp_path: Path, step: str, nth: int) -> N
         assert {m.offset for m in new} <= kept
         compact(log, now_ms=NOW)
         assert all_messages(log) == new
+    assert all(r.ok for r in check(path))
+
+
+def test_uncompressed_batches_spliced_record_by_record(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = seglog.open_log(path, create=True, segment_bytes=2048)
+    for i in range(20):  # batches of 7 records, keys repeating across and within batches
+        log.publish(
+            [
+                Message(
+                    key=b"u%d" % (i * 7 + j) if j % 3 == 0 else b"k%d" % ((i * 7 + j) % 9),
+                    value=b"v%d" % (i * 7 + j) * (1 + j),
+                    timestamp=5_000 + i * 7 + j,
+                    headers=[("n", b"%d" % j)],
+                )
+                for j in range(7)
+            ]
+        )
+    before = all_messages(log)
+    active = log._segments[-1].base_offset
+    compact(log, now_ms=NOW)
+    after = all_messages(log)
+    assert after == _expected_after(before, active)
+    partial = 0
+    for seg in log._segments[:-1]:
+        pos = 0
+        while pos < seg.size:
+            h = parse_header(os.pread(seg.fd, 61, pos))
+            raw = os.pread(seg.fd, h.size, pos)
+            batch = DefaultRecordBatch(raw)
+            assert batch.validate_crc()
+            recs = list(batch)
+            assert h.record_count == len(recs)
+            assert h.last_offset == recs[-1].offset
+            assert h.max_timestamp == max(r.timestamp for r in recs)
+            partial += h.record_count < 7
+            pos += h.size
+    assert partial  # some batches kept only part of their records
+    log.close()
+    (path / ".clean_shutdown").unlink()
+    with seglog.open_log(path) as log:
+        assert all_messages(log) == after
     assert all(r.ok for r in check(path))

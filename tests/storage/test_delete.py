@@ -6,12 +6,12 @@ import struct
 from pathlib import Path
 
 import pytest
+from tests.storage._cleaner import Crash, abandon, all_messages, crash_at, keyed_log, leftover_files
 
 import seglog
 from seglog.errors import NotFoundError
 from seglog.storage import check, delete_offsets
 from seglog.storage._files import CLEANER_CHECKPOINT
-from tests.storage._cleaner import Crash, abandon, all_messages, crash_at, keyed_log, leftover_files
 
 
 def test_delete_offsets_returns_what_was_deleted(tmp_path: Path) -> None:
@@ -43,8 +43,9 @@ def test_delete_a_whole_segment_keeps_offsets(tmp_path: Path) -> None:
     seg = log._segments[1]
     res = delete_offsets(log, range(seg.base_offset, seg.next_offset))
     assert res.offsets == list(range(seg.base_offset, seg.next_offset))
-    assert log._segments[1].size == 0 and log._segments[1].base_offset == seg.base_offset
-    nxt, msgs = log.consume(seg.base_offset, 1)
+    assert log._segments[1].size == 0
+    assert log._segments[1].base_offset == seg.base_offset
+    _nxt, msgs = log.consume(seg.base_offset, 1)
     assert msgs[0].offset == seg.next_offset
     log.close()
     with seglog.open_log(path) as log:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.storage._cleaner import Crash, abandon, all_messages, crash_at, keyed_log, leftover_files
 
 import seglog
 from seglog.errors import InvalidOffsetError
@@ -19,7 +20,6 @@ from seglog.storage import (
     trim_by_offset,
     trim_by_size,
 )
-from tests.storage._cleaner import Crash, abandon, all_messages, crash_at, keyed_log, leftover_files
 
 
 def _bases(log: seglog.Log) -> list[int]:

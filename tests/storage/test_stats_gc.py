@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from seglog import Message, open_log
+from seglog import Message, open_log, storage
 from seglog.cli._log_cmds import register
 from seglog.errors import ReadOnlyError
 from seglog.storage import Log, stat
@@ -112,6 +112,12 @@ def test_read_only_refuses_every_write_path(tmp_path):
             lambda: ro.append(make_batch(1)),
             lambda: ro.publish([Message(value=b"x")]),
             lambda: ro.publish([]),
+            lambda: storage.trim_by_age(ro, 0),
+            lambda: storage.trim_by_count(ro, 0),
+            lambda: storage.trim_by_offset(ro, 1),
+            lambda: storage.trim_by_size(ro, 0),
+            lambda: storage.compact(ro),
+            lambda: storage.delete_offsets(ro, {0}),
         ):
             with pytest.raises(ReadOnlyError):
                 call()

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m seglog.bench.storage", description=__doc__)
     ap.add_argument("--size", default="64M", help="log killed and reopened (e.g. 64M, 1G)")
     ap.add_argument("--messages", type=int, default=200_000, help="per publish/consume run")
-    ap.add_argument("--compact-size", default=None, help="compacted log (default min(size, 64M))")
+    ap.add_argument("--compact-size", default=None, help="compacted log (default min(size, 16M))")
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement (medians)")
     ap.add_argument("--dir", type=Path, default=Path("."), help="where to write (temp dir inside)")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from seglog.cli import _backup_cmds, _bench, _log_cmds, _serve
+from seglog.cli import _backup_cmds, _bench, _log_cmds, _maintenance, _serve
 
 __all__ = ["app", "main"]
 
@@ -23,6 +23,7 @@ _serve.register(app)
 _log_cmds.register(app)
 _bench.register(app)
 _backup_cmds.register(app)
+_maintenance.register(app)
 
 
 def main() -> None:

@@ -249,7 +249,11 @@ def _walk_python(raw: bytes, p: int, end: int, count: int, out: list[int]) -> in
     return p
 
 
-def _walk(buf: U8, raw: bytes, p: int, end: int, count: int, parts: list[I64]) -> None:  # noqa: PLR0917
+_Part = tuple[I64, I64 | None, I64 | None]
+"""Record starts, and when already decoded their lengths and the positions after them."""
+
+
+def _walk(buf: U8, raw: bytes, p: int, end: int, count: int, parts: list[_Part]) -> None:  # noqa: PLR0917
     """Record starts of one batch body ``[p, end)`` holding ``count`` records, appended to
     ``parts``. CorruptRecordError when the records do not tile the body exactly."""
     while count >= _MIN_RUN:
@@ -268,7 +272,7 @@ def _walk(buf: U8, raw: bytes, p: int, end: int, count: int, parts: list[I64]) -
             break
         ok = (nxt - guess) + lengths == stride
         j = m if bool(ok.all()) else int(np.argmin(ok))
-        parts.append(guess[:j])
+        parts.append((guess[:j], lengths[:j], nxt[:j]))
         count -= j
         p += j * stride
         if j < _MIN_RUN:
@@ -276,7 +280,7 @@ def _walk(buf: U8, raw: bytes, p: int, end: int, count: int, parts: list[I64]) -
     if count:
         rest: list[int] = []
         p = _walk_python(raw, p, end, count, rest)
-        parts.append(np.array(rest, dtype=np.int64))
+        parts.append((np.array(rest, dtype=np.int64), None, None))
     if p != end:
         raise CorruptRecordError(f"record lengths disagree with the batch size ({p} != {end})")
 
@@ -362,26 +366,37 @@ def decode_columns(
         info.bodies = list(itertools.pairwise(bounds))
         raw = b"".join(pieces)
     buf = np.frombuffer(raw, dtype=np.uint8)
-    parts: list[I64] = []
+    parts: list[_Part] = []
     for (p, e), count in zip(info.bodies, info.counts, strict=True):
         _walk(buf, raw, p, e, count, parts)
-    starts = np.concatenate(parts) if parts else _EMPTY
-    return _fields(raw, buf, starts, info, start, end, max_count)
+    lengths, after = [], []
+    for starts, known_len, known_after in parts:
+        if known_len is None or known_after is None:
+            known_len, known_after = decode_varints(buf, starts)  # noqa: PLW2901
+        lengths.append(known_len)
+        after.append(known_after)
+    if len(parts) == 1:
+        rec_len, s = lengths[0], after[0]
+    else:
+        rec_len = np.concatenate(lengths) if parts else _EMPTY
+        s = np.concatenate(after) if parts else _EMPTY
+    return _fields(raw, buf, rec_len, s, info, start, end, max_count)
 
 
 def _fields(  # noqa: PLR0917 (internal)
     raw: bytes,
     buf: U8,
-    starts: I64,
+    rec_len: I64,
+    s: I64,
     info: _Batches,
     start: int,
     end: int,
     max_count: int | None,
 ) -> RecordColumns:
-    """Decode every field of the records starting at ``starts`` at once."""
+    """Decode every field of the records at once (``rec_len``: their lengths, ``s``: the
+    positions after their length varints)."""
     counts = np.asarray(info.counts, dtype=np.int64)
     which = np.repeat(np.arange(len(counts)), counts)
-    rec_len, s = decode_varints(buf, starts)
     if (rec_len < _MIN_RECORD).any():
         raise CorruptRecordError("record shorter than its fixed fields")
     e = s + rec_len

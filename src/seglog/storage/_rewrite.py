@@ -27,6 +27,10 @@ import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
+import crc32c
+import numpy as np
+import numpy.typing as npt
+
 from seglog.storage import _files, _maint, _swap
 from seglog.storage._batch import (
     ATTR_CODEC_MASK,
@@ -38,6 +42,7 @@ from seglog.storage._batch import (
     patch_base_offset,
     patch_log_append_time,
 )
+from seglog.storage._columns import decode_columns
 from seglog.storage._index import OffsetIndex, TimeIndex
 from seglog.storage._segment import Segment
 
@@ -48,9 +53,12 @@ with warnings.catch_warnings():
 if TYPE_CHECKING:
     from seglog.storage._log import Log
 
-__all__ = ["Removed", "iter_batches", "rewrite_segment"]
+__all__ = ["Removed", "iter_batches", "iter_chunks", "rewrite_segment"]
 
 _CHUNK = 4 << 20
+_U32_AT = struct.Struct(">i")
+_I64_AT = struct.Struct(">q")
+_CRC_AT = struct.Struct(">I")
 
 
 class Removed(NamedTuple):
@@ -66,9 +74,29 @@ _ATTR_TRANSACTIONAL = 0x10
 _LEADER_EPOCH = struct.Struct(">i")
 
 
+def iter_chunks(seg: Segment) -> Iterator[bytes]:
+    """The batches of a segment as chunks of whole batches (about 4 MiB each, or one
+    larger batch); no CRC check (the segment was validated when loaded)."""
+    size = seg.size
+    pos = 0
+    while size - pos >= HEADER_SIZE:
+        buf = os.pread(seg.fd, min(_CHUNK, size - pos), pos)
+        p = 0
+        while len(buf) - p >= HEADER_SIZE:
+            n = parse_header(buf, p).size
+            if n > len(buf) - p:
+                break
+            p += n
+        if p == 0:  # one batch larger than the chunk
+            buf = os.pread(seg.fd, parse_header(buf, 0).size, pos)
+            p = len(buf)
+        yield buf if p == len(buf) else buf[:p]
+        pos += p
+
+
 def iter_batches(seg: Segment) -> Iterator[tuple[BatchHeader, memoryview]]:
-    """``(header, whole batch)`` of every batch of a closed segment, read 4 MiB at a time
-    (no CRC check: the segment was validated when loaded)."""
+    """``(header, whole batch)`` of every batch of a closed segment (see
+    ``iter_chunks``)."""
     size = seg.size
     pos = 0
     while size - pos >= HEADER_SIZE:
@@ -86,6 +114,31 @@ def iter_batches(seg: Segment) -> Iterator[tuple[BatchHeader, memoryview]]:
             yield h, memoryview(os.pread(seg.fd, h.size, pos))
             p = h.size
         pos += p
+
+
+def _splice(h: BatchHeader, data: bytes, keep: npt.NDArray[np.bool_]) -> bytearray:
+    """An uncompressed batch holding only the ``keep`` records of ``data``, their bytes
+    copied unchanged (offset and timestamp deltas stay valid: baseOffset and
+    baseTimestamp are kept); lastOffsetDelta, maxTimestamp (CreateTime), recordCount,
+    batchLength and the CRC-32C are rewritten."""
+    cols = decode_columns(data)
+    ends = cols.record_ends
+    starts = np.empty_like(ends)
+    starts[0] = HEADER_SIZE
+    starts[1:] = ends[:-1]
+    out = bytearray(data[:HEADER_SIZE])
+    for a, b in zip(starts[keep].tolist(), ends[keep].tolist(), strict=True):
+        out += data[a:b]
+    last_delta = int(cols.offsets[keep][-1]) - h.base_offset
+    max_ts = h.max_timestamp
+    if not h.attributes & ATTR_LOG_APPEND_TIME:
+        max_ts = int(cols.timestamps[keep].max())
+    _U32_AT.pack_into(out, 8, len(out) - 12)
+    _U32_AT.pack_into(out, 23, last_delta)
+    _I64_AT.pack_into(out, 35, max_ts)
+    _U32_AT.pack_into(out, 57, int(keep.sum()))
+    _CRC_AT.pack_into(out, 17, crc32c.crc32c(memoryview(out)[21:]))
+    return out
 
 
 def _rebuild(h: BatchHeader, records: list[object]) -> bytearray:
@@ -184,10 +237,23 @@ def rewrite_segment(
     directory = log.directory
     writer = _Writer(directory, seg.base_offset, log.config.index_interval_bytes)
     removed: list[int] = []
+    drop_array = np.asarray(drop, dtype=np.int64)
     try:
         for h, data in iter_batches(seg):
             if h.attributes & ATTR_CONTROL or not _intersects(drop, h.base_offset, h.last_offset):
                 writer.add(h, data)
+                continue
+            if not h.attributes & ATTR_CODEC_MASK:  # uncompressed: splice the records
+                raw = bytes(data)
+                offsets = decode_columns(raw).offsets
+                gone = np.isin(offsets, drop_array)
+                if gone.any():
+                    removed.extend(offsets[gone].tolist())
+                    if not gone.all():
+                        spliced = _splice(h, raw, ~gone)
+                        writer.add(parse_header(spliced), spliced)
+                else:
+                    writer.add(h, data)
                 continue
             batch = DefaultRecordBatch(bytes(data))
             kept = []

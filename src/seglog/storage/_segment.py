@@ -8,6 +8,7 @@ look at bytes below a ``size`` they snapshot first, and at index entries already
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import pathlib
 import struct
@@ -195,6 +196,9 @@ class Segment:
         self.max_timestamp, self.offset_of_max_timestamp = -1, 0
         self.bytes_since_index, self.next_offset, self.size = 0, self.base_offset, 0
         add = self._add_to_indexes
+        # a whole-file read: ask the kernel for a larger readahead (halves a cold
+        # recovery scan here), back to normal afterwards (PERF, issue 3)
+        _fadvise(self.fd, os.POSIX_FADV_SEQUENTIAL)
         for pos, base, size, mts, nxt in self.walk(
             0, file_size, self.base_offset, verify_crc=verify_crc, max_bytes=max_bytes
         ):
@@ -214,14 +218,15 @@ class Segment:
                 while ok and j < len(f_toff) and f_toff[j] <= rel:
                     ok = f_toff[j] == rel and f_ts[j] == mts
                     j += 1
+        # the time index ends with the entry roll/close writes (the segment's max); a file
+        # without it (lost tail, truncated) is rebuilt: a trusted open relies on it
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, write=False)
         ok = ok and i == len(f_pos) and j == len(f_toff)
+        ok = ok and (f_ts[-1] if len(f_ts) else -1) == self.max_timestamp
         if ok:
             self.index.offsets, self.index.positions = f_off, f_pos
             self.time_index.timestamps, self.time_index.offsets = f_ts, f_toff
-        else:  # a rebuilt time index ends with the entry roll/close writes (segment max)
-            self.time_index.maybe_append(
-                self.max_timestamp, self.offset_of_max_timestamp, write=False
-            )
+        _fadvise(self.fd, os.POSIX_FADV_NORMAL)
         self._files_consistent = ok
         reason = "" if self.size == file_size else f"invalid bytes at position {self.size}"
         return ScanResult(self.size, file_size, self.next_offset, reason)
@@ -437,6 +442,12 @@ def _lookup(index: OffsetIndex, rel: int, n: int) -> tuple[int, int]:
     if i < 0:
         return 0, 0
     return index.offsets[i], index.positions[i]
+
+
+def _fadvise(fd: int, advice: int) -> None:
+    """posix_fadvise over the whole file; a hint only (ignored where unsupported)."""
+    with contextlib.suppress(OSError):
+        os.posix_fadvise(fd, 0, 0, advice)
 
 
 def create_segment(directory: pathlib.Path, base: int) -> Segment:

@@ -110,7 +110,14 @@ def _write_stream(
 
         files = []
         mtime = int(time.time())
-        with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+        with tarfile.open(
+            fileobj=out,
+            mode="w|",
+            format=tarfile.PAX_FORMAT,
+            bufsize=_CHUNK,
+        ) as tar:
+            # as bufsize: its stream re-slices the buffer per write (typeshed lacks the attribute)
+            tar.copybufsize = _CHUNK  # type: ignore[attr-defined]
             for item in p.items:
                 info = tarfile.TarInfo(item.rel)
                 info.size, info.mtime, info.mode = item.size, mtime, 0o644
@@ -202,7 +209,7 @@ def _restore_stream(
     done = 0
     try:
         tmp.mkdir()
-        with tarfile.open(fileobj=stream, mode="r|") as tar:
+        with tarfile.open(fileobj=stream, mode="r|", bufsize=_CHUNK) as tar:
             for member in tar:
                 name = _safe_name(member.name)
                 if member.isdir():

@@ -1,0 +1,184 @@
+"""A crash at every step of compaction, retention, delete by offsets and backup.
+
+Generic: the operation runs in a forked child that SIGKILLs itself just before its N-th
+file-mutating call (rename, unlink, write, fsync, open for writing...; see
+``_writer._kill_at``), for N = 1, 2, ... until the operation completes. After each crash
+the log is reopened (crash recovery finishes or rolls back interrupted swaps) and must
+hold the old or the new state, per segment, never a mix, nothing else lost, and take
+appends at the same log end offset.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+from typing import Any
+
+import pytest
+
+from seglog.storage import Log, LogConfig, Message, check
+
+from ._harness import Zygote
+from .conftest import record_figure
+
+CONFIG = {"segment_bytes": 500, "index_interval_bytes": 150}
+State = dict[int, tuple[bytes | None, bytes | None]]
+# crash before every rename/unlink/fsync/truncate/open-for-write; SEGLOG_CRASH_WRITES=1
+# also before every write() (3-4x the crash points: scripts/soak.py sets it)
+WRITES = os.environ.get("SEGLOG_CRASH_WRITES") == "1"
+
+
+def _fill(p: pathlib.Path) -> None:
+    with Log.open(p, LogConfig(**CONFIG), create=True) as log:
+        for i in range(20):
+            msgs = []
+            for j in range(4):
+                o = i * 4 + j
+                value = None if o % 11 == 5 else b"v%d" % o * 3  # some tombstones
+                msgs.append(Message(key=b"k%d" % (o % 13), value=value, timestamp=1000 + o))
+            log.publish(msgs)
+
+
+def _state(p: pathlib.Path) -> tuple[int, int, State]:
+    """(log start offset, log end offset, {offset: (key, value)}) after crash recovery."""
+    with Log.open(p, LogConfig(**CONFIG)) as log:
+        start, end = log.log_start_offset, log.log_end_offset
+        out: State = {}
+        offset = start
+        while offset < end:
+            nxt, msgs = log.consume(offset, 10_000)
+            for m in msgs:
+                out[m.offset] = (m.key, m.value)
+            if nxt <= offset:
+                break
+            offset = nxt
+    return start, end, out
+
+
+def _segment_ranges(p: pathlib.Path, end: int) -> list[tuple[int, int]]:
+    bases = sorted(int(n[:20]) for n in os.listdir(p) if n.endswith(".log"))
+    return list(zip(bases, [*bases[1:], end], strict=True))
+
+
+def _run(
+    zygote: Zygote,
+    pristine: pathlib.Path,
+    work: pathlib.Path,
+    op: str,
+    args: dict[str, Any],
+    kill_at: int,
+) -> tuple[str, int]:
+    """Fresh copy of the pristine log in ``work``, then the operation crashing at step
+    ``kill_at``: ``("killed", 0)`` or ``("done", steps)``."""
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(pristine, work)
+    spec = {
+        "path": str(work / "p"),
+        "config": CONFIG,
+        "op": op,
+        "args": args,
+        "kill_at": kill_at,
+        "writes": WRITES,
+    }
+    return zygote.run_op(spec)
+
+
+def _check_old_or_new(op: str, ranges, before: State, after: State, got: State, n: int):
+    if op.startswith("trim"):
+        # retention: a suffix of the old log, containing the new one
+        assert set(after) <= set(got) <= set(before), (op, n)
+        assert set(got) == {o for o in before if o >= min(got, default=0)}, (op, n)
+    else:
+        assert set(after) <= set(got) <= set(before), (op, n)
+        for lo, hi in ranges:  # each segment: the old or the new one, never a mix
+            seg = {o: v for o, v in got.items() if lo <= o < hi}
+            old = {o: v for o, v in before.items() if lo <= o < hi}
+            new = {o: v for o, v in after.items() if lo <= o < hi}
+            assert seg in (old, new), f"{op}: segment {lo} mixed after a crash at step {n}"
+    for o, v in got.items():
+        assert before[o] == v, (op, n, o)  # nothing altered
+
+
+OPS = [
+    ("compact", {"now_ms": 10**13, "delete_retention_ms": 0}),
+    ("delete_offsets", {"offsets": [1, 2, 9, 30, 31, 32, 33, 50, 77]}),
+    ("trim_by_offset", {"before": 42}),
+    ("trim_by_count", {"max_messages": 30}),
+]
+
+
+@pytest.mark.parametrize(("op", "args"), OPS, ids=[o for o, _ in OPS])
+def test_crash_at_every_step_leaves_old_or_new_state(shm_path, zygote, op, args):
+    pristine = shm_path / "pristine"
+    _fill(pristine / "p")
+    start0, end0, before = _state(pristine / "p")
+    ranges = _segment_ranges(pristine / "p", end0)
+    assert len(ranges) >= 5
+    work = shm_path / "work"
+    result, steps = _run(zygote, pristine, work, op, args, 10**9)
+    assert result == "done"
+    _, end_after, after = _state(work / "p")
+    assert end_after == end0
+    assert after != before, f"{op} changed nothing: the test would prove nothing"
+    crashes = 0
+    states = set()
+    for n in range(1, steps + 2):
+        result, _ = _run(zygote, pristine, work, op, args, n)
+        if result == "done":
+            break
+        _, e, got = _state(work / "p")
+        assert e == end0, f"{op}: log end offset moved after a crash at step {n}"
+        _check_old_or_new(op, ranges, before, after, got, n)
+        assert all(r.ok for r in check(work / "p")), (op, n)
+        with Log.open(work / "p", LogConfig(**CONFIG)) as log:
+            assert log.publish([Message(key=b"x", value=b"after crash")]) == end0 + 1
+        states.add(tuple(sorted(got)))
+        crashes += 1
+    record_figure(
+        f"crash during {op}: {crashes} crash points (before each of its {steps} "
+        f"file-mutating calls{' incl. writes' if WRITES else ''}), {len(states)} distinct recovered states, each old or "
+        f"new per segment, nothing else lost"
+    )
+    assert crashes == steps + (1 if WRITES else 0)  # (+1: the "done" report's write)
+    assert steps >= 3
+    del start0
+
+
+def test_crash_at_every_step_of_a_backup(shm_path, zygote):
+    pristine = shm_path / "pristine"
+    _fill(pristine / "p")
+    _, end0, before = _state(pristine / "p")
+    work = shm_path / "work"
+    crashes = complete = 0
+    n = 1
+    while True:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(pristine, work)
+        dest = work / "backup"
+        spec = {
+            "path": str(work / "p"),
+            "config": CONFIG,
+            "op": "backup",
+            "args": {"dest": str(dest)},
+            "kill_at": n,
+            "writes": WRITES,
+        }
+        result, steps = zygote.run_op(spec)
+        assert _state(work / "p")[2] == before  # the source is never harmed
+        if dest.exists():  # a backup, when there is one, is whole
+            _, b_end, b_state = _state(dest)
+            assert b_end == end0, n
+            assert b_state == before, n
+            assert all(r.ok for r in check(dest))
+            complete += 1
+        if result == "done":
+            break
+        crashes += 1
+        n += 1
+        assert n < 500
+    record_figure(
+        f"crash during backup: {crashes} crash points ({steps} file-mutating calls), "
+        f"source intact each time, destination absent or complete ({complete} complete)"
+    )
+    assert crashes >= 3
