@@ -31,7 +31,9 @@ class ModelMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = pathlib.Path(
-            tempfile.mkdtemp(prefix="seglog-model-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+            tempfile.mkdtemp(
+                prefix="seglog-model-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+            )
         )
         self.path = self.dir / "p"
         self.log = Log.open(self.path, CFG, create=True)
@@ -58,7 +60,7 @@ class ModelMachine(RuleBasedStateMachine):
 
     @rule(
         recs=st.lists(
-            st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), st.binary(0, 40))),
+            st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), st.binary(min_size=0, max_size=40))),
             min_size=1,
             max_size=6,
         )
@@ -105,7 +107,7 @@ class ModelMachine(RuleBasedStateMachine):
         if last is None:
             with pytest.raises(NotFoundError):
                 self.log.get_by_key(key)
-        elif last in self.model and last >= self.start:
+        elif last >= 0 and last in self.model and last >= self.start:
             m = self.log.get_by_key(key)
             assert m.offset == last
             assert (m.key, m.value, m.timestamp) == self.model[last]
@@ -172,9 +174,10 @@ class ModelMachine(RuleBasedStateMachine):
             for o in self.last_batch:
                 self.model.pop(o, None)
             self.end = self.last_batch[0]
-            self.last_by_key = {}
-            for o in sorted(self.model):  # the torn batch's keys fall back to older offsets
-                self.last_by_key[self.model[o][0]] = o
+            for o in self.last_batch:  # those keys fall back to older offsets: no claim
+                for k, last in list(self.last_by_key.items()):
+                    if last == o:
+                        self.last_by_key[k] = -1
         self.last_batch = []
         self.log = Log.open(self.path, CFG)
 

@@ -122,6 +122,29 @@ def test_encoder_varint_boundaries(n: int) -> None:
     assert got == [(i, m.timestamp, m.key, m.value) for i, m in enumerate(msgs)]
 
 
+@pytest.mark.parametrize(
+    ("n", "key_len", "value_len", "spread", "max_bytes"),
+    [
+        (9000, 8, 100, 0, 1 << 24),  # offset deltas of 1, 2 and 3 bytes, one timestamp
+        (300, None, 0, 1, 1 << 20),  # null keys, empty values, 1-byte timestamp deltas
+        (200, 3, None, 10**9, 1 << 20),  # null values, timestamp deltas of mixed sizes
+        (5000, 8, 100, 0, 100_000),  # split into several batches
+    ],
+)
+def test_encoder_uniform_records(
+    n: int, key_len: int | None, value_len: int | None, spread: int, max_bytes: int
+) -> None:
+    msgs = [
+        Message(
+            timestamp=1_700_000_000_000 + (i * spread) % 997_000,
+            key=None if key_len is None else (b"%08d" % i)[-key_len:],
+            value=None if value_len is None else bytes([i % 256]) * value_len,
+        )
+        for i in range(n)
+    ]
+    assert encode_messages(msgs, max_bytes) == encode_messages_reference(msgs, max_bytes)
+
+
 def test_encoder_record_too_large() -> None:
     with pytest.raises(RecordTooLargeError):
         encode_messages([Message(value=b"x" * 500)], 300)

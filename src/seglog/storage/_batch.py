@@ -185,10 +185,11 @@ def scan_buffer(
     """Walk the stored batches wholly inside ``buf[pos:]`` (the recovery/reader scan loop,
     kept tight: one unpack per batch). Each must start at offset ``expect`` (offsets are
     contiguous; with ``allow_gaps``, segments the cleaner rewrote, at ``expect`` or after:
-    compaction leaves gaps between batches, never overlaps), pass the structural checks (and CRC-32C when ``verify_crc``) and end at an
-    offset <= ``max_last_offset``. Returns ``(batches, stop, invalid)``: ``stop`` is where
-    the walk ended; ``invalid`` is True when the bytes there are not a valid batch, False
-    when the buffer just ends (a header or batch continues past it)."""
+    compaction leaves gaps between batches, never overlaps), pass the structural checks
+    (and CRC-32C when ``verify_crc``) and end at an offset <= ``max_last_offset``.
+    Returns ``(batches, stop, invalid)``: ``stop`` is where the walk ended; ``invalid``
+    is True when the bytes there are not a valid batch, False when the buffer just ends
+    (a header or batch continues past it)."""
     out: list[Scanned] = []
     unpack = _HEADER.unpack_from
     crc = crc32c.crc32c

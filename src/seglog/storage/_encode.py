@@ -25,7 +25,7 @@ import crc32c
 import numpy as np
 
 from seglog.errors import RecordTooLargeError
-from seglog.storage._varint import I64, encode_varints, scatter, varint_sizes
+from seglog.storage._varint import I64, U8, encode_varints, scatter, varint_sizes
 
 __all__ = ["encode_records"]
 
@@ -109,6 +109,11 @@ def encode_records(
     ts = np.asarray(timestamps, dtype=np.int64)
     fixed = 1 + varint_sizes(klen) + np.maximum(klen, 0) + varint_sizes(vlen)
     fixed += np.maximum(vlen, 0) + hlen  # attributes + key + value + headers
+    # every key one length, every value one length, no headers: the usual case, encoded as
+    # a few 2-D blocks of identical records (_encode_uniform)
+    uniform = (
+        hblobs is None and int(klen.min()) == int(klen.max()) and int(vlen.min()) == int(vlen.max())
+    )
     out: list[bytes] = []
     lo = 0
     while lo < n:
@@ -123,7 +128,9 @@ def encode_records(
             m = hi - lo
             sizes = (sizes[0][:m], sizes[1][:m], sizes[2][:m], sizes[3][:m], sizes[4][:m])
             ends = ends[:m]
-        out.append(_encode_batch(lo, hi, ts, klen, vlen, hblobs, sizes, ends, kblob, vblob))
+        out.append(
+            _encode_batch(lo, hi, ts, klen, vlen, hblobs, sizes, ends, kblob, vblob, uniform)
+        )
         lo = hi
     if len(out[0]) > max_batch_bytes or any(len(b) > max_batch_bytes for b in out[1:]):
         raise RecordTooLargeError(
@@ -153,6 +160,7 @@ def _encode_batch(  # noqa: PLR0917 (internal: the columns of one batch)
     ends: I64,
     kblob: bytes,
     vblob: bytes,
+    uniform: bool,
 ) -> bytes:
     body, body_size, tsd, ts_size, od_size = sizes
     starts = ends - body - body_size
@@ -160,6 +168,8 @@ def _encode_batch(  # noqa: PLR0917 (internal: the columns of one batch)
     buf = bytearray(total)
     out = np.frombuffer(buf, dtype=np.uint8)
     k, v = klen[lo:hi], vlen[lo:hi]
+    if uniform and _encode_uniform(out, lo, hi, starts, sizes, int(k[0]), int(v[0]), kblob, vblob):
+        return _finish(buf, ts, lo, hi, total)
     encode_varints(out, starts, body, body_size)
     p = starts + body_size + 1  # attributes byte: 0
     if tsd.any():  # else every delta is varint 0: the zero bytes already there
@@ -189,8 +199,90 @@ def _encode_batch(  # noqa: PLR0917 (internal: the columns of one batch)
         h = np.fromiter(map(len, hblobs[lo:hi]), np.int64, hi - lo)
         scatter(out, p, np.frombuffer(b"".join(hblobs[lo:hi]), dtype=np.uint8), h)
     # else every headerCount is varint 0: the zero bytes already there
+    return _finish(buf, ts, lo, hi, total)
+
+
+def _finish(buf: bytearray, ts: I64, lo: int, hi: int, total: int) -> bytes:
+    """Write the batch header and CRC-32C of records ``[lo, hi)`` encoded in ``buf``."""
     first, last = int(ts[lo]), hi - lo - 1
     max_ts = int(ts[lo:hi].max())
     _HEADER.pack_into(buf, 0, 0, total - 12, 0, 2, 0, 0, last, first, max_ts, -1, -1, -1, hi - lo)
     _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
     return bytes(buf)
+
+
+_OD_LIMITS = [1 << (7 * g - 1) for g in range(1, 10)]
+"""Offset deltas below _OD_LIMITS[g - 1] fit a g-byte varint (zigzag doubles them)."""
+
+
+def _varint_bytes(n: int) -> bytes:
+    out = bytearray()
+    _varint_into(out, n)
+    return bytes(out)
+
+
+def _varint_columns(block: U8, col: int, values: I64, size: int) -> None:
+    """Write ``values`` as ``size``-byte zigzag varints into ``block[:, col:col + size]``."""
+    z = ((values << 1) ^ (values >> 63)).view(np.uint64)
+    for k in range(size):
+        byte = (z >> np.uint64(7 * k)) & np.uint64(0x7F)
+        if k + 1 < size:
+            byte |= np.uint64(0x80)
+        block[:, col + k] = byte
+
+
+def _encode_uniform(  # noqa: PLR0917 (internal)
+    out: U8,
+    lo: int,
+    hi: int,
+    starts: I64,
+    sizes: tuple[I64, I64, I64, I64, I64],
+    klen: int,
+    vlen: int,
+    kblob: bytes,
+    vblob: bytes,
+) -> bool:
+    """Encode records ``[lo, hi)`` whose keys all have length ``klen`` and values ``vlen``
+    (-1: null), no headers, timestamp deltas of one varint size: records with the same
+    offset delta varint size are identical in layout, so each such group is one 2-D block
+    (rows = records) filled column by column. False (nothing written) when the timestamp
+    deltas differ in size."""
+    body, _, tsd, ts_size, _ = sizes
+    t = int(ts_size[0])
+    if int(ts_size.max()) != t or int(ts_size.min()) != t:
+        return False
+    m = hi - lo
+    kn, vn = max(klen, 0), max(vlen, 0)
+    keys = np.frombuffer(kblob, dtype=np.uint8)[lo * kn : hi * kn].reshape(m, kn)
+    values = np.frombuffer(vblob, dtype=np.uint8)[lo * vn : hi * vn].reshape(m, vn)
+    klen_bytes = np.frombuffer(_varint_bytes(klen), dtype=np.uint8)
+    vlen_bytes = np.frombuffer(_varint_bytes(vlen), dtype=np.uint8)
+    od = np.arange(m, dtype=np.int64)
+    a = 0
+    for g, limit in enumerate(_OD_LIMITS, 1):
+        b = min(m, limit)
+        if b <= a:
+            continue
+        rows = b - a
+        head = np.frombuffer(_varint_bytes(int(body[a])), dtype=np.uint8)
+        width = len(head) + int(body[a])
+        start = int(starts[a])
+        block = out[start : start + rows * width].reshape(rows, width)
+        block[:, : len(head)] = head
+        c = len(head) + 1  # attributes: 0
+        if tsd[a:b].any():
+            _varint_columns(block, c, tsd[a:b], t)
+        c += t
+        _varint_columns(block, c, od[a:b], g)
+        c += g
+        block[:, c : c + len(klen_bytes)] = klen_bytes
+        c += len(klen_bytes)
+        block[:, c : c + kn] = keys[a:b]
+        c += kn
+        block[:, c : c + len(vlen_bytes)] = vlen_bytes
+        c += len(vlen_bytes)
+        block[:, c : c + vn] = values[a:b]
+        a = b  # headerCount: the zero byte already there
+        if a == m:
+            break
+    return True

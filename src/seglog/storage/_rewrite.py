@@ -42,7 +42,7 @@ from seglog.storage._batch import (
     patch_base_offset,
     patch_log_append_time,
 )
-from seglog.storage._columns import decode_columns
+from seglog.storage._columns import RecordColumns, decode_columns
 from seglog.storage._index import OffsetIndex, TimeIndex
 from seglog.storage._segment import Segment
 
@@ -116,12 +116,13 @@ def iter_batches(seg: Segment) -> Iterator[tuple[BatchHeader, memoryview]]:
         pos += p
 
 
-def _splice(h: BatchHeader, data: bytes, keep: npt.NDArray[np.bool_]) -> bytearray:
+def _splice(
+    h: BatchHeader, data: bytes, cols: RecordColumns, keep: npt.NDArray[np.bool_]
+) -> bytearray:
     """An uncompressed batch holding only the ``keep`` records of ``data``, their bytes
     copied unchanged (offset and timestamp deltas stay valid: baseOffset and
     baseTimestamp are kept); lastOffsetDelta, maxTimestamp (CreateTime), recordCount,
-    batchLength and the CRC-32C are rewritten."""
-    cols = decode_columns(data)
+    batchLength and the CRC-32C are rewritten. ``cols``: ``decode_columns(data)``."""
     ends = cols.record_ends
     starts = np.empty_like(ends)
     starts[0] = HEADER_SIZE
@@ -245,12 +246,13 @@ def rewrite_segment(
                 continue
             if not h.attributes & ATTR_CODEC_MASK:  # uncompressed: splice the records
                 raw = bytes(data)
-                offsets = decode_columns(raw).offsets
+                cols = decode_columns(raw)
+                offsets = cols.offsets
                 gone = np.isin(offsets, drop_array)
                 if gone.any():
                     removed.extend(offsets[gone].tolist())
                     if not gone.all():
-                        spliced = _splice(h, raw, ~gone)
+                        spliced = _splice(h, raw, cols, ~gone)
                         writer.add(parse_header(spliced), spliced)
                 else:
                     writer.add(h, data)

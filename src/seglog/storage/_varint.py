@@ -36,10 +36,20 @@ def _zigzag(values: I64) -> _U64:
 
 def varint_sizes(values: I64) -> I64:
     """Bytes of each value as a zigzag varint (1 to 10)."""
-    if len(values) and int(values.min()) >= -1:  # lengths, counts, offset deltas
-        return np.searchsorted(_HALF_THRESHOLDS, values, side="right") + 1
+    sizes = np.ones(len(values), dtype=np.int64)
+    if len(values) == 0:
+        return sizes
+    if int(values.min()) >= -1:  # lengths, counts, offset deltas: zigzag is 2n (or 1)
+        top = int(values.max())
+        for t in _HALF_THRESHOLDS.tolist():
+            if t > top:
+                break
+            sizes += values >= t
+        return sizes
     z = _zigzag(values)
-    return np.searchsorted(_THRESHOLDS, z, side="right").astype(np.int64) + 1
+    for t in _THRESHOLDS:
+        sizes += z >= t
+    return sizes
 
 
 def encode_varints(out: U8, positions: I64, values: I64, sizes: I64) -> None:
