@@ -95,8 +95,8 @@ def test_unknown_api_key_closes(broker: str, topic: str, seeded: dict[str, str])
     with Wire(broker) as w:
         w.send_frame(struct.pack(">hhih", 999, 0, 1, -1))
         w.assert_closed()
-    with Wire(broker) as w:  # a real API this broker does not serve (JoinGroup)
-        w.send_frame(struct.pack(">hhih", 11, 5, 1, -1) + b"\x00" * 32)
+    with Wire(broker) as w:  # a real API this broker does not serve (UpdateFeatures)
+        w.send_frame(struct.pack(">hhih", 57, 1, 1, -1) + b"\x00" * 32)
         w.assert_closed()
 
 

@@ -128,7 +128,9 @@ def test_idle_connections_closed(broker_factory: Callable[..., BrokerProcess]) -
         idle_w.assert_closed(timeout=5)
         frame = busy_w.recv_frame()  # answered after its max wait, connection kept
         assert struct.unpack_from(">i", frame, 0)[0] == busy_w.correlation_id
-        assert answers(chatty)
+        assert answers(busy_w)
+    with Wire(proc.bootstrap) as fresh:  # the broker serves new connections as before
+        assert answers(fresh)
     assert "idle for 1.0 s" in proc.log_text()
 
 

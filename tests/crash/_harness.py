@@ -42,7 +42,8 @@ class Zygote:
             env=env,
             cwd=str(REPO),
         )
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
         self._in, self._out = self.proc.stdin, self.proc.stdout
 
     def _line(self) -> str:
@@ -117,7 +118,8 @@ class Zygote:
                 status = int(line.split()[2])
                 if result is not None:
                     return result
-                assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, line
+                assert os.WIFSIGNALED(status), line
+                assert os.WTERMSIG(status) == signal.SIGKILL, line
                 return ("killed", 0)
 
     def close(self) -> None:

@@ -18,10 +18,14 @@ can check any stored message byte for byte without knowing how batches were cut.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import random
+import signal
 import sys
+
+import seglog.storage as st
 
 BASE_TS = 1_700_000_000_000
 
@@ -36,8 +40,7 @@ def expected_message(offset: int) -> tuple[bytes, bytes, int]:
 
 
 def _child(spec: dict[str, object]) -> None:
-    from seglog.storage import Message, open_log
-
+    Message, open_log = st.Message, st.open_log
     out = sys.stdout.fileno()
     os.write(out, b"pid %d\n" % os.getpid())
     try:
@@ -84,9 +87,6 @@ def _kill_at(n: int, *, writes: bool) -> None:
     """SIGKILL this process just before its ``n``-th file-mutating call (os functions
     above, ``os.open``/``open`` only when opening for writing; ``write``/``pwrite`` only
     when ``writes``): a crash at every step."""
-    import builtins
-    import signal
-
     count = [0]
 
     def tick() -> None:
@@ -124,8 +124,6 @@ _STEPS: list[list[int]] = []
 def _op_child(spec: dict[str, object]) -> None:
     """Open the log, arm the crash point, run one maintenance operation, report ``done``
     (then exit without closing: a crash right after it returned)."""
-    import seglog.storage as st
-
     out = sys.stdout.fileno()
     os.write(out, b"pid %d\n" % os.getpid())
     try:
@@ -155,9 +153,8 @@ def _op_child(spec: dict[str, object]) -> None:
 
 
 def main() -> None:
-    """Serve ``run`` requests on stdin until EOF."""
-    import seglog.storage  # noqa: F401  (import once, before forking)
-
+    """Serve ``run``/``op`` requests on stdin until EOF (seglog is imported once, above,
+    before any fork)."""
     for line in sys.stdin:
         cmd, _, arg = line.strip().partition(" ")
         if cmd not in ("run", "op"):

@@ -11,12 +11,12 @@ import os
 import pathlib
 
 import pytest
+from tests.storage._batches import make_batch
 
 from seglog.errors import LogCorruptedError
 from seglog.storage import Log, LogConfig, check, recover
 from seglog.storage._batch import parse_header
 
-from tests.storage._batches import make_batch
 from .conftest import record_figure
 
 CFG = LogConfig(segment_bytes=420, index_interval_bytes=100)
@@ -60,7 +60,8 @@ def test_torn_tail_at_every_byte_of_the_last_compressed_batch(shm_path):
     last = _segments(p)[-1]
     full = files[last.name]
     ends = _batch_ends(full)
-    assert len(_segments(p)) >= 3 and len(ends) >= 2
+    assert len(_segments(p)) >= 3
+    assert len(ends) >= 2
     start = ends[-2]  # the last batch is [start, len(full))
     base = int(last.name[:20])
     with Log.open(p, CFG, read_only=True) as log:
@@ -72,7 +73,8 @@ def test_torn_tail_at_every_byte_of_the_last_compressed_batch(shm_path):
         os.truncate(last, cut)
         report = check(p)[0]
         if cut > start:
-            assert not report.ok and report.torn_tail, cut
+            assert not report.ok, cut
+            assert report.torn_tail, cut
         assert report.log_end_offset == prefix_end, cut
         with Log.open(p, CFG, read_only=True) as ro:  # a reader beside a crashed writer
             assert ro.log_end_offset == prefix_end
@@ -151,4 +153,5 @@ def test_every_single_bit_flip_in_a_segment_is_detected(shm_path):
         f"(open refused each time, recover() verified on {c1}); {d2}/{n2 * 8} in the last "
         f"segment detected, crash recovery truncated to the batch before each ({c2})"
     )
-    assert d1 == n1 * 8 and d2 == n2 * 8
+    assert d1 == n1 * 8
+    assert d2 == n2 * 8

@@ -61,7 +61,8 @@ def test_disk_full_fails_cleanly_and_resumes_after_space_is_freed(tmp_path):
             # no partial batch: the files hold exactly the acknowledged batches
             assert log_file_bytes(mnt / "p") == log.stat()["bytes"]
             report = check(mnt / "p")[0]
-            assert report.ok and report.log_end_offset == acked, report
+            assert report.ok, report
+            assert report.log_end_offset == acked, report
             filler.unlink()  # free space: appends resume at the next offset
             resumed = log.publish(_msgs(acked, 20, size))
             assert resumed == acked + 20

@@ -8,9 +8,9 @@ import pathlib
 import random
 
 import pytest
+from tests.storage._batches import make_batch
 
 from seglog.storage import Log, LogConfig, check
-from tests.storage._batches import make_batch
 
 from .conftest import record_figure
 
@@ -73,7 +73,7 @@ def test_damaged_indexes_rebuilt_and_10000_lookups_identical(shm_path, kind):
     with Log.open(p, CFG) as log:
         before = _lookups(log, 1)
         before2 = _lookups(log, 2, 1000)
-    good = {n: (p / n).read_bytes() for n in os.listdir(p) if n.endswith(("index"))}
+    good = {n: (p / n).read_bytes() for n in os.listdir(p) if n.endswith("index")}
     targets = sorted(n for n in good if n.endswith("." + kind))
     assert len(targets) >= 5
     entry = 8 if kind == "index" else 12
@@ -93,7 +93,8 @@ def test_damaged_indexes_rebuilt_and_10000_lookups_identical(shm_path, kind):
                 after = _lookups(log, 1)
             assert after == before, f"{kind} {how} crash={crash}: lookups differ"
             report = check(p)[0]
-            assert report.ok and report.index_problems == [], (how, crash, report)
+            assert report.ok, (how, crash, report)
+            assert report.index_problems == [], (how, crash, report)
             with Log.open(p, CFG) as log:  # and trusted as rebuilt after a clean shutdown
                 assert _lookups(log, 2, 1000) == before2, f"{kind} {how}: rebuilt index misleads"
             rebuilt = {n: (p / n).read_bytes() for n in targets}

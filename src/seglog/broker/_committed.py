@@ -36,6 +36,10 @@ class CommittedOffsets:
         """Every committed offset of ``group``."""
         return self._groups.get(group, {})
 
+    def groups(self) -> list[str]:
+        """Every group with a committed offset."""
+        return [g for g, topics in self._groups.items() if any(topics.values())]
+
     def commit(self, group: str, offsets: dict[tuple[str, int], tuple[int, str | None]]) -> None:
         """Store offsets and persist the whole table (atomic rename)."""
         topics = self._groups.setdefault(group, {})

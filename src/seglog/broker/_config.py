@@ -41,6 +41,10 @@ class BrokerConfig:
     log_cleaner_delete_retention_ms: int = 24 * 3600 * 1000  # log.cleaner.delete.retention.ms
     log_cleaner_min_compaction_lag_ms: int = 0  # log.cleaner.min.compaction.lag.ms
     log_archive_command: str | None = None  # seglog: gets segments before retention removes them
+    # consumer-group membership (classic protocol)
+    group_initial_rebalance_delay_ms: int = 100  # group.initial.rebalance.delay.ms (Kafka: 3000)
+    group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
+    group_max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
 
 
 def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:

@@ -7,6 +7,7 @@ import dataclasses
 from seglog.broker._committed import CommittedOffsets
 from seglog.broker._config import BrokerConfig
 from seglog.broker._durability import DurabilityWaiters
+from seglog.broker._groups import GroupCoordinator
 from seglog.broker._producers import BrokerState, ProducerStateTable
 from seglog.broker._topics import TopicManager
 
@@ -30,3 +31,5 @@ class BrokerContext:
     sync_before_ack: bool
     durability: DurabilityWaiters
     shutting_down: bool = False
+    groups: GroupCoordinator = dataclasses.field(default_factory=GroupCoordinator)
+    """Consumer-group membership (JoinGroup/SyncGroup/Heartbeat/LeaveGroup)."""

@@ -74,14 +74,22 @@ _OCPartition = _OCTopic.OffsetCommitResponsePartition
 
 
 def handle_offset_commit(ctx: BrokerContext, req: Any, version: int) -> Any:
-    """Store committed offsets (any generation is accepted: no group membership is kept).
-    Unknown topic or partition: 3; empty group id: 24 INVALID_GROUP_ID."""
+    """Store committed offsets. Unknown topic or partition: 3; empty group id: 24
+    INVALID_GROUP_ID. Members of a group (``_groups``) must commit with their member id
+    and the current generation (25 UNKNOWN_MEMBER_ID, 22 ILLEGAL_GENERATION, 27
+    REBALANCE_IN_PROGRESS); generation -1 commits to a group without members are simple
+    (assign-mode) commits."""
     commits: dict[tuple[str, int], tuple[int, str | None]] = {}
     topics = []
+    group_code = _errors.NONE
+    if req.group_id:
+        group_code = ctx.groups.validate_commit(
+            req.group_id, req.generation_id_or_member_epoch, req.member_id
+        )
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            code = _errors.NONE
+            code = group_code
             if not req.group_id:
                 code = INVALID_GROUP_ID
             else:

@@ -22,16 +22,28 @@ from kafka.protocol.admin import (
     DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
@@ -120,6 +132,13 @@ APIS: dict[int, ApiSpec] = {
         _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
         _spec(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
         _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5),
+        # consumer-group membership (_group_apis)
+        _spec(JoinGroupRequest, JoinGroupResponse, 0, 9),
+        _spec(HeartbeatRequest, HeartbeatResponse, 0, 4),
+        _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5),
+        _spec(SyncGroupRequest, SyncGroupResponse, 0, 5),
+        _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
+        _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
     )
 }
 

@@ -23,6 +23,8 @@ from seglog.broker._delete_records import handle_delete_records
 from seglog.broker._durability import DurabilityWaiters
 from seglog.broker._errors import UNSUPPORTED_VERSION
 from seglog.broker._fetch import handle_fetch
+from seglog.broker._group_apis import GROUP_HANDLERS
+from seglog.broker._groups import GroupCoordinator
 from seglog.broker._metadata import handle_find_coordinator, handle_metadata
 from seglog.broker._offsets import handle_list_offsets, handle_offset_commit, handle_offset_fetch
 from seglog.broker._produce import handle_produce, handle_produce_frame
@@ -115,6 +117,11 @@ class Broker:
             sync_before_ack=config.log_flush_interval_messages is None
             and config.log_flush_interval_ms is None,
             durability=DurabilityWaiters(loop),
+            groups=GroupCoordinator(
+                initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                min_session_timeout_ms=config.group_min_session_timeout_ms,
+                max_session_timeout_ms=config.group_max_session_timeout_ms,
+            ),
         )
         self._schedule_idle_sweep()
         self._retention = start_retention(config, self._data_dir)
@@ -242,7 +249,11 @@ class Broker:
             raise ProtocolError(f"malformed {spec.name} v{version}: {exc!r}") from exc
         if key == _protocol.FETCH_KEY:
             return handle_fetch(ctx, request, version, header.correlation_id)
-        result = _HANDLERS[key](ctx, request, version)
+        if key in GROUP_HANDLERS:  # group membership: needs the client id and host
+            client = header.client_id or ""
+            result = GROUP_HANDLERS[key](ctx, request, version, client, conn.peer_host)
+        else:
+            result = _HANDLERS[key](ctx, request, version)
         if result is None:
             return None
         if isinstance(result, Coroutine):
@@ -269,6 +280,7 @@ class Broker:
         if self._ctx is not None:
             self._ctx.shutting_down = True
             self._ctx.topics.wake_all()
+            self._ctx.groups.shutdown()  # parked JoinGroup/SyncGroup answer at once
         timeout = self.config.shutdown_timeout_ms / 1000
         if self._connections:
             await asyncio.gather(

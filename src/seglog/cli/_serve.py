@@ -158,6 +158,32 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
             "renamed to .bak before retention removes it; it owns them afterwards.",
         ),
     ] = None,
+    group_initial_rebalance_delay_ms: Annotated[
+        int,
+        typer.Option(
+            "--group-initial-rebalance-delay-ms",
+            min=0,
+            help="How long the first rebalance of an empty consumer group waits for more "
+            "members, in ms (group.initial.rebalance.delay.ms).",
+        ),
+    ] = 100,
+    group_min_session_timeout_ms: Annotated[
+        int,
+        typer.Option(
+            "--group-min-session-timeout-ms",
+            min=1,
+            help="Smallest consumer session timeout accepted, in ms "
+            "(group.min.session.timeout.ms).",
+        ),
+    ] = 6000,
+    group_max_session_timeout_ms: Annotated[
+        int,
+        typer.Option(
+            "--group-max-session-timeout-ms",
+            min=1,
+            help="Largest consumer session timeout accepted, in ms (group.max.session.timeout.ms).",
+        ),
+    ] = 1_800_000,
     log_level: Annotated[str, typer.Option("--log-level", help="Python logging level.")] = "INFO",
 ) -> None:
     """Run a single-node Kafka-compatible broker until SIGINT/SIGTERM (then exit 0)."""
@@ -198,6 +224,9 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         log_cleaner_delete_retention_ms=log_cleaner_delete_retention_ms,
         log_cleaner_min_compaction_lag_ms=log_cleaner_min_compaction_lag_ms,
         log_archive_command=log_archive_command,
+        group_initial_rebalance_delay_ms=group_initial_rebalance_delay_ms,
+        group_min_session_timeout_ms=group_min_session_timeout_ms,
+        group_max_session_timeout_ms=group_max_session_timeout_ms,
     )
     try:
         run_broker(config)

@@ -223,16 +223,25 @@ class LogReader:
         ``timestamp_ms``, found through the first batch whose max timestamp is >= it
         (Kafka ListOffsets semantics); None if no visible batch qualifies."""
         self._check_open()
-        hw = self._hwm
+        hw, start = self._hwm, self.log_start_offset
         for seg in list(self._segments):
-            found = seg.find_time(timestamp_ms, seg.size)
-            if found is None:
-                continue
-            pos, h = found
-            if h.base_offset >= hw:
-                return None
-            batch = os.pread(seg.fd, h.size, pos)
-            return _embedded.first_at_or_after(batch, timestamp_ms)
+            size = seg.size
+            found = seg.find_time(timestamp_ms, size)
+            while found is not None:
+                pos, h = found
+                if h.base_offset >= hw:
+                    return None
+                if h.max_timestamp >= timestamp_ms and h.last_offset >= start:
+                    batch = os.pread(seg.fd, h.size, pos)
+                    hit = _embedded.first_at_or_after(batch, timestamp_ms, start)
+                    if hit is not None:
+                        return hit
+                # records below the log start offset (trimmed inside a batch) don't count:
+                # try the next batch (Kafka searches from the log start offset)
+                pos += h.size
+                if size - pos < HEADER_SIZE:
+                    break
+                found = pos, parse_header(os.pread(seg.fd, HEADER_SIZE, pos))
         return None
 
 
