@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 
 import pytest
@@ -36,46 +37,70 @@ def _verify(log: Log, end: int, size: int) -> None:
     assert offset == end
 
 
+def _fill_until_full(mnt, cfg: LogConfig, filler_bytes: int, size: int, n: int):
+    """Publish until ENOSPC; assert the failure is clean, free space, resume; return
+    (acknowledged before the error, error text, end after resuming)."""
+    filler = mnt / "filler"
+    filler.write_bytes(b"\0" * filler_bytes)
+    log = Log.open(mnt / "p", cfg, create=True)
+    try:
+        acked = 0
+        error: StorageError | None = None
+        for _ in range(5000):
+            try:
+                acked = log.publish(_msgs(acked, n, size))
+            except StorageError as e:
+                error = e
+                break
+        assert error is not None, "the tmpfs never filled up"
+        assert "No space left on device" in str(error), error
+        assert log.next_offset() == acked  # no offset given to the failed batch
+        # no acknowledgement after the error while the disk stays full
+        with pytest.raises(StorageError):
+            log.publish(_msgs(acked, n, size))
+        assert log.next_offset() == acked
+        # no partial batch: the files hold exactly the acknowledged batches
+        assert log_file_bytes(mnt / "p") == log.stat()["bytes"]
+        report = check(mnt / "p")[0]
+        assert report.ok, report
+        assert report.log_end_offset == acked, report
+        filler.unlink()  # free space: appends resume at the next offset
+        resumed = log.publish(_msgs(acked, n, size))
+        assert resumed == acked + n
+        resumed = log.publish(_msgs(resumed, n, size))  # and keep going (rolls too)
+        log.sync()
+    finally:
+        log.close()
+    with Log.open(mnt / "p", cfg) as again:
+        assert again.log_end_offset == resumed
+        _verify(again, resumed, size)
+    assert check(mnt / "p")[0].ok
+    return acked, str(error), resumed
+
+
 def test_disk_full_fails_cleanly_and_resumes_after_space_is_freed(tmp_path):
-    size = 1024
+    """A 2 MiB tmpfs filled to different levels, so ENOSPC strikes at different moments
+    (inside a batch write, at a roll, at an index flush, at the recovery point)."""
+    size, runs, errors = 1024, 0, set()
+    small = LogConfig(segment_bytes=24 << 10, index_interval_bytes=1024)
+    first = None
     with tmpfs_mount(tmp_path / "full", "2m") as mnt:
-        filler = mnt / "filler"
-        filler.write_bytes(b"\0" * (600 << 10))
-        log = Log.open(mnt / "p", CFG, create=True)
-        try:
-            acked = 0
-            error: StorageError | None = None
-            for _ in range(1000):
-                try:
-                    acked = log.publish(_msgs(acked, 20, size))
-                except StorageError as e:
-                    error = e
-                    break
-            assert error is not None, "the 2 MiB tmpfs never filled up"
-            assert "No space left on device" in str(error), error
-            assert log.next_offset() == acked  # no offset given to the failed batch
-            # no acknowledgement after the error while the disk stays full
-            with pytest.raises(StorageError):
-                log.publish(_msgs(acked, 20, size))
-            assert log.next_offset() == acked
-            # no partial batch: the files hold exactly the acknowledged batches
-            assert log_file_bytes(mnt / "p") == log.stat()["bytes"]
-            report = check(mnt / "p")[0]
-            assert report.ok, report
-            assert report.log_end_offset == acked, report
-            filler.unlink()  # free space: appends resume at the next offset
-            resumed = log.publish(_msgs(acked, 20, size))
-            assert resumed == acked + 20
-            log.sync()
-        finally:
-            log.close()
-        with Log.open(mnt / "p", CFG) as again:
-            assert again.log_end_offset == resumed
-            _verify(again, resumed, size)
-        assert check(mnt / "p")[0].ok
+        for k in range(8):
+            shutil.rmtree(mnt / "p", ignore_errors=True)
+            cfg = CFG if k == 0 else small
+            acked, error, resumed = _fill_until_full(
+                mnt, cfg, (600 << 10) + k * 4096 + 300, size, 20 if k == 0 else 3
+            )
+            first = first or (acked, error, resumed)
+            kind = "cannot roll" if "cannot roll" in error else error.split(" /")[0]
+            errors.add(f"{kind} ...: No space left on device")
+            runs += 1
+    acked, error, resumed = first
     record_figure(
-        f"disk full (2 MiB tmpfs): {acked} messages acknowledged before ENOSPC "
-        f"({error!s}), 0 after it, no partial batch, {resumed - acked} more after freeing space"
+        f"disk full (2 MiB tmpfs, {runs} fill levels): each time the append failed with "
+        f"ENOSPC ({'; '.join(sorted(errors))}), 0 acknowledged after it, no partial batch, "
+        f"appends resumed after freeing space; first run: {acked} messages acknowledged "
+        f"before ENOSPC, {resumed - acked} more after"
     )
 
 

@@ -97,12 +97,16 @@ def write_small_file(path: pathlib.Path, data: bytes) -> None:
     tmp = path.with_name(f".{uuid.uuid4().hex}.tmp")  # short: path.name may be 254 chars
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:  # ENOSPC, EIO...: leave no temp file behind
+        remove_if_exists(tmp)
+        raise
     os.replace(tmp, path)
     fsync_dir(path.parent)
 

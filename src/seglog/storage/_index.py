@@ -19,6 +19,7 @@ Not thread-safe: the owning segment serialises writers; lookups read a consisten
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import os
 import pathlib
@@ -57,16 +58,22 @@ class _IndexFile:
     def flush(self) -> None:
         """Write buffered entries to the file (the page cache; ``sync`` fsyncs)."""
         if self._pending:
+            view = memoryview(self._pending)
+            size = -1
             try:
                 fd = self._open_for_append()
-                view = memoryview(self._pending)
+                size = os.fstat(fd).st_size
                 while view:
                     view = view[os.write(fd, view) :]
-                del view
             except OSError as e:
                 # derived data: the in-memory entries stay right; the file lacks some
                 # entries (sparser, still correct) or gets rebuilt at the next open
                 _logger.warning("cannot write %s: %s", self.path, e)
+                if size >= 0:  # cut a partly written entry: the file stays whole entries
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, size)
+            finally:
+                del view  # (a live export would make clear() raise BufferError)
             self._pending.clear()
 
     def _rewrite(self, data: bytes) -> None:

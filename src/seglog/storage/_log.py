@@ -308,9 +308,14 @@ class Log(LogReader):
                 _files.fsync_dir(self.directory)
             active.sync()
             if rolled:
-                _files.write_small_file(
-                    self.directory / _files.RECOVERY_POINT, f"{active.base_offset}\n".encode()
-                )
+                try:
+                    _files.write_small_file(
+                        self.directory / _files.RECOVERY_POINT,
+                        f"{active.base_offset}\n".encode(),
+                    )
+                except OSError as e:  # e.g. ENOSPC: the data is durable; a stale recovery
+                    # point only makes the next crash recovery scan more (never offline)
+                    _logger.warning("cannot write the recovery point of %s: %s", self.directory, e)
 
         return run, end
 
