@@ -88,7 +88,7 @@ def run_power_loss(cycles: int, seed: int) -> bool:
                     cycles,
                     config={**config, **extra},
                     seed=seed,
-                    power_loss=fs.power_loss,
+                    power_loss=fs.power_loss if allow else fs.power_loss_torn,
                     allow_loss=allow,
                     max_acks=6,
                     max_batch=12,

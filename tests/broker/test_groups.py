@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -483,3 +483,21 @@ def test_offset_commit_checks_membership(broker: str, topic: str) -> None:
         assert fetched(w) == 1
         assert commit(w, gen, member, 4) == 0
         assert fetched(w) == 4
+
+
+def test_shutdown_answers_parked_join(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """SIGTERM while a JoinGroup waits for a rebalance: it is answered with 16
+    NOT_COORDINATOR at once and the broker exits cleanly."""
+    proc = broker_factory()
+    group = "parked"
+    with Wire(proc.bootstrap) as a, Wire(proc.bootstrap) as b:
+        ja = join(a, group)
+        assert sync(a, group, ja.generation_id, ja.member_id, {}).error_code == 0
+        first = b.call(join_request(group))
+        parked = join_request(group, first.member_id)
+        b.send(parked)  # waits for a to rejoin (rebalance timeout 10 s)
+        assert wait_heartbeat_code(a, group, ja.generation_id, ja.member_id) == 27
+        started = time.monotonic()
+        assert proc.stop() == 0
+        assert time.monotonic() - started < 5
+        assert b.recv(parked).error_code == 16

@@ -9,8 +9,10 @@ unmounted. Everything lives in memory, in two images:
 
 Control: writing a command line to ``MOUNTPOINT/.lazyfs`` runs it synchronously:
 
-- ``powerloss``: replace the live image by the durable one (names not made durable
-  vanish, files whose name is durable but contents never synced come back empty);
+- ``powerloss [seed]``: replace the live image by the durable one (names not made durable
+  vanish, files whose name is durable but contents never synced come back empty); with a
+  seed, a file whose unsynced change is an append keeps a random prefix of the appended
+  bytes (a torn write: part of the page cache reached the disk);
 - ``fsync_eio <n>``: the next ``n`` file fsyncs fail with EIO (n = -1: all of them), and,
   as Linux does after a writeback error, the failed data is dropped from the durable image
   (never retried);
@@ -29,6 +31,7 @@ import errno
 import itertools
 import json
 import os
+import random
 import stat
 import sys
 import time
@@ -64,7 +67,9 @@ class LazyFS(Operations):  # type: ignore[misc]
             "writes": 0,
             "powerloss": 0,
             "fsync_after_eio": 0,
+            "torn_files": 0,
         }
+        self._torn: random.Random | None = None
         self._eio_seen = False
         self._control_out = b""
 
@@ -105,6 +110,7 @@ class LazyFS(Operations):  # type: ignore[misc]
         cmd, _, arg = line.strip().partition(" ")
         if cmd == "powerloss":
             self.counters["powerloss"] += 1
+            self._torn = random.Random(int(arg)) if arg else None
             self._power_loss(self.root, set())
         elif cmd == "fsync_eio":
             self.eio_left = int(arg)
@@ -123,7 +129,14 @@ class LazyFS(Operations):  # type: ignore[misc]
             for child in node.entries.values():
                 self._power_loss(child, seen)
         else:
-            node.data = bytearray(node.durable_data)
+            durable, live = node.durable_data, node.data
+            if self._torn is not None and len(live) > len(durable) and live.startswith(durable):
+                # a torn write: part of the unsynced appended bytes reached the disk
+                keep = self._torn.randint(0, len(live) - len(durable))
+                node.data = bytearray(live[: len(durable) + keep])
+                self.counters["torn_files"] += keep > 0
+            else:
+                node.data = bytearray(durable)
 
     # -- filesystem operations -----------------------------------------------------------
 

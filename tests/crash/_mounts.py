@@ -59,6 +59,11 @@ class LazyMount:
         """Drop everything not fsynced."""
         self.control("powerloss")
 
+    def power_loss_torn(self) -> None:
+        """Drop everything not fsynced, except a random part of unsynced appends."""
+        self._seed = getattr(self, "_seed", 0) + 1
+        self.control(f"powerloss {self._seed}")
+
     def counters(self) -> dict[str, int]:
         """The filesystem's counters (fsync, fsyncdir, fsync_eio, fsync_after_eio...)."""
         with open(self.path / ".lazyfs") as f:

@@ -143,6 +143,10 @@ def _op_child(spec: dict[str, object]) -> None:
             st.trim_by_size(log, args["max_bytes"])
         elif op == "backup":
             st.backup(log, args["dest"])
+        elif op == "snapshot":
+            st.snapshot(log, args["out"])
+        elif op == "restore":
+            st.restore(args["src"], args["dest"])
         else:
             raise ValueError(op)
         os.write(out, b"done %d\n" % _STEPS[-1][0])

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from seglog.storage import Log, LogConfig, Message, check
+from seglog.storage import Log, LogConfig, Message, check, restore, snapshot
 
 from ._harness import Zygote
 from ._mounts import lazy_mount
@@ -106,6 +106,7 @@ OPS = [
     ("delete_offsets", {"offsets": [1, 2, 9, 30, 31, 32, 33, 50, 77]}),
     ("trim_by_offset", {"before": 42}),
     ("trim_by_count", {"max_messages": 30}),
+    ("trim_by_size", {"max_bytes": 1500}),
 ]
 
 
@@ -147,41 +148,45 @@ def test_crash_at_every_step_leaves_old_or_new_state(shm_path, zygote, op, args)
     del start0
 
 
-def test_crash_at_every_step_of_a_backup(shm_path, zygote):
+@pytest.mark.parametrize("op", ["backup", "snapshot", "restore"])
+def test_crash_at_every_step_of_a_backup_snapshot_restore(shm_path, zygote, op):
+    """The source is never harmed; the backup, snapshot file or restored directory is
+    absent or whole (restoring it gives the source's messages)."""
     pristine = shm_path / "pristine"
     _fill(pristine / "p")
     _, end0, before = _state(pristine / "p")
+    if op == "restore":
+        with Log.open(pristine / "p", LogConfig(**CONFIG)) as log:
+            snapshot(log, pristine / "snap.tar")
     work = shm_path / "work"
-    crashes = complete = 0
-    n = 1
-    while True:
+    crashes = complete = steps = 0
+    for n in range(1, 1000):
         shutil.rmtree(work, ignore_errors=True)
         shutil.copytree(pristine, work)
-        dest = work / "backup"
-        spec = {
-            "path": str(work / "p"),
-            "config": CONFIG,
-            "op": "backup",
-            "args": {"dest": str(dest)},
-            "kill_at": n,
-            "writes": WRITES,
-        }
-        result, steps = zygote.run_op(spec)
+        target = work / ("snap.tar" if op == "snapshot" else "copy")
+        args = {
+            "backup": {"dest": str(target)},
+            "snapshot": {"out": str(target)},
+            "restore": {"src": str(work / "snap.tar"), "dest": str(target)},
+        }[op]
+        spec = {"path": str(work / "p"), "config": CONFIG, "op": op, "args": args}
+        result, steps = zygote.run_op({**spec, "kill_at": n, "writes": WRITES})
         assert _state(work / "p")[2] == before  # the source is never harmed
-        if dest.exists():  # a backup, when there is one, is whole
-            _, b_end, b_state = _state(dest)
-            assert b_end == end0, n
-            assert b_state == before, n
-            assert all(r.ok for r in check(dest))
+        if target.exists():  # what exists is whole
+            if op == "snapshot":
+                restore(target, work / "restored")
+                got = _state(work / "restored")
+            else:
+                got = _state(target)
+            assert got[1] == end0, (op, n)
+            assert got[2] == before, (op, n)
             complete += 1
         if result == "done":
             break
         crashes += 1
-        n += 1
-        assert n < 500
     record_figure(
-        f"crash during backup: {crashes} crash points ({steps} file-mutating calls), "
-        f"source intact each time, destination absent or complete ({complete} complete)"
+        f"crash during {op}: {crashes} crash points ({steps} file-mutating calls), source "
+        f"intact each time, result absent or whole ({complete} whole)"
     )
     assert crashes >= 3
 

@@ -310,3 +310,13 @@ def test_messages_written_fast_read_by_kafka_python_after_reopen(tmp_path: Path)
         [sys.executable, "-c", code, str(seg)], capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["100", "True"]
+
+
+def test_read_only_consume_past_known_end_refreshes(tmp_path: Path) -> None:
+    with open_log(tmp_path / "ro", create=True) as writer:
+        writer.publish_values([b"a"] * 10)
+        with open_log(tmp_path / "ro", read_only=True) as reader:
+            writer.publish_values([b"b"] * 10)
+            nxt, msgs = reader.consume(15, 10)  # beyond what the reader had seen
+            assert (nxt, [m.value for m in msgs]) == (20, [b"b"] * 5)
+            assert reader.consume_columns(8, 4).offsets.tolist() == [8, 9, 10, 11]

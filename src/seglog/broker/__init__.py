@@ -3,7 +3,8 @@ protocol schemas, one partition = one ``seglog.storage.Log``.
 
 APIs served (advertised versions in ``_protocol.APIS``): ApiVersions, Metadata, Produce,
 Fetch, ListOffsets, CreateTopics, DeleteTopics, InitProducerId, FindCoordinator,
-OffsetCommit, OffsetFetch.
+OffsetCommit, OffsetFetch, and consumer-group membership (JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup, DescribeGroups, ListGroups: ``_groups``, ``_group_apis``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Committed consumer-group offsets (OffsetCommit / OffsetFetch) without a group
-coordinator: enough for consumers with a ``group.id`` in assign mode.
+"""Committed consumer-group offsets (OffsetCommit / OffsetFetch); group membership itself
+lives in memory in ``_groups`` (commits are validated there first).
 
 Kept in memory and rewritten atomically to ``<data-dir>/consumer-offsets.json`` on each
 commit (group ids are data in the file, never file names).

@@ -19,7 +19,7 @@ from kafka.protocol.consumer import (
 )
 
 from seglog.broker._context import BrokerContext
-from seglog.broker._groups import NONE, GroupState
+from seglog.broker._group_model import NONE, GroupState
 
 __all__ = [
     "GROUP_HANDLERS",

@@ -1,7 +1,7 @@
 """ListOffsets (API 2) and committed offsets: OffsetCommit (API 8), OffsetFetch (API 9).
 
-Committed offsets are served without a group coordinator (no JoinGroup/SyncGroup):
-enough for consumers with a ``group.id`` that assign partitions themselves.
+Commits from group members are checked against ``_groups.GroupCoordinator`` (member id,
+generation); consumers that assign partitions themselves commit with generation -1.
 """
 
 from __future__ import annotations

@@ -65,6 +65,8 @@ def consume_columns(log: Log, offset: int, max_count: int) -> RecordColumns:
     if offset == OFFSET_OLDEST:
         offset = log.log_start_offset
     log._check_open()
+    if log.read_only and offset >= log.log_end_offset:
+        log.refresh()  # another process may have written up to (or past) it
     if offset < log.log_start_offset or offset > log.log_end_offset:
         raise InvalidOffsetError(
             f"offset {offset} outside [{log.log_start_offset}, {log.log_end_offset}]"
