@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from seglog.bench import BenchOptions
+from seglog.bench._run import _storage_rows
 from seglog.bench._storage_bench import storage_bench
 from seglog.bench.storage import main, markdown
 
@@ -49,3 +51,25 @@ def test_storage_bench_cli(tmp_path: Path) -> None:
         == 0
     )  # fmt: skip
     assert "open after clean shutdown" in out.read_text()
+
+
+def test_storage_section_of_seglog_bench(tmp_path: Path) -> None:
+    """``seglog bench`` runs the storage bench as a section: its rows become report Rows
+    (goals in words), with --quick's tiny sizes."""
+    opts = BenchOptions.quick(messages=2000)
+    assert (opts.storage_size, opts.storage_compact) == (2 << 20, 1 << 20)
+    lines: list[str] = []
+    rows = _storage_rows(opts, tmp_path, lines.append)
+    assert [r.errors for r in rows] == [[] for _ in rows]
+    assert any(r.metric.startswith("compaction") and r.reference_name == "file copy" for r in rows)
+    opens = [r for r in rows if r.metric == "open after clean shutdown (cold cache)"]
+    assert len(opens) == 1
+    assert opens[0].goal == "<= 0.1 s"
+    assert opens[0].met is opens[0].goal_met is not None
+    for r in rows:
+        assert r.seglog.median > 0, r
+        if r.reference is not None:
+            assert r.ratio is not None
+            assert r.ratio > 0
+    assert all(line.startswith("storage: ") for line in lines)
+    assert list(tmp_path.iterdir()) == []

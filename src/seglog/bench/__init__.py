@@ -4,7 +4,8 @@ From one run: produce MB/s and msgs/s through a real ``seglog serve`` with confl
 (1 KiB and 100 B values, acks=all, default fsync-before-ack policy) next to the raw
 ``os.write`` + ``os.fdatasync`` rate of 1 MiB appends on the same disk and the client-only
 rate (librdkafka's mock cluster); fetch MB/s; embedded publish/consume; and Spark batch
-reads of a topic next to Spark reading the same records from Parquet and JSON lines.
+reads of a topic next to Spark reading the same records from Parquet and JSON lines;
+then the storage engine's section (``_storage_bench``; ``--skip-storage``).
 Medians of ``repeat`` runs; ratios are median(seglog) / median(reference). See
 docs/BENCHMARKS.md.
 

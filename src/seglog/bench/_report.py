@@ -52,6 +52,10 @@ class Row:
     reference: Samples | None = None
     target: float | None = None
     """Minimum ratio seglog / reference this issue aims at (None: informational)."""
+    goal: str | None = None
+    """A goal that is not a ratio, in words ("<= 0.1 s", ">= 1 M msg/s"; storage rows)."""
+    goal_met: bool | None = None
+    """Whether ``goal`` is met (None without one)."""
 
     @property
     def ratio(self) -> float | None:
@@ -68,7 +72,9 @@ class Row:
     def met(self) -> bool | None:
         """Whether the ratio reaches the target; None without a target."""
         ratio = self.ratio
-        if self.target is None or ratio is None:
+        if self.target is None:
+            return self.goal_met if self.goal is not None else None
+        if ratio is None:
             return None
         return not math.isnan(ratio) and ratio >= self.target
 
@@ -97,17 +103,21 @@ class Row:
             "reference_samples": self.reference.values if self.reference else [],
             "ratio": num(self.ratio),
             "target": self.target,
+            "goal": self.goal,
             "met": self.met,
             "errors": self.errors,
         }
 
 
 def format_value(value: float | None, unit: str) -> str:
-    """``1234567`` msgs/s → ``"1,234,567"``; MB/s keep one decimal; NaN/None → ``"—"``."""
+    """``1234567`` msgs/s → ``"1,234,567"``; MB/s keep one decimal, seconds three;
+    NaN/None → ``"—"``."""
     if value is None or math.isnan(value):
         return "—"
     if unit.startswith("MB"):
         return f"{value:,.1f}"
+    if unit == "s":
+        return f"{value:,.3f}"
     if unit.startswith("CPU"):
         return f"{value:,.2f}"
     return f"{value:,.0f}"
@@ -119,9 +129,9 @@ def _ratio_text(row: Row) -> str:
 
 
 def _target_text(row: Row) -> str:
-    if row.target is None:
-        return ""
     mark = {True: " ✓", False: " ✗", None: ""}[row.met]
+    if row.target is None:
+        return f"{row.goal}{mark}" if row.goal else ""
     return f">= {row.target:.2f}x{mark}"
 
 

@@ -18,12 +18,13 @@ from rich.table import Table
 
 from seglog.bench._storage_bench import StorageRow, storage_bench
 
-__all__ = ["main", "markdown", "table"]
+__all__ = ["main", "markdown", "parse_size", "table"]
 
 _UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
-def _size(text: str) -> int:
+def parse_size(text: str) -> int:
+    """Bytes from ``"256M"``, ``"1G"``, ``"64MiB"``, ``"4096"``; ValueError otherwise."""
     text = text.strip().upper().removesuffix("IB").removesuffix("B")
     if text and text[-1] in _UNITS:
         return int(float(text[:-1]) * _UNITS[text[-1]])
@@ -81,9 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=None if sys.stdout.isatty() else 160)
     rows = storage_bench(
         args.dir,
-        size_bytes=_size(args.size),
+        size_bytes=parse_size(args.size),
         messages=args.messages,
-        compact_bytes=_size(args.compact_size) if args.compact_size else None,
+        compact_bytes=parse_size(args.compact_size) if args.compact_size else None,
         repeat=args.repeat,
         progress=console.log,
     )

@@ -39,6 +39,17 @@ def bench(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         bool, typer.Option("--quick", help="Tiny sizes, one repeat (a smoke test, not a figure).")
     ] = False,
     skip_spark: Annotated[bool, typer.Option("--skip-spark", help="Leave out Spark.")] = False,
+    skip_storage: Annotated[
+        bool, typer.Option("--skip-storage", help="Leave out the storage engine section.")
+    ] = False,
+    storage_size: Annotated[
+        str | None,
+        typer.Option(
+            "--storage-size",
+            help="Log the storage section kills and reopens, e.g. 256M, 1G "
+            "[default: 256M; --quick: 2M].",
+        ),
+    ] = None,
     data_dir: Annotated[
         Path | None,
         typer.Option(
@@ -55,8 +66,9 @@ def bench(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         Path | None, typer.Option("--markdown", help="Also write the table as markdown here.")
     ] = None,
 ) -> None:
-    """Measure produce/fetch through `seglog serve`, embedded publish/consume and Spark reads,
-    each next to a reference measured in the same run (raw disk, client only, Parquet, JSON).
+    """Measure produce/fetch through `seglog serve`, embedded publish/consume, Spark reads and
+    the storage engine (publish/consume, open after kill -9, compaction), each next to a
+    reference measured in the same run (raw disk, client only, Parquet, JSON, file copy).
 
     Exits 1 if any measurement failed (the table says which and why).
     """
@@ -67,6 +79,14 @@ def bench(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         typer.echo(f"error: {exc}; install the extras: pip install 'seglog[spark,dev]'", err=True)
         raise typer.Exit(2) from exc
 
+    from seglog.bench.storage import parse_size  # noqa: PLC0415  (with the bench import)
+
+    try:
+        size = parse_size(storage_size) if storage_size is not None else None
+    except ValueError as exc:
+        raise typer.BadParameter(f"--storage-size {storage_size!r}: {exc}") from exc
+    if size is not None and size < 1 << 20:
+        raise typer.BadParameter("--storage-size must be at least 1M")
     base = BenchOptions.quick() if quick else BenchOptions()
     opts = BenchOptions(
         messages=messages or base.messages,
@@ -74,6 +94,9 @@ def bench(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         repeat=repeat or base.repeat,
         skip_spark=skip_spark,
         data_dir=data_dir,
+        skip_storage=skip_storage,
+        storage_size=size or base.storage_size,
+        storage_compact=base.storage_compact,
     )
     # a table wider than 80 columns reads better in logs than a wrapped one
     console = Console(width=None if sys.stdout.isatty() else 150)

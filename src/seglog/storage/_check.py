@@ -11,10 +11,11 @@ import pathlib
 from dataclasses import asdict, dataclass, field
 
 from seglog.errors import DataDirLockedError, NotFoundError
-from seglog.storage import _files
+from seglog.storage import _files, _maint
 from seglog.storage._config import LogConfig
 from seglog.storage._load import LoadReport, load_segments
 from seglog.storage._log import Log
+from seglog.storage._segment import Segment
 
 __all__ = ["CheckReport", "check", "log_directories", "recover", "stat"]
 
@@ -32,7 +33,8 @@ class CheckReport:
     valid_bytes: int = 0
     """Bytes of whole valid batches kept (or that recovery would keep)."""
     log_start_offset: int = 0
-    """Base offset of the first segment."""
+    """The log start offset: the first segment's base offset or the ``log-start-offset``
+    checkpoint (retention, DeleteRecords) when higher, capped at the log end offset."""
     log_end_offset: int = 0
     """Offset after the last valid batch."""
     problems: list[str] = field(default_factory=list)
@@ -73,6 +75,13 @@ def log_directories(path: str | os.PathLike[str]) -> list[pathlib.Path]:
     return subs
 
 
+def _log_start(directory: pathlib.Path, first_base: int, segs: list[Segment]) -> int:
+    """The log start offset as a Log computes it: max(first segment's base offset, the
+    ``log-start-offset`` checkpoint), capped at the log end offset."""
+    end = segs[-1].next_offset if segs else first_base
+    return min(max(first_base, _maint.read_log_start_checkpoint(directory)), end)
+
+
 def _check_one(directory: pathlib.Path) -> CheckReport:
     from seglog.storage._format import check_format  # noqa: PLC0415  (_format imports us)
 
@@ -88,7 +97,7 @@ def _check_one(directory: pathlib.Path) -> CheckReport:
             segments=len(bases),
             bytes=total,
             valid_bytes=sum(s.size for s in segs),
-            log_start_offset=bases[0] if bases else 0,
+            log_start_offset=_log_start(directory, bases[0] if bases else 0, segs),
             log_end_offset=segs[-1].next_offset if segs else 0,
             problems=report.problems,
             torn_tail=report.torn_tail,
@@ -146,7 +155,7 @@ def recover(path: str | os.PathLike[str]) -> list[CheckReport]:
                     segments=len(segs),
                     bytes=size,
                     valid_bytes=size,
-                    log_start_offset=segs[0].base_offset if segs else 0,
+                    log_start_offset=_log_start(d, segs[0].base_offset if segs else 0, segs),
                     log_end_offset=end,
                     problems=report.problems,
                     torn_tail=report.torn_tail,

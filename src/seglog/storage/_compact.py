@@ -23,11 +23,14 @@ segments leaves some cleaned: every such state keeps the last record of every ke
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
 
 from seglog.storage import _maint, _swap
 from seglog.storage._columns import decode_columns
+from seglog.storage._keyindex import forget_removed
 from seglog.storage._rewrite import Removed, iter_chunks, rewrite_segment
 
 if TYPE_CHECKING:
@@ -39,23 +42,42 @@ __all__ = ["DEFAULT_DELETE_RETENTION_MS", "compact", "compact_deletes", "compact
 DEFAULT_DELETE_RETENTION_MS = 24 * 3600 * 1000
 """Kafka's delete.retention.ms default: tombstones stay one day."""
 
-_Rec = tuple[int, bytes | None, bool, int]  # offset, key, is tombstone, timestamp
+
+class _Seg(NamedTuple):
+    """The records of one segment, decoded once: offsets, key ids (-1 = no key; ids
+    index the key map), tombstone flags, timestamps (ms)."""
+
+    offsets: npt.NDArray[np.int64]
+    key_ids: npt.NDArray[np.int64]
+    tombstones: npt.NDArray[np.bool_]
+    timestamps: npt.NDArray[np.int64]
 
 
-def _records(seg: Segment, end: int) -> Iterable[_Rec]:
-    """(offset, key, is tombstone, timestamp) of the records below ``end``, decoded a
-    chunk of batches at a time with the vectorised decoder (control batches skipped)."""
+def _decode(seg: Segment, end: int, ids: dict[bytes, int]) -> _Seg:
+    """Decode ``seg``'s records below ``end`` once with the vectorised decoder (a chunk
+    of batches at a time; control batches skipped), interning keys into ``ids``."""
+    parts: list[
+        tuple[npt.NDArray[np.int64], list[int], npt.NDArray[np.bool_], npt.NDArray[np.int64]]
+    ] = []
     for chunk in iter_chunks(seg):
         cols = decode_columns(chunk, 0, end)
         buf = cols.buffer
-        kp, kl = cols.key_positions.tolist(), cols.key_lengths.tolist()
-        tomb = (cols.value_lengths < 0).tolist()
-        for off, p, n, t, ts in zip(
-            cols.offsets.tolist(), kp, kl, tomb, cols.timestamps.tolist(), strict=True
-        ):
-            yield off, (buf[p : p + n] if n >= 0 else None), t, ts
+        kids = [
+            -1 if n < 0 else ids.setdefault(buf[p : p + n], len(ids))
+            for p, n in zip(cols.key_positions.tolist(), cols.key_lengths.tolist(), strict=True)
+        ]
+        parts.append((cols.offsets, kids, cols.value_lengths < 0, cols.timestamps))
         if cols.next_offset >= end:
-            return
+            break
+    if not parts:
+        e = np.empty(0, dtype=np.int64)
+        return _Seg(e, e, np.empty(0, dtype=np.bool_), e)
+    return _Seg(
+        np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False),
+        np.fromiter((k for p in parts for k in p[1]), dtype=np.int64),
+        np.concatenate([p[2] for p in parts]),
+        np.concatenate([p[3] for p in parts]).astype(np.int64, copy=False),
+    )
 
 
 def compact(
@@ -90,40 +112,58 @@ def compact(
         if not cleanable:
             _maint.close_retired(log)
             return Removed([], 0)
-        last: dict[bytes, int] = {}
-        for seg in list(log._segments):
-            for offset, key, _, _ in _records(seg, end):
-                if key is not None:
-                    last[key] = offset
-        plans: list[tuple[Segment, list[int]]] = []
-        kept_earlier: set[bytes] = set()
+        # one decode per segment: the key map (last offset per key id) and the records
+        # of the segments up to the last cleanable one, kept as numpy columns
+        ids: dict[bytes, int] = {}
         upto = max(i for i, s in enumerate(closed) if id(s) in cleanable)
-        for seg in closed[: upto + 1]:
-            drop: list[int] = []
-            clean = id(seg) in cleanable
-            for offset, key, tombstone, ts in _records(seg, end):
-                if key is None:
-                    continue
-                superseded = last[key] != offset
-                if (clean and updates and superseded and ts < update_before) or (
-                    clean
-                    and deletes
-                    and tombstone
-                    and not superseded
-                    and ts < tombstone_before
-                    and key not in kept_earlier
-                ):
-                    drop.append(offset)
-                elif superseded:
-                    kept_earlier.add(key)
-            if drop:
-                plans.append((seg, drop))
+        decoded: list[_Seg] = []
+        last_parts: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
+        for i, seg in enumerate(list(log._segments)):
+            recs = _decode(seg, end, ids)
+            if i <= upto:
+                decoded.append(recs)
+            keyed = recs.key_ids >= 0
+            last_parts.append((recs.key_ids[keyed], recs.offsets[keyed]))
+        n_ids = max(1, len(ids))  # keyless records look up id 0 (masked out)
+        last = np.full(n_ids, -1, dtype=np.int64)
+        for kids, offs in last_parts:  # offsets ascend: a later assignment wins
+            np.maximum.at(last, kids, offs)
+        drops: list[npt.NDArray[np.bool_]] = []
+        kept_superseded = np.zeros(n_ids, dtype=np.bool_)
+        tomb_candidates: list[npt.NDArray[np.bool_]] = []
+        for seg, recs in zip(closed[: upto + 1], decoded, strict=True):
+            keyed = recs.key_ids >= 0
+            superseded = keyed & (last[np.maximum(recs.key_ids, 0)] != recs.offsets)
+            if id(seg) in cleanable:
+                drop = (
+                    superseded & (recs.timestamps < update_before)
+                    if updates
+                    else (np.zeros(len(recs.offsets), dtype=np.bool_))
+                )
+                cand = keyed & ~superseded & recs.tombstones & (recs.timestamps < tombstone_before)
+                cand &= deletes
+            else:
+                drop = np.zeros(len(recs.offsets), dtype=np.bool_)
+                cand = drop
+            kept_superseded[recs.key_ids[superseded & ~drop]] = True
+            drops.append(drop)
+            tomb_candidates.append(cand)
+        # a key's last record follows all its other records: its tombstone goes only when
+        # none of them is kept (else the key would come back)
+        plans: list[tuple[Segment, list[int]]] = []
+        for seg, recs, drop, cand in zip(
+            closed[: upto + 1], decoded, drops, tomb_candidates, strict=True
+        ):
+            gone = drop | (cand & ~kept_superseded[np.maximum(recs.key_ids, 0)])
+            if gone.any():
+                plans.append((seg, recs.offsets[gone].tolist()))
         removed: list[int] = []
         freed = 0
-        for seg, drop in plans:
-            gone, size = rewrite_segment(log, seg, drop, on_step)
-            removed.extend(gone)
+        for seg, offsets in plans:
+            done, size = rewrite_segment(log, seg, offsets, on_step)
+            removed.extend(done)
             freed += size
+        forget_removed(log, removed, rescan=False)  # removed last records are tombstones
         _maint.close_retired(log)
         return Removed(removed, freed)
 

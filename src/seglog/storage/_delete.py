@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from seglog.storage import _maint, _swap
+from seglog.storage._keyindex import forget_removed
 from seglog.storage._rewrite import Removed, rewrite_segment
 
 if TYPE_CHECKING:
@@ -39,5 +40,6 @@ def delete_offsets(
                 gone, size = rewrite_segment(log, seg, wanted[lo:hi], on_step)
                 removed.extend(gone)
                 freed += size
+        forget_removed(log, removed, rescan=True)  # a key's older record becomes its last
         _maint.close_retired(log)
         return Removed(removed, freed)

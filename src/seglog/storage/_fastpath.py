@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from seglog.errors import InvalidOffsetError
 from seglog.storage._columns import RecordColumns, concat_columns, decode_columns, empty_columns
 from seglog.storage._encode import encode_records
 from seglog.storage._message import OFFSET_NEWEST, OFFSET_OLDEST
@@ -67,10 +66,7 @@ def consume_columns(log: Log, offset: int, max_count: int) -> RecordColumns:
     log._check_open()
     if log.read_only and offset >= log.log_end_offset:
         log.refresh()  # another process may have written up to (or past) it
-    if offset < log.log_start_offset or offset > log.log_end_offset:
-        raise InvalidOffsetError(
-            f"offset {offset} outside [{log.log_start_offset}, {log.log_end_offset}]"
-        )
+    offset, _ = log._resolve_read(offset, None)  # InvalidOffsetError with read's message
     upper = log.high_watermark
     parts: list[RecordColumns] = []
     have, nxt = 0, offset

@@ -31,12 +31,21 @@ import crc32c
 from seglog.errors import InvalidOffsetError, NoIndexError, NotFoundError, StorageError
 from seglog.storage import _files
 from seglog.storage._batch import HEADER_SIZE, parse_header
+from seglog.storage._columns import decode_columns
 from seglog.storage._message import OFFSET_NEWEST, OFFSET_OLDEST, Message, decode_batches
 
 if TYPE_CHECKING:
     from seglog.storage._reader import LogReader
 
-__all__ = ["KEY_INDEX_FILE", "KeyIndex", "consume_by_key", "load_key_index", "rebuild_key_index"]
+__all__ = [
+    "KEY_INDEX_FILE",
+    "KeyIndex",
+    "consume_by_key",
+    "drop_key_index_file",
+    "forget_removed",
+    "load_key_index",
+    "rebuild_key_index",
+]
 
 _logger = logging.getLogger(__name__)
 KEY_INDEX_FILE = "key-index"
@@ -67,6 +76,14 @@ class KeyIndex:
     def get(self, key: bytes) -> int | None:
         """Offset of the last record with ``key``, None if none."""
         return self._last.get(key)
+
+    def prune_below(self, start: int) -> int:
+        """Forget keys whose last record is below ``start`` (the new log start offset:
+        every record of those keys is gone); returns how many were forgotten."""
+        stale = [k for k, o in self._last.items() if o < start]
+        for k in stale:
+            del self._last[k]
+        return len(stale)
 
     def size_bytes(self) -> int:
         """Approximate bytes of the persisted form (keys + 12 bytes per entry)."""
@@ -159,6 +176,54 @@ def rebuild_key_index(log: LogReader) -> KeyIndex:
     return idx
 
 
+def drop_key_index_file(directory: pathlib.Path) -> None:
+    """Unlink ``<directory>/key-index`` (the cleaner, before it commits a rewrite: the
+    file describes the old data and its fingerprint may still match after a crash). The
+    caller fsyncs the directory. Written again from memory by the next clean close."""
+    _files.remove_if_exists(directory / KEY_INDEX_FILE)
+
+
+def forget_removed(log: LogReader, removed: list[int], *, rescan: bool) -> None:
+    """Fix the in-memory key index after the records at ``removed`` were deleted by
+    compaction or ``delete_offsets`` (called under the maintenance lock, after the
+    rewrite): a key whose last offset was removed points at its latest surviving older
+    record, found by decoding the log from the log start up to that offset (``rescan``:
+    delete-by-offsets), or is forgotten (compaction removes a key's last record, a
+    tombstone, only when no earlier record of the key is kept). Appends that happened
+    meanwhile win (an entry no longer naming a removed offset is left alone)."""
+    keys = log._keys
+    if keys is None or not removed:
+        return
+    gone = set(removed)
+    with log._lock:
+        stale = {k: o for k, o in keys._last.items() if o in gone}
+    if not stale:
+        return
+    found: dict[bytes, int] = {}
+    if rescan:
+        upper = max(stale.values())
+        nxt = log.log_start_offset
+        while nxt < upper:
+            data = log.read(nxt, 8 << 20, upper=upper)
+            if not data:
+                break
+            cols = decode_columns(data, start=nxt, end=upper)
+            for off, key in zip(cols.offsets.tolist(), cols.keys(), strict=True):
+                if key is not None and off < stale.get(key, -1):
+                    found[key] = off
+            if cols.next_offset <= nxt:
+                break
+            nxt = cols.next_offset
+    with log._lock:
+        for k, o in stale.items():
+            if keys._last.get(k) != o:
+                continue
+            if k in found:
+                keys._last[k] = found[k]
+            else:
+                del keys._last[k]
+
+
 def save_key_index(directory: pathlib.Path, keys: KeyIndex, log: LogReader, end: int) -> None:
     """Persist ``keys`` (covering offsets below ``end``) atomically (writer at close)."""
     fp = _fingerprint(log, end) or (0, 0)
@@ -179,10 +244,7 @@ def consume_by_key(
         offset = log.log_start_offset
     last = keys.get(key)
     if last is None or last < offset:
-        if offset < log.log_start_offset or offset > log.log_end_offset:
-            raise InvalidOffsetError(
-                f"offset {offset} outside [{log.log_start_offset}, {log.log_end_offset}]"
-            )
+        offset, _ = log._resolve_read(offset, None)  # InvalidOffsetError as ``read``
         return max(offset, end), []
     out: list[Message] = []
     for batch in log.batches(offset, end):

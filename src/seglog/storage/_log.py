@@ -1,5 +1,6 @@
 """Log: one partition, a directory of segments (open, append, roll, durability, close;
-the read side is in ``_reader.py``).
+the read side is in ``_reader.py``, the embedded API — publish, consume, get... — in
+``_embedded_log.py``).
 
 Thread-safety: one writer at a time (``append`` takes the write lock; the broker calls it
 from its asyncio loop thread), any number of concurrent readers (``read``, ``batches``,
@@ -20,7 +21,7 @@ import os
 import pathlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import fields
 from types import TracebackType
@@ -33,9 +34,6 @@ from seglog.errors import (
     StorageError,
 )
 from seglog.storage import (
-    _blocking,
-    _embedded,
-    _fastpath,
     _files,
     _format,
     _gc,
@@ -50,21 +48,16 @@ from seglog.storage._batch import (
     validate_for_append,
 )
 from seglog.storage._config import AppendInfo, LogConfig
+from seglog.storage._embedded_log import EmbeddedLog
 from seglog.storage._keyindex import KeyIndex, load_key_index
 from seglog.storage._load import LoadReport, load_segments
 from seglog.storage._notify import Notifier
-from seglog.storage._reader import FileSlice, LogReader
+from seglog.storage._reader import FileSlice
 from seglog.storage._segment import Placed, Segment, create_segment
 from seglog.storage._sync import GroupCommit, SyncPoint
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
     from seglog.storage._backup import BackupReport
-    from seglog.storage._blocking import CancelToken
-    from seglog.storage._columns import RecordColumns
-    from seglog.storage._message import Message
     from seglog.storage._stats import LogStats
 
 __all__ = ["FileSlice", "Log", "open_log"]  # FileSlice re-exported from _reader
@@ -77,7 +70,7 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class Log(LogReader):
+class Log(EmbeddedLog):
     """One partition: a directory of segments. Thread-safe: one writer lock, many readers.
 
     Open with :meth:`open` (or ``seglog.open_log``); a context manager closing on exit.
@@ -368,122 +361,6 @@ class Log(LogReader):
             self._callbacks.pop(key, None)
 
         return unregister
-
-    # -- embedded API (klevdb style; implemented in _embedded) -----------------------------
-
-    def publish(self, messages: Sequence[Message]) -> int:
-        """Append ``messages`` as record batches v2 and wait until they are durable (default
-        policy); returns the next offset. Errors as ``append``."""
-        return _embedded.publish(self, messages)
-
-    def publish_values(
-        self,
-        values: Sequence[bytes | None],
-        keys: Sequence[bytes | None] | None = None,
-        timestamp_ms: int | Sequence[int] | npt.NDArray[np.int64] | None = None,
-    ) -> int:
-        """Columnar ``publish``: one record per value (None = null), ``keys`` one per value
-        or None (all null), ``timestamp_ms`` one int for all, one per value, or None (now).
-        No headers. Encoded vectorised into record batches v2 (split at
-        max.message.bytes); waits until durable under the default policy; returns the
-        next offset. ValueError on mismatched lengths; errors otherwise as ``append``."""
-        return _fastpath.publish_values(self, values, keys, timestamp_ms)
-
-    def consume_columns(self, offset: int, max_count: int) -> RecordColumns:
-        """Columnar ``consume``: up to ``max_count`` records from ``offset`` as numpy
-        columns (``RecordColumns``: offsets, timestamps ms, key/value positions and
-        lengths in one buffer, ``packed_values()`` for Arrow, ``messages()``); its
-        ``next_offset`` is where to continue. Decoded vectorised (control batches skipped,
-        compressed batches through kafka-python's codecs). OFFSET_OLDEST / OFFSET_NEWEST
-        as ``consume``; InvalidOffsetError outside [log start, log end];
-        CorruptRecordError on undecodable records."""
-        return _fastpath.consume_columns(self, offset, max_count)
-
-    def consume(self, offset: int, max_count: int) -> tuple[int, list[Message]]:
-        """Up to ``max_count`` messages from ``offset``; returns ``(next offset, messages)``.
-        OFFSET_OLDEST starts at the log start; OFFSET_NEWEST returns ``(next offset, [])``.
-        InvalidOffsetError outside [log start, log end]."""
-        return _embedded.consume(self, offset, max_count)
-
-    def consume_blocking(
-        self,
-        offset: int,
-        max_count: int,
-        timeout_s: float,
-        *,
-        cancel: CancelToken | None = None,
-    ) -> tuple[int, list[Message]]:
-        """As ``consume``, but when no message is available yet waits up to ``timeout_s``
-        seconds for one (woken by the writer in this process, no polling; a read-only log
-        polls every 50 ms). Returns ``(next offset, [])`` on timeout; OFFSET_NEWEST waits
-        for the next message published. ``cancel`` (a ``CancelToken``) stops the wait from
-        another thread: ``concurrent.futures.CancelledError``. Raises InvalidOffsetError
-        (outside [log start, log end]), LogClosedError (also when the log closes while
-        waiting)."""
-        return _blocking.consume_blocking(self, offset, max_count, timeout_s, cancel=cancel)
-
-    async def consume_blocking_async(
-        self, offset: int, max_count: int, timeout_s: float
-    ) -> tuple[int, list[Message]]:
-        """``consume_blocking`` for asyncio: awaits (no thread, no polling) until a message
-        is visible, ``timeout_s`` passes (``(next offset, [])``) or the task is cancelled
-        (``asyncio.CancelledError``). Same errors. See ``seglog.aio``."""
-        from seglog.aio import consume_blocking_async  # noqa: PLC0415  (storage has no asyncio)
-
-        return await consume_blocking_async(self, offset, max_count, timeout_s)
-
-    def wait_for_offset(self, offset: int) -> Future[int]:
-        """A future completing with the high watermark once the message at ``offset`` is
-        visible (high watermark > ``offset``), failing with LogClosedError when the log
-        closes or goes offline; cancel it to stop waiting. Woken by this process's writer;
-        a read-only log completes it only from ``refresh`` (poll). Any number of waiters."""
-        return self._notifier.wait(offset)
-
-    def consume_by_key(self, key: bytes, offset: int, max_count: int) -> tuple[int, list[Message]]:
-        """Up to ``max_count`` messages with ``key`` from ``offset`` on (sentinels
-        allowed): ``(next offset, messages)``. Returns at once (next offset = high
-        watermark) when the key index shows no later message with that key; else scans
-        and decodes the batches in between. NoIndexError without ``key_index``,
-        InvalidOffsetError outside [log start, log end]."""
-        self._check_open()
-        return _keyindex.consume_by_key(self, key, offset, max_count)
-
-    def get(self, offset: int) -> Message:
-        """The message at ``offset``: InvalidOffsetError outside [log start, high
-        watermark), NotFoundError if that offset is not stored (compacted away)."""
-        return _embedded.get(self, offset)
-
-    def get_by_key(self, key: bytes) -> Message:
-        """The last message published with ``key`` (a tombstone has ``value=None``).
-        NoIndexError if the log was opened without ``key_index``, NotFoundError if no
-        message has that key. Waits for that message to be durable if it is not yet."""
-        return _embedded.get(self, self.offset_by_key(key))
-
-    def offset_by_key(self, key: bytes) -> int:
-        """Offset of the last message with ``key``; errors as ``get_by_key``."""
-        self._check_open()
-        offset = _keyindex.get_offset(self, key)
-        if offset >= self._hwm and self._sync is not None:
-            self.sync_future(offset + 1).result()
-        return offset
-
-    def offset_by_time(self, timestamp_ms: int) -> tuple[int, int]:
-        """As ``offset_for_time``, NotFoundError instead of None (klevdb's OffsetByTime)."""
-        found = self.offset_for_time(timestamp_ms)
-        if found is None:
-            raise NotFoundError(f"no message at or after {timestamp_ms} ms")
-        return found
-
-    def get_by_time(self, timestamp_ms: int) -> Message:
-        """The first message whose timestamp is >= ``timestamp_ms`` (ms since the epoch),
-        found through the time index (klevdb's GetByTime). NotFoundError if none is
-        visible, LogClosedError."""
-        return _embedded.get(self, self.offset_by_time(timestamp_ms)[0])
-
-    def next_offset(self) -> int:
-        """The log end offset: the offset the next published message gets."""
-        self._check_open()
-        return self._log_end
 
     def stat(self) -> dict[str, int]:
         """``{"segments", "bytes", "log_start_offset", "log_end_offset",

@@ -97,6 +97,8 @@ def set_log_start(log: Log, offset: int) -> None:
     _files.write_small_file(log.directory / _files.LOG_START_OFFSET, f"{offset}\n".encode())
     with log._lock:
         log._log_start = max(log._log_start, offset)
+        if log._keys is not None:  # keys whose records all fell below it: NotFoundError
+            log._keys.prune_below(log._log_start)
 
 
 def _retire(log: Log, seg: Segment) -> None:

@@ -44,6 +44,7 @@ from seglog.storage._batch import (
 )
 from seglog.storage._columns import RecordColumns, decode_columns
 from seglog.storage._index import OffsetIndex, TimeIndex
+from seglog.storage._keyindex import drop_key_index_file
 from seglog.storage._segment import Segment
 
 with warnings.catch_warnings():
@@ -278,6 +279,7 @@ def rewrite_segment(
         return [], 0
     before = _maint.segment_bytes(seg)
     writer.finish()
+    drop_key_index_file(directory)  # describes the old data: rebuilt if we crash now
     _files.fsync_dir(directory)
     if on_step is not None:
         on_step("cleaned")
