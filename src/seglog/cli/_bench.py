@@ -47,7 +47,7 @@ def bench(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         typer.Option(
             "--storage-size",
             help="Log the storage section kills and reopens, e.g. 256M, 1G "
-            "[default: 256M; --quick: 2M].",
+            "(default 256M; --quick: 2M).",
         ),
     ] = None,
     data_dir: Annotated[
