@@ -249,3 +249,26 @@ async def test_cancelled_waiter_does_not_kill_the_fsync_thread(tmp_path):
         assert raw.result(timeout=10) == 5
         log.append(make_batch(1))
         assert log.sync() == 6
+
+
+def test_acknowledged_append_is_visible_when_its_sync_future_completes(tmp_path):
+    """Read-your-writes: the high watermark covers an append before its future completes.
+
+    The callback runs on the fsync thread at the moment the future completes, which is when
+    the broker answers the producer; a ListOffsets or Fetch right after must see the data.
+    """
+    seen: list[tuple[int, int]] = []
+    with Log.open(tmp_path / "p", create=True) as log:
+        for _ in range(200):
+            info = log.append(make_batch(1))
+            end = info.last_offset + 1
+            done = threading.Event()
+
+            def check(_fut: object, end: int = end, done: threading.Event = done) -> None:
+                seen.append((end, log.high_watermark))
+                done.set()
+
+            log.sync_future(end).add_done_callback(check)
+            assert done.wait(30)
+    assert len(seen) == 200
+    assert [(end, hwm) for end, hwm in seen if hwm < end] == []

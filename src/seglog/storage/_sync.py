@@ -142,12 +142,15 @@ class GroupCommit:
                 while self._waiters and self._waiters[0][0] <= self._durable:
                     ready.append(heapq.heappop(self._waiters)[2])
                 durable = self._durable
-            for fut in ready:
-                fut.set_result(durable)
+            # Publish the new durable end (the log's high watermark) before answering any
+            # waiter: a producer acknowledged by a completed future must see its own write
+            # in the next ListOffsets or Fetch (read-your-writes).
             try:
                 self._on_durable(durable)
             except Exception:
                 _logger.exception("on_durable callback failed")
+            for fut in ready:
+                fut.set_result(durable)
 
     def _fail_waiters(self, exc: BaseException) -> None:
         waiters, self._waiters = self._waiters, []
