@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from seglog.errors import CorruptRecordError
-from seglog.storage._message import Message
+from seglog.storage._message import Message, new_messages
 from seglog.storage._varint import I64, U8, decode_varints, gather
 
 with warnings.catch_warnings():
@@ -153,15 +153,12 @@ class RecordColumns:
 
     def messages(self) -> list[Message]:
         """The records as :class:`Message` objects."""
-        return list(
-            map(
-                Message,
-                self.offsets.tolist(),
-                self.timestamps.tolist(),
-                self.keys(),
-                self.values(),
-                self.headers(),
-            )
+        return new_messages(
+            self.offsets.tolist(),
+            self.timestamps.tolist(),
+            self.keys(),
+            self.values(),
+            self.headers(),
         )
 
     def packed_values(self) -> tuple[I64, U8]:
@@ -396,8 +393,6 @@ def _fields(  # noqa: PLR0917 (internal)
 ) -> RecordColumns:
     """Decode every field of the records at once (``rec_len``: their lengths, ``s``: the
     positions after their length varints)."""
-    counts = np.asarray(info.counts, dtype=np.int64)
-    which = np.repeat(np.arange(len(counts)), counts)
     if (rec_len < _MIN_RECORD).any():
         raise CorruptRecordError("record shorter than its fixed fields")
     e = s + rec_len
@@ -406,38 +401,57 @@ def _fields(  # noqa: PLR0917 (internal)
     key_len, key_pos = decode_varints(buf, p)
     val_len, val_pos = decode_varints(buf, key_pos + np.maximum(key_len, 0))
     hdr_count, hdr_pos = decode_varints(buf, val_pos + np.maximum(val_len, 0))
-    bad = (key_len < -1) | (val_len < -1) | (hdr_count < 0) | (hdr_pos > e)
-    bad |= (hdr_count == 0) & (hdr_pos != e)
-    if bad.any():
+    if len(key_len) == 0:
+        bad = False
+    elif min(int(key_len.min()), int(val_len.min())) < -1 or int(hdr_count.min()) < 0:
+        bad = True
+    elif int(hdr_count.max()) == 0:  # no headers (the usual case): each record ends there
+        bad = bool((hdr_pos != e).any())
+    else:
+        bad = bool(((hdr_pos > e) | ((hdr_count == 0) & (hdr_pos != e))).any())
+    if bad:
         raise CorruptRecordError("record fields disagree with the record length")
-    offsets = np.asarray(info.base, dtype=np.int64)[which] + off_delta
-    appended = np.asarray(info.log_append, dtype=bool)[which]
-    timestamps = np.where(
-        appended,
-        np.asarray(info.max_ts, dtype=np.int64)[which],
-        np.asarray(info.first_ts, dtype=np.int64)[which] + ts_delta,
-    )
-    cols = [offsets, timestamps, appended, key_pos, key_len, val_pos, val_len]
+    if len(info.counts) == 1:  # one batch (the usual consume): scalars, no gathers
+        offsets = off_delta + info.base[0]
+        appended = np.full(len(offsets), info.log_append[0], dtype=np.int8)
+        timestamps = (
+            np.full(len(offsets), info.max_ts[0], dtype=np.int64)
+            if info.log_append[0]
+            else ts_delta + info.first_ts[0]
+        )
+    else:
+        counts = np.asarray(info.counts, dtype=np.int64)
+        which = np.repeat(np.arange(len(counts)), counts)
+        offsets = np.asarray(info.base, dtype=np.int64)[which] + off_delta
+        appended = np.asarray(info.log_append, dtype=np.int8)[which]
+        timestamps = np.where(
+            appended,
+            np.asarray(info.max_ts, dtype=np.int64)[which],
+            np.asarray(info.first_ts, dtype=np.int64)[which] + ts_delta,
+        )
+    cols: list[I64] = [offsets, timestamps, key_pos, key_len, val_pos, val_len]
     cols += [hdr_count, hdr_pos, e]
     next_offset = info.next_offset if info.next_offset >= 0 else start
-    keep = (offsets >= start) & (offsets < end)
-    if not keep.all():
+    if len(offsets) and (int(offsets.min()) < start or int(offsets.max()) >= end):
+        keep = (offsets >= start) & (offsets < end)
         cols = [c[keep] for c in cols]
+        appended = appended[keep]
     if max_count is not None and len(cols[0]) > max_count:
         cols = [c[:max_count] for c in cols]
+        appended = appended[:max_count]
         next_offset = int(cols[0][-1]) + 1 if max_count else start
     return RecordColumns(
         raw,
         cols[0],
         cols[1],
-        cols[2].astype(np.int8),
+        appended,
+        cols[2],
         cols[3],
         cols[4],
         cols[5],
         cols[6],
         cols[7],
         cols[8],
-        cols[9],
         next_offset,
     )
 

@@ -21,6 +21,7 @@ from seglog.storage._message import OFFSET_NEWEST, OFFSET_OLDEST
 
 if TYPE_CHECKING:
     from seglog.storage._log import Log
+    from seglog.storage._segment import Segment
 
 __all__ = ["consume_columns", "publish_values"]
 
@@ -71,13 +72,19 @@ def consume_columns(log: Log, offset: int, max_count: int) -> RecordColumns:
     parts: list[RecordColumns] = []
     have, nxt = 0, offset
     want = max(_MIN_READ, min(_MAX_READ, max_count * _GUESS_BYTES_PER_RECORD))
+    segs = log._segments  # before reading: a hint never outlives the list it was read in
+    last: tuple[Segment, int, bytes] | None = None
     while have < max_count:
-        data = log.read(nxt, want, upper=upper)
-        if not data:
+        log._check_open()
+        data, seg, pos = log._read_next(nxt, want, upper)
+        if not data or seg is None:
             break
+        last = seg, pos, data
         cols = decode_columns(data, start=nxt, max_count=max_count - have)
         parts.append(cols)
         have += len(cols)
         nxt = max(nxt, cols.next_offset)
         want = min(_MAX_READ, want * 2)
+    if last is not None:
+        log._remember(nxt, segs, *last)
     return concat_columns(parts, nxt)

@@ -8,6 +8,8 @@ codec); the vectorised decoder is ``_columns.py``.
 
 from __future__ import annotations
 
+import collections
+import itertools
 import operator
 import time
 import warnings
@@ -62,6 +64,55 @@ class Message:
     """Record value, or None (a tombstone in a compacted log)."""
     headers: Sequence[tuple[str, bytes | None]] = ()
     """Record headers as ``(name, value)`` pairs."""
+
+
+_NEW = object.__new__
+_SET_OFFSET, _SET_TIMESTAMP, _SET_KEY, _SET_VALUE, _SET_HEADERS = (
+    Message.__dict__[name].__set__ for name in ("offset", "timestamp", "key", "value", "headers")
+)
+
+
+def new_message(
+    offset: int,
+    timestamp: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[tuple[str, bytes | None]],
+) -> Message:
+    """``Message(offset, timestamp, key, value, headers)`` without the dataclass
+    ``__init__`` (which goes through ``object.__setattr__`` once per field): the slots are
+    set through their descriptors. Same type, equal, hashable and frozen as one built by
+    ``Message(...)``; about twice as fast (the decoders build one per record)."""
+    m = _NEW(Message)
+    _SET_OFFSET(m, offset)
+    _SET_TIMESTAMP(m, timestamp)
+    _SET_KEY(m, key)
+    _SET_VALUE(m, value)
+    _SET_HEADERS(m, headers)
+    return m
+
+
+def new_messages(
+    offsets: Sequence[int],
+    timestamps: Sequence[int],
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    headers: Sequence[Sequence[tuple[str, bytes | None]]],
+) -> list[Message]:
+    """``new_message`` for columns of equal length (no Python call per message: each
+    column goes into its slot through ``map``), as ``RecordColumns.messages`` needs."""
+    out = list(map(_NEW, itertools.repeat(Message, len(offsets))))
+    for setter, column in (
+        (_SET_OFFSET, offsets),
+        (_SET_TIMESTAMP, timestamps),
+        (_SET_KEY, keys),
+        (_SET_VALUE, values),
+        (_SET_HEADERS, headers),
+    ):
+        if len(column) != len(out):
+            raise ValueError(f"{len(column)} items in a column of {len(out)} messages")
+        collections.deque(map(setter, out, column), 0)
+    return out
 
 
 def _builder(batch_size: int, compression_type: int = 0) -> DefaultRecordBatchBuilder:
@@ -136,10 +187,4 @@ def decode_batches(data: bytes | bytearray | memoryview) -> Iterator[Message]:
         if batch.is_control_batch:
             continue
         for r in batch:
-            yield Message(
-                offset=r.offset,
-                timestamp=r.timestamp,
-                key=r.key,
-                value=r.value,
-                headers=tuple(r.headers),
-            )
+            yield new_message(r.offset, r.timestamp, r.key, r.value, tuple(r.headers))

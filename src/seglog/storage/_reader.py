@@ -59,6 +59,10 @@ class LogReader:
     _keys: KeyIndex | None
     _notifier: Notifier
     counters: FileCounters
+    _read_hint: tuple[int, list[Segment], Segment, int] | None = None
+    """(offset, segment list, segment, position): the batch at ``position`` of ``segment``
+    holds ``offset``; valid while ``_segments`` is that very list (replaced, never mutated,
+    on roll, retention, compaction and delete). Set by consume, checked before use."""
 
     # -- offsets ---------------------------------------------------------------------------
 
@@ -180,6 +184,54 @@ class LogReader:
             return b""
         seg, pos, size = loc
         return seg.read_at(pos, max_bytes, size, up)
+
+    def _read_next(self, offset: int, max_bytes: int, up: int) -> tuple[bytes, Segment | None, int]:
+        """``read`` for an ``offset`` already resolved (``_resolve_read``), ``up`` the bound:
+        ``(data, segment, position of data)`` (``b""`` at the end). Starts at the remembered
+        position (``_read_hint``) when ``offset`` is where the last consume stopped and the
+        batch there holds it, else locates the batch through the offset index."""
+        if offset >= up:
+            return b"", None, 0
+        segs = self._segments
+        hint = self._read_hint
+        if hint is not None and hint[0] == offset and hint[1] is segs:
+            seg, pos = hint[2], hint[3]
+            size = seg.size
+            if size - pos >= HEADER_SIZE:
+                head = os.pread(seg.fd, HEADER_SIZE, pos)
+                base, length = _BASE_LENGTH.unpack_from(head, 0)
+                bsize = length + 12
+                if (
+                    base <= offset <= base + _LAST_OFFSET_DELTA.unpack_from(head, 23)[0]
+                    and base < up
+                    and HEADER_SIZE <= bsize <= size - pos
+                ):
+                    # a batch over half of max_bytes: read exactly it (no trimming copy)
+                    if 2 * bsize > max_bytes:
+                        data = os.pread(seg.fd, bsize, pos)
+                    else:
+                        data = seg.read_at(pos, max_bytes, size, up)
+                    if len(data) >= bsize:
+                        return data, seg, pos
+        loc = self._locate(offset, up)
+        if loc is None:
+            return b"", None, 0
+        seg, pos, size = loc
+        return seg.read_at(pos, max_bytes, size, up), seg, pos
+
+    def _remember(
+        self, offset: int, segs: list[Segment], seg: Segment, pos: int, data: bytes
+    ) -> None:
+        """Set ``_read_hint`` for a consume continuing at ``offset``: the batch of ``data``
+        (read from ``pos`` of ``seg`` while ``_segments`` was ``segs``) holding it, or the
+        position after ``data``."""
+        p, n = 0, len(data)
+        while p < n:
+            base, length = _BASE_LENGTH.unpack_from(data, p)
+            if base + _LAST_OFFSET_DELTA.unpack_from(data, p + 23)[0] >= offset:
+                break
+            p += length + 12
+        self._read_hint = (offset, segs, seg, pos + p)
 
     def read_slice(
         self, offset: int, max_bytes: int, *, upper: int | None = None

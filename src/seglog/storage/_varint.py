@@ -30,6 +30,10 @@ _HALF_THRESHOLDS = np.array([1 << (7 * k - 1) for k in range(1, 10)], dtype=np.i
 """For values >= -1 (zigzag 2n, or 1 for -1): n >= 2^(7k-1) needs more than k bytes."""
 
 
+_ONE_BYTE = np.array([(z >> 1) ^ -(z & 1) for z in range(256)], dtype=np.int64)
+"""Value of each one-byte zigzag varint (entries from 0x80 on are never used)."""
+
+
 def _zigzag(values: I64) -> _U64:
     return ((values << 1) ^ (values >> 63)).view(np.uint64)
 
@@ -86,10 +90,15 @@ def decode_varints(buf: U8, positions: I64, *, strict: bool = True) -> tuple[I64
     ``strict=False`` (probing guessed positions) ends 11 bytes on."""
     b = buf.take(positions, mode="clip")
     if len(b) == 0 or b.max() < 0x80:  # all one byte: the common case
-        v = b.astype(np.int64)
-        return (v >> 1) ^ -(v & 1), positions + 1
+        return _ONE_BYTE.take(b), positions + 1
+    b1 = buf.take(positions + 1, mode="clip")
+    more = b >= 0x80
+    if not (b1[more] >= 0x80).any():  # at most two bytes (offset deltas below 8192)
+        v = (b & 0x7F).astype(np.int64)
+        v |= (b1.astype(np.int64) << 7) * more
+        return (v >> 1) ^ -(v & 1), positions + 1 + more
     raw = (b & 0x7F).astype(np.uint64)
-    active = b >= 0x80
+    active = more
     size = np.ones(len(b), dtype=np.int64)
     for k in range(1, 10):
         b = buf.take(positions + k, mode="clip")

@@ -1,0 +1,129 @@
+"""Consume's remembered read position (``LogReader._read_hint``) and the fast Message
+constructor: a consume continuing where the last one stopped must read what a fresh
+lookup reads, also after roll, retention, compaction, delete, and reopen (recovery)."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from pathlib import Path
+
+import pytest
+from tests.storage._cleaner import all_messages, keyed_log
+
+import seglog
+from seglog.errors import InvalidOffsetError
+from seglog.storage import (
+    OFFSET_OLDEST,
+    Log,
+    Message,
+    compact,
+    delete_offsets,
+    trim_by_count,
+    trim_by_offset,
+)
+from seglog.storage._message import new_message, new_messages
+
+
+def _fresh(log: Log, offset: int, count: int) -> list[Message]:
+    log._read_hint = None  # a cold lookup through the offset index
+    return log.consume(offset, count)[1]
+
+
+def _walk(log: Log, per_call: int) -> list[Message]:
+    """Every visible message, ``per_call`` at a time, checking each call against a cold
+    lookup of the same offset."""
+    out: list[Message] = []
+    offset = OFFSET_OLDEST
+    while True:
+        nxt, msgs = log.consume(offset, per_call)
+        saved = log._read_hint
+        assert msgs == _fresh(log, offset, per_call)
+        log._read_hint = saved
+        if not msgs:
+            return out
+        out.extend(msgs)
+        offset = nxt
+
+
+def test_new_message_is_a_message() -> None:
+    m = new_message(7, 1_000, b"k", None, (("h", b"v"),))
+    ref = Message(offset=7, timestamp=1_000, key=b"k", value=None, headers=(("h", b"v"),))
+    assert type(m) is Message
+    assert m == ref
+    assert hash(m) == hash(ref)
+    assert repr(m) == repr(ref)
+    assert pickle.loads(pickle.dumps(m)) == ref
+    assert dataclasses.astuple(m) == dataclasses.astuple(ref)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.offset = 8  # type: ignore[misc]
+
+
+def test_new_messages_columns() -> None:
+    cols = ([1, 2], [10, 20], [b"a", None], [None, b"b"], [(), (("h", None),)])
+    got = new_messages(*cols)
+    assert got == [Message(*row) for row in zip(*cols, strict=True)]
+    assert all(type(m) is Message for m in got)
+    assert new_messages([], [], [], [], []) == []
+    with pytest.raises(ValueError, match="column"):
+        new_messages([1, 2], [10], [None, None], [None, None], [(), ()])
+
+
+@pytest.mark.parametrize("per_call", [1, 3, 7, 50])
+def test_sequential_consume_across_segments(tmp_path: Path, per_call: int) -> None:
+    log = keyed_log(tmp_path / "p", n=90)
+    try:
+        got = _walk(log, per_call)
+        assert [m.offset for m in got] == list(range(90))
+        assert got == all_messages(log)
+    finally:
+        log.close()
+
+
+def test_hint_survives_roll_and_appends(tmp_path: Path) -> None:
+    with seglog.open_log(tmp_path / "p", create=True, segment_bytes=512) as log:
+        offset, seen = OFFSET_OLDEST, []
+        for round_ in range(12):
+            log.publish_values([b"x%03d" % (round_ * 10 + i) for i in range(10)])
+            cols = log.consume_columns(offset, 4)
+            seen += cols.values()
+            offset = cols.next_offset
+        while len(cols := log.consume_columns(offset, 4)):
+            seen += cols.values()
+            offset = cols.next_offset
+        assert seen == [b"x%03d" % i for i in range(120)]
+        assert len(log._segments) > 2
+
+
+def test_hint_after_retention_compaction_delete(tmp_path: Path) -> None:
+    log = keyed_log(tmp_path / "p", n=120)
+    try:
+        nxt, _ = log.consume(OFFSET_OLDEST, 37)  # remembers a position inside segment 1..
+        trim_by_offset(log, 40)
+        with pytest.raises(InvalidOffsetError):
+            log.consume(nxt, 10)
+        nxt, first = log.consume(OFFSET_OLDEST, 5)
+        assert [m.offset for m in first] == [40, 41, 42, 43, 44]
+        compact(log, deletes=False)
+        assert _walk(log, 4) == all_messages(log)
+        log.consume(OFFSET_OLDEST, 3)
+        survivors = [m.offset for m in all_messages(log)]
+        delete_offsets(log, survivors[1:6])
+        assert _walk(log, 2) == all_messages(log)
+        trim_by_count(log, 5)
+        assert _walk(log, 1) == all_messages(log)
+        assert len(all_messages(log)) == 5
+    finally:
+        log.close()
+
+
+def test_hint_after_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "p"
+    log = keyed_log(path, n=60)
+    nxt, _ = log.consume(OFFSET_OLDEST, 25)
+    log.close()
+    with seglog.open_log(path) as log2:
+        assert log2._read_hint is None
+        _, msgs = log2.consume(nxt, 5)
+        assert [m.offset for m in msgs] == [25, 26, 27, 28, 29]
+        assert _walk(log2, 6) == all_messages(log2)
