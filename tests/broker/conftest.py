@@ -16,11 +16,13 @@ _names = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def broker_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+def broker_process(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BrokerProcess]:
     """One broker per test module (tests use their own topics); stopped with SIGTERM,
-    which must exit 0."""
+    which must exit 0. A module may set ``BROKER_ARGS`` (extra ``seglog serve`` flags)."""
     data = tmp_path_factory.mktemp("broker") / "data"
-    proc = start_broker(data)
+    proc = start_broker(data, extra_args=getattr(request.module, "BROKER_ARGS", ()))
     try:
         yield proc
     finally:

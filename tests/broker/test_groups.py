@@ -6,9 +6,8 @@ sockets."""
 
 from __future__ import annotations
 
-import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,36 +25,23 @@ from kafka.protocol.consumer import (
     SyncGroupRequest,
 )
 
-from seglog.broker._testing import BrokerProcess, start_broker
+from seglog.broker._testing import BrokerProcess
 
 from ._wire import Wire, api_versions
 
 PARTITIONS = 4
 
 
-@pytest.fixture(scope="module")
-def broker_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """This module's broker: auto-created topics have 4 partitions, session timeouts
-    down to 1 s are accepted (raw members expire fast)."""
-    data = tmp_path_factory.mktemp("groups") / "data"
-    args = (
-        "--num-partitions",
-        str(PARTITIONS),
-        "--group-initial-rebalance-delay-ms",
-        "100",
-        "--group-min-session-timeout-ms",
-        "1000",
-    )
-    proc = start_broker(data, extra_args=args)
-    try:
-        yield proc
-    finally:
-        code = proc.stop(signal.SIGTERM)
-        log = proc.log_text()
-        assert code == 0, log
-        assert "Traceback" not in log, log
-        assert " ERROR " not in log, log
-        proc.log_path.unlink()
+# This module's broker (conftest's ``broker_process``): auto-created topics have 4
+# partitions, session timeouts down to 1 s are accepted (raw members expire fast).
+BROKER_ARGS = (
+    "--num-partitions",
+    str(PARTITIONS),
+    "--group-initial-rebalance-delay-ms",
+    "100",
+    "--group-min-session-timeout-ms",
+    "1000",
+)
 
 
 def produce(bootstrap: str, topic: str, count: int) -> None:
