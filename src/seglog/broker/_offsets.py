@@ -130,42 +130,21 @@ _OFTopic = OffsetFetchResponse.OffsetFetchResponseTopic
 _OFPart = _OFTopic.OffsetFetchResponsePartition
 
 
-def handle_offset_fetch(ctx: BrokerContext, req: Any, version: int) -> Any:
-    """Committed offsets; -1 (and empty metadata) where none is committed. v8+ answers per
-    group; null topics mean every partition with a commit."""
-    resp = OffsetFetchResponse[version]
-    if version >= 8:
-        groups = []
-        for g in req.groups:
-            wanted = None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics]
-            topics = [
-                _GTopic(
-                    name=name,
-                    partitions=[
-                        _GPart(
-                            partition_index=p,
-                            committed_offset=off,
-                            committed_leader_epoch=-1,
-                            metadata=meta,
-                            error_code=0,
-                        )
-                        for p, off, meta in rows
-                    ],
-                )
-                for name, rows in _fetched(ctx, g.group_id, wanted)
-            ]
-            groups.append(
-                OffsetFetchResponse.OffsetFetchResponseGroup(
-                    group_id=g.group_id, topics=topics, error_code=0
-                )
-            )
-        return resp(throttle_time_ms=0, groups=groups)
-    wanted = None if req.topics is None else [(t.name, t.partition_indexes) for t in req.topics]
-    topics = [
-        _OFTopic(
+def _fetched_topics(
+    ctx: BrokerContext,
+    group: str,
+    topics: Any,
+    topic_cls: Any,
+    part_cls: Any,
+) -> list[Any]:
+    """The OffsetFetch response topics of ``group`` (``topics`` null: every commit), built
+    with the schema classes of the response layout in use (per group in v8+, or flat)."""
+    wanted = None if topics is None else [(t.name, t.partition_indexes) for t in topics]
+    return [
+        topic_cls(
             name=name,
             partitions=[
-                _OFPart(
+                part_cls(
                     partition_index=p,
                     committed_offset=off,
                     committed_leader_epoch=-1,
@@ -175,6 +154,23 @@ def handle_offset_fetch(ctx: BrokerContext, req: Any, version: int) -> Any:
                 for p, off, meta in rows
             ],
         )
-        for name, rows in _fetched(ctx, req.group_id, wanted)
+        for name, rows in _fetched(ctx, group, wanted)
     ]
+
+
+def handle_offset_fetch(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Committed offsets; -1 (and empty metadata) where none is committed. v8+ answers per
+    group; null topics mean every partition with a commit."""
+    resp = OffsetFetchResponse[version]
+    if version >= 8:
+        groups = [
+            OffsetFetchResponse.OffsetFetchResponseGroup(
+                group_id=g.group_id,
+                topics=_fetched_topics(ctx, g.group_id, g.topics, _GTopic, _GPart),
+                error_code=0,
+            )
+            for g in req.groups
+        ]
+        return resp(throttle_time_ms=0, groups=groups)
+    topics = _fetched_topics(ctx, req.group_id, req.topics, _OFTopic, _OFPart)
     return resp(throttle_time_ms=0, topics=topics, error_code=0)
