@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from seglog.storage._message import new_batch_builder
+
 with warnings.catch_warnings():
     # kafka-python 3.0's package import calls importlib.resources.read_text (deprecated)
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.partitioner.default import murmur2
-    from kafka.record.default_records import DefaultRecordBatchBuilder
 
 __all__ = ["CODECS", "Record", "Router", "build_batches", "records_of"]
 
@@ -129,26 +130,14 @@ def build_batches(records: list[Record], codec: int) -> Iterator[tuple[bytes, in
     count = 0
     for record in records:
         if builder is None:
-            builder = _builder(codec)
+            builder = new_batch_builder(BATCH_BYTES, codec)
             count = 0
         meta = builder.append(count, now, record.key, record.value, record.headers)
         if meta is None:
             yield bytes(builder.build()), count
-            builder = _builder(codec)
+            builder = new_batch_builder(BATCH_BYTES, codec)
             count = 0
             builder.append(count, now, record.key, record.value, record.headers)
         count += 1
     if builder is not None and count:
         yield bytes(builder.build()), count
-
-
-def _builder(codec: int) -> DefaultRecordBatchBuilder:
-    return DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=codec,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=BATCH_BYTES,
-    )

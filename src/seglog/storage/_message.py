@@ -115,7 +115,10 @@ def new_messages(
     return out
 
 
-def _builder(batch_size: int, compression_type: int = 0) -> DefaultRecordBatchBuilder:
+def new_batch_builder(batch_size: int, compression_type: int = 0) -> DefaultRecordBatchBuilder:
+    """kafka-python's builder of one record batch v2 (magic 2, no producer id, not
+    transactional) of at most ``batch_size`` bytes; ``compression_type`` 0 none, 1 gzip,
+    2 snappy, 3 lz4, 4 zstd (attributes bits 0-2, Kafka DefaultRecordBatch)."""
     return DefaultRecordBatchBuilder(
         magic=2,
         compression_type=compression_type,
@@ -155,7 +158,7 @@ def encode_messages_reference(
     ``compression_type`` 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)."""
     now = time.time_ns() // 1_000_000
     out: list[bytes] = []
-    builder = _builder(max_batch_bytes, compression_type)
+    builder = new_batch_builder(max_batch_bytes, compression_type)
     n = 0
     for m in messages:
         ts = m.timestamp if m.timestamp >= 0 else now
@@ -163,7 +166,7 @@ def encode_messages_reference(
         meta = builder.append(n, timestamp=ts, key=m.key, value=m.value, headers=headers)
         if meta is None:  # full: start a new batch
             out.append(bytes(builder.build()))
-            builder, n = _builder(max_batch_bytes, compression_type), 0
+            builder, n = new_batch_builder(max_batch_bytes, compression_type), 0
             meta = builder.append(0, timestamp=ts, key=m.key, value=m.value, headers=headers)
         n += 1
     if n:
