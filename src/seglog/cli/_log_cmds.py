@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from seglog.errors import StorageError
+from seglog.cli._errors import storage_errors_exit_2
 from seglog.storage import CheckReport, check, migrate, recover, stat
 
 __all__ = ["register"]
@@ -57,11 +57,8 @@ def _report_table(title: str, reports: list[CheckReport]) -> Table:
 def check_cmd(directory: _DirArg) -> None:
     """Verify every record batch (length, magic, CRC-32C) and index; change nothing."""
     console = Console()
-    try:
+    with storage_errors_exit_2(console):
         reports = check(directory)
-    except StorageError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from e
     console.print(_report_table(f"check {directory}", reports))
     if any(not r.ok for r in reports):
         raise typer.Exit(1)
@@ -70,11 +67,8 @@ def check_cmd(directory: _DirArg) -> None:
 def recover_cmd(directory: _DirArg) -> None:
     """Keep the longest valid prefix of each log and rebuild its indexes."""
     console = Console()
-    try:
+    with storage_errors_exit_2(console):
         reports = recover(directory)
-    except StorageError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from e
     console.print(_report_table(f"recover {directory}", reports))
 
 
@@ -93,11 +87,8 @@ def stat_cmd(
     """Segments, messages, bytes, offsets, times and index sizes of each log (read-only,
     safe beside a broker)."""
     console = Console()
-    try:
+    with storage_errors_exit_2(console):
         rows = stat(directory)
-    except StorageError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from e
     table = Table(title=f"stat {directory}")
     cols = (
         "log",
@@ -160,11 +151,8 @@ def stat_cmd(
 def migrate_cmd(directory: _DirArg) -> None:
     """Bring each log's on-disk format (``seglog-format``) to this seglog's version."""
     console = Console()
-    try:
+    with storage_errors_exit_2(console):
         done = migrate(directory)
-    except StorageError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from e
     for path, old, new in done:
         console.print(f"{path.name}: format {old} -> {new}")
 

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from seglog.errors import StorageError
+from seglog.cli._errors import storage_errors_exit_2
 from seglog.storage import (
     Log,
     TrimResult,
@@ -70,7 +70,7 @@ def trim_cmd(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
     table = Table(title=f"trim {directory}")
     for col in ("log", "segments removed", "bytes freed", "log start", "log end"):
         table.add_column(col, justify="left" if col == "log" else "right")
-    try:
+    with storage_errors_exit_2(console):
         for d in log_directories(directory):
             with Log.open(d) as log:
                 removed: list[int] = []
@@ -97,9 +97,6 @@ def trim_cmd(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
                     str(log.log_start_offset),
                     str(log.log_end_offset),
                 )
-    except StorageError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from e
     console.print(table)
 
 
@@ -120,7 +117,7 @@ def compact_cmd(
     table = Table(title=f"compact {directory}")
     for col in ("log", "records removed", "bytes freed"):
         table.add_column(col, justify="left" if col == "log" else "right")
-    try:
+    with storage_errors_exit_2(console):
         for d in log_directories(directory):
             with Log.open(d) as log:
                 res = compact(
@@ -129,9 +126,6 @@ def compact_cmd(
                     min_compaction_lag_ms=min_compaction_lag_ms,
                 )
                 table.add_row(d.name, str(len(res.offsets)), str(res.bytes_freed))
-    except StorageError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from e
     console.print(table)
 
 
