@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
     "EARLIEST",
@@ -26,6 +27,7 @@ __all__ = [
     "offsets_from_json",
     "offsets_to_json",
     "parse_bool",
+    "parse_duration_ms",
 ]
 
 EARLIEST = -2
@@ -123,6 +125,17 @@ class ReadOptions:
     assign: ``{"topic": [0, 1]}`` JSON → explicit partitions.
     starting/ending: "earliest", "latest" or ``{(topic, partition): offset}`` (-2/-1).
     Partitions missing from a JSON map start at earliest and end at latest.
+    starting_timestamp / starting_by_timestamp (ms since the epoch; all partitions / per
+    partition): start at the first record whose timestamp is >= it (Kafka's ListOffsets by
+    timestamp); when no record qualifies, ``starting_timestamp_strategy`` "error" fails the
+    query and "latest" starts at the high watermark. As in Spark, ``startingTimestamp`` takes
+    precedence over ``startingOffsetsByTimestamp``, which takes precedence over
+    ``startingOffsets``. ending_timestamp / ending_by_timestamp (batch only): end before the
+    first record at or after it (the high watermark when none qualifies), with the same
+    precedence over ``endingOffsets``.
+    min_offsets_per_trigger / max_trigger_delay_ms (streaming only): a micro-batch waits
+    until that many new offsets are available or the delay (ms) since the last micro-batch
+    has passed, whichever is first (ignored by ``trigger(availableNow=True)``).
     """
 
     path: str | None
@@ -136,6 +149,23 @@ class ReadOptions:
     fail_on_data_loss: bool = True
     min_partitions: int | None = None
     kafka: dict[str, str] = field(default_factory=dict)
+    starting_timestamp: int | None = None
+    starting_by_timestamp: dict[TopicPartition, int] | None = None
+    starting_timestamp_strategy: str = "error"
+    ending_timestamp: int | None = None
+    ending_by_timestamp: dict[TopicPartition, int] | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
+
+    @property
+    def starts_by_time(self) -> bool:
+        """True when the start is a timestamp (startingTimestamp / ...ByTimestamp)."""
+        return self.starting_timestamp is not None or self.starting_by_timestamp is not None
+
+    @property
+    def ends_by_time(self) -> bool:
+        """True when the end is a timestamp (endingTimestamp / ...ByTimestamp)."""
+        return self.ending_timestamp is not None or self.ending_by_timestamp is not None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -195,6 +225,8 @@ class ReadOptions:
             fail_on_data_loss=parse_bool(_get(options, "failOnDataLoss"), "failOnDataLoss", True),
             min_partitions=_parse_int(_get(options, "minPartitions"), "minPartitions", 1),
             kafka=kafka,
+            **_timestamp_options(options, streaming=streaming),
+            **_trigger_options(options, streaming=streaming),
         )
 
     def select(self, topics: Mapping[str, int]) -> list[TopicPartition]:
@@ -207,6 +239,67 @@ class ReadOptions:
         else:
             names = [t for t in self.subscribe if t in topics]
         return sorted((t, p) for t in names for p in range(topics[t]))
+
+
+def _timestamp_options(options: Mapping[str, str], *, streaming: bool) -> dict[str, Any]:
+    """The startingTimestamp / endingTimestamp family of options, validated."""
+    strategy = (_get(options, "startingOffsetsByTimestampStrategy") or "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise ValueError(
+            f"option startingOffsetsByTimestampStrategy must be error or latest, not {strategy!r}"
+        )
+    ending_timestamp = _parse_int(_get(options, "endingTimestamp"), "endingTimestamp", 0)
+    ending_by = _timestamps_json(
+        _get(options, "endingOffsetsByTimestamp"), "endingOffsetsByTimestamp"
+    )
+    if streaming and (ending_timestamp is not None or ending_by is not None):
+        raise ValueError("options endingTimestamp/endingOffsetsByTimestamp are for batch queries")
+    return {
+        "starting_timestamp": _parse_int(
+            _get(options, "startingTimestamp"), "startingTimestamp", 0
+        ),
+        "starting_by_timestamp": _timestamps_json(
+            _get(options, "startingOffsetsByTimestamp"), "startingOffsetsByTimestamp"
+        ),
+        "starting_timestamp_strategy": strategy,
+        "ending_timestamp": ending_timestamp,
+        "ending_by_timestamp": ending_by,
+    }
+
+
+def _timestamps_json(value: str | None, name: str) -> dict[TopicPartition, int] | None:
+    """``{"topic": {"0": 1700000000000}}`` → ``{(topic, 0): ms}``; timestamps must be >= 0."""
+    if value is None or not value.strip():
+        return None
+    stamps = offsets_from_json(value, name)
+    negative = [tp for tp, ts in stamps.items() if ts < 0]
+    if negative:
+        raise ValueError(f"option {name}: timestamps must be >= 0 ms (see {negative[0]})")
+    return stamps
+
+
+def _trigger_options(options: Mapping[str, str], *, streaming: bool) -> dict[str, Any]:
+    """minOffsetsPerTrigger and maxTriggerDelay (streaming only)."""
+    minimum = _parse_int(_get(options, "minOffsetsPerTrigger"), "minOffsetsPerTrigger", 1)
+    delay_text = _get(options, "maxTriggerDelay")
+    if not streaming and (minimum is not None or delay_text is not None):
+        raise ValueError("options minOffsetsPerTrigger/maxTriggerDelay are for streaming queries")
+    result: dict[str, Any] = {"min_offsets_per_trigger": minimum}
+    if delay_text is not None:
+        result["max_trigger_delay_ms"] = parse_duration_ms(delay_text, "maxTriggerDelay")
+    return result
+
+
+_DURATION_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(text: str, name: str) -> int:
+    """Spark's time strings: ``"15m"``, ``"30s"``, ``"250ms"``, ``"1h"``, ``"2d"``; a bare
+    number is milliseconds. Raises ValueError naming the option."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", text.lower())
+    if match is None or match.group(2) not in ("", *_DURATION_UNITS):
+        raise ValueError(f"option {name} must be a duration like 15m, 30s or 500ms, not {text!r}")
+    return int(match.group(1)) * _DURATION_UNITS.get(match.group(2), 1)
 
 
 def _offsets_option(value: str | None, name: str, default: str) -> str | dict[TopicPartition, int]:

@@ -16,7 +16,8 @@ offsets and fetch through it (``_wire``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +38,12 @@ from seglog.spark._options import (
     TopicPartition,
     offsets_to_json,
 )
-from seglog.spark._wire import WireRangePartition, read_wire_range, wire_bounds
+from seglog.spark._wire import (
+    WireRangePartition,
+    read_wire_range,
+    wire_bounds,
+    wire_offsets_for_times,
+)
 from seglog.storage import DataDir
 
 __all__ = [
@@ -85,6 +91,104 @@ def log_bounds(path: str, options: ReadOptions) -> dict[TopicPartition, tuple[in
         return bounds
     finally:
         data_dir.close()
+
+
+def log_offsets_for_times(
+    path: str, stamps: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int | None]:
+    """``{(topic, partition): offset}`` of the first record at or after each timestamp (ms),
+    None where no record qualifies (Kafka's ListOffsets by timestamp), from the data directory
+    opened read-only."""
+    data_dir = DataDir(path, create=False, read_only=True)
+    try:
+        result: dict[TopicPartition, int | None] = {}
+        for (topic, partition), stamp in stamps.items():
+            found = data_dir.log(topic, partition).offset_for_time(stamp)
+            result[(topic, partition)] = None if found is None else found[0]
+        return result
+    finally:
+        data_dir.close()
+
+
+def offsets_for_times(
+    options: ReadOptions, stamps: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int | None]:
+    """Offsets by timestamp: from the data directory, or the broker."""
+    if not stamps:
+        return {}
+    if options.path is not None:
+        return log_offsets_for_times(options.path, stamps)
+    return wire_offsets_for_times(options, stamps)
+
+
+def _timestamps(
+    every: int | None,
+    each: dict[TopicPartition, int] | None,
+    tps: Sequence[TopicPartition],
+    name: str,
+) -> dict[TopicPartition, int]:
+    """Per-partition timestamps of a ``*Timestamp`` (all partitions) or ``*ByTimestamp`` option.
+
+    As Spark's Kafka source, a ``*ByTimestamp`` map must name every selected partition."""
+    if every is not None:
+        return dict.fromkeys(tps, every)
+    assert each is not None
+    missing = sorted(set(tps) - set(each))
+    if missing:
+        raise ValueError(
+            f"option {name} must name every partition read: {missing[0][0]}-{missing[0][1]} "
+            "is missing (Spark's Kafka source requires all TopicPartitions)"
+        )
+    return {tp: each[tp] for tp in tps}
+
+
+def starting_offsets(
+    options: ReadOptions, bounds: Mapping[TopicPartition, tuple[int, int]], default: int
+) -> dict[TopicPartition, int]:
+    """Start offset per partition from startingTimestamp, startingOffsetsByTimestamp or
+    startingOffsets (that precedence, as Spark's). A timestamp no record reaches raises
+    ValueError with strategy "error" and starts at the high watermark with "latest"."""
+    if not options.starts_by_time:
+        return {tp: _resolve(options.starting, tp, b, default) for tp, b in bounds.items()}
+    name = (
+        "startingTimestamp"
+        if options.starting_timestamp is not None
+        else ("startingOffsetsByTimestamp")
+    )
+    stamps = _timestamps(
+        options.starting_timestamp, options.starting_by_timestamp, list(bounds), name
+    )
+    found = offsets_for_times(options, stamps)
+    result = {}
+    for tp, (low, high) in bounds.items():
+        offset = found.get(tp)
+        if offset is None:
+            if options.starting_timestamp_strategy == "error":
+                raise ValueError(
+                    f"no record of {tp[0]}-{tp[1]} has a timestamp >= {stamps[tp]} ms "
+                    f"({name}); set startingOffsetsByTimestampStrategy=latest to start at "
+                    "the latest offset instead"
+                )
+            offset = high
+        result[tp] = min(max(offset, low), high)
+    return result
+
+
+def ending_offsets(
+    options: ReadOptions, bounds: Mapping[TopicPartition, tuple[int, int]]
+) -> dict[TopicPartition, int]:
+    """End offset (exclusive) per partition from endingTimestamp, endingOffsetsByTimestamp
+    or endingOffsets; the high watermark where no record reaches the timestamp."""
+    if not options.ends_by_time:
+        return {tp: _resolve(options.ending, tp, b, LATEST) for tp, b in bounds.items()}
+    name = "endingTimestamp" if options.ending_timestamp is not None else "endingOffsetsByTimestamp"
+    stamps = _timestamps(options.ending_timestamp, options.ending_by_timestamp, list(bounds), name)
+    found = offsets_for_times(options, stamps)
+    result = {}
+    for tp, (_, high) in bounds.items():
+        offset = found.get(tp)
+        result[tp] = high if offset is None else min(offset, high)
+    return result
 
 
 def bounds_of(options: ReadOptions) -> dict[TopicPartition, tuple[int, int]]:
@@ -184,10 +288,12 @@ class SeglogBatchReader(DataSourceReader):
         """One ``OffsetRangePartition`` per partition with records (more with minPartitions)."""
         options = self.options
         ranges = []
-        for tp, bounds in bounds_of(options).items():
-            start = _resolve(options.starting, tp, bounds, EARLIEST)
-            end = _resolve(options.ending, tp, bounds, LATEST)
-            start = _check_start(tp, start, bounds, options.fail_on_data_loss)
+        all_bounds = bounds_of(options)
+        starts = starting_offsets(options, all_bounds, EARLIEST)
+        ends = ending_offsets(options, all_bounds)
+        for tp, bounds in all_bounds.items():
+            start = _check_start(tp, starts[tp], bounds, options.fail_on_data_loss)
+            end = ends[tp]
             ranges.append((tp, start, min(max(end, start), bounds[1])))
         return [range_of(options, tp, s, e) for tp, s, e in _split(ranges, options.min_partitions)]
 
@@ -218,21 +324,24 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader. Offsets: ``{"topic": {"partition": next offset}}``, sorted.
 
     New partitions (or topics matching the subscription) start at their log start offset.
-    ``maxOffsetsPerTrigger`` spreads the limit over partitions in proportion to their lag
-    (Spark's Kafka rate limit). ``trigger(availableNow=True)`` reads up to the high
-    watermarks seen when the query starts, in ``maxOffsetsPerTrigger`` steps.
+    ``minOffsetsPerTrigger`` holds a micro-batch back until enough offsets are new or
+    ``maxTriggerDelay`` has passed. ``maxOffsetsPerTrigger`` spreads the limit over
+    partitions in proportion to their lag (Spark's Kafka rate limit).
+    ``trigger(availableNow=True)`` reads up to the high watermarks seen when the query
+    starts, in ``maxOffsetsPerTrigger`` steps.
     """
+
+    clock: Callable[[], float] = staticmethod(time.monotonic)
+    """Seconds, for ``maxTriggerDelay`` (a class attribute so a test can substitute it)."""
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
         self._target: dict[TopicPartition, int] | None = None
+        self._last_trigger: float | None = None
 
     def initialOffset(self) -> dict[str, dict[str, int]]:  # noqa: N802  (pyspark API name)
         """Offsets of ``startingOffsets`` (default latest) resolved against the logs now."""
-        bounds = bounds_of(self.options)
-        return offsets_to_json(
-            {tp: _resolve(self.options.starting, tp, b, LATEST) for tp, b in bounds.items()}
-        )
+        return offsets_to_json(starting_offsets(self.options, bounds_of(self.options), LATEST))
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
         """``ReadMaxRows(maxOffsetsPerTrigger)`` if that option is set, else read all."""
@@ -263,11 +372,32 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ends[tp] = first
             if high > first:
                 lags[tp] = (first, high)
+        if self._delay_batch(lags):
+            return offsets_to_json(ends)
         if isinstance(limit, ReadMaxRows):
             ends.update(_rate_limit(lags, limit.max_rows))
         else:
             ends.update({tp: high for tp, (_, high) in lags.items()})
         return offsets_to_json(ends)
+
+    def _delay_batch(self, lags: Mapping[TopicPartition, tuple[int, int]]) -> bool:
+        """minOffsetsPerTrigger: hold the micro-batch back while fewer new offsets than the
+        minimum are available, unless ``maxTriggerDelay`` has passed since the last
+        micro-batch (Spark's Kafka source; the first trigger and availableNow never wait)."""
+        minimum = self.options.min_offsets_per_trigger
+        if not minimum or self._target is not None or not lags:
+            return False
+        now = self.clock()
+        waited_ms = (now - self._last_trigger) * 1000 if self._last_trigger is not None else None
+        available = sum(high - first for first, high in lags.values())
+        if (
+            available < minimum
+            and waited_ms is not None
+            and waited_ms < self.options.max_trigger_delay_ms
+        ):
+            return True
+        self._last_trigger = now
+        return False
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """One ``OffsetRangePartition`` per partition that moved between the two offsets."""

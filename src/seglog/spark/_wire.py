@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ from pyspark.sql.datasource import InputPartition
 from seglog.spark._options import ReadOptions, TopicPartition
 from seglog.spark._schema import arrow_schema
 
-__all__ = ["WireRangePartition", "read_wire_range", "wire_bounds"]
+__all__ = ["WireRangePartition", "read_wire_range", "wire_bounds", "wire_offsets_for_times"]
 
 ROWS_PER_BATCH = 65536
 """Records per yielded Arrow batch."""
@@ -68,6 +68,26 @@ def wire_bounds(options: ReadOptions) -> dict[TopicPartition, tuple[int, int]]:
             )
             bounds[(topic, partition)] = (int(low), int(high))
         return bounds
+    finally:
+        consumer.close()
+
+
+def wire_offsets_for_times(
+    options: ReadOptions, stamps: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int | None]:
+    """Offsets of the first record at or after each timestamp (ms), asked of the broker with
+    ListOffsets by timestamp (``offsets_for_times``); None where no record qualifies.
+    Raises ``KafkaException`` on a partition error."""
+    consumer = _consumer(options.kafka)
+    try:
+        asked = [KafkaTopicPartition(t, p, ts) for (t, p), ts in stamps.items()]
+        result: dict[TopicPartition, int | None] = {}
+        for answer in consumer.offsets_for_times(asked, timeout=30):
+            if answer.error is not None:
+                raise KafkaException(answer.error)
+            offset = int(answer.offset)
+            result[(answer.topic, answer.partition)] = None if offset < 0 else offset
+        return result
     finally:
         consumer.close()
 
