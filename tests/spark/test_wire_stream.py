@@ -1,0 +1,165 @@
+"""Wire mode as users run it: real ``readStream`` queries through ``seglog serve``.
+
+``kafka.bootstrap.servers`` instead of a path: planning asks the broker for offsets and the
+executors fetch with confluent-kafka. availableNow with a rate limit, restart from the
+checkpoint exactly once, a processingTime query that picks up records produced while it
+runs (and a partition added while it runs), and minPartitions splitting a partition.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from seglog.broker._testing import BrokerProcess, start_broker
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = start_broker(tmp_path_factory.mktemp("wire") / "data")
+    try:
+        yield proc
+    finally:
+        assert proc.stop() == 0, proc.log_text()
+
+
+def _create(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions)])
+    futures[topic].result(30)
+
+
+def _produce(bootstrap: str, topic: str, keys: range, partitions: int) -> set[tuple[int, str]]:
+    """Produce ``k<i>`` to partition ``i % partitions``; returns {(partition, key)}."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in keys:
+        producer.produce(
+            topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % partitions
+        )
+    assert producer.flush(30) == 0
+    return {(i % partitions, f"k{i}") for i in keys}
+
+
+def _stream(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
+    reader = (
+        spark.readStream.format("seglog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load().selectExpr("partition", "offset", "CAST(key AS STRING) AS key")
+
+
+def _parquet_rows(out: Path) -> list[tuple[int, int, str]]:
+    table = pq.read_table(out)
+    return sorted(
+        zip(*(table.column(c).to_pylist() for c in ("partition", "offset", "key")), strict=True)
+    )
+
+
+def test_available_now_restart_exactly_once(
+    spark: Any, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    topic = "wire-available-now"
+    _create(broker.bootstrap, topic, 2)
+    sent = _produce(broker.bootstrap, topic, range(40), 2)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def run() -> Any:
+        query = (
+            _stream(spark, broker.bootstrap, topic, maxOffsetsPerTrigger="9")
+            .writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(180)
+        assert query.exception() is None
+        return query
+
+    first = run()
+    rows = _parquet_rows(out)
+    assert {(p, k) for p, _, k in rows} == sent
+    assert len(rows) == len(sent)
+    assert len(first.recentProgress) >= 40 // 9  # the rate limit split the backlog
+    sent |= _produce(broker.bootstrap, topic, range(40, 55), 2)
+    run()  # the restart reads only what came after the checkpoint
+    rows = _parquet_rows(out)
+    assert {(p, k) for p, _, k in rows} == sent
+    assert len(rows) == len(sent) == 55
+    assert len({(p, o) for p, o, _ in rows}) == 55  # no offset twice
+
+
+def _wait_for(predicate: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def test_processing_time_query_follows_new_records_and_topics(
+    spark: Any, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    first, second = "wire-live-a", "wire-live-b"
+    _create(broker.bootstrap, first, 1)
+    sent = {(first, *r) for r in _produce(broker.bootstrap, first, range(10), 1)}
+    query = (
+        spark.readStream.format("seglog")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribePattern", "wire-live-.*")
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("topic", "partition", "offset", "CAST(key AS STRING) AS key")
+        .writeStream.format("memory")
+        .queryName("wire_live")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    try:
+
+        def seen() -> set[tuple[str, int, str]]:
+            rows = spark.sql("SELECT topic, partition, key FROM wire_live").collect()
+            return {(r["topic"], r["partition"], r["key"]) for r in rows}
+
+        _wait_for(lambda: seen() == sent, 120, "the first 10 records")
+        sent |= {(first, *r) for r in _produce(broker.bootstrap, first, range(10, 30), 1)}
+        _wait_for(lambda: seen() == sent, 120, "records produced while the query runs")
+        # a topic matching the pattern, created while the query runs, is read from its start
+        _create(broker.bootstrap, second, 2)
+        sent |= {(second, *r) for r in _produce(broker.bootstrap, second, range(30, 40), 2)}
+        _wait_for(lambda: seen() == sent, 120, "records of the new topic")
+        assert query.exception() is None
+        count = spark.sql("SELECT count(*) AS n FROM wire_live").collect()[0]["n"]
+        assert count == len(sent) == 40  # exactly once: nothing read twice
+    finally:
+        query.stop()
+
+
+def test_min_partitions_splits_a_partition_in_wire_mode(spark: Any, broker: BrokerProcess) -> None:
+    topic = "wire-min-partitions"
+    _create(broker.bootstrap, topic, 1)
+    sent = _produce(broker.bootstrap, topic, range(100), 1)
+    df = (
+        spark.read.format("seglog")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", topic)
+        .option("minPartitions", "4")
+        .load()
+        .selectExpr("partition", "offset", "CAST(key AS STRING) AS key")
+    )
+    assert df.rdd.getNumPartitions() == 4
+    rows = df.collect()
+    assert {(r["partition"], r["key"]) for r in rows} == sent
+    assert sorted(r["offset"] for r in rows) == list(range(100))
