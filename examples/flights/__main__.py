@@ -59,6 +59,16 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("--max-offsets-per-trigger", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=3, help="partitions of `flights`")
+    parser.add_argument(
+        "--master", default="local[2]",
+        help="Spark master: local[2] (default), local-cluster[2,1,1024] or spark://HOST:PORT",
+    )  # fmt: skip
+    parser.add_argument(
+        "--source", choices=("path", "wire"), default="path",
+        help="read topic `flights` from the broker's data directory (path: executors read "
+        "the segment files, which must be on a filesystem they share) or through the "
+        "broker (wire: kafka.bootstrap.servers)",
+    )  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -82,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             parquet_path=args.out,
             partitions=args.partitions,
             max_offsets_per_trigger=args.max_offsets_per_trigger,
+            master=args.master,
+            source=args.source,
         )
     except DemoError as exc:
         print(f"error: {exc}", file=sys.stderr)

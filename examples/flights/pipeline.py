@@ -1,9 +1,11 @@
 """The flights pipeline: a Structured Streaming query from topic ``flights`` to delays.
 
 Source: ``spark.readStream.format("seglog")`` over the broker's data directory (read-only,
-``path`` option), topic ``flights`` from the earliest offset, at most
-``max_offsets_per_trigger`` records per micro-batch, run with ``trigger(availableNow=True)``
-(every record present at start, in several micro-batches, then stop).
+``path`` option: executors read the segment files) or through the broker (``wire``:
+``kafka.bootstrap.servers``, executors fetch over the Kafka protocol), topic ``flights``
+from the earliest offset, at most ``max_offsets_per_trigger`` records per micro-batch, run
+with ``trigger(availableNow=True)`` (every record present at start, in several
+micro-batches, then stop).
 
 Computation: ``from_json`` of each value with :data:`FLIGHT_SCHEMA`, then per (origin,
 carrier, hour): flights, cancelled, late_departures, mean_dep_delay_min and share_late,
@@ -77,19 +79,31 @@ class BatchProgress:
     duration_ms: int  # triggerExecution duration
 
 
-def make_spark_session(app_name: str = "seglog-flights") -> SparkSession:
-    """A local[2] SparkSession for the demo: loopback, UI off, 2 shuffle partitions, quiet.
+def make_spark_session(app_name: str = "seglog-flights", master: str = "local[2]") -> SparkSession:
+    """A SparkSession for the demo: loopback, UI off, 2 shuffle partitions, quiet.
 
-    Python workers run this interpreter (PYSPARK_PYTHON), so they import the same
-    seglog and pyarrow. Registers ``format("seglog")``.
+    master: ``local[2]`` (default), ``local-cluster[2,1,1024]`` or a standalone cluster's
+    ``spark://host:port``. Python workers, on the driver's machine or a worker's, run this
+    interpreter (``spark.pyspark.python``), so they import the same seglog and pyarrow: a
+    cluster's machines need the same virtual environment at the same path. Registers
+    ``format("seglog")``.
     """
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, and no warning
     log4j = Path(__file__).with_name("log4j2.properties")
+    builder = SparkSession.builder.master(master)
+    if not master.startswith("local["):  # executors in JVMs of their own
+        builder = (
+            builder.config("spark.pyspark.python", sys.executable)
+            .config("spark.executor.memory", "1g")
+            .config("spark.executorEnv.SPARK_LOCAL_IP", "127.0.0.1")
+            .config(
+                "spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j.as_uri()}"
+            )
+        )
     spark = (
-        SparkSession.builder.master("local[2]")
-        .appName(app_name)
+        builder.appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
@@ -172,27 +186,34 @@ def run_pipeline(
     checkpoint_dir: Path,
     max_offsets_per_trigger: int = 100_000,
     on_batch: Callable[[BatchProgress], None] | None = None,
+    source: str = "path",
 ) -> pd.DataFrame:
     """Run the streaming query to the end of topic ``flights``; return the final table.
 
-    source_path: the broker's data directory (read directly, read-only); bootstrap:
-    ``host:port`` of that broker, through which topic ``flight-delays`` is written;
+    source_path: the broker's data directory (read directly, read-only, when ``source`` is
+    ``"path"``); bootstrap: ``host:port`` of that broker, through which topic
+    ``flight-delays`` is written, and topic ``flights`` read when ``source`` is ``"wire"``;
     parquet_path: output directory (overwritten); checkpoint_dir: the query's checkpoint
     (use a fresh one to recompute from the earliest offset). on_batch is called in the
     driver for each completed micro-batch. Returns the Parquet table as pandas, columns
     :data:`RESULT_COLUMNS` sorted by key (counts and hour int64). Raises
     ``pyspark.errors.StreamingQueryException`` if the query fails.
     """
-    source = (
-        spark.readStream.format("seglog")
-        .option("path", str(source_path))
-        .option("subscribe", FLIGHTS_TOPIC)
+    if source not in ("path", "wire"):
+        raise ValueError(f"source must be path or wire, not {source!r}")
+    reader = spark.readStream.format("seglog")
+    if source == "path":
+        reader = reader.option("path", str(source_path))
+    else:
+        reader = reader.option("kafka.bootstrap.servers", bootstrap)
+    flights = (
+        reader.option("subscribe", FLIGHTS_TOPIC)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
         .load()
     )
     query = (
-        delays_table(source)
+        delays_table(flights)
         .writeStream.outputMode("complete")
         .foreachBatch(_publish_and_save(bootstrap, DELAYS_TOPIC, parquet_path))
         .option("checkpointLocation", str(checkpoint_dir))

@@ -86,6 +86,8 @@ def run_demo(
     partitions: int = 3,
     max_offsets_per_trigger: int = 100_000,
     console: Console | None = None,
+    master: str = "local[2]",
+    source: str = "path",
 ) -> None:
     """Run every phase and print the summary. Raises DemoError on failure; the broker is
     stopped in every case."""
@@ -108,10 +110,10 @@ def run_demo(
                 create_topic(bootstrap, FLIGHTS_TOPIC, partitions)
                 create_topic(bootstrap, DELAYS_TOPIC, 1)  # small changelog: one partition
                 _load(console, bootstrap)
-            with phases.phase("start Spark (local[2])"):
-                spark = make_spark_session()
+            with phases.phase(f"start Spark ({master})"):
+                spark = make_spark_session(master=master)
                 running.callback(spark.stop)
-            with phases.phase(f"streaming pipeline {FLIGHTS_TOPIC} → {DELAYS_TOPIC}"):
+            with phases.phase(f"streaming pipeline {FLIGHTS_TOPIC} → {DELAYS_TOPIC} ({source})"):
                 table = run_pipeline(
                     spark,
                     source_path=broker_dir,
@@ -120,6 +122,7 @@ def run_demo(
                     checkpoint_dir=work_dir / "checkpoint",
                     max_offsets_per_trigger=max_offsets_per_trigger,
                     on_batch=lambda b: _print_batch(console, b),
+                    source=source,
                 )
             with phases.phase(f"check Parquet and topic {DELAYS_TOPIC!r} against pandas"):
                 expected = reference_delays()
