@@ -43,8 +43,15 @@ class LoadResult:
     elapsed_s: float  # from the first produce() to the end of flush()
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
-    """Create ``topic`` with ``partitions`` partitions (replication factor 1).
+def create_topic(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    timeout_s: float = 30.0,
+    config: dict[str, str] | None = None,
+) -> None:
+    """Create ``topic`` with ``partitions`` partitions (replication factor 1) and topic
+    ``config`` (Kafka's names, e.g. ``{"cleanup.policy": "compact"}``).
 
     An existing topic is accepted as is. Raises LoadError on any other failure or when
     the broker does not answer within ``timeout_s`` seconds.
@@ -52,7 +59,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float =
     # log_level 4: librdkafka warnings and errors only, not its info lines at teardown
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
     futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})],
         operation_timeout=timeout_s,
     )
     try:
@@ -68,13 +75,14 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float =
 def load_records(
     bootstrap: str,
     topic: str,
-    records: Iterable[tuple[bytes, bytes]],
+    records: Iterable[tuple[bytes, bytes | None]],
     *,
     expected: int,
     on_progress: Callable[[int], None] | None = None,
     progress_every: int = 5_000,
 ) -> LoadResult:
-    """Produce every ``(key, value)`` of ``records`` to ``topic`` and wait for all acks.
+    """Produce every ``(key, value)`` of ``records`` to ``topic`` and wait for all acks
+    (a None value is a tombstone).
 
     on_progress(delivered) is called about every ``progress_every`` acknowledged records
     and once at the end. Raises LoadError if any record failed or if the number delivered
@@ -101,7 +109,7 @@ def load_records(
                 break
             except BufferError:  # local queue full: serve delivery reports, then retry
                 producer.poll(0.05)
-        produced_bytes += len(value)
+        produced_bytes += len(value or b"")
         if count % 1000 == 0:
             producer.poll(0)
             if on_progress is not None and delivered - last_reported >= progress_every:
