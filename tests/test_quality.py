@@ -30,9 +30,18 @@ def test_mypy_strict_is_clean() -> None:
 
 
 def test_layers_import_downwards_only() -> None:
-    """storage imports no broker/spark/cli; broker imports no spark/cli; spark no cli."""
+    """storage imports nothing above it; columnar (Arrow/Parquet of topics) only storage;
+    broker imports no spark/cli; spark no cli."""
     forbidden = {
-        "storage": ("seglog.broker", "seglog.spark", "seglog.cli", "asyncio", "socket"),
+        "storage": (
+            "seglog.columnar",
+            "seglog.broker",
+            "seglog.spark",
+            "seglog.cli",
+            "asyncio",
+            "socket",
+        ),
+        "columnar": ("seglog.broker", "seglog.spark", "seglog.cli", "pyspark", "asyncio"),
         "broker": ("seglog.spark", "seglog.cli"),
         "spark": ("seglog.cli",),
     }

@@ -11,7 +11,10 @@ Per topic, its CreateTopics configs override the broker defaults (Kafka's names)
   removes the oldest closed segments while the partition stays above it;
 - ``compact``: keep the last record per key, tombstones dropped after
   ``delete.retention.ms`` (default 1 day), segments younger than
-  ``min.compaction.lag.ms`` (default 0) untouched.
+  ``min.compaction.lag.ms`` (default 0) untouched;
+- ``seglog.parquet.mirror=true``: after retention and cleaning, write a Parquet mirror of
+  every closed segment that lacks one and delete mirrors of removed or rewritten segments
+  (``seglog.columnar``; read by ``seglog.spark.read_topic``).
 
 Never the active segment. Removed segments go through ``--log-archive-command`` when
 set. The work runs on one daemon thread (``seglog-retention``), never on the event
@@ -158,14 +161,22 @@ class RetentionTask:
         """One pass over every topic's partitions (the thread's body; callable directly)."""
         for name, info in self.data_dir.topics().items():
             policy = policy_for(info.configs, self.defaults)
-            if not policy.compact and policy.retention_ms < 0 and policy.retention_bytes < 0:
+            mirrored = _mirror_enabled(info.configs)
+            retains = policy.compact or policy.retention_ms >= 0 or policy.retention_bytes >= 0
+            if not retains and not mirrored:
                 continue
             for partition in range(info.partitions):
                 if self._stop.is_set():
                     return
                 try:
                     plog = self.data_dir.log(name, partition)
-                    removed, compacted = apply_policy(plog, policy, archive=self.archive_command)
+                    removed = compacted = 0
+                    if retains:
+                        removed, compacted = apply_policy(
+                            plog, policy, archive=self.archive_command
+                        )
+                    if mirrored:  # after retention/compaction: drops what they made stale
+                        _sync_mirrors(plog, name, partition)
                 except (SeglogError, OSError) as exc:  # deleted or closed meanwhile
                     log.debug("retention skipped %s-%d: %s", name, partition, exc)
                     continue
@@ -180,6 +191,30 @@ class RetentionTask:
                         plog.log_start_offset,
                     )
         self.passes += 1
+
+
+_MIRROR_CONFIG = "seglog.parquet.mirror"
+
+
+def _mirror_enabled(configs: Mapping[str, str]) -> bool:
+    return configs.get(_MIRROR_CONFIG, "false").strip().lower() == "true"
+
+
+def _sync_mirrors(plog: Log, topic: str, partition: int) -> None:
+    """Columnar mirrors of the closed segments (``seglog.columnar``, needs pyarrow: imported
+    only for topics that ask for mirrors)."""
+    try:
+        from seglog.columnar import sync_log_mirrors  # noqa: PLC0415 - optional pyarrow
+    except ImportError as exc:
+        log.error("%s=true on topic %s needs pyarrow (pip install 'seglog[spark]'): %s",
+                  _MIRROR_CONFIG, topic, exc)  # fmt: skip
+        return
+    report = sync_log_mirrors(plog, topic, partition)
+    if report.built or report.removed:
+        log.info(
+            "mirrors %s-%d: %d Parquet file(s) written, %d stale removed",
+            topic, partition, len(report.built), len(report.removed),
+        )  # fmt: skip
 
 
 def start_retention(config: BrokerConfig, data_dir: DataDir) -> RetentionTask:

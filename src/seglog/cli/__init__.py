@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from seglog.cli import _backup_cmds, _bench, _log_cmds, _maintenance, _serve
+from seglog.cli import _backup_cmds, _bench, _log_cmds, _maintenance, _mirror_cmd, _serve
 
 __all__ = ["app", "main"]
 
@@ -24,6 +24,7 @@ _log_cmds.register(app)
 _bench.register(app)
 _backup_cmds.register(app)
 _maintenance.register(app)
+_mirror_cmd.register(app)
 
 
 def main() -> None:

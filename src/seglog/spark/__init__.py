@@ -35,11 +35,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from seglog.spark._decode import decode_batches
+from seglog.columnar import decode_batches
+from seglog.spark._read_topic import read_topic
 from seglog.spark._schema import arrow_schema, spark_schema
 from seglog.spark._source import SeglogDataSource
 
-__all__ = ["SeglogDataSource", "arrow_schema", "decode_batches", "register", "spark_schema"]
+__all__ = [
+    "SeglogDataSource",
+    "arrow_schema",
+    "decode_batches",
+    "read_topic",
+    "register",
+    "spark_schema",
+]
 
 
 def register(spark: Any) -> None:

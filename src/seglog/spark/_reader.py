@@ -30,7 +30,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from seglog.spark._decode import decode_batches
+from seglog.columnar import decode_batches
 from seglog.spark._options import (
     EARLIEST,
     LATEST,

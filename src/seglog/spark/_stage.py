@@ -40,8 +40,8 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
 
+from seglog.columnar import BATCH_HEADER
 from seglog.errors import DataDirLockedError
-from seglog.spark._decode import BATCH_HEADER
 from seglog.spark._encode import CODECS, Record, Router, build_batches, records_of
 from seglog.storage import DataDir
 

@@ -19,8 +19,8 @@ from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.datasource import InputPartition
 
+from seglog.columnar import arrow_schema
 from seglog.spark._options import ReadOptions, TopicPartition
-from seglog.spark._schema import arrow_schema
 
 __all__ = ["WireRangePartition", "read_wire_range", "wire_bounds", "wire_offsets_for_times"]
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from seglog.spark._schema import ARROW_HEADERS_TYPE, arrow_schema
+from seglog.columnar._schema import ARROW_HEADERS_TYPE, arrow_schema
 from seglog.storage._columns import BATCH_HEADER, decode_columns
 from seglog.storage._varint import I64
 

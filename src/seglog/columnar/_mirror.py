@@ -1,0 +1,220 @@
+"""Columnar topic mirrors: one Parquet file per closed segment, beside the segment.
+
+A mirror of segment ``B`` (``%020d.log``) holds every visible record of that segment as the
+columns of Spark's Kafka source plus ``headers`` (``arrow_schema(True)``), rows in offset
+order. Its name says which segment state it mirrors::
+
+    <partition dir>/%020d.mirror-<next offset>-<segment bytes>.parquet
+
+(base offset, offset after the segment's last batch, bytes of its batches). A segment that
+retention removed, or that the cleaner (compaction, delete by offsets) rewrote, no longer
+matches any mirror name, so a stale mirror is never read: ``mirrors_of`` returns only mirrors
+of the log's current closed segments, and ``sync_log_mirrors`` deletes the others and builds
+the missing ones. The active (last) segment is never mirrored: it still grows.
+
+A mirror is written to a temporary name (``.<name>.tmp``), fsynced, renamed into place and
+the directory fsynced, so a crash leaves either no mirror or a whole one (leftover
+temporary files are removed by the next sync). Storage itself ignores these files; deleting
+a topic deletes its directory, mirrors included.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from seglog.columnar._decode import decode_batches
+from seglog.columnar._schema import arrow_schema
+from seglog.storage import DataDir, Log
+
+__all__ = [
+    "MIRROR_CONFIG",
+    "Mirror",
+    "MirrorReport",
+    "mirror_enabled",
+    "mirrors_of",
+    "sync_log_mirrors",
+    "sync_mirrors",
+]
+
+log = logging.getLogger(__name__)
+
+MIRROR_CONFIG = "seglog.parquet.mirror"
+"""Topic config: ``true`` makes the broker keep a Parquet mirror of every closed segment."""
+
+CHUNK_BYTES = 64 << 20
+"""Bytes of stored record batches decoded into one Parquet row group."""
+
+_NAME = re.compile(r"(\d{20})\.mirror-(\d+)-(\d+)\.parquet")
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """The Parquet mirror of one closed segment: records ``base_offset <= offset <
+    next_offset`` (with gaps where compaction removed records)."""
+
+    base_offset: int
+    next_offset: int
+    segment_bytes: int
+    path: Path
+
+
+@dataclass
+class MirrorReport:
+    """What ``sync_log_mirrors`` / ``sync_mirrors`` did."""
+
+    built: list[Path] = field(default_factory=list)
+    """Mirrors written."""
+    removed: list[Path] = field(default_factory=list)
+    """Stale mirrors (segment gone or rewritten) and leftover temporary files deleted."""
+    kept: int = 0
+    """Mirrors already up to date."""
+
+    def merge(self, other: MirrorReport) -> None:
+        """Add ``other``'s counts to this report."""
+        self.built += other.built
+        self.removed += other.removed
+        self.kept += other.kept
+
+
+def mirror_enabled(configs: Mapping[str, str]) -> bool:
+    """Whether a topic's configs ask for mirrors (``seglog.parquet.mirror=true``)."""
+    return configs.get(MIRROR_CONFIG, "false").strip().lower() == "true"
+
+
+def _name(base: int, next_offset: int, size: int) -> str:
+    return f"{base:020d}.mirror-{next_offset}-{size}.parquet"
+
+
+def _closed_segments(plog: Log) -> list[tuple[int, int, int]]:
+    """``(base offset, next offset, bytes)`` of the closed segments holding records."""
+    segments = plog.stats().segments[:-1]  # the last one is the active segment
+    return [(s.base_offset, s.next_offset, s.bytes) for s in segments if s.messages > 0]
+
+
+def _existing(directory: Path) -> Iterator[tuple[str, tuple[int, int, int] | None]]:
+    for name in os.listdir(directory):
+        match = _NAME.fullmatch(name)
+        if match is not None:
+            yield name, (int(match[1]), int(match[2]), int(match[3]))
+        elif name.startswith(".") and name.endswith(".parquet.tmp"):
+            yield name, None
+
+
+def mirrors_of(plog: Log) -> list[Mirror]:
+    """The up-to-date mirrors of ``plog``'s closed segments, by base offset (segments
+    without a mirror are simply absent). Reads every batch header once (``Log.stats``)."""
+    directory = Path(plog.directory)
+    current = set(_closed_segments(plog))
+    found = [
+        Mirror(key[0], key[1], key[2], directory / name)
+        for name, key in _existing(directory)
+        if key is not None and key in current
+    ]
+    return sorted(found, key=lambda m: m.base_offset)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_mirror(plog: Log, topic: str, partition: int, seg: tuple[int, int, int]) -> Path:
+    base, next_offset, size = seg
+    directory = Path(plog.directory)
+    final = directory / _name(base, next_offset, size)
+    tmp = directory / f".{final.name}.tmp"
+    schema = arrow_schema(include_headers=True)
+
+    def decode(pending: list[bytes]) -> pa.RecordBatch:
+        return decode_batches(
+            pending, topic=topic, partition=partition, start=base, end=next_offset,
+            include_headers=True,
+        )  # fmt: skip
+
+    try:
+        with pq.ParquetWriter(tmp, schema, compression="snappy") as writer:
+            pending: list[bytes] = []
+            pending_bytes = 0
+            for batch in plog.batches(base, next_offset):
+                pending.append(bytes(batch))
+                pending_bytes += len(batch)
+                if pending_bytes >= CHUNK_BYTES:
+                    writer.write_batch(decode(pending))
+                    pending, pending_bytes = [], 0
+            if pending:
+                writer.write_batch(decode(pending))
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, final)
+        _fsync_dir(directory)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return final
+
+
+def sync_log_mirrors(plog: Log, topic: str, partition: int) -> MirrorReport:
+    """Bring one partition's mirrors up to date: write a mirror for every closed segment
+    without one, delete mirrors of segments that are gone or rewritten and leftover
+    temporary files. Raises OSError (disk full...) and ``CorruptRecordError``; what was
+    done before the error stays done."""
+    report = MirrorReport()
+    directory = Path(plog.directory)
+    current = _closed_segments(plog)
+    wanted = set(current)
+    present = set()
+    for name, key in list(_existing(directory)):
+        if key is not None and key in wanted:
+            present.add(key)
+            continue
+        (directory / name).unlink(missing_ok=True)
+        report.removed.append(directory / name)
+    if report.removed:
+        _fsync_dir(directory)
+    report.kept = len(present)
+    for seg in current:
+        if seg not in present:
+            report.built.append(_write_mirror(plog, topic, partition, seg))
+    return report
+
+
+def sync_mirrors(
+    path: str | os.PathLike[str], topic: str | None = None, *, data_dir: DataDir | None = None
+) -> MirrorReport:
+    """Sync the mirrors of every topic with ``seglog.parquet.mirror=true`` (or of ``topic``
+    alone, whatever its config) in a data directory. Opens ``path`` read-only (safe beside a
+    running broker: only mirror files are written) unless an open ``data_dir`` is given.
+    Raises ``UnknownTopicError`` for an unknown ``topic``."""
+    own = data_dir is None
+    dd = DataDir(path, create=False, read_only=True) if data_dir is None else data_dir
+    report = MirrorReport()
+    try:
+        topics = dd.topics()
+        if topic is not None:
+            names = [dd.topic(topic).name]
+        else:
+            names = sorted(n for n, info in topics.items() if mirror_enabled(info.configs))
+        for name in names:
+            for partition in range(topics[name].partitions):
+                part = sync_log_mirrors(dd.log(name, partition), name, partition)
+                for built in part.built:
+                    log.info("mirror %s-%d: wrote %s", name, partition, built.name)
+                report.merge(part)
+    finally:
+        if own:
+            dd.close()
+    return report

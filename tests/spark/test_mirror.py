@@ -1,0 +1,222 @@
+"""Columnar topic mirrors: Parquet per closed segment, and ``read_topic`` over them.
+
+The proof is always the same: ``read_topic`` (Parquet scan of the mirrors + format("seglog")
+for the rest) returns exactly the rows ``format("seglog")`` alone returns — for whole
+topics, offset ranges cutting into mirrored segments, after retention, after compaction —
+and stale mirrors are never read.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from seglog.broker._testing import BrokerProcess, start_broker
+from seglog.columnar import arrow_schema, mirrors_of, sync_mirrors
+from seglog.spark import read_topic
+from seglog.spark._read_topic import plan_topic_read
+from seglog.storage import DataDir, Message, compact, trim_by_offset
+
+TOPIC = "mirrored"
+PARTITIONS = 2
+PER_PARTITION = 600
+
+
+def _fill(path: Path, topic: str = TOPIC, *, keys: int | None = None) -> None:
+    """``PER_PARTITION`` records per partition in batches of 10, small segments (6 per
+    partition), with headers on every third record; with ``keys``, the first 200 records of
+    a partition cycle through that many keys (for compaction), the rest have unique keys."""
+    with DataDir(path) as data_dir:
+        data_dir.create_topic(
+            topic, PARTITIONS, {"segment.bytes": "4096", "seglog.parquet.mirror": "true"}
+        )
+        for p in range(PARTITIONS):
+            log = data_dir.log(topic, p)
+            for first in range(0, PER_PARTITION, 10):
+                log.publish(
+                    [
+                        Message(
+                            key=(f"k{i % keys}" if keys and i < 200 else f"u{i}").encode(),
+                            value=f"p{p}-v{i}".encode() * 3,
+                            headers=[("h", f"{i}".encode())] if i % 3 == 0 else [],
+                        )
+                        for i in range(first, first + 10)
+                    ]
+                )
+            log.sync()
+
+
+def _rows(df: Any) -> list[tuple[Any, ...]]:
+    return sorted(
+        (r["partition"], r["offset"], bytes(r["key"]), bytes(r["value"]), r["timestamp"])
+        for r in df.collect()
+    )
+
+
+def _seglog(spark: Any, path: Path, start: str = "earliest", end: str = "latest") -> Any:
+    return (
+        spark.read.format("seglog")
+        .option("subscribe", TOPIC)
+        .option("startingOffsets", start)
+        .option("endingOffsets", end)
+        .load(str(path))
+    )
+
+
+@pytest.fixture
+def mirrored(tmp_path: Path) -> Path:
+    path = tmp_path / "data"
+    _fill(path)
+    report = sync_mirrors(path)
+    assert len(report.built) == 2 * 5  # every closed segment of both partitions
+    assert report.removed == []
+    return path
+
+
+def test_mirror_files_hold_each_closed_segment(mirrored: Path) -> None:
+    with DataDir(mirrored, create=False, read_only=True) as data_dir:
+        for p in range(PARTITIONS):
+            log = data_dir.log(TOPIC, p)
+            mirrors = mirrors_of(log)
+            segments = log.stats().segments
+            # every segment but the active one, in order, contiguous
+            assert [m.base_offset for m in mirrors] == [s.base_offset for s in segments[:-1]]
+            for mirror, seg in zip(mirrors, segments, strict=False):
+                table = pq.read_table(mirror.path)
+                assert table.schema == arrow_schema(include_headers=True)
+                assert table.column("offset").to_pylist() == list(
+                    range(seg.base_offset, seg.next_offset)
+                )
+                assert set(table.column("partition").to_pylist()) == {p}
+    # a second sync has nothing to do
+    again = sync_mirrors(mirrored)
+    assert again.built == []
+    assert again.removed == []
+    assert again.kept == 2 * 5
+
+
+def test_read_topic_equals_format_seglog(spark: Any, mirrored: Path) -> None:
+    plan = plan_topic_read(mirrored, TOPIC)
+    assert sum(1 for piece in plan if piece[3] is not None) == 2 * 5  # mostly Parquet
+    assert sum(1 for piece in plan if piece[3] is None) == PARTITIONS  # the active tails
+    expected = _rows(_seglog(spark, mirrored))
+    assert len(expected) == PARTITIONS * PER_PARTITION
+    assert _rows(read_topic(spark, mirrored, TOPIC)) == expected
+    with_headers = read_topic(spark, mirrored, TOPIC, include_headers=True)
+    got = {
+        (r["partition"], r["offset"]): [(h["key"], bytes(h["value"])) for h in r["headers"]]
+        for r in with_headers.collect()
+    }
+    assert got[(0, 3)] == [("h", b"3")]
+    assert got[(1, 4)] == []
+    assert with_headers.schema.simpleString().endswith(
+        "headers:array<struct<key:string,value:binary>>>"
+    )
+
+
+def test_offset_ranges_cut_into_mirrored_segments(spark: Any, mirrored: Path) -> None:
+    start = json.dumps({TOPIC: {"0": 37, "1": 2}})
+    end = json.dumps({TOPIC: {"0": 411, "1": 599}})
+    expected = _rows(_seglog(spark, mirrored, start, end))
+    assert {r[0] for r in expected} == {0, 1}
+    got = _rows(read_topic(spark, mirrored, TOPIC, start, end))
+    assert got == expected
+    # a range inside one segment: its mirror, cut at both ends
+    inside = _rows(
+        read_topic(
+            spark, mirrored, TOPIC, {TOPIC: {"0": 21, "1": 599}}, {TOPIC: {"0": 24, "1": 599}}
+        )
+    )
+    assert [(p, o) for p, o, *_ in inside] == [(0, 21), (0, 22), (0, 23)]
+
+
+def test_retention_and_compaction_never_read_stale_mirrors(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    _fill(path, keys=50)
+    sync_mirrors(path)
+    with DataDir(path) as data_dir:
+        log0, log1 = data_dir.log(TOPIC, 0), data_dir.log(TOPIC, 1)
+        before = len(mirrors_of(log1))
+        trim_by_offset(log0, 250)
+        result = compact(log1, delete_retention_ms=0, min_compaction_lag_ms=0)
+        assert result.offsets  # compaction rewrote segments of partition 1
+        # before the next sync the stale mirrors are still on disk, and ignored
+        assert len(list(Path(log1.directory).glob("*.parquet"))) == before
+        assert len(mirrors_of(log1)) < before
+        # the trimmed segments' mirrors are gone from view; the first kept segment's mirror
+        # starts below the new log start offset 250, and read_topic cuts it there
+        first_kept = log0.stats().segments[0].base_offset
+        assert next(m.base_offset for m in mirrors_of(log0)) == first_kept < 250
+    expected = _rows(_seglog(spark, path))
+    assert _rows(read_topic(spark, path, TOPIC)) == expected
+    report = sync_mirrors(path)
+    assert report.removed  # mirrors of removed / rewritten segments deleted
+    assert report.built  # rewritten segments mirrored again
+    assert _rows(read_topic(spark, path, TOPIC)) == expected
+    assert min(o for p, o, *_ in expected if p == 0) == 250
+
+
+def test_seglog_mirror_command(tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    _fill(path)
+    seglog = [sys.executable, "-c", "from seglog.cli import main; main()"]
+    result = subprocess.run(
+        [*seglog, "mirror", str(path)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "wrote mirrored-0/00000000000000000000.mirror-" in result.stdout
+    with DataDir(path, create=False, read_only=True) as data_dir:
+        assert len(mirrors_of(data_dir.log(TOPIC, 1))) == 5
+    unknown = subprocess.run(
+        [*seglog, "mirror", str(path), "--topic", "nope"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert unknown.returncode == 2
+    assert "Traceback" not in unknown.stderr + unknown.stdout
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    proc = start_broker(
+        tmp_path / "broker", extra_args=["--log-retention-check-interval-ms", "200"]
+    )
+    try:
+        yield proc
+    finally:
+        assert proc.stop() == 0, proc.log_text()
+
+
+def test_broker_writes_mirrors_in_the_background(spark: Any, broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    config = {"segment.bytes": "8192", "seglog.parquet.mirror": "true"}
+    admin.create_topics([NewTopic(TOPIC, num_partitions=1, config=config)])[TOPIC].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(400):
+        producer.produce(TOPIC, key=f"k{i}".encode(), value=b"x" * 100)
+        if i % 20 == 19:  # batches of 20 records (~2.5 KiB): several segments of 8 KiB
+            assert producer.flush(30) == 0
+    deadline = time.monotonic() + 60
+    while True:  # a read-only view, opened anew each time to see the broker's new segments
+        with DataDir(broker.data_dir, create=False, read_only=True) as data_dir:
+            log = data_dir.log(TOPIC, 0)
+            closed = len(log.stats().segments) - 1
+            mirrored = len(mirrors_of(log))
+        if closed > 2 and mirrored == closed:
+            break
+        assert time.monotonic() < deadline, f"{mirrored} of {closed} closed segments mirrored"
+        time.sleep(0.2)
+    got = read_topic(spark, broker.data_dir, TOPIC)
+    assert _rows(got) == _rows(_seglog(spark, broker.data_dir))
+    assert got.count() == 400
