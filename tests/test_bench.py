@@ -35,6 +35,10 @@ EXPECTED_ROWS = [
     ("spark count(), topic", "rows/s", "JSON lines", None),
     ("spark groupBy(key), topic", "rows/s", "Parquet", None),
     ("spark groupBy(key), topic", "rows/s", "JSON lines", None),
+    ("spark count(), topic", "rows/s", "no-op Arrow source", 0.8),
+    ("spark groupBy(key), topic", "rows/s", "no-op Arrow source", 0.8),
+    ("spark count(), read_topic over mirrors", "rows/s", "Parquet", 0.8),
+    ("spark groupBy(key), read_topic over mirrors", "rows/s", "Parquet", 0.8),
 ]
 
 

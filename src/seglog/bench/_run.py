@@ -140,6 +140,34 @@ def _spark_rows(opts: BenchOptions, work: Path, progress: Progress) -> list[Row]
         Row(
             "spark groupBy(key), topic", res.group_by["seglog"], "JSON lines", res.group_by["json"]
         ),
+        Row(
+            "spark count(), topic",
+            res.count["seglog"],
+            "no-op Arrow source",
+            res.count["ceiling"],
+            target=0.8,
+        ),
+        Row(
+            "spark groupBy(key), topic",
+            res.group_by["seglog"],
+            "no-op Arrow source",
+            res.group_by["ceiling"],
+            target=0.8,
+        ),
+        Row(
+            "spark count(), read_topic over mirrors",
+            res.count["mirrors"],
+            "Parquet",
+            res.count["parquet"],
+            target=0.8,
+        ),
+        Row(
+            "spark groupBy(key), read_topic over mirrors",
+            res.group_by["mirrors"],
+            "Parquet",
+            res.group_by["parquet"],
+            target=0.8,
+        ),
     ]
 
 

@@ -28,8 +28,10 @@ from pyspark.sql import SparkSession
 
 import seglog.spark
 from seglog.bench._kafka import BenchError
+from seglog.bench._noop_source import NoopArrowSource
 from seglog.bench._report import measure
 from seglog.bench._spark_results import SOURCES, SparkResults
+from seglog.columnar import sync_mirrors
 from seglog.storage import DataDir, Message
 
 __all__ = ["KEYS", "spark_reads"]
@@ -116,8 +118,44 @@ _JSON_SCHEMA = (
 )
 
 
-def _readers(spark: Any, data_dir: Path, out: Path, topic: str) -> dict[str, Callable[[], Any]]:
+MIRRORED_TOPIC = "spark-bench-mirrored"
+
+
+def _write_mirrored_topic(data_dir: Path, data: _DataSet) -> None:
+    """The same records in a topic of ~8 segments per partition, every closed one mirrored
+    as Parquet (``seglog mirror``): a mostly-closed topic."""
+    total = sum(len(k) + len(v) + 12 for k, v in zip(data.keys, data.values, strict=True))
+    segment_bytes = max(4096, total // (8 * data.partitions))
+    with DataDir(data_dir, create=True) as datadir:
+        datadir.create_topic(MIRRORED_TOPIC, data.partitions, {"segment.bytes": str(segment_bytes)})
+        for partition in range(data.partitions):
+            log = datadir.log(MIRRORED_TOPIC, partition)
+            index = range(partition, len(data.keys), data.partitions)
+            step = max(1, min(10_000, len(index) // 40))
+            for lo in range(0, len(index), step):
+                log.publish(
+                    [
+                        Message(key=data.keys[i], value=data.values[i], timestamp=data.base_ms + i)
+                        for i in index[lo : lo + step]
+                    ]
+                )
+    sync_mirrors(data_dir, MIRRORED_TOPIC)
+
+
+def _readers(
+    spark: Any, data_dir: Path, out: Path, data: _DataSet, value_size: int
+) -> dict[str, Callable[[], Any]]:
+    topic, rows, partitions = data.topic, len(data.keys), data.partitions
     return {
+        "ceiling": lambda: (
+            spark.read.format("seglog-noop")
+            .option("rows", rows)
+            .option("partitions", partitions)
+            .option("valueSize", value_size)
+            .option("keys", KEYS)
+            .load()
+        ),
+        "mirrors": lambda: seglog.spark.read_topic(spark, data_dir, MIRRORED_TOPIC),
         "seglog": lambda: (
             spark.read.format("seglog").option("subscribe", topic).load(str(data_dir))
         ),
@@ -164,18 +202,21 @@ def spark_reads(
     data_dir, out = work / "spark-data", work / "spark-files"
     try:
         _write_topic(data_dir, data)
+        _write_mirrored_topic(data_dir, data)
     except Exception as exc:  # a layer still being built: report it, carry on
         results.fail("seglog", f"writing the topic failed: {exc!r}")
+        results.fail("mirrors", f"writing the topic failed: {exc!r}")
     progress("spark: starting local[2] session")
     spark = _session()
     try:
         try:
             seglog.spark.register(spark)
+            spark.dataSource.register(NoopArrowSource)
         except Exception as exc:
             results.fail("seglog", f"seglog.spark.register failed: {exc!r}")
         progress("spark: writing the same records as Parquet and JSON lines")
         _write_files(spark, out, data)
-        readers = _readers(spark, data_dir, out, data.topic)
+        readers = _readers(spark, data_dir, out, data, value_size)
         del data
         active = [s for s in SOURCES if results.count[s].error is None]
         for source in list(active) if repeat > 1 else ():  # warm-up (JIT, workers), untimed

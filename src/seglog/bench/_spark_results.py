@@ -9,7 +9,10 @@ from seglog.bench._report import Samples
 
 __all__ = ["SOURCES", "SparkResults"]
 
-SOURCES = ("seglog", "parquet", "json")
+SOURCES = ("seglog", "parquet", "json", "ceiling", "mirrors")
+"""format("seglog"); Spark's Parquet and JSON lines readers on the same records; the no-op
+Arrow data source (the Python Data Source API's ceiling); ``read_topic`` over Parquet
+mirrors of the topic's closed segments."""
 
 
 @dataclass
