@@ -107,11 +107,13 @@ def test_mirror_files_hold_each_closed_segment(mirrored: Path) -> None:
 
 def test_read_topic_equals_format_seglog(spark: Any, mirrored: Path) -> None:
     plan = plan_topic_read(mirrored, TOPIC)
-    assert sum(1 for piece in plan if piece[3] is not None) == 2 * 5  # mostly Parquet
-    assert sum(1 for piece in plan if piece[3] is None) == PARTITIONS  # the active tails
+    assert sum(1 for piece in plan if piece.mirror is not None) == 2 * 5  # mostly Parquet
+    assert sum(1 for piece in plan if piece.mirror is None) == PARTITIONS  # the active tails
     expected = _rows(_seglog(spark, mirrored))
     assert len(expected) == PARTITIONS * PER_PARTITION
-    assert _rows(read_topic(spark, mirrored, TOPIC)) == expected
+    assert _rows(read_topic(spark, mirrored, TOPIC)) == expected  # tails decoded on the driver
+    # tails read by format("seglog") tasks (what a large active segment gets)
+    assert _rows(read_topic(spark, mirrored, TOPIC, local_tail_bytes=0)) == expected
     with_headers = read_topic(spark, mirrored, TOPIC, include_headers=True)
     got = {
         (r["partition"], r["offset"]): [(h["key"], bytes(h["value"])) for h in r["headers"]]
@@ -131,6 +133,7 @@ def test_offset_ranges_cut_into_mirrored_segments(spark: Any, mirrored: Path) ->
     assert {r[0] for r in expected} == {0, 1}
     got = _rows(read_topic(spark, mirrored, TOPIC, start, end))
     assert got == expected
+    assert _rows(read_topic(spark, mirrored, TOPIC, start, end, local_tail_bytes=0)) == expected
     # a range inside one segment: its mirror, cut at both ends
     inside = _rows(
         read_topic(

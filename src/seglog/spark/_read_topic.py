@@ -12,21 +12,39 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
-from seglog.columnar import mirrors_of
+from seglog.columnar import arrow_schema, mirrors_of
 from seglog.spark._options import EARLIEST, LATEST, TopicPartition, offsets_from_json
+from seglog.spark._reader import OffsetRangePartition, read_range
 from seglog.spark._schema import spark_schema
 from seglog.storage import DataDir
 
 __all__ = ["plan_topic_read", "read_topic"]
 
-Piece = tuple[int, int, int, str | None, bool]
-"""(partition, start, end, mirror file or None for a format("seglog") range, whether the
-piece is the mirror's whole segment)."""
+LOCAL_TAIL_BYTES = 32 << 20
+"""Unmirrored ranges up to this many bytes of stored batches in all are decoded on the driver
+and handed to Spark as one Arrow table (no Python data source to plan and start: measured
+~0.25 s of fixed cost per read); larger ones are read by ``format("seglog")`` tasks."""
+
+
+class Piece(NamedTuple):
+    """One offset range of a partition, read from a mirror or from the log."""
+
+    partition: int
+    start: int
+    end: int
+    """Offsets ``start <= offset < end``."""
+    mirror: str | None
+    """Parquet mirror file, or None: read from the log."""
+    whole: bool
+    """The piece is the mirror's whole segment (no offset filter needed)."""
+    log_bytes: int
+    """Bytes of the stored batches of the segments a log piece overlaps (0 for mirrors)."""
 
 
 def _offset_spec(
@@ -55,6 +73,13 @@ def _resolve(
     return min(max(value, low), high)
 
 
+def _log_piece(
+    partition: int, first: int, stop: int, segments: list[tuple[int, int, int]]
+) -> Piece:
+    size = sum(b for base, nxt, b in segments if base < stop and nxt > first)
+    return Piece(partition, first, stop, None, False, size)
+
+
 def plan_topic_read(
     path: str | os.PathLike[str],
     topic: str,
@@ -77,19 +102,23 @@ def plan_topic_read(
             tp = (topic, partition)
             start = _resolve(starting, tp, low, high, EARLIEST)
             end = max(start, _resolve(ending, tp, low, high, LATEST))
+            segments = [
+                (seg.base_offset, seg.next_offset, seg.bytes) for seg in plog.stats().segments
+            ]
+
             position = start
             for mirror in mirrors_of(plog):
                 if mirror.next_offset <= position or mirror.base_offset >= end:
                     continue
                 if mirror.base_offset > position:  # a gap without mirror before it
-                    pieces.append((partition, position, mirror.base_offset, None, False))
+                    pieces.append(_log_piece(partition, position, mirror.base_offset, segments))
                     position = mirror.base_offset
                 stop = min(mirror.next_offset, end)
                 whole = position == mirror.base_offset and stop == mirror.next_offset
-                pieces.append((partition, position, stop, str(mirror.path), whole))
+                pieces.append(Piece(partition, position, stop, str(mirror.path), whole, 0))
                 position = stop
             if position < end:
-                pieces.append((partition, position, end, None, False))
+                pieces.append(_log_piece(partition, position, end, segments))
     finally:
         data_dir.close()
     return pieces
@@ -103,66 +132,82 @@ def read_topic(
     ending_offsets: str | dict[str, dict[str, int]] = "latest",
     *,
     include_headers: bool = False,
+    local_tail_bytes: int = LOCAL_TAIL_BYTES,
 ) -> DataFrame:
     """One DataFrame of the topic's records between the offsets (batch), with the schema of
     Spark's Kafka source (``headers`` with ``include_headers``).
 
     Mirrored segments (topic config ``seglog.parquet.mirror=true``, or ``seglog mirror``) are
-    read by Spark's Parquet scan, never past the segment's last offset; the rest through
-    ``format("seglog")``. Offsets are resolved when this is called (like a batch read's
-    planning). Raises ``UnknownTopicError`` for an unknown topic, ValueError for bad offsets.
+    read by Spark's Parquet scan, never past the segment's last offset; the rest (the active
+    segment...) decoded on the driver when it holds at most ``local_tail_bytes`` bytes of
+    batches, else through ``format("seglog")`` tasks. Offsets are resolved when this is
+    called (like a batch read's planning). Raises ``UnknownTopicError`` for an unknown
+    topic, ValueError for bad offsets.
     """
-    columns = [f.name for f in spark_schema(include_headers).fields]
+    schema = spark_schema(include_headers)
+    columns = schema.fieldNames()
     frames: list[DataFrame] = []
-    files: list[str] = []
-    spans: list[tuple[int, int, int]] = []  # (partition, start, end) of the mirrored pieces
-    partial = False
-    ranges: list[dict[int, tuple[int, int]]] = []
-    plan = plan_topic_read(path, topic, starting_offsets, ending_offsets)
-    for partition, start, end, mirror, whole in plan:
-        if start >= end:
-            continue
-        if mirror is not None:
-            files.append(mirror)
-            spans.append((partition, start, end))
-            partial |= not whole
-            continue
-        # at most one range per partition per format("seglog") read
-        for round_ in ranges:
-            if partition not in round_:
-                round_[partition] = (start, end)
-                break
-        else:
-            ranges.append({partition: (start, end)})
-    if files:
-        mirrored = spark.read.parquet(*files)
-        if partial:  # cut the first/last mirror to the asked offsets (pushed down to Parquet)
+    plan = [
+        p for p in plan_topic_read(path, topic, starting_offsets, ending_offsets) if p.start < p.end
+    ]
+    mirrored = [p for p in plan if p.mirror is not None]
+    rest = [p for p in plan if p.mirror is None]
+    if mirrored:
+        scan = spark.read.parquet(*[p.mirror for p in mirrored if p.mirror is not None])
+        if not all(p.whole for p in mirrored):  # cut first/last mirrors (pushed down to Parquet)
             condition: Any = None
-            for partition, start, end in spans:
-                piece = (F.col("partition") == partition) & F.col("offset").between(start, end - 1)
+            for p in mirrored:
+                piece = (F.col("partition") == p.partition) & F.col("offset").between(
+                    p.start, p.end - 1
+                )
                 condition = piece if condition is None else condition | piece
-            mirrored = mirrored.where(condition)
-        frames.append(mirrored.select(*columns))
-    for round_ in ranges:
-        frames.append(
-            spark.read.format("seglog")
-            .option("path", str(path))
-            .option("assign", json.dumps({topic: sorted(round_)}))
-            .option(
-                "startingOffsets",
-                json.dumps({topic: {str(p): s for p, (s, _) in sorted(round_.items())}}),
+            scan = scan.where(condition)
+        frames.append(scan.select(*columns))
+    if rest and sum(p.log_bytes for p in rest) <= local_tail_bytes:
+        batches: list[pa.RecordBatch] = []
+        for p in rest:
+            part = OffsetRangePartition(
+                str(path), topic, p.partition, p.start, p.end, include_headers
             )
-            .option(
-                "endingOffsets",
-                json.dumps({topic: {str(p): e for p, (_, e) in sorted(round_.items())}}),
-            )
-            .option("includeHeaders", str(include_headers).lower())
-            .load()
-            .select(*columns)
-        )
+            batches.extend(read_range(part))
+        table = pa.Table.from_batches(batches, schema=arrow_schema(include_headers))
+        frames.append(spark.createDataFrame(table, schema=schema))
+    elif rest:
+        frames.extend(_log_reads(spark, path, topic, rest, include_headers))
     if not frames:
-        return spark.createDataFrame([], spark_schema(include_headers))
+        return spark.createDataFrame([], schema)
     result = frames[0]
     for frame in frames[1:]:
         result = result.unionByName(frame)
     return result
+
+
+def _log_reads(
+    spark: SparkSession, path: str | os.PathLike[str], topic: str, rest: list[Piece], headers: bool
+) -> list[DataFrame]:
+    """``format("seglog")`` reads of the unmirrored pieces: at most one range per partition
+    per read, so one read per "round" of pieces."""
+    rounds: list[dict[int, tuple[int, int]]] = []
+    for p in rest:
+        for round_ in rounds:
+            if p.partition not in round_:
+                round_[p.partition] = (p.start, p.end)
+                break
+        else:
+            rounds.append({p.partition: (p.start, p.end)})
+    columns = spark_schema(headers).fieldNames()
+
+    def offsets(round_: dict[int, tuple[int, int]], which: int) -> str:
+        return json.dumps({topic: {str(k): v[which] for k, v in sorted(round_.items())}})
+
+    return [
+        spark.read.format("seglog")
+        .option("path", str(path))
+        .option("assign", json.dumps({topic: sorted(round_)}))
+        .option("startingOffsets", offsets(round_, 0))
+        .option("endingOffsets", offsets(round_, 1))
+        .option("includeHeaders", str(headers).lower())
+        .load()
+        .select(*columns)
+        for round_ in rounds
+    ]
