@@ -1,8 +1,10 @@
 """Batch and streaming readers of the ``seglog`` data source (data directory mode).
 
 Planning (``partitions``, ``latestOffset``) runs in a Spark Python worker on the driver; it
-opens the data directory read-only each time (no lock, nothing modified: the directory may
-be a live broker's) to learn partitions, log start offsets and high watermarks. Each
+reads the data directory read-only (no lock, nothing modified: the directory may be a live
+broker's) to learn partitions, log start offsets and high watermarks. Each process keeps the
+read-only logs open and refreshes them (``Log.refresh``) instead of reopening them per
+trigger and per task. Each
 ``OffsetRangePartition`` carries everything ``read()`` needs — ``read()`` runs on a pickled
 reader instance on an executor, where state set while planning is invisible.
 
@@ -16,6 +18,7 @@ offsets and fetch through it (``_wire``).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +34,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from seglog.columnar import decode_batches
+from seglog.errors import SeglogError
 from seglog.spark._options import (
     EARLIEST,
     LATEST,
@@ -44,7 +48,7 @@ from seglog.spark._wire import (
     wire_bounds,
     wire_offsets_for_times,
 )
-from seglog.storage import DataDir
+from seglog.storage import DataDir, Log
 
 __all__ = [
     "DataLossError",
@@ -75,22 +79,69 @@ class OffsetRangePartition(InputPartition):
     include_headers: bool
 
 
+class _OpenLogs:
+    """Read-only data directories kept open in this process (the driver's planning worker,
+    each executor's reused Python worker), their logs refreshed on each use instead of
+    reopened — a reopen CRC-scans the active segment's tail, ~1 s per GiB, every trigger.
+
+    A topic deleted and created again (a new topic id) makes the directory reopen; a log
+    that fails to refresh is reopened once. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._dirs: dict[str, DataDir] = {}
+        self._ids: dict[tuple[str, str], object] = {}
+        self._lock = threading.Lock()
+
+    def _dir(self, path: str) -> DataDir:
+        data_dir = self._dirs.get(path)
+        if data_dir is None:
+            data_dir = DataDir(path, create=False, read_only=True)
+            self._dirs[path] = data_dir
+        return data_dir
+
+    def _reopen(self, path: str) -> DataDir:
+        stale = self._dirs.pop(path, None)
+        if stale is not None:
+            stale.close()
+        self._ids = {k: v for k, v in self._ids.items() if k[0] != path}
+        return self._dir(path)
+
+    def topics(self, path: str) -> dict[str, int]:
+        """``{topic: partitions}`` of the directory now (metadata re-read each call)."""
+        with self._lock:
+            return {name: info.partitions for name, info in self._dir(path).topics().items()}
+
+    def log(self, path: str, topic: str, partition: int) -> Log:
+        """The partition's read-only Log, refreshed to what the writer has appended."""
+        with self._lock:
+            data_dir = self._dir(path)
+            topic_id = data_dir.topic(topic).topic_id
+            if self._ids.setdefault((path, topic), topic_id) != topic_id:
+                data_dir = self._reopen(path)  # deleted and created again
+                self._ids[(path, topic)] = topic_id
+            log = data_dir.log(topic, partition)
+            try:
+                log.refresh()
+            except (SeglogError, OSError):
+                log = self._reopen(path).log(topic, partition)
+                self._ids[(path, topic)] = topic_id
+            return log
+
+
+_open_logs = _OpenLogs()
+
+
 def log_bounds(path: str, options: ReadOptions) -> dict[TopicPartition, tuple[int, int]]:
     """``{(topic, partition): (log start offset, high watermark)}`` of the selected partitions.
 
-    Opens ``path`` read-only (``DataDir(read_only=True)``) and closes it before returning.
-    Raises ``FileNotFoundError`` when ``path`` is not a directory.
+    Reads ``path`` read-only (no lock, nothing written), through logs kept open in this
+    process and refreshed. Raises ``FileNotFoundError`` when ``path`` is not a directory.
     """
-    data_dir = DataDir(path, create=False, read_only=True)
-    try:
-        topics = {name: info.partitions for name, info in data_dir.topics().items()}
-        bounds: dict[TopicPartition, tuple[int, int]] = {}
-        for topic, partition in options.select(topics):
-            log = data_dir.log(topic, partition)
-            bounds[(topic, partition)] = (log.log_start_offset, log.high_watermark)
-        return bounds
-    finally:
-        data_dir.close()
+    bounds: dict[TopicPartition, tuple[int, int]] = {}
+    for topic, partition in options.select(_open_logs.topics(path)):
+        log = _open_logs.log(path, topic, partition)
+        bounds[(topic, partition)] = (log.log_start_offset, log.high_watermark)
+    return bounds
 
 
 def log_offsets_for_times(
@@ -99,15 +150,11 @@ def log_offsets_for_times(
     """``{(topic, partition): offset}`` of the first record at or after each timestamp (ms),
     None where no record qualifies (Kafka's ListOffsets by timestamp), from the data directory
     opened read-only."""
-    data_dir = DataDir(path, create=False, read_only=True)
-    try:
-        result: dict[TopicPartition, int | None] = {}
-        for (topic, partition), stamp in stamps.items():
-            found = data_dir.log(topic, partition).offset_for_time(stamp)
-            result[(topic, partition)] = None if found is None else found[0]
-        return result
-    finally:
-        data_dir.close()
+    result: dict[TopicPartition, int | None] = {}
+    for (topic, partition), stamp in stamps.items():
+        found = _open_logs.log(path, topic, partition).offset_for_time(stamp)
+        result[(topic, partition)] = None if found is None else found[0]
+    return result
 
 
 def offsets_for_times(
@@ -219,21 +266,17 @@ def read_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
     """Yield the records of one offset range of a data directory as Arrow batches."""
     if part.start >= part.end:
         return
-    data_dir = DataDir(part.path, create=False, read_only=True)
-    try:
-        log = data_dir.log(part.topic, part.partition)
-        pending: list[bytes] = []
-        size = 0
-        for batch in log.batches(part.start, part.end):
-            pending.append(bytes(batch))
-            size += len(batch)
-            if size >= CHUNK_BYTES:
-                yield _decode(pending, part)
-                pending, size = [], 0
-        if pending:
+    log = _open_logs.log(part.path, part.topic, part.partition)
+    pending: list[bytes] = []
+    size = 0
+    for batch in log.batches(part.start, part.end):
+        pending.append(bytes(batch))
+        size += len(batch)
+        if size >= CHUNK_BYTES:
             yield _decode(pending, part)
-    finally:
-        data_dir.close()
+            pending, size = [], 0
+    if pending:
+        yield _decode(pending, part)
 
 
 def _decode(pending: list[bytes], part: OffsetRangePartition) -> pa.RecordBatch:
