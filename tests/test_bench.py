@@ -38,6 +38,9 @@ EXPECTED_ROWS = [
     ("spark count(), topic", "rows/s", "no-op Arrow source", 0.8),
     ("spark groupBy(key), topic", "rows/s", "no-op Arrow source", 0.8),
     ("spark count(), read_topic over mirrors", "rows/s", "Parquet", 0.8),
+    ("spark streaming sink, path (exactly once)", "rows/s", "no-op Arrow sink", 0.8),
+    ("spark streaming sink, wire (seglog serve)", "rows/s", "no-op Arrow sink", 0.8),
+    ("spark count(), wire mode", "rows/s", "path mode", None),
     ("spark groupBy(key), read_topic over mirrors", "rows/s", "Parquet", 0.8),
 ]
 

@@ -162,6 +162,21 @@ def _spark_rows(opts: BenchOptions, work: Path, progress: Progress) -> list[Row]
             target=0.8,
         ),
         Row(
+            "spark streaming sink, path (exactly once)",
+            res.sink.path,
+            "no-op Arrow sink",
+            res.sink.ceiling,
+            target=0.8,
+        ),
+        Row(
+            "spark streaming sink, wire (seglog serve)",
+            res.sink.wire,
+            "no-op Arrow sink",
+            res.sink.ceiling,
+            target=0.8,
+        ),
+        Row("spark count(), wire mode", res.sink.read_wire, "path mode", res.sink.read_path),
+        Row(
             "spark groupBy(key), read_topic over mirrors",
             res.group_by["mirrors"],
             "Parquet",

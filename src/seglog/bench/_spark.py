@@ -30,6 +30,7 @@ import seglog.spark
 from seglog.bench._kafka import BenchError
 from seglog.bench._noop_source import NoopArrowSource
 from seglog.bench._report import measure
+from seglog.bench._spark_io import spark_writes
 from seglog.bench._spark_results import SOURCES, SparkResults
 from seglog.columnar import sync_mirrors
 from seglog.storage import DataDir, Message
@@ -235,6 +236,13 @@ def spark_reads(
                     measure(
                         samples, progress, label, functools.partial(read, readers[source], rows)
                     )
+        progress("spark: streaming sink (path, wire) and wire reads")
+        try:
+            results.sink = spark_writes(
+                spark, work, out / "parquet", rows, repeat=repeat, progress=progress
+            )
+        except Exception as exc:  # e.g. the broker failed to start: report it in the rows
+            results.sink.fail(f"{type(exc).__name__}: {str(exc)[:300]}")
     finally:
         spark.stop()
         shutil.rmtree(out, ignore_errors=True)
