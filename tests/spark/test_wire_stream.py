@@ -163,3 +163,67 @@ def test_min_partitions_splits_a_partition_in_wire_mode(spark: Any, broker: Brok
     rows = df.collect()
     assert {(r["partition"], r["key"]) for r in rows} == sent
     assert sorted(r["offset"] for r in rows) == list(range(100))
+
+
+def test_raw_fetch_and_confluent_consumer_read_the_same_rows(
+    spark: Any, broker: BrokerProcess
+) -> None:
+    """Both wire readers: raw Fetch + numpy decoder (PLAINTEXT options only) and the
+    confluent-kafka consumer (any other librdkafka option) give identical rows, with
+    compressed batches, null keys and values, and headers."""
+    topic = "wire-both-readers"
+    _create(broker.bootstrap, topic, 2)
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "compression.type": "lz4", "linger.ms": 5}
+    )
+    for i in range(3000):
+        producer.produce(
+            topic,
+            key=None if i % 7 == 0 else f"k{i}".encode(),
+            value=None if i % 11 == 0 else bytes([i % 256]) * (i % 300),
+            headers=[("h", f"{i}".encode())] if i % 3 == 0 else None,
+            partition=i % 2,
+        )
+    assert producer.flush(30) == 0
+
+    def rows(**extra: str) -> list[tuple[Any, ...]]:
+        reader = (
+            spark.read.format("seglog")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", topic)
+            .option("includeHeaders", "true")
+        )
+        for name, value in extra.items():
+            reader = reader.option(name, value)
+        return sorted(
+            (r["partition"], r["offset"], r["key"], r["value"], str(r["headers"]), r["timestamp"])
+            for r in reader.load().collect()
+        )
+
+    raw = rows()
+    assert len(raw) == 3000
+    assert rows(**{"kafka.fetch.wait.max.ms": "100"}) == raw  # confluent-kafka consumer
+
+
+def test_whole_batches_stop_at_a_partial_batch() -> None:
+    from seglog.spark._fetch import _whole_batches, raw_fetch_applies  # noqa: PLC0415
+
+    from ._data import record_batch  # noqa: PLC0415
+
+    chunks = []
+    for base in (0, 5):
+        batch = bytearray(record_batch([(None, b"x%d" % i, []) for i in range(5)]))
+        batch[0:8] = base.to_bytes(8, "big")  # baseOffset is outside the CRC
+        chunks.append(bytes(batch))
+    data = b"".join(chunks)
+    batches, after = _whole_batches(data)
+    assert [len(b) for b in batches] == [len(c) for c in chunks]
+    assert after == 10
+    batches, after = _whole_batches(data[:-3])  # the second batch cut at the byte limit
+    assert len(batches) == 1
+    assert after == 5
+    assert _whole_batches(data[:10]) == ([], -1)
+    assert raw_fetch_applies({"bootstrap.servers": "h:1"})
+    assert raw_fetch_applies({"bootstrap.servers": "h:1", "security.protocol": "plaintext"})
+    assert not raw_fetch_applies({"bootstrap.servers": "h:1", "security.protocol": "SSL"})
+    assert not raw_fetch_applies({"bootstrap.servers": "h:1", "sasl.mechanism": "PLAIN"})

@@ -1,6 +1,7 @@
 """Read through a Kafka-compatible broker (``kafka.bootstrap.servers`` instead of ``path``).
 
-confluent-kafka consumers in assign mode: no consumer group membership, no offset commits
+Ranges are read by ``_fetch`` (Kafka Fetch into the numpy decoder) for PLAINTEXT options,
+else by confluent-kafka consumers in assign mode: no consumer group membership, no offset commits
 (the streaming checkpoint holds the offsets, as in Spark's Kafka source). ``kafka.*``
 options pass through to librdkafka with the prefix removed. Bounds come from the broker's
 ListOffsets (``get_watermark_offsets``: log start offset, high watermark).
@@ -20,6 +21,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.datasource import InputPartition
 
 from seglog.columnar import arrow_schema
+from seglog.spark._fetch import raw_fetch_applies, read_raw_range
 from seglog.spark._options import ReadOptions, TopicPartition
 
 __all__ = ["WireRangePartition", "read_wire_range", "wire_bounds", "wire_offsets_for_times"]
@@ -94,7 +96,17 @@ def wire_offsets_for_times(
 
 def read_wire_range(part: WireRangePartition, timeout_s: float = 120.0) -> Iterator[pa.RecordBatch]:
     """Fetch the range's records and yield Arrow batches; RuntimeError if the broker does
-    not deliver up to ``end`` within ``timeout_s`` seconds of silence."""
+    not deliver up to ``end`` within ``timeout_s`` seconds of silence.
+
+    PLAINTEXT without other librdkafka settings: whole record batches through Kafka Fetch
+    into the numpy decoder (``_fetch``, ~10x faster); otherwise a confluent-kafka consumer,
+    which implements TLS, SASL and every librdkafka option."""
+    if raw_fetch_applies(part.kafka):
+        yield from read_raw_range(
+            part.kafka, part.topic, part.partition, part.start, part.end,
+            include_headers=part.include_headers, timeout_s=timeout_s,
+        )  # fmt: skip
+        return
     consumer = _consumer(part.kafka)
     try:
         tp = KafkaTopicPartition(part.topic, part.partition, part.start)
