@@ -228,3 +228,16 @@ def test_write_through_broker(spark: Any, tmp_path: Path) -> None:
     assert sorted((r["key"], r["value"], r["partition"]) for r in got) == sorted(
         (k.encode(), v.encode(), p) for k, v, p in rows
     )
+
+
+def test_router_partitions_as_kafka_with_its_hash_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka's default partitioner (murmur2 of the key), remembered per key, also across
+    the cache being emptied when full."""
+    from seglog.spark import _encode  # noqa: PLC0415
+
+    monkeypatch.setattr(_encode, "_HASH_CACHE", 7)
+    router = _encode.Router(lambda topic: 5)
+    keys = [f"key-{i % 13}".encode() for i in range(100)]
+    got = [router.partition("t", _encode.Record(None, -1, k, b"v", [])) for k in keys]
+    assert got == [(murmur2(k) & 0x7FFFFFFF) % 5 for k in keys]
+    assert len(router._hashes) <= 7
