@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812
 
 from examples.flights.pipeline import FLIGHT_SCHEMA
+from examples.pipelines.output import publish_and_save
 from examples.pipelines.tables import planes_frame
 from examples.pipelines.windows import SOURCE_TOPIC
 
@@ -121,22 +122,9 @@ def delay_by_manufacturer(spark: SparkSession, bootstrap: str, out: Path) -> pd.
             F.count(F.lit(1)).alias("flights"),
             F.avg(F.col("dep_delay").cast("double")).alias("mean_dep_delay_min"),
         )
-    ).persist()
-    try:
-        (
-            table.select(
-                F.concat_ws("|", "manufacturer", "decade").alias("key"),
-                F.to_json(F.struct(*COLUMNS)).alias("value"),
-            )
-            .write.format("seglog")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("topic", TOPIC)
-            .mode("append")
-            .save()
-        )
-        table.coalesce(1).write.mode("overwrite").parquet(str(out))
-    finally:
-        table.unpersist()
+    )
+    key = F.concat_ws("|", "manufacturer", "decade")
+    publish_and_save(table, key, COLUMNS, bootstrap=bootstrap, topic=TOPIC, out=out)
     return normalize(pd.read_parquet(out))
 
 

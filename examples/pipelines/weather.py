@@ -24,6 +24,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
 from examples.flights.pipeline import FLIGHT_SCHEMA
+from examples.pipelines.output import publish_and_save
 from examples.pipelines.tables import table_path
 from examples.pipelines.windows import SOURCE_TOPIC
 
@@ -91,22 +92,8 @@ def delay_by_weather(values: DataFrame, weather: DataFrame, airports: DataFrame)
 def _sink(bootstrap: str, out: Path) -> Callable[[DataFrame, int], None]:
     def write(table: DataFrame, batch_id: int) -> None:
         del batch_id  # idempotent: a replay rewrites the same rows
-        table.persist()
-        try:
-            (
-                table.select(
-                    F.concat_ws("|", "origin", "visibility", "wind").alias("key"),
-                    F.to_json(F.struct(*COLUMNS)).alias("value"),
-                )
-                .write.format("seglog")
-                .option("kafka.bootstrap.servers", bootstrap)
-                .option("topic", TOPIC)
-                .mode("append")
-                .save()
-            )
-            table.coalesce(1).write.mode("overwrite").parquet(str(out))
-        finally:
-            table.unpersist()
+        key = F.concat_ws("|", "origin", "visibility", "wind")
+        publish_and_save(table, key, COLUMNS, bootstrap=bootstrap, topic=TOPIC, out=out)
 
     return write
 

@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
 from examples.flights.pipeline import FLIGHT_SCHEMA
+from examples.pipelines.output import publish_and_save
 
 __all__ = [
     "SOURCE_TOPIC",
@@ -56,24 +57,10 @@ def departures_by_hour(values: DataFrame) -> DataFrame:
 
 def _sink(bootstrap: str, out: Path) -> Callable[[DataFrame, int], None]:
     def write(batch: DataFrame, batch_id: int) -> None:
-        batch.persist()
-        try:
-            (
-                batch.select(
-                    F.concat_ws(
-                        "|", "origin", F.date_format("window_start", "yyyy-MM-dd'T'HH:mm'Z'")
-                    ).alias("key"),
-                    F.to_json(F.struct(*COLUMNS)).alias("value"),
-                )
-                .write.format("seglog")
-                .option("kafka.bootstrap.servers", bootstrap)
-                .option("topic", TOPIC)
-                .mode("append")
-                .save()
-            )
-            batch.coalesce(1).write.mode("overwrite").parquet(str(out / f"batch={batch_id}"))
-        finally:
-            batch.unpersist()
+        key = F.concat_ws("|", "origin", F.date_format("window_start", "yyyy-MM-dd'T'HH:mm'Z'"))
+        publish_and_save(
+            batch, key, COLUMNS, bootstrap=bootstrap, topic=TOPIC, out=out / f"batch={batch_id}"
+        )
 
     return write
 

@@ -30,7 +30,7 @@ import seglog.spark
 from seglog.bench._kafka import BenchError
 from seglog.bench._noop_source import NoopArrowSource
 from seglog.bench._report import measure
-from seglog.bench._spark_io import spark_writes
+from seglog.bench._spark_io import count_rows, spark_writes
 from seglog.bench._spark_results import SOURCES, SparkResults
 from seglog.columnar import sync_mirrors
 from seglog.storage import DataDir, Message
@@ -165,15 +165,6 @@ def _readers(
     }
 
 
-def _count(make: Callable[[], Any], rows: int) -> float:
-    start = time.perf_counter()
-    n = make().count()
-    elapsed = time.perf_counter() - start
-    if n != rows:
-        raise BenchError(f"count() gave {n} rows, expected {rows}")
-    return rows / elapsed
-
-
 def _group_by(make: Callable[[], Any], rows: int) -> float:
     start = time.perf_counter()
     result = make().groupBy("key").count().collect()
@@ -222,14 +213,14 @@ def spark_reads(
         active = [s for s in SOURCES if results.count[s].error is None]
         for source in list(active) if repeat > 1 else ():  # warm-up (JIT, workers), untimed
             try:
-                _count(readers[source], rows)
+                count_rows(readers[source], rows)
             except Exception as exc:
                 results.fail(source, f"{type(exc).__name__}: {str(exc)[:300]}")
                 active.remove(source)
         for rnd in range(repeat):
             for source in active:
                 for kind, samples, read in (
-                    ("count()", results.count[source], _count),
+                    ("count()", results.count[source], count_rows),
                     ("groupBy(key)", results.group_by[source], _group_by),
                 ):
                     label = f"spark {kind} {source} {rnd + 1}/{repeat}"

@@ -27,11 +27,12 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from seglog.bench._kafka import BenchError
 from seglog.bench._report import Samples, measure
 from seglog.bench._spark_results import SinkResults
 from seglog.broker._testing import start_broker
 
-__all__ = ["NoopArrowSink", "spark_writes"]
+__all__ = ["NoopArrowSink", "count_rows", "spark_writes"]
 
 _SCHEMA = (
     "key string, value string, topic string, partition int, offset long, "
@@ -91,12 +92,14 @@ def _stream_to(
     return rows / elapsed
 
 
-def _count(make: Callable[[], Any], rows: int) -> float:
+def count_rows(make: Callable[[], Any], rows: int) -> float:
+    """rows/s of ``make().count()`` (DataFrame creation included); BenchError unless the
+    count is ``rows``."""
     start = time.perf_counter()
     n = make().count()
     elapsed = time.perf_counter() - start
     if n != rows:
-        raise RuntimeError(f"count() gave {n} rows, expected {rows}")
+        raise BenchError(f"count() gave {n} rows, expected {rows}")
     return rows / elapsed
 
 
@@ -142,9 +145,9 @@ def spark_writes(
         for rnd in range(repeat):
             label = f"{rnd + 1}/{repeat}"
             measure(results.read_path, progress, f"spark read path {label}",
-                    functools.partial(_count, by_path, rows))  # fmt: skip
+                    functools.partial(count_rows, by_path, rows))  # fmt: skip
             measure(results.read_wire, progress, f"spark read wire {label}",
-                    functools.partial(_count, by_wire, rows))  # fmt: skip
+                    functools.partial(count_rows, by_wire, rows))  # fmt: skip
     finally:
         broker.stop()
         for rnd in range(repeat):
