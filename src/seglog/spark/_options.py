@@ -25,6 +25,7 @@ __all__ = [
     "TopicPartition",
     "WriteOptions",
     "offsets_from_json",
+    "offsets_option",
     "offsets_to_json",
     "parse_bool",
     "parse_duration_ms",
@@ -199,12 +200,12 @@ class ReadOptions:
                 raise ValueError(f"option subscribePattern is not a regex: {exc}") from None
         else:
             assign = _parse_assign(_get(options, "assign") or "")
-        starting = _offsets_option(
+        starting = offsets_option(
             _get(options, "startingOffsets"),
             "startingOffsets",
             "latest" if streaming else "earliest",
         )
-        ending = _offsets_option(_get(options, "endingOffsets"), "endingOffsets", "latest")
+        ending = offsets_option(_get(options, "endingOffsets"), "endingOffsets", "latest")
         if ending == "earliest" or (
             isinstance(ending, dict) and any(v == EARLIEST for v in ending.values())
         ):
@@ -302,7 +303,8 @@ def parse_duration_ms(text: str, name: str) -> int:
     return int(match.group(1)) * _DURATION_UNITS.get(match.group(2), 1)
 
 
-def _offsets_option(value: str | None, name: str, default: str) -> str | dict[TopicPartition, int]:
+def offsets_option(value: str | None, name: str, default: str) -> str | dict[TopicPartition, int]:
+    """``earliest`` / ``latest`` (any case) or an offsets JSON map; ``default`` when unset."""
     if value is None or not value.strip():
         return default
     lowered = value.strip().lower()

@@ -19,8 +19,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
 from seglog.columnar import arrow_schema, mirrors_of
-from seglog.spark._options import EARLIEST, LATEST, TopicPartition, offsets_from_json
-from seglog.spark._reader import OffsetRangePartition, read_range
+from seglog.spark._options import EARLIEST, LATEST, TopicPartition, offsets_option
+from seglog.spark._reader import OffsetRangePartition, read_range, resolve_offset
 from seglog.spark._schema import spark_schema
 from seglog.storage import DataDir
 
@@ -50,27 +50,15 @@ class Piece(NamedTuple):
 def _offset_spec(
     spec: str | dict[str, dict[str, int]], name: str
 ) -> str | dict[TopicPartition, int]:
-    if isinstance(spec, dict):
-        return offsets_from_json(json.dumps(spec), name)
-    lowered = spec.strip().lower()
-    if lowered in ("earliest", "latest"):
-        return lowered
-    return offsets_from_json(spec, name)
+    text = json.dumps(spec) if isinstance(spec, dict) else spec
+    return offsets_option(text, name, "earliest" if name.startswith("start") else "latest")
 
 
 def _resolve(
     spec: str | dict[TopicPartition, int], tp: TopicPartition, low: int, high: int, default: int
 ) -> int:
-    value = (
-        {"earliest": EARLIEST, "latest": LATEST}[spec]
-        if isinstance(spec, str)
-        else spec.get(tp, default)
-    )
-    if value == EARLIEST:
-        return low
-    if value == LATEST:
-        return high
-    return min(max(value, low), high)
+    """As a batch read resolves it, clamped into [log start, high watermark]."""
+    return min(max(resolve_offset(spec, tp, (low, high), default), low), high)
 
 
 def _log_piece(

@@ -196,7 +196,7 @@ def starting_offsets(
     startingOffsets (that precedence, as Spark's). A timestamp no record reaches raises
     ValueError with strategy "error" and starts at the high watermark with "latest"."""
     if not options.starts_by_time:
-        return {tp: _resolve(options.starting, tp, b, default) for tp, b in bounds.items()}
+        return {tp: resolve_offset(options.starting, tp, b, default) for tp, b in bounds.items()}
     name = (
         "startingTimestamp"
         if options.starting_timestamp is not None
@@ -227,7 +227,7 @@ def ending_offsets(
     """End offset (exclusive) per partition from endingTimestamp, endingOffsetsByTimestamp
     or endingOffsets; the high watermark where no record reaches the timestamp."""
     if not options.ends_by_time:
-        return {tp: _resolve(options.ending, tp, b, LATEST) for tp, b in bounds.items()}
+        return {tp: resolve_offset(options.ending, tp, b, LATEST) for tp, b in bounds.items()}
     name = "endingTimestamp" if options.ending_timestamp is not None else "endingOffsetsByTimestamp"
     stamps = _timestamps(options.ending_timestamp, options.ending_by_timestamp, list(bounds), name)
     found = offsets_for_times(options, stamps)
@@ -345,9 +345,11 @@ class SeglogBatchReader(DataSourceReader):
         return read_any(partition)
 
 
-def _resolve(
+def resolve_offset(
     spec: str | dict[TopicPartition, int], tp: TopicPartition, bounds: tuple[int, int], default: int
 ) -> int:
+    """The offset ``spec`` names for ``tp`` ("earliest"/"latest" or a JSON map, -2/-1 and
+    partitions it omits meaning ``default``), given ``(log start, high watermark)``."""
     value = {"earliest": EARLIEST, "latest": LATEST}[spec] if isinstance(spec, str) else None
     if value is None:
         assert isinstance(spec, dict)
