@@ -241,3 +241,48 @@ def test_router_partitions_as_kafka_with_its_hash_cache(monkeypatch: pytest.Monk
     got = [router.partition("t", _encode.Record(None, -1, k, b"v", [])) for k in keys]
     assert got == [(murmur2(k) & 0x7FFFFFFF) % 5 for k in keys]
     assert len(router._hashes) <= 7
+
+
+def test_staged_batches_keep_headers_aligned_across_input_batches(tmp_path: Path) -> None:
+    """A partition's records from batches with and without a headers column, staged and
+    decoded back: every record keeps its own key, value and headers, in order."""
+    import pyarrow as pa  # noqa: PLC0415
+    from kafka.record.memory_records import MemoryRecords  # noqa: PLC0415
+
+    from seglog.spark._encode import Router  # noqa: PLC0415
+    from seglog.spark._stage import stage  # noqa: PLC0415
+
+    plain = pa.RecordBatch.from_pydict({"key": [b"a", b"b"], "value": [b"1", b"2"]})
+    headers_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    with_headers = pa.RecordBatch.from_arrays(
+        [
+            pa.array([b"c", b"d"]),
+            pa.array([b"3", b"4"]),
+            pa.array([[{"key": "h", "value": b"x"}], []], headers_type),
+        ],
+        names=["key", "value", "headers"],
+    )
+    for codec in ("none", "gzip"):
+        directory = tmp_path / codec
+        staged = stage(
+            iter([plain, with_headers, plain, with_headers]),
+            str(directory),
+            "t",
+            Router(lambda t: 1),
+            codec,
+        )
+        (file,) = staged.files
+        records = MemoryRecords((directory / file.name).read_bytes())
+        got = []
+        while (batch := records.next_batch()) is not None:
+            got += [(r.key, r.value, list(r.headers)) for r in batch]
+        assert got == [
+            (b"a", b"1", []),
+            (b"b", b"2", []),
+            (b"c", b"3", [("h", b"x")]),
+            (b"d", b"4", []),
+            (b"a", b"1", []),
+            (b"b", b"2", []),
+            (b"c", b"3", [("h", b"x")]),
+            (b"d", b"4", []),
+        ], codec

@@ -42,7 +42,14 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from seglog.columnar import BATCH_HEADER
 from seglog.errors import DataDirLockedError
-from seglog.spark._encode import CODECS, Record, Router, build_batches, records_of
+from seglog.spark._encode import (
+    CODECS,
+    Pending,
+    Router,
+    build_batches,
+    key_columns,
+    records_of,
+)
 from seglog.storage import DataDir
 
 __all__ = [
@@ -106,16 +113,27 @@ def stage(
     staged = pathlib.Path(directory, "staged")
     staged.mkdir(parents=True, exist_ok=True)
     task = uuid.uuid4().hex
-    by_partition: dict[tuple[str, int], list[Record]] = {}
+    by_partition: dict[tuple[str, int], Pending] = {}
     for batch in batches:
+        columns = key_columns(batch) if default_topic else None
+        if columns is not None and default_topic:  # key/value only: route column-wise
+            keys, values = columns
+            parts = router.partitions(default_topic, keys)
+            for key, value, part in zip(keys, values, parts, strict=True):
+                pending = by_partition.get((default_topic, part))
+                if pending is None:
+                    pending = by_partition[(default_topic, part)] = Pending()
+                pending.keys.append(key)
+                pending.values.append(value)
+            continue
         for record in records_of(batch):
             topic = record.topic or default_topic
             if not topic:
                 raise ValueError("no topic: set option topic or give the DataFrame a topic column")
             tp = (topic, router.partition(topic, record))
-            by_partition.setdefault(tp, []).append(record)
+            by_partition.setdefault(tp, Pending()).add(record)
     files = []
-    for (topic, partition), records in sorted(by_partition.items()):
+    for (topic, partition), records in sorted(by_partition.items(), key=lambda kv: kv[0]):
         name = f"staged/{topic}-{partition}-{task}.batches"
         fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
