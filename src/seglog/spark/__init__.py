@@ -17,9 +17,17 @@ may be a running broker's); one of ``subscribe`` (comma list), ``subscribePatter
 full match), ``assign`` (``{"topic": [0, 1]}``); ``startingOffsets`` / ``endingOffsets``
 (``earliest``, ``latest`` or ``{"topic": {"0": 23}}`` with -2 earliest, -1 latest; partitions
 left out start at earliest, end at latest; batch default earliest→latest, streaming default
-latest); ``maxOffsetsPerTrigger``; ``includeHeaders``; ``failOnDataLoss`` (default true:
-offsets below the log start offset raise; false skips to the log start); ``minPartitions``.
-Streaming offsets are checkpointed as ``{"topic": {"partition": next offset}}``.
+latest); ``startingTimestamp`` / ``startingOffsetsByTimestamp`` (ms; the first record at or
+after it; that precedence over ``startingOffsets``, as Spark's) with
+``startingOffsetsByTimestampStrategy`` (``error`` | ``latest``); ``endingTimestamp`` /
+``endingOffsetsByTimestamp`` (batch); ``maxOffsetsPerTrigger``; ``minOffsetsPerTrigger``
+with ``maxTriggerDelay`` (default ``15m``); ``includeHeaders``; ``failOnDataLoss`` (default
+true: offsets below the log start offset raise; false skips to the log start);
+``minPartitions``. Or ``kafka.bootstrap.servers`` instead of ``path``: the same reads
+through any Kafka-protocol broker (PLAINTEXT: Fetch into the numpy decoder; other
+``kafka.*`` options: a confluent-kafka consumer). Streaming offsets are checkpointed as
+``{"topic": {"partition": next offset}}``. ``read_topic(spark, path, topic, ...)``: a batch
+read that scans the topic's Parquet mirrors natively (``seglog.columnar``).
 
 Write options: ``topic`` (or a ``topic`` column); ``path`` (data directory) or
 ``kafka.bootstrap.servers``; ``partitions`` (count for a topic created by the sink, default
