@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from seglog.broker._testing import BrokerProcess, start_broker
 
@@ -108,7 +108,7 @@ def _wait_for(predicate: Any, timeout_s: float, what: str) -> None:
         time.sleep(0.2)
 
 
-def test_processing_time_query_follows_new_records_and_topics(
+def test_processing_time_query_follows_new_records_topics_and_partitions(
     spark: Any, broker: BrokerProcess, tmp_path: Path
 ) -> None:
     first, second = "wire-live-a", "wire-live-b"
@@ -140,9 +140,15 @@ def test_processing_time_query_follows_new_records_and_topics(
         _create(broker.bootstrap, second, 2)
         sent |= {(second, *r) for r in _produce(broker.bootstrap, second, range(30, 40), 2)}
         _wait_for(lambda: seen() == sent, 120, "records of the new topic")
+        # a partition added to a topic while the query runs, read from its start too
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_partitions([NewPartitions(first, 2)])[first].result(30)
+        sent |= {(first, *r) for r in _produce(broker.bootstrap, first, range(40, 50), 2)}
+        _wait_for(lambda: seen() == sent, 120, "records of the new partition")
+        assert (first, 1, "k41") in sent
         assert query.exception() is None
         count = spark.sql("SELECT count(*) AS n FROM wire_live").collect()[0]["n"]
-        assert count == len(sent) == 40  # exactly once: nothing read twice
+        assert count == len(sent) == 50  # exactly once: nothing read twice
     finally:
         query.stop()
 

@@ -1,10 +1,15 @@
-"""CreateTopics (API 19), DeleteTopics (API 20) and InitProducerId (API 22)."""
+"""CreateTopics (API 19), DeleteTopics (API 20), InitProducerId (API 22) and
+CreatePartitions (API 37)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
+from kafka.protocol.admin import (
+    CreatePartitionsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+)
 from kafka.protocol.producer import InitProducerIdResponse
 
 from seglog.broker import _errors
@@ -12,7 +17,12 @@ from seglog.broker._context import BrokerContext
 from seglog.errors import SeglogError, TopicExistsError, UnknownTopicError
 from seglog.storage import validate_topic_name
 
-__all__ = ["handle_create_topics", "handle_delete_topics", "handle_init_producer_id"]
+__all__ = [
+    "handle_create_partitions",
+    "handle_create_topics",
+    "handle_delete_topics",
+    "handle_init_producer_id",
+]
 
 _CTResult = CreateTopicsResponse.CreatableTopicResult
 _CTConfig = _CTResult.CreatableTopicConfigs
@@ -117,6 +127,53 @@ def handle_delete_topics(ctx: BrokerContext, req: Any, version: int) -> Any:
             kwargs["topic_id"] = topic_id
         results.append(_DTResult(**kwargs))
     return DeleteTopicsResponse[version](throttle_time_ms=0, responses=results)
+
+
+_CPResult = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+def _grow_one(ctx: BrokerContext, t: Any, validate_only: bool, node_id: int) -> Any:
+    try:
+        validate_topic_name(t.name)
+        info = ctx.topics.get(t.name)
+        if info is None:
+            raise UnknownTopicError(f"unknown topic {t.name!r}")
+        if t.count <= info.partitions:
+            return _CPResult(
+                name=t.name,
+                error_code=_errors.INVALID_PARTITIONS,
+                error_message=f"Topic currently has {info.partitions} partitions, which is "
+                f"higher than or equal to the requested {t.count}.",
+            )
+        if t.assignments is not None and (
+            len(t.assignments) != t.count - info.partitions
+            or any(list(a.broker_ids) != [node_id] for a in t.assignments)
+        ):
+            return _CPResult(
+                name=t.name,
+                error_code=_errors.INVALID_REPLICA_ASSIGNMENT,
+                error_message=f"one assignment [{node_id}] per new partition on this broker",
+            )
+        if not validate_only:
+            ctx.topics.add_partitions(t.name, t.count)
+    except (SeglogError, ValueError, OSError) as exc:
+        return _CPResult(name=t.name, error_code=_errors.error_code(exc), error_message=str(exc))
+    return _CPResult(name=t.name, error_code=0, error_message=None)
+
+
+def handle_create_partitions(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Add partitions to topics (Kafka's CreatePartitions; partitions only grow). Per
+    topic: 3 unknown topic, 17 illegal name, 37 count not above the current one, 39
+    assignments other than this broker, 42 a topic named twice; ``validate_only`` checks
+    without changing anything."""
+    names = [t.name for t in req.topics]
+    results = [
+        _CPResult(name=t.name, error_code=_errors.INVALID_REQUEST, error_message="duplicate topic")
+        if names.count(t.name) > 1
+        else _grow_one(ctx, t, req.validate_only, ctx.config.node_id)
+        for t in req.topics
+    ]
+    return CreatePartitionsResponse[version](throttle_time_ms=0, results=results)
 
 
 def handle_init_producer_id(ctx: BrokerContext, req: Any, version: int) -> Any:

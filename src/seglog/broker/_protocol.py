@@ -16,6 +16,8 @@ import struct
 from typing import Any, NamedTuple
 
 from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteRecordsRequest,
@@ -131,6 +133,7 @@ APIS: dict[int, ApiSpec] = {
         _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
         _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
         _spec(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
+        _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
         _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5),
         # consumer-group membership (_group_apis)
         _spec(JoinGroupRequest, JoinGroupResponse, 0, 9),

@@ -10,6 +10,7 @@ from typing import Any
 
 from seglog.broker import _protocol
 from seglog.broker._admin import (
+    handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
     handle_init_producer_id,
@@ -51,6 +52,7 @@ _HANDLERS: dict[int, Handler] = {
     20: handle_delete_topics,
     21: handle_delete_records,
     22: handle_init_producer_id,
+    37: handle_create_partitions,
 }
 
 

@@ -100,6 +100,15 @@ class TopicManager:
         self._by_id[info.topic_id] = name
         return info
 
+    def add_partitions(self, name: str, count: int) -> TopicInfo:
+        """Grow a topic to ``count`` partitions. Raises UnknownTopicError, ValueError."""
+        validate_topic_name(name)
+        if name not in self._by_name:
+            raise UnknownTopicError(f"unknown topic {name!r}")
+        info = self.data_dir.add_partitions(name, count)
+        self._by_name[name] = info
+        return info
+
     def delete(self, name: str) -> None:
         """Delete a topic and its partitions' data. Raises UnknownTopicError."""
         validate_topic_name(name)

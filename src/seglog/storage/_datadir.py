@@ -187,6 +187,44 @@ class DataDir:
             _files.write_small_file(meta, json.dumps({**doc, "configs": configs}).encode())
             return info
 
+    def add_partitions(self, name: str, count: int) -> TopicInfo:
+        """Grow topic ``name`` to ``count`` partitions (Kafka's CreatePartitions: partitions
+        are only ever added; existing ones keep their data). The new partition directories
+        are created first, then the topic metadata is replaced atomically, so a crash
+        leaves the old count (leftover directories are replaced on the next try).
+
+        Raises UnknownTopicError, ValueError (``count`` not above the current count or over
+        the limit), ReadOnlyError."""
+        self._check_writable()
+        meta = self._meta_path(name)
+        with self._lock:
+            try:
+                info = self._read_meta(meta)
+            except FileNotFoundError:
+                raise UnknownTopicError(f"unknown topic {name!r}") from None
+            if count <= info.partitions:
+                raise ValueError(
+                    f"topic {name!r} has {info.partitions} partitions: the new count "
+                    f"{count} must be higher"
+                )
+            if count > MAX_PARTITIONS:
+                raise ValueError(f"partitions must be in [1, {MAX_PARTITIONS}]")
+            config = self._config_for(info.configs)
+            for p in range(info.partitions, count):
+                pdir = self.path / f"{name}-{p}"
+                if pdir.exists():
+                    shutil.rmtree(pdir)  # leftover of an interrupted add
+                Log.open(pdir, config, create=True).close()
+                _files.write_small_file(
+                    pdir / _files.PARTITION_METADATA,
+                    f"version: 0\ntopic_id: {_topic_id_text(info.topic_id)}\n".encode(),
+                )
+            grown = info._replace(partitions=count)
+            doc = {"name": name, "topic_id": str(info.topic_id), "partitions": count}
+            _files.write_small_file(meta, json.dumps({**doc, "configs": info.configs}).encode())
+            self._topic_cache.pop(name, None)
+            return grown
+
     def _config_for(self, configs: Mapping[str, str]) -> LogConfig:
         merged = {**self.default_config.to_kafka_configs(), **configs}
         return LogConfig.from_kafka_configs(merged)
