@@ -233,3 +233,15 @@ def test_whole_batches_stop_at_a_partial_batch() -> None:
     assert raw_fetch_applies({"bootstrap.servers": "h:1", "security.protocol": "plaintext"})
     assert not raw_fetch_applies({"bootstrap.servers": "h:1", "security.protocol": "SSL"})
     assert not raw_fetch_applies({"bootstrap.servers": "h:1", "sasl.mechanism": "PLAIN"})
+
+
+def test_raw_fetch_of_an_unknown_partition_is_a_kafka_error(broker: BrokerProcess) -> None:
+    from kafka.errors import UnknownTopicOrPartitionError  # noqa: PLC0415
+
+    from seglog.spark._fetch import read_raw_range  # noqa: PLC0415
+
+    _create(broker.bootstrap, "wire-one-partition", 1)
+    kafka = {"bootstrap.servers": broker.bootstrap}
+    for topic, partition in (("wire-one-partition", 5), ("wire-no-such-topic", 0)):
+        with pytest.raises(UnknownTopicOrPartitionError):
+            list(read_raw_range(kafka, topic, partition, 0, 1, include_headers=False))

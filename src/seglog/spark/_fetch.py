@@ -108,13 +108,17 @@ class RawFetcher:
                 )
             )
             brokers = {b.node_id: (b.host, b.port) for b in meta.brokers}
-            leader = next(
-                p.leader_id
+            leaders = [
+                (t.error_code or p.error_code, p.leader_id)
                 for t in meta.topics
                 if t.name == topic
                 for p in t.partitions
                 if p.partition_index == partition
-            )
+            ]
+            if not leaders or leaders[0][0]:
+                code = leaders[0][0] if leaders else 3  # UNKNOWN_TOPIC_OR_PARTITION
+                raise for_code(code)(f"Metadata of {topic}-{partition}")
+            leader = leaders[0][1]
         except BaseException:
             conn.close()
             raise
