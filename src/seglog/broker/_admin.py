@@ -13,6 +13,7 @@ from kafka.protocol.admin import (
 from kafka.protocol.producer import InitProducerIdResponse
 
 from seglog.broker import _errors
+from seglog.broker._config_defs import validate_topic_configs
 from seglog.broker._context import BrokerContext
 from seglog.errors import SeglogError, TopicExistsError, UnknownTopicError
 from seglog.storage import validate_topic_name
@@ -48,6 +49,7 @@ def _create_one(ctx: BrokerContext, t: Any, validate_only: bool, version: int) -
         if t.replication_factor not in (-1, 1):
             return _CTResult(error_code=_errors.INVALID_REPLICATION_FACTOR, **kwargs)
         configs = {c.name: c.value for c in t.configs if c.value is not None}
+        validate_topic_configs(configs)
         if validate_only:
             return _CTResult(
                 error_code=0, num_partitions=partitions, replication_factor=1, configs=[], **kwargs

@@ -47,6 +47,22 @@ class CommittedOffsets:
             topics.setdefault(topic, {})[partition] = value
         self._save()
 
+    def delete_group(self, group: str) -> bool:
+        """Drop every committed offset of ``group`` (DeleteGroups); False if it had none."""
+        had = self._groups.pop(group, None) is not None
+        if had:
+            self._save()
+        return had
+
+    def delete_offsets(self, group: str, partitions: list[tuple[str, int]]) -> None:
+        """Drop ``group``'s committed offsets of these partitions (OffsetDelete)."""
+        topics = self._groups.get(group, {})
+        for topic, partition in partitions:
+            topics.get(topic, {}).pop(partition, None)
+            if topic in topics and not topics[topic]:
+                del topics[topic]
+        self._save()
+
     def forget_topic(self, topic: str) -> None:
         """Drop a deleted topic's commits."""
         changed = False

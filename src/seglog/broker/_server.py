@@ -18,12 +18,18 @@ from seglog.broker._admin import (
 from seglog.broker._bounds import check_array_counts
 from seglog.broker._committed import CommittedOffsets
 from seglog.broker._config import BrokerConfig
+from seglog.broker._config_apis import (
+    handle_alter_configs,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
 from seglog.broker._connection import Connection, Response
 from seglog.broker._context import BrokerContext
 from seglog.broker._delete_records import handle_delete_records
 from seglog.broker._durability import DurabilityWaiters
 from seglog.broker._errors import UNSUPPORTED_VERSION
 from seglog.broker._fetch import handle_fetch
+from seglog.broker._group_admin import handle_delete_groups, handle_offset_delete
 from seglog.broker._group_apis import GROUP_HANDLERS
 from seglog.broker._groups import GroupCoordinator
 from seglog.broker._metadata import handle_find_coordinator, handle_metadata
@@ -52,7 +58,12 @@ _HANDLERS: dict[int, Handler] = {
     20: handle_delete_topics,
     21: handle_delete_records,
     22: handle_init_producer_id,
+    32: handle_describe_configs,
+    33: handle_alter_configs,
     37: handle_create_partitions,
+    42: handle_delete_groups,
+    44: handle_incremental_alter_configs,
+    47: handle_offset_delete,
 }
 
 

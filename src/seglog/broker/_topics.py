@@ -109,6 +109,16 @@ class TopicManager:
         self._by_name[name] = info
         return info
 
+    def alter_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+        """Replace a topic's config overrides (live: open logs and the retention thread
+        see them at once; persisted). Raises UnknownTopicError, ValueError."""
+        validate_topic_name(name)
+        if name not in self._by_name:
+            raise UnknownTopicError(f"unknown topic {name!r}")
+        info = self.data_dir.alter_topic_configs(name, configs)
+        self._by_name[name] = info
+        return info
+
     def delete(self, name: str) -> None:
         """Delete a topic and its partitions' data. Raises UnknownTopicError."""
         validate_topic_name(name)

@@ -8,7 +8,19 @@ from __future__ import annotations
 
 import typer
 
-from seglog.cli import _backup_cmds, _bench, _log_cmds, _maintenance, _mirror_cmd, _serve
+from seglog.cli import (
+    _backup_cmds,
+    _bench,
+    _cluster_cmd,
+    _consume_cmd,
+    _group_cmds,
+    _log_cmds,
+    _maintenance,
+    _mirror_cmd,
+    _produce_cmd,
+    _serve,
+    _topic_cmds,
+)
 
 __all__ = ["app", "main"]
 
@@ -25,6 +37,11 @@ _bench.register(app)
 _backup_cmds.register(app)
 _maintenance.register(app)
 _mirror_cmd.register(app)
+_produce_cmd.register(app)
+_consume_cmd.register(app)
+_topic_cmds.register(app)
+_group_cmds.register(app)
+_cluster_cmd.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,100 @@
+"""DeleteGroups (API 42) and OffsetDelete (API 47): removing groups and committed offsets.
+
+Kafka's rules: a group with members is 68 NON_EMPTY_GROUP (DeleteGroups); a group with
+neither members nor committed offsets is 69 GROUP_ID_NOT_FOUND; OffsetDelete refuses
+partitions of a topic the group's live members subscribe to with 86
+GROUP_SUBSCRIBED_TO_TOPIC (the subscription is read from each member's consumer-protocol
+metadata, Kafka's ``ConsumerProtocolSubscription``).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from kafka.protocol.admin import DeleteGroupsResponse
+from kafka.protocol.consumer import OffsetDeleteResponse
+
+from seglog.broker._context import BrokerContext
+from seglog.broker._group_model import Group
+
+__all__ = ["handle_delete_groups", "handle_offset_delete"]
+
+INVALID_GROUP_ID = 24
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+GROUP_SUBSCRIBED_TO_TOPIC = 86
+
+
+def _known(ctx: BrokerContext, group_id: str) -> bool:
+    return group_id in ctx.groups.groups or bool(ctx.committed.partitions(group_id))
+
+
+def handle_delete_groups(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Delete empty groups and their committed offsets."""
+    results = []
+    for group_id in req.groups_names:
+        group = ctx.groups.groups.get(group_id)
+        if not group_id:
+            code = INVALID_GROUP_ID
+        elif group is not None and (group.members or group.pending):
+            code = NON_EMPTY_GROUP
+        elif not _known(ctx, group_id):
+            code = GROUP_ID_NOT_FOUND
+        else:
+            ctx.groups.groups.pop(group_id, None)
+            ctx.committed.delete_group(group_id)
+            code = 0
+        results.append(
+            DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=code)
+        )
+    return DeleteGroupsResponse[version](throttle_time_ms=0, results=results)
+
+
+def _subscribed_topics(group: Group | None) -> set[str]:
+    """Topics named in the members' ConsumerProtocolSubscription (version int16, then an
+    array of topic strings); unreadable metadata subscribes to nothing."""
+    topics: set[str] = set()
+    if group is None or group.protocol_type != "consumer":
+        return topics
+    for member in group.members.values():
+        data = member.metadata(group.protocol_name)
+        try:
+            (count,) = struct.unpack_from(">i", data, 2)
+            pos = 6
+            for _ in range(max(count, 0)):
+                (size,) = struct.unpack_from(">h", data, pos)
+                pos += 2
+                topics.add(data[pos : pos + size].decode())
+                pos += size
+        except (struct.error, UnicodeDecodeError):
+            continue
+    return topics
+
+
+def handle_offset_delete(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Delete a group's committed offsets of the named partitions."""
+    resp = OffsetDeleteResponse[version]
+    topic_cls = resp.OffsetDeleteResponseTopic
+    part_cls = topic_cls.OffsetDeleteResponsePartition
+    if not req.group_id:
+        return resp(error_code=INVALID_GROUP_ID, throttle_time_ms=0, topics=[])
+    if not _known(ctx, req.group_id):
+        return resp(error_code=GROUP_ID_NOT_FOUND, throttle_time_ms=0, topics=[])
+    group = ctx.groups.groups.get(req.group_id)
+    subscribed = _subscribed_topics(group)
+    deletable: list[tuple[str, int]] = []
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            if t.name in subscribed:
+                code = GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                code = 0
+                deletable.append((t.name, p.partition_index))
+            parts.append(part_cls(partition_index=p.partition_index, error_code=code))
+        topics.append(topic_cls(name=t.name, partitions=parts))
+    if deletable:
+        ctx.committed.delete_offsets(req.group_id, deletable)
+    return resp(error_code=0, throttle_time_ms=0, topics=topics)

@@ -1,0 +1,218 @@
+"""What every client command shares: the broker list, security options, ``-X`` passthrough,
+and one rule for Kafka errors (exit 1).
+
+The client commands (produce, consume, topic, group, cluster) talk the Kafka protocol
+through confluent-kafka (librdkafka), so they work against ``seglog serve`` and any Kafka
+broker. Options map to librdkafka's configuration names (which are Kafka's client config
+names): ``-b`` is ``bootstrap.servers``, ``--security-protocol`` is ``security.protocol``,
+and ``-X key=value`` sets any other property.
+
+Exit codes of the client commands: 0 done; 1 the broker answered an error, a request
+timed out or a delivery failed; 2 bad usage (typer's own, and bad option values).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import json
+import os
+import sys
+import typing
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+__all__ = [
+    "Brokers",
+    "ClientOptions",
+    "ExtraConfig",
+    "JsonOut",
+    "SaslMechanism",
+    "SaslPassword",
+    "SaslUsername",
+    "SecurityProtocol",
+    "SslCaLocation",
+    "Timeout",
+    "client_command",
+    "fail",
+    "kafka_errors_exit_1",
+    "print_json",
+]
+
+DEFAULT_BROKERS = "127.0.0.1:9092"
+_SECURITY = "Security (Kafka's client config names)"
+
+Brokers = Annotated[
+    str | None,
+    typer.Option(
+        "-b",
+        "--brokers",
+        "--bootstrap-server",
+        help="bootstrap.servers: HOST:PORT[,...] (default: $SEGLOG_BROKERS or 127.0.0.1:9092)",
+    ),
+]
+ExtraConfig = Annotated[
+    list[str] | None,
+    typer.Option(
+        "-X",
+        help="Any client property as key=value (librdkafka/Kafka names), repeatable.",
+        rich_help_panel=_SECURITY,
+    ),
+]
+SecurityProtocol = Annotated[
+    str | None,
+    typer.Option(
+        "--security-protocol",
+        help="security.protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
+        rich_help_panel=_SECURITY,
+    ),
+]
+SaslMechanism = Annotated[
+    str | None,
+    typer.Option(
+        "--sasl-mechanism",
+        help="sasl.mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.",
+        rich_help_panel=_SECURITY,
+    ),
+]
+SaslUsername = Annotated[
+    str | None,
+    typer.Option("--sasl-username", help="sasl.username.", rich_help_panel=_SECURITY),
+]
+SaslPassword = Annotated[
+    str | None,
+    typer.Option(
+        "--sasl-password",
+        envvar="SEGLOG_SASL_PASSWORD",
+        help="sasl.password (or $SEGLOG_SASL_PASSWORD).",
+        rich_help_panel=_SECURITY,
+    ),
+]
+SslCaLocation = Annotated[
+    str | None,
+    typer.Option(
+        "--ssl-ca-location",
+        help="ssl.ca.location: PEM file of the CA that signed the broker's certificate.",
+        rich_help_panel=_SECURITY,
+    ),
+]
+JsonOut = Annotated[bool, typer.Option("--json", help="Machine-readable JSON instead of tables.")]
+Timeout = Annotated[
+    float, typer.Option("--timeout", help="Seconds to wait for each broker request.")
+]
+
+err_console = Console(stderr=True)
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print ``error: message`` on stderr; return the Exit to raise."""
+    err_console.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientOptions:
+    """The connection options every client command takes (see :func:`client_command`)."""
+
+    brokers: str | None = None
+    extra: tuple[str, ...] = ()
+    security_protocol: str | None = None
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+    ssl_ca_location: str | None = None
+
+    def config(self, **overrides: Any) -> dict[str, Any]:
+        """The librdkafka configuration; ``overrides`` first, then the options, then
+        ``-X`` entries (which win). Raises ``typer.Exit(2)`` on a ``-X`` without ``=``."""
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.brokers
+            or os.environ.get("SEGLOG_BROKERS")
+            or DEFAULT_BROKERS,
+            **overrides,
+        }
+        for key, value in (
+            ("security.protocol", self.security_protocol),
+            ("sasl.mechanism", self.sasl_mechanism),
+            ("sasl.username", self.sasl_username),
+            ("sasl.password", self.sasl_password),
+            ("ssl.ca.location", self.ssl_ca_location),
+        ):
+            if value is not None:
+                conf[key] = value
+        for item in self.extra:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise fail(f"-X {item!r}: expected key=value", 2)
+            conf[key.strip()] = value
+        return conf
+
+
+_OPTION_PARAMS = {
+    "brokers": Brokers,
+    "extra": ExtraConfig,
+    "security_protocol": SecurityProtocol,
+    "sasl_mechanism": SaslMechanism,
+    "sasl_username": SaslUsername,
+    "sasl_password": SaslPassword,
+    "ssl_ca_location": SslCaLocation,
+}
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def client_command(func: _F) -> _F:
+    """Give a command the shared connection options. ``func`` takes a keyword-only
+    ``client: ClientOptions``; the wrapper's signature (what typer reads) replaces it with
+    ``-b``, ``-X``, ``--security-protocol``, ``--sasl-*`` and ``--ssl-ca-location``."""
+    sig = inspect.signature(func)
+    hints = typing.get_type_hints(func, include_extras=True)
+    params = [
+        p.replace(annotation=hints.get(p.name, p.annotation))  # evaluated: typer reads these
+        for p in sig.parameters.values()
+        if p.name != "client"
+    ]
+    params += [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ann)
+        for name, ann in _OPTION_PARAMS.items()
+    ]
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        options = {name: kwargs.pop(name, None) for name in _OPTION_PARAMS}
+        options["extra"] = tuple(options["extra"] or ())
+        return func(*args, client=ClientOptions(**options), **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {
+        **{k: v for k, v in hints.items() if k != "client"},
+        **_OPTION_PARAMS,
+    }
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def kafka_errors_exit_1() -> Iterator[None]:
+    """Turn a KafkaException (or a timeout waiting on a broker) into ``error: ...`` on
+    stderr and exit code 1."""
+    from confluent_kafka import KafkaException  # noqa: PLC0415 - only client commands
+
+    try:
+        yield
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args else exc
+        text = err.str() if hasattr(err, "str") else str(err)
+        raise fail(text) from None
+    except TimeoutError:
+        raise fail("timed out waiting for the broker") from None
+
+
+def print_json(value: object) -> None:
+    """One JSON document on stdout (a line)."""
+    sys.stdout.write(json.dumps(value, sort_keys=True) + "\n")
+    sys.stdout.flush()

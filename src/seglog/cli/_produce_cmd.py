@@ -1,0 +1,187 @@
+"""``seglog produce TOPIC``: records from stdin or files to any Kafka-protocol broker
+(kcat's ``-P``).
+
+Input is split into records on a delimiter (newline by default, ``-D`` to change, bytes
+kept exactly: no decoding, so binary values survive with a delimiter that is not in them);
+``-K DELIM`` splits each record into key and value at the first DELIM; ``--json-input``
+reads JSON lines ``{"key": ..., "value": ..., "headers": {...}, "partition": N}`` instead.
+With ``--json`` one line per delivered record reports topic, partition and offset.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, BinaryIO
+
+import typer
+
+from seglog.cli._client import ClientOptions, client_command, fail, print_json
+
+__all__ = ["register"]
+
+
+def _unescape(text: str) -> bytes:
+    return text.encode().decode("unicode_escape").encode("latin-1")
+
+
+def _chunks(stream: BinaryIO, delimiter: bytes) -> Iterator[bytes]:
+    pending = b""
+    while True:
+        block = stream.read(1 << 16)
+        if not block:
+            break
+        pending += block
+        *records, pending = pending.split(delimiter)
+        yield from records
+    if pending:
+        yield pending
+
+
+def _json_record(line: bytes, number: int) -> dict[str, Any]:
+    try:
+        doc = json.loads(line)
+    except ValueError as exc:
+        raise fail(f"line {number}: not JSON ({exc})", 2) from None
+    if not isinstance(doc, dict):
+        raise fail(f"line {number}: expected a JSON object with key/value/headers", 2)
+
+    def as_bytes(value: object) -> bytes | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return value.encode()
+        return json.dumps(value).encode()
+
+    headers = doc.get("headers") or {}
+    return {
+        "key": as_bytes(doc.get("key")),
+        "value": as_bytes(doc.get("value")),
+        "headers": [(str(k), as_bytes(v)) for k, v in dict(headers).items()],
+        "partition": doc.get("partition"),
+    }
+
+
+@client_command
+def produce(  # noqa: PLR0917 (typer maps each parameter to an option)
+    topic: Annotated[str, typer.Argument(help="Topic to produce to.")],
+    files: Annotated[
+        list[Path] | None, typer.Argument(help="Files to read (default: stdin).")
+    ] = None,
+    key: Annotated[str | None, typer.Option("-k", "--key", help="Key of every record.")] = None,
+    key_delimiter: Annotated[
+        str | None,
+        typer.Option("-K", help="Split each input record into key and value at this delimiter."),
+    ] = None,
+    delimiter: Annotated[
+        str, typer.Option("-D", "--delimiter", help="Record delimiter (escapes like \\n, \\0).")
+    ] = "\\n",
+    header: Annotated[
+        list[str] | None, typer.Option("-H", "--header", help="Header key=value, repeatable.")
+    ] = None,
+    partition: Annotated[
+        int | None, typer.Option("-p", "--partition", help="Partition (default: partitioner).")
+    ] = None,
+    compression: Annotated[
+        str,
+        typer.Option(
+            "-z", "--compression", help="compression.type: none, gzip, snappy, lz4, zstd."
+        ),
+    ] = "none",
+    acks: Annotated[str, typer.Option("--acks", help="acks: 0, 1 or all.")] = "all",
+    json_input: Annotated[
+        bool,
+        typer.Option("--json-input", help="Input is JSON lines {key, value, headers, partition}."),
+    ] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print each delivered record's partition and offset.")
+    ] = False,
+    *,
+    client: ClientOptions,
+) -> None:
+    """Produce records from stdin or files (one per line by default)."""
+    from confluent_kafka import KafkaError, KafkaException, Producer  # noqa: PLC0415
+
+    headers: list[tuple[str, bytes | None]] = []
+    for item in header or ():
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise fail(f"-H {item!r}: expected key=value", 2)
+        headers.append((name, value.encode()))
+    producer = Producer(
+        client.config(
+            **{
+                "compression.type": compression,
+                "acks": acks,
+                "linger.ms": 5,
+                "enable.idempotence": acks == "all",
+            }
+        )
+    )
+    failures: list[str] = []
+
+    def delivered(err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            failures.append(err.str())
+        elif json_out:
+            print_json({"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset()})
+
+    split = _unescape(delimiter)
+    key_split = None if key_delimiter is None else _unescape(key_delimiter)
+    fixed_key = None if key is None else key.encode()
+    sources: list[BinaryIO] = [sys.stdin.buffer] if not files else []
+    count = 0
+    try:
+        for path in files or ():
+            try:
+                sources.append(path.open("rb"))
+            except OSError as exc:
+                raise fail(f"{path}: {exc.strerror}", 2) from None
+        for source in sources:
+            for number, chunk in enumerate(_chunks(source, split), 1):
+                if json_input:
+                    if not chunk.strip():
+                        continue
+                    rec = _json_record(chunk, number)
+                else:
+                    k, v = fixed_key, chunk
+                    if key_split is not None:
+                        k_part, found, v_part = chunk.partition(key_split)
+                        k, v = (k_part, v_part) if found else (None, chunk)
+                    rec = {"key": k, "value": v, "headers": [], "partition": None}
+                kwargs: dict[str, Any] = {
+                    "key": rec["key"],
+                    "value": rec["value"],
+                    "on_delivery": delivered,
+                }
+                if headers or rec["headers"]:
+                    kwargs["headers"] = headers + rec["headers"]
+                target = rec["partition"] if rec["partition"] is not None else partition
+                if target is not None:
+                    kwargs["partition"] = int(target)
+                while True:
+                    try:
+                        producer.produce(topic, **kwargs)
+                        break
+                    except BufferError:
+                        producer.poll(0.1)  # local queue full: wait for deliveries
+                count += 1
+                producer.poll(0)
+        remaining = producer.flush(60)
+    except KafkaException as exc:
+        raise fail(str(exc.args[0])) from None
+    finally:
+        for source in sources:
+            if source is not sys.stdin.buffer:
+                source.close()
+    if remaining:
+        raise fail(f"{remaining} record(s) not delivered within 60 s")
+    if failures:
+        raise fail(f"{len(failures)} of {count} record(s) failed: {failures[0]}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``produce`` to ``app``."""
+    app.command("produce")(produce)
