@@ -11,7 +11,7 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.cli.conftest import SEGLOG, Seglog
+from .conftest import SEGLOG, Seglog
 
 
 def _create(broker: str, topic: str, partitions: int = 1) -> None:

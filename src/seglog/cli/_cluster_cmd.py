@@ -27,7 +27,8 @@ def info(json_out: JsonOut = False, *, client: ClientOptions) -> None:
     from confluent_kafka.admin import AdminClient  # noqa: PLC0415
 
     with kafka_errors_exit_1():
-        meta = AdminClient(client.config()).list_topics(timeout=30)
+        admin = AdminClient(client.config())  # kept alive until its answer
+        meta = admin.list_topics(timeout=30)
     brokers = [
         {"node_id": b.id, "host": b.host, "port": b.port}
         for b in sorted(meta.brokers.values(), key=lambda b: b.id)

@@ -37,7 +37,8 @@ TIMEOUT = 30.0
 def _admin(client: ClientOptions) -> Any:
     from confluent_kafka.admin import AdminClient  # noqa: PLC0415
 
-    return AdminClient(client.config())
+    # describing a topic must not create it (librdkafka admin handles default to true)
+    return AdminClient(client.config(**{"allow.auto.create.topics": False}))
 
 
 def _state_name(state: Any) -> str:
@@ -49,7 +50,8 @@ def _state_name(state: Any) -> str:
 def list_groups(json_out: JsonOut = False, *, client: ClientOptions) -> None:
     """Consumer groups with their state."""
     with kafka_errors_exit_1():
-        result = _admin(client).list_consumer_groups(request_timeout=TIMEOUT).result(TIMEOUT)
+        admin = _admin(client)  # kept alive until its futures resolve
+        result = admin.list_consumer_groups(request_timeout=TIMEOUT).result(TIMEOUT)
     rows = sorted(
         ({"group": g.group_id, "state": _state_name(g.state)} for g in result.valid),
         key=lambda r: r["group"],
@@ -179,7 +181,8 @@ def delete(
 ) -> None:
     """Delete empty groups and their committed offsets."""
     with kafka_errors_exit_1():
-        futures = _admin(client).delete_consumer_groups(groups, request_timeout=TIMEOUT)
+        admin = _admin(client)  # kept alive until its futures resolve
+        futures = admin.delete_consumer_groups(groups, request_timeout=TIMEOUT)
         for name, future in futures.items():
             future.result(TIMEOUT)
             console.print(f"deleted group {name}")

@@ -33,7 +33,8 @@ TIMEOUT = 30.0
 def _admin(client: ClientOptions) -> Any:
     from confluent_kafka.admin import AdminClient  # noqa: PLC0415
 
-    return AdminClient(client.config())
+    # describing a topic must not create it (librdkafka admin handles default to true)
+    return AdminClient(client.config(**{"allow.auto.create.topics": False}))
 
 
 def _key_values(items: list[str] | None, flag: str) -> dict[str, str]:
@@ -51,7 +52,8 @@ def _key_values(items: list[str] | None, flag: str) -> dict[str, str]:
 def list_topics(json_out: JsonOut = False, *, client: ClientOptions) -> None:
     """Topics with their partition counts (internal topics included)."""
     with kafka_errors_exit_1():
-        meta = _admin(client).list_topics(timeout=TIMEOUT)
+        admin = _admin(client)  # kept alive until its futures resolve
+        meta = admin.list_topics(timeout=TIMEOUT)
     rows = [
         {
             "topic": name,
@@ -90,8 +92,18 @@ def create(
 
     new = NewTopic(topic, partitions, replication_factor, config=_key_values(config, "-c"))
     with kafka_errors_exit_1():
-        _admin(client).create_topics([new])[topic].result(TIMEOUT)
+        admin = _admin(client)  # kept alive until its futures resolve
+        admin.create_topics([new])[topic].result(TIMEOUT)
     console.print(f"created topic {topic} with {partitions} partition(s)")
+
+
+def _source_name(source: Any) -> str:
+    from confluent_kafka.admin import ConfigSource  # noqa: PLC0415
+
+    try:
+        return str(ConfigSource(int(source)).name)
+    except (ValueError, TypeError):
+        return str(getattr(source, "name", source))
 
 
 def _describe(admin: Any, topic: str) -> dict[str, Any]:
@@ -115,7 +127,7 @@ def _describe(admin: Any, topic: str) -> dict[str, Any]:
     configs = {
         name: {
             "value": e.value,
-            "source": e.source.name if hasattr(e.source, "name") else str(e.source),
+            "source": _source_name(e.source),
         }
         for name, e in sorted(entries.items())
     }
@@ -193,7 +205,8 @@ def alter_config(
         raise fail("nothing to change: give --set key=value or --delete key", 2)
     res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=changes)
     with kafka_errors_exit_1():
-        _admin(client).incremental_alter_configs([res])[res].result(TIMEOUT)
+        admin = _admin(client)  # kept alive until its futures resolve
+        admin.incremental_alter_configs([res])[res].result(TIMEOUT)
     console.print(f"altered {len(changes)} config(s) of {topic}")
 
 
@@ -209,7 +222,8 @@ def add_partitions(
     from confluent_kafka.admin import NewPartitions  # noqa: PLC0415
 
     with kafka_errors_exit_1():
-        _admin(client).create_partitions([NewPartitions(topic, total)])[topic].result(TIMEOUT)
+        admin = _admin(client)  # kept alive until its futures resolve
+        admin.create_partitions([NewPartitions(topic, total)])[topic].result(TIMEOUT)
     console.print(f"{topic} now has {total} partitions")
 
 
@@ -258,7 +272,8 @@ def delete(
 ) -> None:
     """Delete topics and their data."""
     with kafka_errors_exit_1():
-        futures = _admin(client).delete_topics(topics, operation_timeout=TIMEOUT)
+        admin = _admin(client)  # kept alive until its futures resolve
+        futures = admin.delete_topics(topics, operation_timeout=TIMEOUT)
         for name, future in futures.items():
             future.result(TIMEOUT)
             console.print(f"deleted topic {name}")

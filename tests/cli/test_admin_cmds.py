@@ -1,0 +1,160 @@
+"""``seglog topic ...``, ``seglog group ...`` and ``seglog cluster info`` against a real
+``seglog serve``: each checked against what a Kafka client sees."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from .conftest import Seglog
+
+
+def test_topic_lifecycle(seglog: Seglog, broker: str, topic: str) -> None:
+    seglog("topic", "create", topic, "-p", "2", "-c", "retention.ms=60000")
+    assert {"topic": topic, "partitions": 2, "error": None} in seglog.json("topic", "list")
+    assert seglog("topic", "create", topic, check=False).returncode == 1  # exists
+
+    producer = Producer({"bootstrap.servers": broker})
+    for i in range(10):
+        producer.produce(topic, value=b"x", partition=i % 2)
+    assert producer.flush(30) == 0
+    doc = seglog.json("topic", "describe", topic)
+    assert [
+        (p["partition"], p["log_start_offset"], p["log_end_offset"]) for p in doc["partitions"]
+    ] == [
+        (0, 0, 5),
+        (1, 0, 5),
+    ]
+    assert doc["configs"]["retention.ms"] == {"value": "60000", "source": "DYNAMIC_TOPIC_CONFIG"}
+
+    seglog(
+        "topic",
+        "alter-config",
+        topic,
+        "--set",
+        "retention.ms=120000",
+        "--set",
+        "cleanup.policy=compact",
+    )
+    configs = seglog.json("topic", "describe", topic)["configs"]
+    assert configs["retention.ms"]["value"] == "120000"
+    assert configs["cleanup.policy"]["value"] == "compact"
+    seglog("topic", "alter-config", topic, "--delete", "cleanup.policy")
+    assert seglog.json("topic", "describe", topic)["configs"]["cleanup.policy"]["value"] == "delete"
+    bad = seglog("topic", "alter-config", topic, "--set", "segment.bytes=tiny", check=False)
+    assert bad.returncode == 1
+    assert b"segment.bytes" in bad.stderr
+
+    trimmed = seglog.json("topic", "trim-prefix", topic, "--offset", "3", "-p", "0")
+    assert trimmed == [{"partition": 0, "log_start_offset": 3}]
+    starts = [p["log_start_offset"] for p in seglog.json("topic", "describe", topic)["partitions"]]
+    assert starts == [3, 0]
+
+    seglog("topic", "add-partitions", topic, "--total", "4")
+    assert len(seglog.json("topic", "describe", topic)["partitions"]) == 4
+
+    seglog("topic", "delete", topic)
+    assert topic not in {t["topic"] for t in seglog.json("topic", "list")}
+    gone = seglog("topic", "describe", topic, check=False)
+    assert gone.returncode == 1
+
+
+def _group_with_commits(broker: str, topic: str, group: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker})
+    from confluent_kafka.admin import NewTopic  # noqa: PLC0415
+
+    admin.create_topics([NewTopic(topic, 2)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": broker})
+    for i in range(20):
+        producer.produce(topic, value=b"v", partition=i % 2, timestamp=1_700_000_000_000 + i * 1000)
+    assert producer.flush(30) == 0
+    consumer = Consumer(
+        {"bootstrap.servers": broker, "group.id": group, "enable.auto.commit": False}
+    )
+    consumer.commit(
+        offsets=[TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 7)], asynchronous=False
+    )
+    consumer.close()
+
+
+def test_group_describe_shows_real_lag(seglog: Seglog, broker: str, topic: str) -> None:
+    group = f"{topic}-g"
+    _group_with_commits(broker, topic, group)
+    doc = seglog.json("group", "describe", group)
+    rows = {(p["topic"], p["partition"]): p for p in doc["partitions"]}
+    assert rows[(topic, 0)]["committed_offset"] == 4
+    assert rows[(topic, 0)]["log_end_offset"] == 10
+    assert rows[(topic, 0)]["lag"] == 6
+    assert rows[(topic, 1)]["lag"] == 3
+    assert doc["state"] == "EMPTY"
+    assert {"group": group, "state": "EMPTY"} in seglog.json("group", "list")
+
+    # a live member shows up with its assignment
+    member = Consumer({"bootstrap.servers": broker, "group.id": group, "client.id": "cli-test"})
+    member.subscribe([topic])
+    try:
+        deadline = time.monotonic() + 30
+        while not member.assignment() and time.monotonic() < deadline:
+            member.poll(0.2)
+        doc = seglog.json("group", "describe", group)
+        assert doc["state"] == "STABLE"
+        assert [m["client_id"] for m in doc["members"]] == ["cli-test"]
+        assert len(doc["members"][0]["assignment"]) == 2
+        # seek refuses to execute while a member is live
+        busy = seglog("group", "seek", group, "--to-earliest", "--execute", check=False)
+        assert busy.returncode == 1
+        assert b"live member" in busy.stderr
+        assert seglog("group", "delete", group, check=False).returncode == 1  # not empty
+    finally:
+        member.close()
+
+
+def test_group_seek_dry_run_then_execute(seglog: Seglog, broker: str, topic: str) -> None:
+    group = f"{topic}-g"
+    _group_with_commits(broker, topic, group)
+
+    def committed() -> dict[int, int]:
+        doc = seglog.json("group", "describe", group)
+        return {p["partition"]: p["committed_offset"] for p in doc["partitions"]}
+
+    plan = seglog.json("group", "seek", group, "--to-earliest")
+    assert plan["executed"] is False
+    assert [(p["partition"], p["current_offset"], p["new_offset"]) for p in plan["partitions"]] == [
+        (0, 4, 0),
+        (1, 7, 0),
+    ]
+    assert committed() == {0: 4, 1: 7}  # dry run changed nothing
+
+    shifted = seglog.json("group", "seek", group, "--shift-by", "-2", "--execute")
+    assert [p["new_offset"] for p in shifted["partitions"]] == [2, 5]
+    assert committed() == {0: 2, 1: 5}
+    seglog("group", "seek", group, "--shift-by", "100", "--execute")
+    assert committed() == {0: 10, 1: 10}  # clamped to the log end
+    # partition 0 holds even i: timestamps base+0, +2000, ...; +5000 → first is i=6 (offset 3)
+    seglog("group", "seek", group, "--to-datetime", "2023-11-14T22:13:25+00:00", "--execute")
+    assert committed() == {0: 3, 1: 2}
+    seglog("group", "seek", group, "--to-offset", "1", "--topic", topic, "--execute")
+    assert committed() == {0: 1, 1: 1}
+    assert seglog("group", "seek", group, check=False).returncode == 2  # no --to option
+
+    seglog("group", "delete", group)
+    assert group not in {g["group"] for g in seglog.json("group", "list")}
+
+
+def test_cluster_info(seglog: Seglog) -> None:
+    doc = seglog.json("cluster", "info")
+    assert doc["controller_id"] == 0
+    assert [b["node_id"] for b in doc["brokers"]] == [0]
+    assert doc["cluster_id"]
+    table = seglog("cluster", "info").stdout.decode()
+    assert "brokers" in table
+
+
+def test_unreachable_broker_is_exit_1() -> None:
+    done = Seglog("127.0.0.1:1")(
+        "topic", "list", "-X", "socket.timeout.ms=2000", check=False, timeout=120
+    )
+    assert done.returncode == 1
+    assert b"error" in done.stderr
