@@ -126,6 +126,19 @@ def _start_offsets(
     return tps
 
 
+def _store(consumer: Any, batch: list[Any]) -> None:
+    """Store the next offset of the last record printed per partition (committed by the
+    group's auto commit and at close)."""
+    from confluent_kafka import TopicPartition  # noqa: PLC0415
+
+    last: dict[tuple[str, int], int] = {}
+    for msg in batch:
+        if msg.error() is None:
+            last[(msg.topic(), msg.partition())] = msg.offset()
+    if last:
+        consumer.store_offsets(offsets=[TopicPartition(t, p, o + 1) for (t, p), o in last.items()])
+
+
 @client_command
 def consume(  # noqa: PLR0917 (one loop, kcat's options)
     topic: Annotated[str, typer.Argument(help="Topic to consume.")],
@@ -188,28 +201,36 @@ def consume(  # noqa: PLR0917 (one loop, kcat's options)
             if unknown:
                 raise fail(f"topic {topic!r} has no partition(s) {sorted(unknown)}", 2)
             consumer.assign(_start_offsets(consumer, topic, chosen, kind, number))
+        plain_values = template == b"%v\\n" and not json_out  # kcat's default output
         while count is None or printed < count:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    at_end.add((msg.topic(), msg.partition()))
-                    assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
-                    if exit_at_end and assigned and assigned <= at_end:
-                        break
-                    continue
-                raise fail(err.str())
-            at_end.discard((msg.topic(), msg.partition()))
-            if json_out:
-                print_json(_as_json(msg))
-            else:
-                out.write(_render(template, msg))
+            want = 1000 if count is None else min(1000, count - printed)
+            batch = consumer.consume(want, 0.5)
+            chunks: list[bytes] = []
+            for msg in batch:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        at_end.add((str(msg.topic()), int(msg.partition())))
+                        continue
+                    raise fail(err.str())
+                at_end.discard((str(msg.topic()), int(msg.partition())))
+                if json_out:
+                    print_json(_as_json(msg))
+                elif plain_values:
+                    chunks.append(msg.value() or b"")
+                    chunks.append(b"\n")
+                else:
+                    chunks.append(_render(template, msg))
+                printed += 1
+            if chunks:
+                out.write(b"".join(chunks))
                 out.flush()
-            printed += 1
-            if group is not None:
-                consumer.store_offsets(message=msg)
+            if group is not None and batch:
+                _store(consumer, batch)
+            if exit_at_end and at_end:
+                assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+                if assigned and assigned <= at_end:
+                    break
     except KeyboardInterrupt:
         pass  # Ctrl-C: close below (commits and leaves the group), exit 0
     except KafkaException as exc:

@@ -110,16 +110,6 @@ def produce(  # noqa: PLR0917 (typer maps each parameter to an option)
         if not sep:
             raise fail(f"-H {item!r}: expected key=value", 2)
         headers.append((name, value.encode()))
-    producer = Producer(
-        client.config(
-            **{
-                "compression.type": compression,
-                "acks": acks,
-                "linger.ms": 5,
-                "enable.idempotence": acks == "all",
-            }
-        )
-    )
     failures: list[str] = []
 
     def delivered(err: KafkaError | None, msg: Any) -> None:
@@ -128,6 +118,18 @@ def produce(  # noqa: PLR0917 (typer maps each parameter to an option)
         elif json_out:
             print_json({"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset()})
 
+    producer = Producer(
+        client.config(
+            **{
+                "compression.type": compression,
+                "acks": acks,
+                "linger.ms": 20,
+                "enable.idempotence": acks == "all",
+                "on_delivery": delivered,  # one callback for all records, not one per call
+                "delivery.report.only.error": not json_out,
+            }
+        )
+    )
     split = _unescape(delimiter)
     key_split = None if key_delimiter is None else _unescape(key_delimiter)
     fixed_key = None if key is None else key.encode()
@@ -145,30 +147,30 @@ def produce(  # noqa: PLR0917 (typer maps each parameter to an option)
                     if not chunk.strip():
                         continue
                     rec = _json_record(chunk, number)
+                    k, v = rec["key"], rec["value"]
+                    extra, target = headers + rec["headers"], rec["partition"]
                 else:
-                    k, v = fixed_key, chunk
+                    k, v, extra, target = fixed_key, chunk, headers, None
                     if key_split is not None:
                         k_part, found, v_part = chunk.partition(key_split)
                         k, v = (k_part, v_part) if found else (None, chunk)
-                    rec = {"key": k, "value": v, "headers": [], "partition": None}
-                kwargs: dict[str, Any] = {
-                    "key": rec["key"],
-                    "value": rec["value"],
-                    "on_delivery": delivered,
-                }
-                if headers or rec["headers"]:
-                    kwargs["headers"] = headers + rec["headers"]
-                target = rec["partition"] if rec["partition"] is not None else partition
-                if target is not None:
-                    kwargs["partition"] = int(target)
+                if target is None:
+                    target = partition
                 while True:
                     try:
-                        producer.produce(topic, **kwargs)
+                        if target is None and not extra:  # the common case, no kwargs
+                            producer.produce(topic, v, k)
+                        else:
+                            producer.produce(
+                                topic, v, k, partition=-1 if target is None else int(target),
+                                headers=extra or None,
+                            )  # fmt: skip
                         break
                     except BufferError:
                         producer.poll(0.1)  # local queue full: wait for deliveries
                 count += 1
-                producer.poll(0)
+                if not count % 1024:
+                    producer.poll(0)
         remaining = producer.flush(60)
     except KafkaException as exc:
         raise fail(str(exc.args[0])) from None
