@@ -118,6 +118,7 @@ def handle_delete_topics(ctx: BrokerContext, req: Any, version: int) -> Any:
                 raise UnknownTopicError("no topic name or id")
             info = ctx.topics.get(name)
             ctx.topics.delete(name)
+            ctx.metrics.forget_topic(name)
             ctx.producers.forget_topic(name)
             ctx.committed.forget_topic(name)
             code = 0

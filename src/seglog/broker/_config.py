@@ -45,6 +45,9 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 100  # group.initial.rebalance.delay.ms (Kafka: 3000)
     group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
     group_max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    # operations
+    metrics_host: str | None = None  # seglog: serve Prometheus /metrics here (None: off)
+    metrics_port: int = 0  # seglog: its port (0: any free port, logged)
 
 
 def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:

@@ -8,6 +8,7 @@ from seglog.broker._committed import CommittedOffsets
 from seglog.broker._config import BrokerConfig
 from seglog.broker._durability import DurabilityWaiters
 from seglog.broker._groups import GroupCoordinator
+from seglog.broker._metrics import BrokerMetrics
 from seglog.broker._producers import BrokerState, ProducerStateTable
 from seglog.broker._topics import TopicManager
 
@@ -33,3 +34,5 @@ class BrokerContext:
     shutting_down: bool = False
     groups: GroupCoordinator = dataclasses.field(default_factory=GroupCoordinator)
     """Consumer-group membership (JoinGroup/SyncGroup/Heartbeat/LeaveGroup)."""
+    metrics: BrokerMetrics = dataclasses.field(default_factory=BrokerMetrics)
+    """Traffic counters and latency histograms (exported by ``--metrics-listen``)."""

@@ -183,6 +183,7 @@ def handle_fetch(
     max_bytes = req.max_bytes if version >= 3 else 0x7FFFFFFF
     entries, total, erred = _read(ctx, wanted, max_bytes)
     if total >= req.min_bytes or erred or req.max_wait_ms <= 0 or ctx.shutting_down:
+        _count(ctx, entries)
         return _encode(version, correlation_id, entries)
     return _long_poll(
         ctx,
@@ -208,14 +209,26 @@ async def _long_poll(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_ms / 1000
     keys = [(w.topic, w.partition) for w in wanted if w.topic is not None]
-    while True:
-        fut = ctx.topics.waiter(keys)  # registered before reading: no lost wake-up
-        try:
-            entries, total, erred = _read(ctx, wanted, max_bytes)
-            timeout = deadline - loop.time()
-            if total >= min_bytes or erred or timeout <= 0 or ctx.shutting_down:
-                return _encode(version, correlation_id, entries)
-            await asyncio.wait((fut,), timeout=timeout)
-        finally:
-            ctx.topics.discard(fut, keys)
-            fut.cancel()
+    ctx.metrics.fetches_waiting += 1
+    try:
+        while True:
+            fut = ctx.topics.waiter(keys)  # registered before reading: no lost wake-up
+            try:
+                entries, total, erred = _read(ctx, wanted, max_bytes)
+                timeout = deadline - loop.time()
+                if total >= min_bytes or erred or timeout <= 0 or ctx.shutting_down:
+                    _count(ctx, entries)
+                    return _encode(version, correlation_id, entries)
+                await asyncio.wait((fut,), timeout=timeout)
+            finally:
+                ctx.topics.discard(fut, keys)
+                fut.cancel()
+    finally:
+        ctx.metrics.fetches_waiting -= 1
+
+
+def _count(ctx: BrokerContext, entries: list[Any]) -> None:
+    """Bytes and records sent, per partition (metrics)."""
+    for w, _code, _hw, _start, data in entries:
+        if data and w.topic is not None:
+            ctx.metrics.fetched(w.topic, w.partition, data)

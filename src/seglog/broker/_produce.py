@@ -100,6 +100,7 @@ def _append(ctx: BrokerContext, topic: str, partition: int, records: Any) -> _Re
                     partition, 0, dup_base, -1, plog.log_start_offset, plog, dup_last + 1
                 )
         info = plog.append(records)
+        ctx.metrics.produced(topic, partition, info.record_count, len(records))
         if ident is not None:
             ctx.producers.record(topic, partition, ident, info.base_offset, info.last_offset)
         return _Result(

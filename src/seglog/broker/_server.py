@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
+
+from prometheus_client import start_http_server
 
 from seglog.broker import _protocol
 from seglog.broker._admin import (
@@ -33,6 +36,7 @@ from seglog.broker._group_admin import handle_delete_groups, handle_offset_delet
 from seglog.broker._group_apis import GROUP_HANDLERS
 from seglog.broker._groups import GroupCoordinator
 from seglog.broker._metadata import handle_find_coordinator, handle_metadata
+from seglog.broker._metrics import snapshot_from_loop
 from seglog.broker._offsets import handle_list_offsets, handle_offset_commit, handle_offset_fetch
 from seglog.broker._produce import handle_produce, handle_produce_frame
 from seglog.broker._producers import BrokerState, ProducerStateTable
@@ -94,6 +98,8 @@ class Broker:
         self._idle_timer: asyncio.TimerHandle | None = None
         self.bound: tuple[str, int] | None = None
         self._retention: RetentionTask | None = None  # retention / cleaner thread
+        self._metrics_server: Any = None  # prometheus-client's WSGI server (its own thread)
+        self.metrics_bound: tuple[str, int] | None = None
 
     async def start(self) -> None:
         """Open the data directory and start listening. Raises OSError (address in use)."""
@@ -136,8 +142,11 @@ class Broker:
                 max_session_timeout_ms=config.group_max_session_timeout_ms,
             ),
         )
+        topics.sync_observer = self._ctx.metrics.observe_sync
         self._schedule_idle_sweep()
         self._retention = start_retention(config, self._data_dir)
+        if config.metrics_host is not None:
+            self._start_metrics(loop)
         log.info(
             "seglog broker listening on %s:%d (advertised %s:%d), data directory %s",
             config.host,
@@ -146,6 +155,22 @@ class Broker:
             self._ctx.port,
             config.data_dir,
         )
+
+    def _start_metrics(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve ``/metrics`` (Prometheus text format) on ``metrics_host:metrics_port``."""
+        ctx, config = self._ctx, self.config
+        assert ctx is not None
+        assert config.metrics_host is not None
+        metrics = ctx.metrics
+        metrics.serve_collector(
+            snapshot_from_loop(loop, ctx, metrics, lambda: len(self._connections))
+        )
+        server, _thread = start_http_server(
+            config.metrics_port, config.metrics_host, registry=metrics.registry
+        )
+        self._metrics_server = server
+        self.metrics_bound = (config.metrics_host, int(server.server_port))
+        log.info("metrics on http://%s:%d/metrics", config.metrics_host, server.server_port)
 
     def _new_connection(self) -> Connection:
         return Connection(
@@ -230,6 +255,40 @@ class Broker:
     def dispatch(
         self, conn: Connection, frame: memoryview
     ) -> Response | Awaitable[Response | None] | None:
+        """:meth:`handle` one request, counted and timed per API (metrics): until the
+        response is ready, long polls and fsync waits included."""
+        started = time.perf_counter()
+        result = self.handle(conn, frame)
+        spec = _protocol.APIS.get(int.from_bytes(frame[:2], "big"))
+        if spec is None or self._ctx is None:
+            return result
+        metrics = self._ctx.metrics
+        name = spec.name.removesuffix("Request")
+
+        def done(_fut: object = None) -> None:
+            metrics.requests.labels(name).inc()
+            metrics.request_seconds.labels(name).observe(time.perf_counter() - started)
+
+        if result is None or isinstance(result, bytes | bytearray | list):
+            done()
+            return result
+        if isinstance(result, asyncio.Future):
+            result.add_done_callback(done)
+            return result
+        return self._timed(result, done)
+
+    @staticmethod
+    async def _timed(
+        pending: Awaitable[Response | None], done: Callable[[], None]
+    ) -> Response | None:
+        try:
+            return await pending
+        finally:
+            done()
+
+    def handle(
+        self, conn: Connection, frame: memoryview
+    ) -> Response | Awaitable[Response | None] | None:
         """Decode one request frame and run its handler. Raises ProtocolError (the
         connection is closed) for a malformed frame, an unknown API key, or a version
         outside the served range; ApiVersions of an unknown version gets a v0 body with
@@ -308,6 +367,10 @@ class Broker:
         if self._retention is not None:
             await asyncio.to_thread(self._retention.stop)  # before the logs close
             self._retention = None
+        if self._metrics_server is not None:
+            await asyncio.to_thread(self._metrics_server.shutdown)
+            self._metrics_server.server_close()
+            self._metrics_server = None
         if self._data_dir is not None:
             self._data_dir.close()
             self._data_dir = None

@@ -42,6 +42,8 @@ class TopicManager:
         self._waiters: dict[PartitionKey, set[asyncio.Future[None]]] = {}
         self._unregister: dict[PartitionKey, Callable[[], None]] = {}
         self._logs: dict[PartitionKey, Log] = {}  # DataDir.log reads topic metadata each call
+        self.sync_observer: Callable[[float, int], None] | None = None
+        """Given to each partition log opened here (``Log.set_sync_observer``: metrics)."""
 
     # -- lookup --------------------------------------------------------------------------
 
@@ -86,6 +88,7 @@ class TopicManager:
         if info is None or not 0 <= partition < info.partitions:
             raise UnknownTopicError(f"unknown topic-partition {name}-{partition}")
         plog = self._logs[(name, partition)] = self.data_dir.log(name, partition)
+        plog.set_sync_observer(self.sync_observer)
         return plog
 
     # -- admin ---------------------------------------------------------------------------

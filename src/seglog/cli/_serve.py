@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from seglog.broker import BrokerConfig, parse_host_port, run_broker
+from seglog.cli._json_log import JsonFormatter
 from seglog.errors import DataDirLockedError
 
 __all__ = ["register"]
@@ -184,12 +185,31 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
             help="Largest consumer session timeout accepted, in ms (group.max.session.timeout.ms).",
         ),
     ] = 1_800_000,
+    metrics_listen: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-listen",
+            help="HOST:PORT to serve Prometheus metrics on (/metrics; default: off).",
+        ),
+    ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="Python logging level.")] = "INFO",
+    log_format: Annotated[
+        str,
+        typer.Option(
+            "--log-format", help="text, or json: one JSON object per line (ts, level, logger, msg)."
+        ),
+    ] = "text",
 ) -> None:
     """Run a single-node Kafka-compatible broker until SIGINT/SIGTERM (then exit 0)."""
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    if log_format not in ("text", "json"):
+        raise typer.BadParameter(f"--log-format {log_format!r}: text or json")
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        JsonFormatter()
+        if log_format == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
+    logging.basicConfig(level=log_level.upper(), handlers=[handler])
     parts = {p.strip() for p in log_cleanup_policy.split(",")}
     if not parts or not parts <= {"delete", "compact"}:
         raise typer.BadParameter(f"--log-cleanup-policy {log_cleanup_policy!r}")
@@ -198,9 +218,14 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         adv_host, adv_port = (
             parse_host_port(advertised_listener) if advertised_listener else (None, None)
         )
+        metrics_host, metrics_port = (
+            parse_host_port(metrics_listen, 0) if metrics_listen else (None, 0)
+        )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     config = BrokerConfig(
+        metrics_host=metrics_host,
+        metrics_port=metrics_port,
         data_dir=data_dir,
         host=host,
         port=port,

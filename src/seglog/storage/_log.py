@@ -362,6 +362,13 @@ class Log(EmbeddedLog):
 
         return unregister
 
+    def set_sync_observer(self, observer: Callable[[float, int], None] | None) -> None:
+        """Call ``observer(seconds, records)`` on the fsync thread after each group-commit
+        round: how long its fsyncs took and how many offsets it made durable (metrics; keep
+        it short). None removes it; a read-only log has no fsync thread (no calls)."""
+        if self._sync is not None:
+            self._sync.on_round = observer
+
     def stat(self) -> dict[str, int]:
         """``{"segments", "bytes", "log_start_offset", "log_end_offset",
         "high_watermark"}`` (bytes of whole valid batches)."""

@@ -64,6 +64,9 @@ class GroupCommit:
         self.error: BaseException | None = None
         self.fsync_count = 0
         """Number of fsync rounds run (each covers every waiter it reaches)."""
+        self.on_round: Callable[[float, int], None] | None = None
+        """Called on the thread after each successful fsync round with (seconds the fsyncs
+        took, offsets the round made durable: its group-commit size in records)."""
         self._thread = threading.Thread(target=self._run, name=f"seglog-sync-{name}", daemon=True)
         self._thread.start()
 
@@ -126,6 +129,7 @@ class GroupCommit:
                     self._fail_waiters(LogClosedError("log closed"))
                     return
             run, end = self._point()
+            started = time.perf_counter()
             try:
                 run()
             except BaseException as e:
@@ -135,9 +139,11 @@ class GroupCommit:
                     self._fail_waiters(LogClosedError(f"log offline after fsync error: {e}"))
                 self._on_error(e)
                 return
+            took = time.perf_counter() - started
             ready: list[Future[int]] = []
             with self._cond:
                 self.fsync_count += 1
+                covered = max(end - self._durable, 0)
                 self._durable = max(self._durable, end)
                 while self._waiters and self._waiters[0][0] <= self._durable:
                     ready.append(heapq.heappop(self._waiters)[2])
@@ -151,6 +157,12 @@ class GroupCommit:
                 _logger.exception("on_durable callback failed")
             for fut in ready:
                 fut.set_result(durable)
+            observer = self.on_round
+            if observer is not None:
+                try:
+                    observer(took, covered)
+                except Exception:
+                    _logger.exception("on_round observer failed")
 
     def _fail_waiters(self, exc: BaseException) -> None:
         waiters, self._waiters = self._waiters, []

@@ -1,0 +1,120 @@
+"""``seglog serve --metrics-listen``: /metrics parsed with prometheus-client's parser after
+known traffic; counters equal what was sent. ``--log-format json`` lines parse as JSON."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
+
+from seglog.broker._testing import BrokerProcess, free_port
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def _scrape(port: int) -> Samples:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    out: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def _tp(topic: str, partition: int = 0) -> tuple[tuple[str, str], ...]:
+    return (("partition", str(partition)), ("topic", topic))
+
+
+def test_counters_equal_the_traffic(broker_factory: Callable[..., BrokerProcess]) -> None:
+    port = free_port()
+    proc = broker_factory(["--metrics-listen", f"127.0.0.1:{port}", "--log-format", "json"])
+    topic, group = "metered", "metered-g"
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    admin.create_topics([NewTopic(topic, 2)])[topic].result(10)
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 5})
+    n, size = 300, 100
+    for i in range(n):
+        producer.produce(topic, value=bytes([i % 256]) * size, partition=i % 2)
+    assert producer.flush(10) == 0
+
+    consumer = Consumer(
+        {"bootstrap.servers": proc.bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = 0
+    while got < n // 2:
+        msg = consumer.poll(10)
+        assert msg is not None
+        assert msg.error() is None
+        got += 1
+    consumer.commit(
+        offsets=[TopicPartition(topic, 0, 100), TopicPartition(topic, 1, 40)], asynchronous=False
+    )
+    consumer.close()
+
+    m = _scrape(port)
+    for p in (0, 1):
+        assert m[("seglog_partition_messages_in_total", _tp(topic, p))] == n // 2
+        assert m[("seglog_partition_bytes_in_total", _tp(topic, p))] >= (n // 2) * size
+        assert m[("seglog_log_end_offset", _tp(topic, p))] == n // 2
+        assert m[("seglog_high_watermark", _tp(topic, p))] == n // 2
+        assert m[("seglog_log_start_offset", _tp(topic, p))] == 0
+        assert m[("seglog_log_segments", _tp(topic, p))] == 1
+        assert (
+            m[("seglog_log_size_bytes", _tp(topic, p))]
+            == m[("seglog_partition_bytes_in_total", _tp(topic, p))]
+        )
+    # the consumer read all of partition 0 (fetches may overlap; never fewer records)
+    assert m[("seglog_partition_messages_out_total", _tp(topic, 0))] >= n // 2
+    assert ("seglog_partition_messages_out_total", _tp(topic, 1)) not in m
+    lag = (("group", group), *_tp(topic, 0))
+    assert m[("seglog_consumer_group_lag", lag)] == 150 - 100
+    assert m[("seglog_consumer_group_lag", (("group", group), *_tp(topic, 1)))] == 150 - 40
+    produce = (("api", "Produce"),)
+    assert m[("seglog_requests_total", produce)] >= 1
+    assert (
+        m[("seglog_request_duration_seconds_count", produce)]
+        == m[("seglog_requests_total", produce)]
+    )
+    # default durability: every acknowledged produce was fsynced by a group-commit round
+    rounds = m[("seglog_fsync_duration_seconds_count", ())]
+    assert rounds >= 1
+    assert m[("seglog_group_commit_records_sum", ())] >= n
+    assert m[("seglog_storage_appends_total", _tp(topic, 0))] >= 1
+    assert m[("process_resident_memory_bytes", ())] > 10_000_000
+    assert m[("seglog_connections", (("listener", "PLAINTEXT"),))] >= 1
+
+    assert proc.stop() == 0
+    lines = [line for line in proc.log_text().splitlines() if line.startswith("{")]
+    assert lines
+    docs = [json.loads(line) for line in lines]
+    assert {"ts", "level", "logger", "msg"} <= set(docs[0])
+    assert any("metrics on http://127.0.0.1" in d["msg"] for d in docs)
+
+
+def test_scrape_during_a_long_poll(broker_factory: Callable[..., BrokerProcess]) -> None:
+    port = free_port()
+    proc = broker_factory(["--metrics-listen", f"127.0.0.1:{port}"])
+    producer = Producer({"bootstrap.servers": proc.bootstrap})
+    producer.produce("waiting", value=b"x")
+    assert producer.flush(10) == 0
+    consumer = Consumer(
+        {"bootstrap.servers": proc.bootstrap, "group.id": "w", "fetch.wait.max.ms": 5000}
+    )
+    consumer.assign([TopicPartition("waiting", 0, 1)])  # at the end: the fetch parks
+    try:
+        consumer.poll(1)
+        waiting = 0.0
+        for _ in range(50):
+            waiting = _scrape(port)[("seglog_fetches_waiting", ())]
+            if waiting:
+                break
+            consumer.poll(0.1)
+        assert waiting >= 1
+    finally:
+        consumer.close()
