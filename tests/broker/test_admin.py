@@ -85,6 +85,8 @@ def test_topic_ids_stable_across_restart(broker_factory: Callable[..., BrokerPro
     def ids(bootstrap: str) -> dict[str, object]:
         with Wire(bootstrap) as w:
             resp = w.call(MetadataRequest[12](topics=None))
+        internal = {t.name for t in resp.topics if t.is_internal}
+        assert internal == {"__consumer_offsets"}  # listed as internal, as in Kafka
         return {t.name: t.topic_id for t in resp.topics}
 
     first = broker_factory()
@@ -92,7 +94,7 @@ def test_topic_ids_stable_across_restart(broker_factory: Callable[..., BrokerPro
     for f in admin.create_topics([NewTopic(n, num_partitions=1) for n in ("a", "b")]).values():
         f.result(10)
     before = ids(first.bootstrap)
-    assert set(before) == {"a", "b"}
+    assert set(before) == {"a", "b", "__consumer_offsets"}
     assert all(i.int != 0 for i in before.values())  # type: ignore[attr-defined]
     assert before["a"] != before["b"]
     assert first.stop() == 0

@@ -13,9 +13,10 @@ from kafka.protocol.admin import (
 from kafka.protocol.producer import InitProducerIdResponse
 
 from seglog.broker import _errors
+from seglog.broker._committed import OFFSETS_TOPIC
 from seglog.broker._config_defs import validate_topic_configs
 from seglog.broker._context import BrokerContext
-from seglog.errors import SeglogError, TopicExistsError, UnknownTopicError
+from seglog.errors import InvalidTopicError, SeglogError, TopicExistsError, UnknownTopicError
 from seglog.storage import validate_topic_name
 
 __all__ = [
@@ -116,6 +117,8 @@ def handle_delete_topics(ctx: BrokerContext, req: Any, version: int) -> Any:
         try:
             if name is None:
                 raise UnknownTopicError("no topic name or id")
+            if name == OFFSETS_TOPIC:
+                raise InvalidTopicError(f"{name} is internal: it holds the committed offsets")
             info = ctx.topics.get(name)
             ctx.topics.delete(name)
             ctx.metrics.forget_topic(name)

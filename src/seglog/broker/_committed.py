@@ -1,38 +1,176 @@
-"""Committed consumer-group offsets (OffsetCommit / OffsetFetch); group membership itself
-lives in memory in ``_groups`` (commits are validated there first).
+"""Committed offsets in the internal compacted log ``__consumer_offsets`` (as Kafka keeps
+them), rebuilt in memory on start.
 
-Kept in memory and rewritten atomically to ``<data-dir>/consumer-offsets.json`` on each
-commit (group ids are data in the file, never file names).
+Each OffsetCommit appends one record batch with a record per partition: the key is
+Kafka's ``OffsetCommitKey`` v1 (version int16 = 1, group string, topic string, partition
+int32) and the value Kafka's ``OffsetCommitValue`` v3 (version int16 = 3, offset int64,
+leader epoch int32, metadata string, commit timestamp int64); deleting a group or a
+partition's offset appends a tombstone (null value). Strings are int16 length + UTF-8,
+length -1 for null (Kafka's group-coordinator record schemas). The record batch is built
+with kafka-python's ``DefaultRecordBatchBuilder``.
+
+Durability is the log's: under the default policy (fsync before acknowledging) a commit is
+answered only once its batch is fsynced, sharing the group commit of the partition log, so
+an acknowledged commit survives a kill -9 or a power loss and commits never go back. Each
+commit is one append (O(partitions in the request)); the broker's cleaner compacts the
+topic (``cleanup.policy=compact``, 100 MiB segments as Kafka's
+``offsets.topic.segment.bytes``). A ``consumer-offsets.json`` left by an older seglog is
+appended once on start, fsynced, then removed.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import logging
+import struct
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
 from pathlib import Path
 
-__all__ = ["CommittedOffsets"]
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from seglog.storage import OFFSET_OLDEST, DataDir, Log
+
+__all__ = ["OFFSETS_TOPIC", "CommittedOffsets", "decode_key", "decode_value"]
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+_LEGACY_FILE = "consumer-offsets.json"
+_KEY_VERSION, _VALUE_VERSION = 1, 3
+_I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
+
+Committed = tuple[int, str | None]
+
+
+def _string(text: str | None) -> bytes:
+    if text is None:
+        return _I16.pack(-1)
+    raw = text.encode()
+    return _I16.pack(len(raw)) + raw
+
+
+def _read_string(data: bytes, pos: int) -> tuple[str | None, int]:
+    (size,) = _I16.unpack_from(data, pos)
+    pos += 2
+    if size < 0:
+        return None, pos
+    return data[pos : pos + size].decode(), pos + size
+
+
+def encode_key(group: str, topic: str, partition: int) -> bytes:
+    """Kafka's OffsetCommitKey v1."""
+    return _I16.pack(_KEY_VERSION) + _string(group) + _string(topic) + _I32.pack(partition)
+
+
+def decode_key(data: bytes) -> tuple[str, str, int]:
+    """(group, topic, partition) of an OffsetCommitKey v0/v1. Raises ValueError."""
+    try:
+        (version,) = _I16.unpack_from(data, 0)
+        if version not in (0, 1):
+            raise ValueError(f"offset commit key version {version}")
+        group, pos = _read_string(data, 2)
+        topic, pos = _read_string(data, pos)
+        (partition,) = _I32.unpack_from(data, pos)
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"bad offset commit key: {exc}") from None
+    if group is None or topic is None:
+        raise ValueError("null group or topic in an offset commit key")
+    return group, topic, partition
+
+
+def encode_value(offset: int, metadata: str | None, now_ms: int) -> bytes:
+    """Kafka's OffsetCommitValue v3 (leader epoch -1: a single node has no epochs)."""
+    return (
+        _I16.pack(_VALUE_VERSION)
+        + _I64.pack(offset)
+        + _I32.pack(-1)
+        + _string(metadata or "")
+        + _I64.pack(now_ms)
+    )
+
+
+def decode_value(data: bytes) -> Committed:
+    """(offset, metadata) of an OffsetCommitValue v3. Raises ValueError."""
+    try:
+        (version,) = _I16.unpack_from(data, 0)
+        if version != _VALUE_VERSION:
+            raise ValueError(f"offset commit value version {version}")
+        (offset,) = _I64.unpack_from(data, 2)
+        metadata, _pos = _read_string(data, 14)
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"bad offset commit value: {exc}") from None
+    return offset, metadata
 
 
 class CommittedOffsets:
-    """group → topic → partition → (committed offset, metadata)."""
+    """group → topic → partition → (committed offset, metadata), backed by the
+    ``__consumer_offsets`` log of ``data_dir`` (created on first start). Runs on the
+    broker's event loop; the returned futures complete on the log's fsync thread."""
 
-    def __init__(self, data_dir: Path) -> None:
-        self._path = data_dir / "consumer-offsets.json"
-        self._groups: dict[str, dict[str, dict[int, tuple[int, str | None]]]] = {}
-        if self._path.exists():
-            raw = json.loads(self._path.read_text())
-            for group, topics in raw.items():
-                self._groups[group] = {
-                    t: {int(p): (int(v[0]), v[1]) for p, v in parts.items()}
-                    for t, parts in topics.items()
-                }
+    def __init__(self, data_dir: DataDir) -> None:
+        if OFFSETS_TOPIC not in data_dir.topics():
+            data_dir.create_topic(OFFSETS_TOPIC, 1, _TOPIC_CONFIGS)
+        self._log: Log = data_dir.log(OFFSETS_TOPIC, 0)
+        self._groups: dict[str, dict[str, dict[int, Committed]]] = {}
+        self._replay()
+        legacy = data_dir.path / _LEGACY_FILE
+        if legacy.exists():
+            self._migrate(legacy)
 
-    def get(self, group: str, topic: str, partition: int) -> tuple[int, str | None] | None:
+    @property
+    def log(self) -> Log:
+        """The ``__consumer_offsets`` partition log."""
+        return self._log
+
+    def _replay(self) -> None:
+        offset, records = OFFSET_OLDEST, 0
+        while True:
+            offset, messages = self._log.consume(offset, 10_000)
+            if not messages:
+                break
+            for m in messages:
+                if m.key is None:
+                    continue
+                try:
+                    group, topic, partition = decode_key(m.key)
+                    if m.value is None:
+                        self._forget(group, [(topic, partition)])
+                    else:
+                        self._set(group, topic, partition, decode_value(m.value))
+                except ValueError as exc:
+                    log.warning("skipping record %d of %s: %s", m.offset, OFFSETS_TOPIC, exc)
+                records += 1
+        if records:
+            log.info(
+                "loaded committed offsets of %d group(s) from %d record(s)",
+                len(self._groups),
+                records,
+            )
+
+    def _migrate(self, legacy: Path) -> None:
+        raw = json.loads(legacy.read_text())
+        for group, topics in raw.items():
+            commits = {
+                (t, int(p)): (int(v[0]), v[1])
+                for t, parts in topics.items()
+                for p, v in parts.items()
+            }
+            if commits:
+                self.commit(group, commits)
+        self._log.sync()
+        legacy.unlink()
+        log.info("moved %d group(s) from %s into %s", len(raw), legacy.name, OFFSETS_TOPIC)
+
+    # -- reads ------------------------------------------------------------------------
+
+    def get(self, group: str, topic: str, partition: int) -> Committed | None:
         """(committed offset, metadata) or None when nothing is committed."""
         return self._groups.get(group, {}).get(topic, {}).get(partition)
 
-    def partitions(self, group: str) -> dict[str, dict[int, tuple[int, str | None]]]:
+    def partitions(self, group: str) -> dict[str, dict[int, Committed]]:
         """Every committed offset of ``group``."""
         return self._groups.get(group, {})
 
@@ -40,42 +178,69 @@ class CommittedOffsets:
         """Every group with a committed offset."""
         return [g for g, topics in self._groups.items() if any(topics.values())]
 
-    def commit(self, group: str, offsets: dict[tuple[str, int], tuple[int, str | None]]) -> None:
-        """Store offsets and persist the whole table (atomic rename)."""
-        topics = self._groups.setdefault(group, {})
+    # -- writes -----------------------------------------------------------------------
+
+    def _set(self, group: str, topic: str, partition: int, value: Committed) -> None:
+        self._groups.setdefault(group, {}).setdefault(topic, {})[partition] = value
+
+    def _forget(self, group: str, partitions: list[tuple[str, int]]) -> None:
+        topics = self._groups.get(group)
+        if topics is None:
+            return
+        for topic, partition in partitions:
+            parts = topics.get(topic)
+            if parts is not None:
+                parts.pop(partition, None)
+                if not parts:
+                    del topics[topic]
+        if not topics:
+            del self._groups[group]
+
+    def _append(self, records: Sequence[tuple[bytes, bytes | None]]) -> Future[int] | None:
+        """Append one batch; the future completes once it is durable (None when the log's
+        policy acknowledges before fsync). Raises what ``Log.append`` raises."""
+        now = int(time.time() * 1000)
+        builder = DefaultRecordBatchBuilder(
+            magic=2, compression_type=0, is_transactional=False,
+            producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30,
+        )  # fmt: skip
+        for i, (key, value) in enumerate(records):
+            builder.append(i, timestamp=now, key=key, value=value, headers=[])
+        info = self._log.append(bytes(builder.build()))
+        if not self._log.config.fsync_before_ack:
+            return None
+        return self._log.sync_future(info.last_offset + 1)
+
+    def commit(self, group: str, offsets: dict[tuple[str, int], Committed]) -> Future[int] | None:
+        """Store offsets: one record per partition in one batch, applied in memory at once
+        (later fetches see them); the future completes when they are durable."""
+        now = int(time.time() * 1000)
+        records = [
+            (encode_key(group, topic, partition), encode_value(offset, metadata, now))
+            for (topic, partition), (offset, metadata) in offsets.items()
+        ]
+        fut = self._append(records)
         for (topic, partition), value in offsets.items():
-            topics.setdefault(topic, {})[partition] = value
-        self._save()
+            self._set(group, topic, partition, value)
+        return fut
+
+    def delete_offsets(self, group: str, partitions: list[tuple[str, int]]) -> Future[int] | None:
+        """Drop ``group``'s committed offsets of these partitions (tombstones)."""
+        fut = self._append([(encode_key(group, t, p), None) for t, p in partitions])
+        self._forget(group, partitions)
+        return fut
 
     def delete_group(self, group: str) -> bool:
         """Drop every committed offset of ``group`` (DeleteGroups); False if it had none."""
-        had = self._groups.pop(group, None) is not None
-        if had:
-            self._save()
-        return had
-
-    def delete_offsets(self, group: str, partitions: list[tuple[str, int]]) -> None:
-        """Drop ``group``'s committed offsets of these partitions (OffsetDelete)."""
-        topics = self._groups.get(group, {})
-        for topic, partition in partitions:
-            topics.get(topic, {}).pop(partition, None)
-            if topic in topics and not topics[topic]:
-                del topics[topic]
-        self._save()
+        keys = [(t, p) for t, parts in self._groups.get(group, {}).items() for p in parts]
+        if not keys:
+            return False
+        self.delete_offsets(group, keys)
+        return True
 
     def forget_topic(self, topic: str) -> None:
-        """Drop a deleted topic's commits."""
-        changed = False
-        for topics in self._groups.values():
-            changed = topics.pop(topic, None) is not None or changed
-        if changed:
-            self._save()
-
-    def _save(self) -> None:
-        data = {
-            g: {t: {str(p): list(v) for p, v in parts.items()} for t, parts in topics.items()}
-            for g, topics in self._groups.items()
-        }
-        tmp = self._path.with_suffix(".json.tmp")
-        tmp.write_bytes(json.dumps(data).encode())
-        os.replace(tmp, self._path)
+        """Drop a deleted topic's commits in every group."""
+        for group in list(self._groups):
+            parts = self._groups[group].get(topic)
+            if parts:
+                self.delete_offsets(group, [(topic, p) for p in list(parts)])

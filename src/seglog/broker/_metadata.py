@@ -8,6 +8,7 @@ from typing import Any
 from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
 
 from seglog.broker import _errors
+from seglog.broker._committed import OFFSETS_TOPIC
 from seglog.broker._context import BrokerContext
 from seglog.errors import SeglogError
 from seglog.storage import TopicInfo
@@ -36,7 +37,7 @@ def _topic_entry(ctx: BrokerContext, info: TopicInfo) -> Any:
         error_code=0,
         name=info.name,
         topic_id=info.topic_id,
-        is_internal=False,
+        is_internal=info.name == OFFSETS_TOPIC,  # as Kafka marks its internal topics
         partitions=partitions,
     )
 

@@ -6,13 +6,16 @@ generation); consumers that assign partitions themselves commit with generation 
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from concurrent.futures import Future
 from typing import Any
 
 from kafka.protocol.consumer import ListOffsetsResponse, OffsetCommitResponse, OffsetFetchResponse
 
 from seglog.broker import _errors
 from seglog.broker._context import BrokerContext
-from seglog.errors import SeglogError
+from seglog.errors import LogClosedError, SeglogError
 
 __all__ = ["handle_list_offsets", "handle_offset_commit", "handle_offset_fetch"]
 
@@ -21,6 +24,9 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 INVALID_GROUP_ID = 24
+_UNAVAILABLE = 15  # COORDINATOR_NOT_AVAILABLE
+
+log = logging.getLogger(__name__)
 
 _LOTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 _LOPartition = _LOTopic.ListOffsetsPartitionResponse
@@ -101,9 +107,45 @@ def handle_offset_commit(ctx: BrokerContext, req: Any, version: int) -> Any:
                 commits[(t.name, p.partition_index)] = (p.committed_offset, p.committed_metadata)
             parts.append(_OCPartition(partition_index=p.partition_index, error_code=code))
         topics.append(_OCTopic(name=t.name, partitions=parts))
-    if commits:
-        ctx.committed.commit(req.group_id, commits)
-    return OffsetCommitResponse[version](throttle_time_ms=0, topics=topics)
+    response = OffsetCommitResponse[version](throttle_time_ms=0, topics=topics)
+    if not commits:
+        return response
+    try:
+        durable = ctx.committed.commit(req.group_id, commits)
+    except (SeglogError, OSError) as exc:
+        log.error("cannot store committed offsets of group %r: %s", req.group_id, exc)
+        return _failed(version, topics)
+    if durable is None:
+        return response
+    return _when_durable(durable, response, version, topics)
+
+
+def _failed(version: int, topics: list[Any]) -> Any:
+    """Every partition answered 15 COORDINATOR_NOT_AVAILABLE (retriable: the commit was
+    not stored durably; the client retries it)."""
+    failed = [
+        _OCTopic(
+            name=t.name,
+            partitions=[
+                _OCPartition(partition_index=p.partition_index, error_code=_UNAVAILABLE)
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
+    return OffsetCommitResponse[version](throttle_time_ms=0, topics=failed)
+
+
+async def _when_durable(
+    durable: Future[int], response: Any, version: int, topics: list[Any]
+) -> Any:
+    """The response once the commit's batch is fsynced (the default durability policy)."""
+    try:
+        await asyncio.wrap_future(durable)
+    except LogClosedError as exc:
+        log.error("committed offsets not durable: %s", exc)
+        return _failed(version, topics)
+    return response
 
 
 def _fetched(

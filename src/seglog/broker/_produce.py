@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from kafka.protocol.producer import ProduceResponse
 
 from seglog.broker import _errors
+from seglog.broker._committed import OFFSETS_TOPIC
 from seglog.broker._context import BrokerContext
 from seglog.broker._produce_wire import encode_produce_response, parse_produce
 from seglog.broker._producers import batch_identity
@@ -81,6 +82,8 @@ def _append(ctx: BrokerContext, topic: str, partition: int, records: Any) -> _Re
             if ctx.topics.get(topic) is None:
                 raise UnknownTopicError(f"unknown topic {topic!r}")
             plog = ctx.topics.log(topic, partition)
+        if topic == OFFSETS_TOPIC:  # internal: written by the group coordinator only
+            return _Result(partition, _errors.INVALID_TOPIC_EXCEPTION)
         if not isinstance(records, bytes | bytearray | memoryview) or not records:
             return _Result(partition, _errors.INVALID_RECORD)
         if len(records) > _MAGIC_AT and records[_MAGIC_AT] in (0, 1):

@@ -109,6 +109,7 @@ class Broker:
         data_dir = DataDir(config.data_dir, create=True, default_config=_log_config(config))
         self._data_dir = data_dir
         try:
+            committed = CommittedOffsets(data_dir)  # creates __consumer_offsets on first start
             topics = TopicManager(
                 data_dir,
                 loop,
@@ -116,7 +117,6 @@ class Broker:
                 auto_create=config.auto_create_topics_enable,
             )
             state = BrokerState(config.data_dir)
-            committed = CommittedOffsets(config.data_dir)
             self._server = await loop.create_server(
                 self._new_connection, config.host, config.port, reuse_address=True
             )

@@ -180,7 +180,10 @@ def consume(  # noqa: PLR0917 (one loop, kcat's options)
             "group.id": group or "seglog-cli",
             "enable.auto.commit": group is not None,
             "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
+            "enable.partition.eof": exit_at_end,
+            # librdkafka waits this long before fetching again once its local queue is
+            # over queued.min.messages: 1 s by default, which throttles a batch reader
+            "fetch.queue.backoff.ms": 0,
             "auto.offset.reset": "latest" if kind == "end" else "earliest",
         }
     )

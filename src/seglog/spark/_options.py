@@ -236,10 +236,14 @@ class ReadOptions:
             return sorted(tp for tp in self.assign if tp[1] < topics.get(tp[0], 0))
         if self.subscribe_pattern is not None:
             regex = re.compile(self.subscribe_pattern)
-            names = [t for t in topics if regex.fullmatch(t)]
+            # internal topics never match a pattern (Kafka consumers' exclude.internal.topics)
+            names = [t for t in topics if regex.fullmatch(t) and t not in _INTERNAL_TOPICS]
         else:
             names = [t for t in self.subscribe if t in topics]
         return sorted((t, p) for t in names for p in range(topics[t]))
+
+
+_INTERNAL_TOPICS = frozenset({"__consumer_offsets"})  # seglog.broker's OFFSETS_TOPIC
 
 
 def _timestamp_options(options: Mapping[str, str], *, streaming: bool) -> dict[str, Any]:
