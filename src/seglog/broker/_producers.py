@@ -14,13 +14,13 @@ from __future__ import annotations
 import base64
 import collections
 import json
-import os
 import struct
 import uuid
 from pathlib import Path
 from typing import NamedTuple
 
 from seglog.broker import _errors
+from seglog.storage import atomic_write
 
 __all__ = ["BatchIdentity", "BrokerState", "ProducerStateTable", "batch_identity"]
 
@@ -58,22 +58,8 @@ class BrokerState:
         return pid
 
     def _save(self) -> None:
-        tmp = self._path.with_suffix(".json.tmp")
-        data = json.dumps(
-            {"cluster_id": self.cluster_id, "next_producer_id_block": self._reserved_end}
-        ).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self._path)
-        dir_fd = os.open(self._path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        data = {"cluster_id": self.cluster_id, "next_producer_id_block": self._reserved_end}
+        atomic_write(self._path, json.dumps(data).encode())
 
 
 def _new_cluster_id() -> str:
@@ -156,6 +142,28 @@ class ProducerStateTable:
         state.entries.append(
             _Entry(ident.first_sequence, ident.last_sequence, base_offset, last_offset)
         )
+
+    def to_json(self) -> list[list[object]]:
+        """Every state as ``[producer id, topic, partition, epoch, [[first seq, last seq,
+        base offset, last offset], ...]]`` (the producer-state snapshot)."""
+        return [
+            [pid, topic, partition, state.epoch, [list(e) for e in state.entries]]
+            for (pid, topic, partition), state in self._states.items()
+        ]
+
+    def restore(self, rows: list[list[object]], skip: set[tuple[str, int]]) -> None:
+        """Load :meth:`to_json` rows, except those of the partitions in ``skip``. Raises
+        ValueError on a malformed row."""
+        try:
+            for pid, topic, partition, epoch, entries in rows:
+                if (topic, partition) in skip:
+                    continue
+                state = _ProducerPartition(int(epoch))  # type: ignore[call-overload]
+                for e in entries:  # type: ignore[attr-defined]
+                    state.entries.append(_Entry(*(int(x) for x in e)))
+                self._states[(int(pid), str(topic), int(partition))] = state  # type: ignore[call-overload]
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"malformed producer state: {exc}") from None
 
     def forget_topic(self, topic: str) -> None:
         """Drop every entry of a deleted topic."""

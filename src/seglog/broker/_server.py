@@ -39,15 +39,18 @@ from seglog.broker._metadata import handle_find_coordinator, handle_metadata
 from seglog.broker._metrics import snapshot_from_loop
 from seglog.broker._offsets import handle_list_offsets, handle_offset_commit, handle_offset_fetch
 from seglog.broker._produce import handle_produce, handle_produce_frame
+from seglog.broker._producer_recovery import rebuild, write_snapshot
 from seglog.broker._producers import BrokerState, ProducerStateTable
 from seglog.broker._retention import RetentionTask, start_retention
 from seglog.broker._topics import TopicManager
-from seglog.errors import ProtocolError
+from seglog.errors import ProtocolError, SeglogError
 from seglog.storage import DataDir, LogConfig
 
 __all__ = ["Broker", "run_broker"]
 
 log = logging.getLogger("seglog.broker")
+
+_SNAPSHOT_INTERVAL_S = 60.0
 
 Handler = Callable[[BrokerContext, Any, int], Any]
 
@@ -99,6 +102,7 @@ class Broker:
         self.bound: tuple[str, int] | None = None
         self._retention: RetentionTask | None = None  # retention / cleaner thread
         self._metrics_server: Any = None  # prometheus-client's WSGI server (its own thread)
+        self._snapshot_timer: asyncio.TimerHandle | None = None
         self.metrics_bound: tuple[str, int] | None = None
 
     async def start(self) -> None:
@@ -117,6 +121,8 @@ class Broker:
                 auto_create=config.auto_create_topics_enable,
             )
             state = BrokerState(config.data_dir)
+            producers = ProducerStateTable()
+            rebuild(producers, topics, config.data_dir)  # before any produce can arrive
             self._server = await loop.create_server(
                 self._new_connection, config.host, config.port, reuse_address=True
             )
@@ -129,7 +135,7 @@ class Broker:
             config=config,
             topics=topics,
             state=state,
-            producers=ProducerStateTable(),
+            producers=producers,
             committed=committed,
             host=config.advertised_host or config.host,
             port=config.advertised_port or self.bound[1],
@@ -144,6 +150,7 @@ class Broker:
         )
         topics.sync_observer = self._ctx.metrics.observe_sync
         self._schedule_idle_sweep()
+        self._snapshot_timer = loop.call_later(_SNAPSHOT_INTERVAL_S, self._snapshot_producers)
         self._retention = start_retention(config, self._data_dir)
         if config.metrics_host is not None:
             self._start_metrics(loop)
@@ -171,6 +178,20 @@ class Broker:
         self._metrics_server = server
         self.metrics_bound = (config.metrics_host, int(server.server_port))
         log.info("metrics on http://%s:%d/metrics", config.metrics_host, server.server_port)
+
+    def _snapshot_producers(self, *, reschedule: bool = True) -> None:
+        """Write the idempotent-producer snapshot (every minute and at shutdown), so a
+        restart scans only the batches appended after it."""
+        ctx = self._ctx
+        if ctx is None:
+            return
+        try:
+            write_snapshot(ctx.producers, ctx.topics, self.config.data_dir)
+        except (OSError, SeglogError) as exc:  # the next start scans more; never fatal
+            log.warning("cannot write the producer-state snapshot: %s", exc)
+        if reschedule and not ctx.shutting_down:
+            loop = asyncio.get_running_loop()
+            self._snapshot_timer = loop.call_later(_SNAPSHOT_INTERVAL_S, self._snapshot_producers)
 
     def _new_connection(self) -> Connection:
         return Connection(
@@ -362,7 +383,10 @@ class Broker:
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
+        if self._snapshot_timer is not None:
+            self._snapshot_timer.cancel()
         if self._ctx is not None:
+            self._snapshot_producers(reschedule=False)  # in-flight produces are done
             self._ctx.topics.close()
         if self._retention is not None:
             await asyncio.to_thread(self._retention.stop)  # before the logs close

@@ -25,6 +25,7 @@ from seglog.storage._compact import compact, compact_deletes, compact_updates
 from seglog.storage._config import AppendInfo, LogConfig
 from seglog.storage._datadir import DataDir, TopicInfo, validate_topic_name
 from seglog.storage._delete import delete_offsets
+from seglog.storage._files import write_small_file as atomic_write
 from seglog.storage._format import FORMAT_VERSION, migrate
 from seglog.storage._keyindex import rebuild_key_index
 from seglog.storage._log import FileSlice, Log, open_log
@@ -71,6 +72,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
     # data directories
     "DataDir",
     "TopicInfo",
+    "atomic_write",
     "validate_topic_name",
     # directory tools
     "CheckReport",
