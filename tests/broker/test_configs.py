@@ -238,3 +238,37 @@ def test_offset_delete_with_kafka_python(broker: str, topic: str) -> None:
         check.close()
     assert [tp.offset for tp in committed][1] == 4
     assert committed[0].offset < 0  # deleted
+
+
+def test_describe_cluster_and_log_dirs(broker: str, topic: str, data_dir: Path) -> None:
+    admin = AdminClient({"bootstrap.servers": broker})
+    admin.create_topics([NewTopic(topic, 2)])[topic].result(10)
+    producer = Producer({"bootstrap.servers": broker})
+    for i in range(10):
+        producer.produce(topic, value=b"x" * 100, partition=i % 2)
+    assert producer.flush(10) == 0
+    kp = KafkaAdminClient(bootstrap_servers=broker)
+    try:
+        cluster = kp.describe_cluster()  # DescribeCluster (API 60)
+        dirs = kp.describe_log_dirs()
+    finally:
+        kp.close()
+    assert [b["broker_id"] for b in cluster["brokers"]] == [0]
+    assert cluster["controller_id"] == 0
+    assert cluster["cluster_id"]
+    # no authorizer: every cluster operation is allowed
+    assert "IDEMPOTENT_WRITE" in str(cluster["authorized_operations"])
+    sizes = {
+        p: sum(f.stat().st_size for f in (data_dir / f"{topic}-{p}").glob("*.log")) for p in (0, 1)
+    }
+    assert all(size > 500 for size in sizes.values())
+    [log_dir] = dirs[0]["log_dirs"]
+    assert log_dir["log_dir"] == str(data_dir.resolve())
+    assert 0 < log_dir["usable_bytes"] <= log_dir["total_bytes"]
+    reported = {
+        p["partition_index"]: p["partition_size"]
+        for t in log_dir["topics"]
+        if t["name"] == topic
+        for p in t["partitions"]
+    }
+    assert reported == sizes  # the segment files' real sizes

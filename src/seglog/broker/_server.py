@@ -19,6 +19,7 @@ from seglog.broker._admin import (
     handle_init_producer_id,
 )
 from seglog.broker._bounds import check_array_counts
+from seglog.broker._cluster_apis import handle_describe_cluster, handle_describe_log_dirs
 from seglog.broker._committed import CommittedOffsets
 from seglog.broker._config import BrokerConfig
 from seglog.broker._config_apis import (
@@ -67,10 +68,12 @@ _HANDLERS: dict[int, Handler] = {
     22: handle_init_producer_id,
     32: handle_describe_configs,
     33: handle_alter_configs,
+    35: handle_describe_log_dirs,
     37: handle_create_partitions,
     42: handle_delete_groups,
     44: handle_incremental_alter_configs,
     47: handle_offset_delete,
+    60: handle_describe_cluster,
 }
 
 
