@@ -9,17 +9,25 @@ Heartbeat, LeaveGroup, DescribeGroups, ListGroups: ``_groups``, ``_group_apis``)
 
 from __future__ import annotations
 
+from seglog.broker._committed import OFFSETS_TOPIC
 from seglog.broker._config import BrokerConfig, parse_host_port
+from seglog.broker._listeners import Listener, parse_listeners
+from seglog.broker._scram_store import CredentialStore
 from seglog.broker._server import Broker, run_broker
 from seglog.broker._testing import BrokerProcess, start_broker
 
 __all__ = [
+    "OFFSETS_TOPIC",
     # running a broker in this process
     "Broker",
     "BrokerConfig",
     # a `seglog serve` subprocess (tests, demo, benchmarks)
     "BrokerProcess",
+    # listeners and security
+    "CredentialStore",
+    "Listener",
     "parse_host_port",
+    "parse_listeners",
     "run_broker",
     "start_broker",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 __all__ = ["BrokerConfig", "parse_host_port"]
 
@@ -45,6 +46,13 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 100  # group.initial.rebalance.delay.ms (Kafka: 3000)
     group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
     group_max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    # listeners and security (None: one PLAINTEXT listener on host:port)
+    listeners: tuple[Any, ...] | None = None  # listeners (+ advertised.listeners): _listeners
+    ssl_certfile: Path | None = None  # ssl.keystore.location (PEM certificate chain)
+    ssl_keyfile: Path | None = None  # ssl.key.password's key, PEM
+    ssl_cafile: Path | None = None  # ssl.truststore.location (PEM CAs of client certificates)
+    ssl_client_auth: str = "none"  # ssl.client.auth: required, requested, none
+    sasl_enabled_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
     # operations
     metrics_host: str | None = None  # seglog: serve Prometheus /metrics here (None: off)
     metrics_port: int = 0  # seglog: its port (0: any free port, logged)

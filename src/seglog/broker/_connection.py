@@ -78,6 +78,10 @@ class Connection(asyncio.BufferedProtocol):
         self.accepted = False  # on_open said yes (counted in the connection limits)
         self.peer: Any = None
         self.last_active = self._loop.time()
+        self.listener: Any = None  # the _listeners.Listener it arrived on
+        self.principal = "User:ANONYMOUS"  # Kafka's principal before/without authentication
+        self.authenticated = True  # False on a SASL listener until SaslAuthenticate succeeds
+        self.sasl: Any = None  # _sasl.SaslSession during the exchange
         self.closed = self._loop.create_future()
 
     @property

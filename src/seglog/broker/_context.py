@@ -10,6 +10,7 @@ from seglog.broker._durability import DurabilityWaiters
 from seglog.broker._groups import GroupCoordinator
 from seglog.broker._metrics import BrokerMetrics
 from seglog.broker._producers import BrokerState, ProducerStateTable
+from seglog.broker._scram_store import CredentialStore
 from seglog.broker._topics import TopicManager
 
 __all__ = ["BrokerContext"]
@@ -35,4 +36,8 @@ class BrokerContext:
     groups: GroupCoordinator = dataclasses.field(default_factory=GroupCoordinator)
     """Consumer-group membership (JoinGroup/SyncGroup/Heartbeat/LeaveGroup)."""
     metrics: BrokerMetrics = dataclasses.field(default_factory=BrokerMetrics)
+    credentials: CredentialStore | None = None
+    """SCRAM credentials (SASL listeners), None without SASL."""
+    sasl_mechanisms: tuple[str, ...] = ()
+    """sasl.enabled.mechanisms."""
     """Traffic counters and latency histograms (exported by ``--metrics-listen``)."""

@@ -92,6 +92,12 @@ class BrokerMetrics:
                 30,
             ),
         )
+        self.auth_failures = Counter(
+            "seglog_authentication_failures",
+            "Failed SASL authentications, by mechanism",
+            ["mechanism"],
+            registry=self.registry,
+        )
         self.fsync_seconds = Histogram(
             "seglog_fsync_duration_seconds",
             "Duration of one group-commit fsync round of a partition log",

@@ -75,6 +75,12 @@ from kafka.protocol.producer import (
     ProduceRequest,
     ProduceResponse,
 )
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 from seglog.errors import ProtocolError
 
@@ -156,6 +162,9 @@ APIS: dict[int, ApiSpec] = {
         _spec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
         _spec(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 5),
         _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 2),
+        # SASL (v0 handshakes would switch to raw tokens: only v1, with SaslAuthenticate)
+        _spec(SaslHandshakeRequest, SaslHandshakeResponse, 1, 1),
+        _spec(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
         # consumer-group membership (_group_apis)
         _spec(JoinGroupRequest, JoinGroupResponse, 0, 9),
         _spec(HeartbeatRequest, HeartbeatResponse, 0, 4),

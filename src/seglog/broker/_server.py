@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
+import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -36,6 +39,7 @@ from seglog.broker._fetch import handle_fetch
 from seglog.broker._group_admin import handle_delete_groups, handle_offset_delete
 from seglog.broker._group_apis import GROUP_HANDLERS
 from seglog.broker._groups import GroupCoordinator
+from seglog.broker._listeners import Listener
 from seglog.broker._metadata import handle_find_coordinator, handle_metadata
 from seglog.broker._metrics import snapshot_from_loop
 from seglog.broker._offsets import handle_list_offsets, handle_offset_commit, handle_offset_fetch
@@ -43,6 +47,9 @@ from seglog.broker._produce import handle_produce, handle_produce_frame
 from seglog.broker._producer_recovery import rebuild, write_snapshot
 from seglog.broker._producers import BrokerState, ProducerStateTable
 from seglog.broker._retention import RetentionTask, start_retention
+from seglog.broker._sasl import handle_sasl_authenticate, handle_sasl_handshake
+from seglog.broker._scram_store import CredentialStore
+from seglog.broker._tls import server_context
 from seglog.broker._topics import TopicManager
 from seglog.errors import ProtocolError, SeglogError
 from seglog.storage import DataDir, LogConfig
@@ -52,6 +59,23 @@ __all__ = ["Broker", "run_broker"]
 log = logging.getLogger("seglog.broker")
 
 _SNAPSHOT_INTERVAL_S = 60.0
+_BEFORE_AUTHENTICATION = {18, 17, 36}  # ApiVersions, SaslHandshake, SaslAuthenticate
+SASL_HANDLERS = {17: handle_sasl_handshake, 36: handle_sasl_authenticate}
+
+
+def _advertised_host(host: str) -> str:
+    """The host clients are given for a listener bound to ``host``: itself, or this
+    machine's name for a wildcard bind (Kafka's default advertised listener)."""
+    return socket.getfqdn() if host in ("", "0.0.0.0", "::") else host
+
+
+def _tls_context(config: BrokerConfig) -> ssl.SSLContext:
+    if config.ssl_certfile is None:
+        raise ValueError("an SSL or SASL_SSL listener needs --ssl-certfile (and --ssl-keyfile)")
+    return server_context(
+        config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile, config.ssl_client_auth
+    )
+
 
 Handler = Callable[[BrokerContext, Any, int], Any]
 
@@ -95,7 +119,10 @@ class Broker:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
+        self.listeners: dict[str, tuple[str, int]] = {}
+        """Bound (host, port) by listener name."""
+        self._advertised: dict[str, tuple[str, int]] = {}
         self._data_dir: DataDir | None = None
         self._ctx: BrokerContext | None = None
         self._connections: set[Connection] = set()
@@ -126,22 +153,43 @@ class Broker:
             state = BrokerState(config.data_dir)
             producers = ProducerStateTable()
             rebuild(producers, topics, config.data_dir)  # before any produce can arrive
-            self._server = await loop.create_server(
-                self._new_connection, config.host, config.port, reuse_address=True
-            )
+            listeners = config.listeners or (
+                Listener(
+                    "PLAINTEXT", "PLAINTEXT", config.host, config.port,
+                    config.advertised_host, config.advertised_port,
+                ),
+            )  # fmt: skip
+            tls = _tls_context(config) if any(lst.tls for lst in listeners) else None
+            for lst in listeners:
+                server = await loop.create_server(
+                    functools.partial(self._new_connection, lst),
+                    lst.host,
+                    lst.port,
+                    reuse_address=True,
+                    ssl=tls if lst.tls else None,
+                )
+                self._servers.append(server)
+                port = int(server.sockets[0].getsockname()[1])
+                self.listeners[lst.name] = (lst.host, port)
+                self._advertised[lst.name] = (
+                    lst.advertised_host or _advertised_host(lst.host),
+                    lst.advertised_port or port,
+                )
         except BaseException:
+            for server in self._servers:
+                server.close()
             data_dir.close()
             raise
-        sock = self._server.sockets[0].getsockname()
-        self.bound = (config.host, int(sock[1]))
+        first = listeners[0].name
+        self.bound = self.listeners[first]
         self._ctx = BrokerContext(
             config=config,
             topics=topics,
             state=state,
             producers=producers,
             committed=committed,
-            host=config.advertised_host or config.host,
-            port=config.advertised_port or self.bound[1],
+            host=self._advertised[first][0],
+            port=self._advertised[first][1],
             sync_before_ack=config.log_flush_interval_messages is None
             and config.log_flush_interval_ms is None,
             durability=DurabilityWaiters(loop),
@@ -150,6 +198,10 @@ class Broker:
                 min_session_timeout_ms=config.group_min_session_timeout_ms,
                 max_session_timeout_ms=config.group_max_session_timeout_ms,
             ),
+            credentials=CredentialStore(config.data_dir)
+            if any(lst.sasl for lst in listeners)
+            else None,
+            sasl_mechanisms=config.sasl_enabled_mechanisms,
         )
         topics.sync_observer = self._ctx.metrics.observe_sync
         self._schedule_idle_sweep()
@@ -157,14 +209,13 @@ class Broker:
         self._retention = start_retention(config, self._data_dir)
         if config.metrics_host is not None:
             self._start_metrics(loop)
-        log.info(
-            "seglog broker listening on %s:%d (advertised %s:%d), data directory %s",
-            config.host,
-            self.bound[1],
-            self._ctx.host,
-            self._ctx.port,
-            config.data_dir,
-        )
+        for lst in listeners:
+            host, port = self.listeners[lst.name]
+            a_host, a_port = self._advertised[lst.name]
+            log.info(
+                "seglog broker listening on %s:%d (%s, %s; advertised %s:%d), data directory %s",
+                host, port, lst.name, lst.protocol, a_host, a_port, config.data_dir,
+            )  # fmt: skip
 
     def _start_metrics(self, loop: asyncio.AbstractEventLoop) -> None:
         """Serve ``/metrics`` (Prometheus text format) on ``metrics_host:metrics_port``."""
@@ -196,14 +247,17 @@ class Broker:
             loop = asyncio.get_running_loop()
             self._snapshot_timer = loop.call_later(_SNAPSHOT_INTERVAL_S, self._snapshot_producers)
 
-    def _new_connection(self) -> Connection:
-        return Connection(
+    def _new_connection(self, listener: Listener) -> Connection:
+        conn = Connection(
             self.dispatch,
             max_request_bytes=self.config.socket_request_max_bytes,
             max_inflight=self.config.max_inflight_requests,
             on_open=self._admit,
             on_close=self._closed,
         )
+        conn.listener = listener
+        conn.authenticated = not listener.sasl
+        return conn
 
     # -- connection limits ------------------------------------------------------------------
 
@@ -334,6 +388,10 @@ class Broker:
             )
         if not spec.accepts(version):
             raise ProtocolError(f"unsupported version {version} of {spec.name} (API {key})")
+        if not conn.authenticated and key not in _BEFORE_AUTHENTICATION:
+            raise ProtocolError(f"{spec.name} before SASL authentication on {conn.listener.name}")
+        # Metadata, FindCoordinator, DescribeCluster advertise the listener asked on
+        ctx.host, ctx.port = self._advertised[conn.listener.name]
         if key == _protocol.PRODUCE_KEY and version >= _protocol.PRODUCE_FRAME_MIN_VERSION:
             return handle_produce_frame(
                 ctx, view, header.body_offset, version, header.correlation_id
@@ -345,7 +403,9 @@ class Broker:
             raise ProtocolError(f"malformed {spec.name} v{version}: {exc!r}") from exc
         if key == _protocol.FETCH_KEY:
             return handle_fetch(ctx, request, version, header.correlation_id)
-        if key in GROUP_HANDLERS:  # group membership: needs the client id and host
+        if key in SASL_HANDLERS:  # per-connection authentication state
+            result = SASL_HANDLERS[key](ctx, conn, request, version)
+        elif key in GROUP_HANDLERS:  # group membership: needs the client id and host
             client = header.client_id or ""
             result = GROUP_HANDLERS[key](ctx, request, version, client, conn.peer_host)
         else:
@@ -368,8 +428,8 @@ class Broker:
     async def stop(self) -> None:
         """Stop accepting, answer in-flight requests (long polls return at once), close
         connections and logs (a clean shutdown: no recovery scan on the next start)."""
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
@@ -383,9 +443,9 @@ class Broker:
                 *(c.drain_and_close(timeout) for c in list(self._connections)),
                 return_exceptions=True,
             )
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers = []
         if self._snapshot_timer is not None:
             self._snapshot_timer.cancel()
         if self._ctx is not None:

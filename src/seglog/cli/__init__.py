@@ -20,6 +20,7 @@ from seglog.cli import (
     _produce_cmd,
     _serve,
     _topic_cmds,
+    _user_cmds,
 )
 
 __all__ = ["app", "main"]
@@ -42,6 +43,7 @@ _consume_cmd.register(app)
 _topic_cmds.register(app)
 _group_cmds.register(app)
 _cluster_cmd.register(app)
+_user_cmds.register(app)
 
 
 def main() -> None:

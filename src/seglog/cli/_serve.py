@@ -8,11 +8,19 @@ from typing import Annotated
 
 import typer
 
-from seglog.broker import BrokerConfig, parse_host_port, run_broker
+from seglog.broker import (
+    BrokerConfig,
+    parse_host_port,
+    parse_listeners,
+    run_broker,
+)
 from seglog.cli._json_log import JsonFormatter
 from seglog.errors import DataDirLockedError
 
 __all__ = ["register"]
+
+
+_SEC = "Security (listeners, TLS, SASL)"
 
 
 def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
@@ -185,6 +193,71 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
             help="Largest consumer session timeout accepted, in ms (group.max.session.timeout.ms).",
         ),
     ] = 1_800_000,
+    listeners: Annotated[
+        str | None,
+        typer.Option(
+            "--listeners",
+            help="Kafka's listeners, e.g. PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9093"
+            " (replaces --listen).",
+            rich_help_panel=_SEC,
+        ),
+    ] = None,
+    advertised_listeners: Annotated[
+        str | None,
+        typer.Option(
+            "--advertised-listeners",
+            help="Addresses given to clients per listener name (NAME://HOST:PORT,...).",
+            rich_help_panel=_SEC,
+        ),
+    ] = None,
+    listener_security_protocol_map: Annotated[
+        str | None,
+        typer.Option(
+            "--listener-security-protocol-map",
+            help="NAME:PROTOCOL,... for listener names other than the protocols.",
+            rich_help_panel=_SEC,
+        ),
+    ] = None,
+    ssl_certfile: Annotated[
+        Path | None,
+        typer.Option(
+            "--ssl-certfile",
+            help="PEM certificate chain of TLS listeners.",
+            rich_help_panel=_SEC,
+        ),
+    ] = None,
+    ssl_keyfile: Annotated[
+        Path | None,
+        typer.Option(
+            "--ssl-keyfile",
+            help="PEM private key (if not in the certfile).",
+            rich_help_panel=_SEC,
+        ),
+    ] = None,
+    ssl_cafile: Annotated[
+        Path | None,
+        typer.Option(
+            "--ssl-cafile",
+            help="PEM CAs that sign client certificates.",
+            rich_help_panel=_SEC,
+        ),
+    ] = None,
+    ssl_client_auth: Annotated[
+        str,
+        typer.Option(
+            "--ssl-client-auth",
+            help="ssl.client.auth: required, requested or none.",
+            rich_help_panel=_SEC,
+        ),
+    ] = "none",
+    sasl_enabled_mechanisms: Annotated[
+        str,
+        typer.Option(
+            "--sasl-enabled-mechanisms",
+            help="sasl.enabled.mechanisms (users: seglog user add).",
+            rich_help_panel=_SEC,
+        ),
+    ] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
     metrics_listen: Annotated[
         str | None,
         typer.Option(
@@ -218,12 +291,29 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         adv_host, adv_port = (
             parse_host_port(advertised_listener) if advertised_listener else (None, None)
         )
+        parsed_listeners = (
+            parse_listeners(listeners, advertised_listeners, listener_security_protocol_map)
+            if listeners
+            else None
+        )
+        mechanisms = tuple(
+            m.strip().upper() for m in sasl_enabled_mechanisms.split(",") if m.strip()
+        )
+        unknown = set(mechanisms) - {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+        if unknown:
+            raise ValueError(f"--sasl-enabled-mechanisms: unknown {sorted(unknown)}")
         metrics_host, metrics_port = (
             parse_host_port(metrics_listen, 0) if metrics_listen else (None, 0)
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     config = BrokerConfig(
+        listeners=parsed_listeners,
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
+        ssl_cafile=ssl_cafile,
+        ssl_client_auth=ssl_client_auth,
+        sasl_enabled_mechanisms=mechanisms,
         metrics_host=metrics_host,
         metrics_port=metrics_port,
         data_dir=data_dir,
@@ -260,6 +350,9 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         raise typer.Exit(2) from exc
     except OSError as exc:
         typer.echo(f"error: {exc} (listen {listen}, data directory {data_dir})", err=True)
+        raise typer.Exit(2) from exc
+    except ValueError as exc:  # e.g. a TLS listener without a certificate
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
 
 
