@@ -260,6 +260,12 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- lifecycle ----------------------------------------------------------------------
 
+    def peer_certificate(self) -> Any:
+        """The TLS client certificate (``SSLObject.getpeercert()``), None without one."""
+        if self._transport is None:
+            return None
+        return self._transport.get_extra_info("peercert")
+
     def abort(self) -> None:
         """Close at once, dropping queued responses (protocol violation)."""
         if self._transport is not None:

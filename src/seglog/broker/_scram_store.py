@@ -118,7 +118,8 @@ class CredentialStore:
         creds = self._users.get(user)
         if not creds:
             return False
-        found = any(creds.pop(m, None) is not None for m in mechanisms)
+        removed = [m for m in mechanisms if creds.pop(m, None) is not None]  # all of them
+        found = bool(removed)
         if not creds:
             del self._users[user]
         if found:

@@ -49,7 +49,7 @@ from seglog.broker._producers import BrokerState, ProducerStateTable
 from seglog.broker._retention import RetentionTask, start_retention
 from seglog.broker._sasl import handle_sasl_authenticate, handle_sasl_handshake
 from seglog.broker._scram_store import CredentialStore
-from seglog.broker._tls import server_context
+from seglog.broker._tls import principal_from_cert, server_context
 from seglog.broker._topics import TopicManager
 from seglog.errors import ProtocolError, SeglogError
 from seglog.storage import DataDir, LogConfig
@@ -286,6 +286,11 @@ class Broker:
             return False
         self._connections.add(conn)
         self._per_host[host] = self._per_host.get(host, 0) + 1
+        if conn.listener is not None and conn.listener.tls:
+            principal = principal_from_cert(conn.peer_certificate())
+            if principal is not None:
+                conn.principal = principal
+                log.info("TLS client %s from %s", principal, conn.peer)
         return True
 
     def _closed(self, conn: Connection) -> None:

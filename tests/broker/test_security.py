@@ -1,0 +1,210 @@
+"""TLS and SASL listeners through real clients: confluent-kafka (librdkafka) and
+kafka-python over SSL, SASL_SSL (SCRAM-SHA-256/512) and SASL_PLAINTEXT (PLAIN); wrong
+passwords, TLS 1.1 and unauthenticated requests refused while the broker keeps serving."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from kafka import KafkaProducer
+
+from seglog.broker._testing import BrokerProcess, free_port, start_broker
+
+from ._wire import Wire
+
+SEGLOG = str(Path(sys.executable).with_name("seglog"))
+
+
+class Secured:
+    """A broker with PLAINTEXT, SSL, SASL_SSL and SASL_PLAINTEXT listeners."""
+
+    def __init__(self, proc: BrokerProcess, ports: dict[str, int], ca: Path, client: Path) -> None:
+        self.proc = proc
+        self.ports = ports
+        self.ca = ca
+        self.client_pem = client
+
+    def conf(self, protocol: str, **extra: Any) -> dict[str, Any]:
+        conf: dict[str, Any] = {
+            "bootstrap.servers": f"127.0.0.1:{self.ports[protocol]}",
+            "security.protocol": protocol,
+            **extra,
+        }
+        if protocol in ("SSL", "SASL_SSL"):
+            conf["ssl.ca.location"] = str(self.ca)
+        return conf
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    work = tmp_path_factory.mktemp("secured")
+    ca = trustme.CA()
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    server.private_key_and_cert_chain_pem.write_to_path(str(work / "server.pem"))
+    ca.cert_pem.write_to_path(str(work / "ca.pem"))
+    client = ca.issue_cert("alice@example.com", common_name="alice")
+    client.private_key_and_cert_chain_pem.write_to_path(str(work / "client.pem"))
+    data = work / "data"
+    data.mkdir()
+    for user, password in (("alice", "alice-secret"), ("bob", "bob-secret")):
+        subprocess.run(
+            [SEGLOG, "user", "add", user, "--data-dir", str(data), "--password", password],
+            check=True,
+            capture_output=True,
+        )
+    ports = {p: free_port() for p in ("PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT")}
+    listeners = ",".join(f"{p}://127.0.0.1:{port}" for p, port in ports.items())
+    proc = start_broker(
+        data,
+        port=ports["PLAINTEXT"],
+        extra_args=[
+            "--listeners", listeners,
+            "--ssl-certfile", str(work / "server.pem"),
+            "--ssl-cafile", str(work / "ca.pem"),
+            "--ssl-client-auth", "requested",
+        ],
+    )  # fmt: skip
+    try:
+        yield Secured(proc, ports, work / "ca.pem", work / "client.pem")
+    finally:
+        assert proc.stop() == 0, proc.log_text()
+        assert "Traceback" not in proc.log_text()
+
+
+def _round_trip(conf: dict[str, Any], topic: str) -> None:
+    producer = Producer(conf)
+    producer.produce(topic, value=b"secret payload")
+    assert producer.flush(15) == 0
+    consumer = Consumer({**conf, "group.id": f"{topic}-g"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    try:
+        msg = consumer.poll(15)
+        assert msg is not None
+        assert msg.error() is None
+        assert msg.value() == b"secret payload"
+    finally:
+        consumer.close()
+
+
+def test_tls_round_trip_and_client_certificate(secured: Secured) -> None:
+    _round_trip(secured.conf("SSL"), "over-tls")
+    with_cert = secured.conf(
+        "SSL",
+        **{
+            "ssl.certificate.location": str(secured.client_pem),
+            "ssl.key.location": str(secured.client_pem),
+        },
+    )
+    _round_trip(with_cert, "over-mtls")
+    assert "TLS client User:CN=alice" in secured.proc.log_text()
+
+
+def _handshake(secured: Secured, highest: ssl.TLSVersion) -> str:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(str(secured.ca))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # naming TLS 1.1 warns
+        ctx.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
+        ctx.maximum_version = highest
+    raw = socket.create_connection(("127.0.0.1", secured.ports["SSL"]), timeout=10)
+    with raw, ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        return str(tls.version())
+
+
+def test_tls_1_1_is_refused(secured: Secured) -> None:
+    assert _handshake(secured, ssl.TLSVersion.TLSv1_2) == "TLSv1.2"  # the control
+    with pytest.raises(ssl.SSLError):
+        _handshake(secured, ssl.TLSVersion.TLSv1_1)
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
+def test_sasl_ssl_mechanisms(secured: Secured, mechanism: str) -> None:
+    conf = secured.conf(
+        "SASL_SSL",
+        **{"sasl.mechanism": mechanism, "sasl.username": "alice", "sasl.password": "alice-secret"},
+    )
+    _round_trip(conf, f"sasl-{mechanism.lower()}")
+
+
+def test_wrong_password_fails_and_others_are_served(secured: Secured) -> None:
+    bad = secured.conf(
+        "SASL_SSL",
+        **{"sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": "nope"},
+    )
+    admin = AdminClient(bad)
+    with pytest.raises(KafkaException) as info:
+        admin.list_topics(timeout=10)
+    assert "uthentication" in str(info.value) or info.value.args[0].code() != 0
+    assert "authentication failed" in secured.proc.log_text()
+    assert "nope" not in secured.proc.log_text()  # never a password in the log
+    unknown = secured.conf(
+        "SASL_PLAINTEXT",
+        **{"sasl.mechanism": "PLAIN", "sasl.username": "mallory", "sasl.password": "x"},
+    )
+    with pytest.raises(KafkaException):
+        AdminClient(unknown).list_topics(timeout=10)
+    _round_trip(secured.conf("PLAINTEXT"), "still-serving")
+
+
+def test_kafka_python_sasl_plaintext_scram(secured: Secured) -> None:
+    producer = KafkaProducer(
+        bootstrap_servers=f"127.0.0.1:{secured.ports['SASL_PLAINTEXT']}",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username="bob",
+        sasl_plain_password="bob-secret",
+    )
+    try:
+        producer.send("kp-sasl", b"from kafka-python").get(timeout=15)
+    finally:
+        producer.close()
+    conf = secured.conf(
+        "SASL_PLAINTEXT",
+        **{"sasl.mechanism": "PLAIN", "sasl.username": "bob", "sasl.password": "bob-secret"},
+    )
+    consumer = Consumer({**conf, "group.id": "kp"})
+    consumer.assign([TopicPartition("kp-sasl", 0, 0)])
+    try:
+        msg = consumer.poll(15)
+        assert msg is not None
+        assert msg.value() == b"from kafka-python"
+    finally:
+        consumer.close()
+
+
+def test_requests_before_authentication_close_the_connection(secured: Secured) -> None:
+    from kafka.protocol.metadata import MetadataRequest  # noqa: PLC0415
+
+    with Wire(f"127.0.0.1:{secured.ports['SASL_PLAINTEXT']}") as w:
+        w.send(MetadataRequest[8](topics=None, allow_auto_topic_creation=False))
+        with pytest.raises((ConnectionError, OSError, EOFError, AssertionError)):
+            w.recv_frame()
+    # Metadata on each listener advertises that listener's own port
+    for protocol in ("PLAINTEXT", "SSL"):
+        meta = AdminClient(secured.conf(protocol)).list_topics(timeout=10)
+        assert [b.port for b in meta.brokers.values()] == [secured.ports[protocol]]
+
+
+def test_users_cli(tmp_path: Path) -> None:
+    run: Callable[..., subprocess.CompletedProcess[bytes]] = lambda *a: subprocess.run(  # noqa: E731
+        [SEGLOG, "user", *a, "--data-dir", str(tmp_path)], capture_output=True, check=False
+    )
+    assert run("add", "carol", "--password", "pw-123").returncode == 0
+    stored = (tmp_path / "scram-credentials.json").read_text()
+    assert "pw-123" not in stored
+    assert '"iterations": 8192' in stored
+    listed = run("list", "--json")
+    assert b'"carol": ["SCRAM-SHA-256", "SCRAM-SHA-512"]' in listed.stdout
+    assert run("delete", "carol").returncode == 0
+    assert run("delete", "carol").returncode == 1
