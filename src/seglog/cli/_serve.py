@@ -15,6 +15,7 @@ from seglog.broker import (
     run_broker,
 )
 from seglog.cli._json_log import JsonFormatter
+from seglog.cli._properties import load_server_properties
 from seglog.errors import DataDirLockedError
 
 __all__ = ["register"]
@@ -24,6 +25,15 @@ _SEC = "Security (listeners, TLS, SASL)"
 
 
 def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
+    config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Kafka's server.properties: known keys become defaults; flags win.",
+            is_eager=True,
+            callback=load_server_properties,
+        ),
+    ] = None,
     data_dir: Annotated[
         Path, typer.Option("--data-dir", help="Data directory (created when missing).")
     ] = Path("data"),
@@ -274,6 +284,7 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
     ] = "text",
 ) -> None:
     """Run a single-node Kafka-compatible broker until SIGINT/SIGTERM (then exit 0)."""
+    del config_file  # applied by its callback: the file's keys are the other options' defaults
     if log_format not in ("text", "json"):
         raise typer.BadParameter(f"--log-format {log_format!r}: text or json")
     handler = logging.StreamHandler()
