@@ -13,6 +13,7 @@ from kafka.protocol.admin import (
 from kafka.protocol.producer import InitProducerIdResponse
 
 from seglog.broker import _errors
+from seglog.broker._authorizer import CLUSTER_NAME, Op, Res
 from seglog.broker._committed import OFFSETS_TOPIC
 from seglog.broker._config_defs import validate_topic_configs
 from seglog.broker._context import BrokerContext
@@ -26,6 +27,13 @@ __all__ = [
     "handle_init_producer_id",
 ]
 
+
+class _TopicAuthorizationError(SeglogError):
+    """No DELETE on the topic (29 TOPIC_AUTHORIZATION_FAILED)."""
+
+    kafka_code = 29
+
+
 _CTResult = CreateTopicsResponse.CreatableTopicResult
 _CTConfig = _CTResult.CreatableTopicConfigs
 _DYNAMIC_TOPIC_CONFIG = 1
@@ -35,6 +43,10 @@ def _create_one(ctx: BrokerContext, t: Any, validate_only: bool, version: int) -
     name = t.name
     partitions = t.num_partitions
     kwargs: dict[str, Any] = {"name": name, "error_message": None}
+    if not (
+        ctx.allowed(Op.CREATE, Res.CLUSTER, CLUSTER_NAME) or ctx.allowed(Op.CREATE, Res.TOPIC, name)
+    ):
+        return _CTResult(error_code=_errors.TOPIC_AUTHORIZATION_FAILED, **kwargs)
     try:
         validate_topic_name(name)
         if ctx.topics.get(name) is not None:
@@ -117,6 +129,8 @@ def handle_delete_topics(ctx: BrokerContext, req: Any, version: int) -> Any:
         try:
             if name is None:
                 raise UnknownTopicError("no topic name or id")
+            if not ctx.allowed(Op.DELETE, Res.TOPIC, name):
+                raise _TopicAuthorizationError(name)
             if name == OFFSETS_TOPIC:
                 raise InvalidTopicError(f"{name} is internal: it holds the committed offsets")
             info = ctx.topics.get(name)
@@ -139,6 +153,10 @@ _CPResult = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
 def _grow_one(ctx: BrokerContext, t: Any, validate_only: bool, node_id: int) -> Any:
+    if not ctx.allowed(Op.ALTER, Res.TOPIC, t.name):
+        return _CPResult(
+            name=t.name, error_code=_errors.TOPIC_AUTHORIZATION_FAILED, error_message=None
+        )
     try:
         validate_topic_name(t.name)
         info = ctx.topics.get(t.name)
@@ -187,6 +205,13 @@ def handle_init_producer_id(ctx: BrokerContext, req: Any, version: int) -> Any:
     producer id and epoch bumps the epoch (KIP-360). Transactional ids are not supported:
     35 UNSUPPORTED_VERSION."""
     resp = InitProducerIdResponse[version]
+    if not ctx.allowed(Op.IDEMPOTENT_WRITE, Res.CLUSTER, CLUSTER_NAME):
+        return resp(
+            throttle_time_ms=0,
+            error_code=_errors.CLUSTER_AUTHORIZATION_FAILED,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
     if req.transactional_id is not None:
         return resp(
             throttle_time_ms=0,

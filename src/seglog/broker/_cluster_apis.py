@@ -17,21 +17,27 @@ from typing import Any
 from kafka.protocol.admin import DescribeClusterResponse, DescribeLogDirsResponse
 
 from seglog.broker import _errors
+from seglog.broker._authorizer import CLUSTER_NAME, Op, Res
 from seglog.broker._context import BrokerContext
 from seglog.errors import SeglogError
 
 __all__ = ["handle_describe_cluster", "handle_describe_log_dirs"]
 
 UNSUPPORTED_ENDPOINT_TYPE = 119
-# CREATE 4, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
+# CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
 # IDEMPOTENT_WRITE 12: the operations a cluster resource has in Kafka (kafka-python encodes
 # the set as the bitfield; left out, the field keeps Kafka's "not requested" default)
-_CLUSTER_OPERATIONS = {4, 7, 8, 9, 10, 11, 12}
+_CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12}
 
 
 def handle_describe_cluster(ctx: BrokerContext, req: Any, version: int) -> Any:
     """This broker as the cluster's only broker and its controller."""
     resp = DescribeClusterResponse[version]
+    if not ctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+        return resp(
+            throttle_time_ms=0, error_code=_errors.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=None, cluster_id=ctx.state.cluster_id, controller_id=-1, brokers=[],
+        )  # fmt: skip
     endpoint_type = getattr(req, "endpoint_type", 1) if version >= 1 else 1
     if endpoint_type != 1:
         return resp(
@@ -67,6 +73,10 @@ def handle_describe_log_dirs(ctx: BrokerContext, req: Any, version: int) -> Any:
     result_cls = DescribeLogDirsResponse.DescribeLogDirsResult
     topic_cls = result_cls.DescribeLogDirsTopic
     part_cls = topic_cls.DescribeLogDirsPartition
+    if not ctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+        return DescribeLogDirsResponse[version](
+            throttle_time_ms=0, error_code=_errors.CLUSTER_AUTHORIZATION_FAILED, results=[]
+        )
     all_topics = ctx.topics.all()
     if req.topics is None:
         wanted = [(name, list(range(info.partitions))) for name, info in sorted(all_topics.items())]

@@ -53,6 +53,9 @@ class BrokerConfig:
     ssl_cafile: Path | None = None  # ssl.truststore.location (PEM CAs of client certificates)
     ssl_client_auth: str = "none"  # ssl.client.auth: required, requested, none
     sasl_enabled_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    authorizer_class_name: str | None = None  # authorizer.class.name: any value turns ACLs on
+    super_users: tuple[str, ...] = ()  # super.users (User:NAME; the flag separates with ;)
+    allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
     # operations
     metrics_host: str | None = None  # seglog: serve Prometheus /metrics here (None: off)
     metrics_port: int = 0  # seglog: its port (0: any free port, logged)

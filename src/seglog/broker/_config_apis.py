@@ -21,6 +21,7 @@ from kafka.protocol.admin import (
 )
 
 from seglog.broker import _errors
+from seglog.broker._authorizer import CLUSTER_NAME, Op, Res
 from seglog.broker._config_defs import (
     BROKER_CONFIGS,
     DEFAULT_CONFIG,
@@ -50,6 +51,14 @@ class _RequestError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def _authorize(ctx: BrokerContext, r: Any, operation: int) -> None:
+    """29 (topic) / 31 (broker) unless the principal may ``operation`` the resource."""
+    if r.resource_type == TOPIC and not ctx.allowed(operation, Res.TOPIC, r.resource_name):
+        raise _RequestError(_errors.TOPIC_AUTHORIZATION_FAILED, "not authorized")
+    if r.resource_type == BROKER and not ctx.allowed(operation, Res.CLUSTER, CLUSTER_NAME):
+        raise _RequestError(_errors.CLUSTER_AUTHORIZATION_FAILED, "not authorized")
 
 
 def _check_broker(ctx: BrokerContext, name: str) -> None:
@@ -134,6 +143,7 @@ def handle_describe_configs(ctx: BrokerContext, req: Any, version: int) -> Any:
         keys = None if r.configuration_keys is None else set(r.configuration_keys)
         base = {"resource_type": r.resource_type, "resource_name": r.resource_name}
         try:
+            _authorize(ctx, r, Op.DESCRIBE_CONFIGS)
             if r.resource_type == TOPIC:
                 entries = _topic_entries(ctx, r.resource_name, keys, synonyms, docs)
             elif r.resource_type == BROKER:
@@ -161,6 +171,7 @@ def _apply(
 ) -> tuple[int, str | None]:
     """Resolve one resource's change with ``new_configs(current) -> dict`` and apply it."""
     try:
+        _authorize(ctx, r, Op.ALTER_CONFIGS)
         if r.resource_type == BROKER:
             _check_broker(ctx, r.resource_name)
             raise _RequestError(

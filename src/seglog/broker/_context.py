@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from seglog.broker._authorizer import Authorizer
 from seglog.broker._committed import CommittedOffsets
 from seglog.broker._config import BrokerConfig
 from seglog.broker._durability import DurabilityWaiters
@@ -40,4 +41,21 @@ class BrokerContext:
     """SCRAM credentials (SASL listeners), None without SASL."""
     sasl_mechanisms: tuple[str, ...] = ()
     """sasl.enabled.mechanisms."""
+    authorizer: Authorizer | None = None
+    """ACLs (None: everything allowed)."""
+    principal: str = "User:ANONYMOUS"
+    """The principal of the request being handled (set by the dispatcher per request)."""
+    client_host: str = ""
+    """Its client's address (ACL hosts)."""
+
+    def allowed(self, operation: int, resource_type: int, name: str) -> bool:
+        """Whether the current request's principal may do ``operation`` on the resource
+        (:class:`Authorizer`; always True without one). Call it in the synchronous part of
+        a handler: the principal changes with the next request."""
+        if self.authorizer is None:
+            return True
+        return self.authorizer.authorize(
+            self.principal, self.client_host, operation, resource_type, name
+        )
+
     """Traffic counters and latency histograms (exported by ``--metrics-listen``)."""

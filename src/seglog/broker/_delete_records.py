@@ -17,6 +17,7 @@ from typing import Any
 from kafka.protocol.admin import DeleteRecordsResponse
 
 from seglog.broker import _errors
+from seglog.broker._authorizer import Op, Res
 from seglog.broker._context import BrokerContext
 from seglog.errors import SeglogError
 from seglog.storage import Log, trim_by_offset
@@ -62,7 +63,10 @@ def handle_delete_records(ctx: BrokerContext, req: Any, version: int) -> Corouti
             plog: Log | None = None
             code = _errors.NONE
             try:
-                plog = ctx.topics.log(t.name, p.partition_index)
+                if not ctx.allowed(Op.DELETE, Res.TOPIC, t.name):
+                    code = _errors.TOPIC_AUTHORIZATION_FAILED
+                else:
+                    plog = ctx.topics.log(t.name, p.partition_index)
             except SeglogError as exc:
                 code = _errors.error_code(exc)
             if p.offset < -1:

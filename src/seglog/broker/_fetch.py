@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 from kafka.protocol.consumer import FetchResponse
 
 from seglog.broker import _errors
+from seglog.broker._authorizer import Op, Res
 from seglog.broker._context import BrokerContext
 from seglog.broker._protocol import encode_response
 from seglog.errors import SeglogError
@@ -47,6 +48,7 @@ class _Wanted(NamedTuple):
     partition: int
     fetch_offset: int
     max_bytes: int
+    denied: bool = False  # no READ on the topic (29), decided when the request arrived
 
 
 def _plan(ctx: BrokerContext, req: Any, version: int) -> list[_Wanted]:
@@ -58,8 +60,9 @@ def _plan(ctx: BrokerContext, req: Any, version: int) -> list[_Wanted]:
         else:
             name, topic_id = t.topic, None
         for p in t.partitions:
+            denied = name is not None and not ctx.allowed(Op.READ, Res.TOPIC, name)
             wanted.append(
-                _Wanted(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes)
+                _Wanted(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes, denied)
             )
     return wanted
 
@@ -74,6 +77,8 @@ def _read(ctx: BrokerContext, wanted: list[_Wanted], max_bytes: int) -> tuple[li
         code, hw, start, data = _errors.NONE, -1, -1, b""
         if w.topic is None:
             code = _errors.UNKNOWN_TOPIC_ID
+        elif w.denied:
+            code = _errors.TOPIC_AUTHORIZATION_FAILED
         else:
             try:
                 plog = ctx.topics.log(w.topic, w.partition)

@@ -15,6 +15,7 @@ from typing import Any
 from kafka.protocol.admin import DeleteGroupsResponse
 from kafka.protocol.consumer import OffsetDeleteResponse
 
+from seglog.broker._authorizer import Op, Res
 from seglog.broker._context import BrokerContext
 from seglog.broker._group_model import Group
 
@@ -37,6 +38,8 @@ def handle_delete_groups(ctx: BrokerContext, req: Any, version: int) -> Any:
         group = ctx.groups.groups.get(group_id)
         if not group_id:
             code = INVALID_GROUP_ID
+        elif not ctx.allowed(Op.DELETE, Res.GROUP, group_id):
+            code = 30  # GROUP_AUTHORIZATION_FAILED
         elif group is not None and (group.members or group.pending):
             code = NON_EMPTY_GROUP
         elif not _known(ctx, group_id):
@@ -79,6 +82,8 @@ def handle_offset_delete(ctx: BrokerContext, req: Any, version: int) -> Any:
     part_cls = topic_cls.OffsetDeleteResponsePartition
     if not req.group_id:
         return resp(error_code=INVALID_GROUP_ID, throttle_time_ms=0, topics=[])
+    if not ctx.allowed(Op.DELETE, Res.GROUP, req.group_id):
+        return resp(error_code=30, throttle_time_ms=0, topics=[])  # GROUP_AUTHORIZATION_FAILED
     if not _known(ctx, req.group_id):
         return resp(error_code=GROUP_ID_NOT_FOUND, throttle_time_ms=0, topics=[])
     group = ctx.groups.groups.get(req.group_id)

@@ -18,6 +18,7 @@ from kafka.protocol.consumer import (
     SyncGroupResponse,
 )
 
+from seglog.broker._authorizer import Op, Res
 from seglog.broker._context import BrokerContext
 from seglog.broker._group_model import NONE, GroupState
 
@@ -31,7 +32,8 @@ __all__ = [
     "handle_sync_group",
 ]
 
-CLASSIC = "classic"  # ListGroups v5 group type of every group here
+CLASSIC = "classic"
+GROUP_AUTHORIZATION_FAILED = 30  # ListGroups v5 group type of every group here
 
 
 async def handle_join_group(
@@ -128,6 +130,11 @@ def handle_leave_group(
 def _describe(ctx: BrokerContext, group_id: str) -> Any:
     described = DescribeGroupsResponse.DescribedGroup
     member_cls = described.DescribedGroupMember
+    if not ctx.allowed(Op.DESCRIBE, Res.GROUP, group_id):
+        return described(
+            error_code=GROUP_AUTHORIZATION_FAILED, group_id=group_id, group_state="",
+            protocol_type="", protocol_data="", members=[],
+        )  # fmt: skip
     group = ctx.groups.groups.get(group_id)
     if group is None:
         # a group known only by its committed offsets is Empty, any other is Dead
@@ -189,7 +196,9 @@ def handle_list_groups(
     groups = [
         listed(group_id=gid, protocol_type=ptype, group_state=state, group_type=CLASSIC)
         for gid, (ptype, state) in sorted(rows.items())
-        if (not states or state.lower() in states) and (not types or CLASSIC in types)
+        if (not states or state.lower() in states)
+        and (not types or CLASSIC in types)
+        and ctx.allowed(Op.DESCRIBE, Res.GROUP, gid)  # the others are hidden
     ]
     return ListGroupsResponse[version](throttle_time_ms=0, error_code=NONE, groups=groups)
 

@@ -8,6 +8,7 @@ from typing import Any
 from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
 
 from seglog.broker import _errors
+from seglog.broker._authorizer import CLUSTER_NAME, Op, Res
 from seglog.broker._committed import OFFSETS_TOPIC
 from seglog.broker._context import BrokerContext
 from seglog.errors import SeglogError
@@ -60,8 +61,12 @@ def handle_metadata(ctx: BrokerContext, req: Any, version: int) -> Any:
         requested = None
     allow = req.allow_auto_topic_creation if version >= 4 else True
     topics = []
-    if requested is None:
-        topics = [_topic_entry(ctx, info) for info in ctx.topics.all().values()]
+    if requested is None:  # every topic the principal may describe (the others are hidden)
+        topics = [
+            _topic_entry(ctx, info)
+            for info in ctx.topics.all().values()
+            if ctx.allowed(Op.DESCRIBE, Res.TOPIC, info.name)
+        ]
     else:
         for t in requested:
             name = t.name
@@ -72,8 +77,14 @@ def handle_metadata(ctx: BrokerContext, req: Any, version: int) -> Any:
                 else:
                     topics.append(_topic_entry(ctx, info))
                 continue
+            if not ctx.allowed(Op.DESCRIBE, Res.TOPIC, name):
+                topics.append(_error_entry(name, _errors.TOPIC_AUTHORIZATION_FAILED))
+                continue
+            creatable = ctx.allowed(Op.CREATE, Res.CLUSTER, CLUSTER_NAME) or ctx.allowed(
+                Op.CREATE, Res.TOPIC, name
+            )
             try:
-                info = ctx.topics.ensure(name, allow_auto_create=allow)
+                info = ctx.topics.ensure(name, allow_auto_create=allow and creatable)
             except (SeglogError, OSError) as exc:
                 topics.append(_error_entry(name, _errors.error_code(exc)))
             else:

@@ -14,6 +14,7 @@ from typing import Any
 from kafka.protocol.consumer import ListOffsetsResponse, OffsetCommitResponse, OffsetFetchResponse
 
 from seglog.broker import _errors
+from seglog.broker._authorizer import Op, Res
 from seglog.broker._context import BrokerContext
 from seglog.errors import LogClosedError, SeglogError
 
@@ -33,6 +34,14 @@ _LOPartition = _LOTopic.ListOffsetsPartitionResponse
 
 
 def _list_offset(ctx: BrokerContext, topic: str, partition: int, timestamp: int) -> Any:
+    if not ctx.allowed(Op.DESCRIBE, Res.TOPIC, topic):
+        return _LOPartition(
+            partition_index=partition,
+            error_code=_errors.TOPIC_AUTHORIZATION_FAILED,
+            timestamp=-1,
+            offset=-1,
+            leader_epoch=-1,
+        )
     try:
         plog = ctx.topics.log(topic, partition)
         offset, ts = -1, -1
@@ -88,7 +97,9 @@ def handle_offset_commit(ctx: BrokerContext, req: Any, version: int) -> Any:
     commits: dict[tuple[str, int], tuple[int, str | None]] = {}
     topics = []
     group_code = _errors.NONE
-    if req.group_id:
+    if req.group_id and not ctx.allowed(Op.READ, Res.GROUP, req.group_id):
+        group_code = _errors.GROUP_AUTHORIZATION_FAILED
+    elif req.group_id:
         group_code = ctx.groups.validate_commit(
             req.group_id, req.generation_id_or_member_epoch, req.member_id
         )
@@ -98,7 +109,9 @@ def handle_offset_commit(ctx: BrokerContext, req: Any, version: int) -> Any:
             code = group_code
             if not req.group_id:
                 code = INVALID_GROUP_ID
-            else:
+            elif code == _errors.NONE and not ctx.allowed(Op.READ, Res.TOPIC, t.name):
+                code = _errors.TOPIC_AUTHORIZATION_FAILED
+            elif code == _errors.NONE:
                 try:
                     ctx.topics.log(t.name, p.partition_index)
                 except SeglogError as exc:
@@ -211,8 +224,14 @@ def handle_offset_fetch(ctx: BrokerContext, req: Any, version: int) -> Any:
                 topics=_fetched_topics(ctx, g.group_id, g.topics, _GTopic, _GPart),
                 error_code=0,
             )
+            if ctx.allowed(Op.DESCRIBE, Res.GROUP, g.group_id)
+            else OffsetFetchResponse.OffsetFetchResponseGroup(
+                group_id=g.group_id, topics=[], error_code=_errors.GROUP_AUTHORIZATION_FAILED
+            )
             for g in req.groups
         ]
         return resp(throttle_time_ms=0, groups=groups)
+    if not ctx.allowed(Op.DESCRIBE, Res.GROUP, req.group_id):
+        return resp(throttle_time_ms=0, topics=[], error_code=_errors.GROUP_AUTHORIZATION_FAILED)
     topics = _fetched_topics(ctx, req.group_id, req.topics, _OFTopic, _OFPart)
     return resp(throttle_time_ms=0, topics=topics, error_code=0)

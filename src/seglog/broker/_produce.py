@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from kafka.protocol.producer import ProduceResponse
 
 from seglog.broker import _errors
+from seglog.broker._authorizer import Op, Res
 from seglog.broker._committed import OFFSETS_TOPIC
 from seglog.broker._context import BrokerContext
 from seglog.broker._produce_wire import encode_produce_response, parse_produce
@@ -75,6 +76,8 @@ def _record_counts_ok(records: Records) -> bool:
 
 
 def _append(ctx: BrokerContext, topic: str, partition: int, records: Any) -> _Result:
+    if not ctx.allowed(Op.WRITE, Res.TOPIC, topic):  # before revealing whether it exists
+        return _Result(partition, _errors.TOPIC_AUTHORIZATION_FAILED)
     try:
         plog = ctx.topics.cached_log(topic, partition)
         if plog is None:

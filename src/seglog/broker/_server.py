@@ -15,12 +15,14 @@ from typing import Any
 from prometheus_client import start_http_server
 
 from seglog.broker import _protocol
+from seglog.broker._acl_apis import ACL_HANDLERS
 from seglog.broker._admin import (
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
     handle_init_producer_id,
 )
+from seglog.broker._authorizer import Authorizer, Op, Res
 from seglog.broker._bounds import check_array_counts
 from seglog.broker._cluster_apis import handle_describe_cluster, handle_describe_log_dirs
 from seglog.broker._committed import CommittedOffsets
@@ -60,6 +62,8 @@ log = logging.getLogger("seglog.broker")
 
 _SNAPSHOT_INTERVAL_S = 60.0
 _BEFORE_AUTHENTICATION = {18, 17, 36}  # ApiVersions, SaslHandshake, SaslAuthenticate
+_MEMBERSHIP = {11, 12, 13, 14}  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup: READ on the group
+GROUP_AUTHORIZATION_FAILED = 30
 SASL_HANDLERS = {17: handle_sasl_handshake, 36: handle_sasl_authenticate}
 
 
@@ -98,6 +102,7 @@ _HANDLERS: dict[int, Handler] = {
     44: handle_incremental_alter_configs,
     47: handle_offset_delete,
     60: handle_describe_cluster,
+    **ACL_HANDLERS,
 }
 
 
@@ -202,6 +207,12 @@ class Broker:
             if any(lst.sasl for lst in listeners)
             else None,
             sasl_mechanisms=config.sasl_enabled_mechanisms,
+            authorizer=Authorizer(
+                config.data_dir,
+                enabled=bool(config.authorizer_class_name),
+                super_users=config.super_users,
+                allow_if_no_acl=config.allow_everyone_if_no_acl_found,
+            ),
         )
         topics.sync_observer = self._ctx.metrics.observe_sync
         self._schedule_idle_sweep()
@@ -397,6 +408,7 @@ class Broker:
             raise ProtocolError(f"{spec.name} before SASL authentication on {conn.listener.name}")
         # Metadata, FindCoordinator, DescribeCluster advertise the listener asked on
         ctx.host, ctx.port = self._advertised[conn.listener.name]
+        ctx.principal, ctx.client_host = conn.principal, conn.peer_host  # ACL checks
         if key == _protocol.PRODUCE_KEY and version >= _protocol.PRODUCE_FRAME_MIN_VERSION:
             return handle_produce_frame(
                 ctx, view, header.body_offset, version, header.correlation_id
@@ -410,6 +422,8 @@ class Broker:
             return handle_fetch(ctx, request, version, header.correlation_id)
         if key in SASL_HANDLERS:  # per-connection authentication state
             result = SASL_HANDLERS[key](ctx, conn, request, version)
+        elif key in _MEMBERSHIP and not ctx.allowed(Op.READ, Res.GROUP, request.group_id):
+            result = spec.response[version](error_code=GROUP_AUTHORIZATION_FAILED)
         elif key in GROUP_HANDLERS:  # group membership: needs the client id and host
             client = header.client_id or ""
             result = GROUP_HANDLERS[key](ctx, request, version, client, conn.peer_host)

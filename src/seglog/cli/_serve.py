@@ -268,6 +268,30 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
             rich_help_panel=_SEC,
         ),
     ] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+    authorizer_class_name: Annotated[
+        str | None,
+        typer.Option(
+            "--authorizer-class-name",
+            help="authorizer.class.name: any value (e.g. StandardAuthorizer) turns ACLs on.",
+            rich_help_panel=_SEC,
+        ),
+    ] = None,
+    super_users: Annotated[
+        str | None,
+        typer.Option(
+            "--super-users",
+            help="super.users: User:NAME;User:OTHER (never denied).",
+            rich_help_panel=_SEC,
+        ),
+    ] = None,
+    allow_everyone_if_no_acl_found: Annotated[
+        bool,
+        typer.Option(
+            "--allow-everyone-if-no-acl-found/--no-allow-everyone-if-no-acl-found",
+            help="allow.everyone.if.no.acl.found: allow access to resources without ACLs.",
+            rich_help_panel=_SEC,
+        ),
+    ] = False,
     metrics_listen: Annotated[
         str | None,
         typer.Option(
@@ -325,6 +349,9 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         ssl_cafile=ssl_cafile,
         ssl_client_auth=ssl_client_auth,
         sasl_enabled_mechanisms=mechanisms,
+        authorizer_class_name=authorizer_class_name or None,
+        super_users=tuple(u.strip() for u in (super_users or "").split(";") if u.strip()),
+        allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found,
         metrics_host=metrics_host,
         metrics_port=metrics_port,
         data_dir=data_dir,

@@ -1,0 +1,196 @@
+"""ACLs with Kafka's model through confluent-kafka's admin client: a super user manages
+them, other principals get 29/30/31 until allowed; prefixed patterns, deny over allow,
+Metadata hiding what may not be described, persistence across a restart."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from seglog.broker._testing import BrokerProcess, free_port, start_broker
+
+SEGLOG = str(Path(sys.executable).with_name("seglog"))
+USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
+
+
+class Acled:
+    def __init__(self, proc: BrokerProcess, sasl_port: int) -> None:
+        self.proc = proc
+        self.sasl_port = sasl_port
+
+    def conf(self, user: str, **extra: Any) -> dict[str, Any]:
+        return {
+            "bootstrap.servers": f"127.0.0.1:{self.sasl_port}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": user,
+            "sasl.password": USERS[user],
+            **extra,
+        }
+
+
+def _start(data: Path) -> tuple[BrokerProcess, int]:
+    plain, sasl = free_port(), free_port()
+    proc = start_broker(
+        data,
+        port=plain,
+        extra_args=[
+            "--listeners", f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+            "--authorizer-class-name", "StandardAuthorizer",
+            "--super-users", "User:admin",
+        ],
+    )  # fmt: skip
+    return proc, sasl
+
+
+@pytest.fixture
+def acled(tmp_path: Path) -> Iterator[Acled]:
+    data = tmp_path / "data"
+    data.mkdir()
+    for user, password in USERS.items():
+        subprocess.run(
+            [SEGLOG, "user", "add", user, "--data-dir", str(data), "--password", password],
+            check=True,
+            capture_output=True,
+        )
+    proc, sasl = _start(data)
+    try:
+        yield Acled(proc, sasl)
+    finally:
+        assert proc.stop() == 0, proc.log_text()
+
+
+def _allow(topic: str, user: str, op: AclOperation, pattern: Any = None, kind: Any = None) -> Any:
+    return AclBinding(
+        kind or ResourceType.TOPIC,
+        topic,
+        pattern or ResourcePatternType.LITERAL,
+        f"User:{user}",
+        "*",
+        op,
+        AclPermissionType.ALLOW,
+    )
+
+
+def _produce_error(conf: dict[str, Any], topic: str) -> int | None:
+    errors: list[Any] = []
+    producer = Producer({**conf, "message.send.max.retries": 0, "enable.idempotence": False})
+    producer.produce(topic, value=b"v", on_delivery=lambda e, _m: errors.append(e))
+    producer.flush(15)
+    assert errors, "no delivery report"
+    return None if errors[0] is None else int(errors[0].code())
+
+
+def test_acls_gate_topics_and_groups(acled: Acled) -> None:
+    admin = AdminClient(acled.conf("admin"))  # super user
+    admin.create_topics([NewTopic("orders", 1), NewTopic("secret", 1)])["orders"].result(15)
+    alice = acled.conf("alice")
+
+    # deny by default once the authorizer is on
+    assert _produce_error(alice, "orders") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    visible = AdminClient(alice).list_topics(timeout=15).topics
+    assert "orders" not in visible
+    assert "secret" not in visible
+
+    bindings = [
+        _allow("orders", "alice", AclOperation.WRITE),
+        _allow("ord", "alice", AclOperation.READ, ResourcePatternType.PREFIXED),
+        _allow("billing", "alice", AclOperation.READ, kind=ResourceType.GROUP),
+    ]
+    for future in admin.create_acls(bindings).values():
+        future.result(15)
+    assert _produce_error(alice, "orders") is None  # WRITE allowed now
+    visible = AdminClient(alice).list_topics(timeout=15).topics
+    assert "orders" in visible  # READ/WRITE imply DESCRIBE
+    assert "secret" not in visible  # still hidden
+
+    consumer = Consumer({**alice, "group.id": "billing", "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition("orders", 0, 0)])
+    try:
+        msg = consumer.poll(15)
+        assert msg is not None
+        assert msg.error() is None
+        consumer.commit(message=msg, asynchronous=False)  # READ on group billing
+    finally:
+        consumer.close()
+    other = Consumer({**alice, "group.id": "not-billing"})
+    other.assign([TopicPartition("orders", 0, 0)])
+    try:
+        with pytest.raises(KafkaException) as info:
+            other.commit(offsets=[TopicPartition("orders", 0, 1)], asynchronous=False)
+        assert info.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    finally:
+        other.close()
+
+    # DENY wins over ALLOW
+    deny = AclBinding(
+        ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*",
+        AclOperation.WRITE, AclPermissionType.DENY,
+    )  # fmt: skip
+    admin.create_acls([deny])[deny].result(15)
+    assert _produce_error(alice, "orders") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    # alice may not manage ACLs (CLUSTER ALTER)
+    alice_admin = AdminClient(alice)
+    mine = _allow("x", "alice", AclOperation.ALL)
+    with pytest.raises(KafkaException) as info:
+        alice_admin.create_acls([mine])[mine].result(15)
+    assert info.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+    described = admin.describe_acls(
+        AclBindingFilter(
+            ResourceType.ANY,
+            None,
+            ResourcePatternType.ANY,
+            "User:alice",
+            None,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+    ).result(15)
+    assert len(described) == 4
+
+
+def test_acls_persist_and_delete(acled: Acled, tmp_path: Path) -> None:
+    admin = AdminClient(acled.conf("admin"))
+    admin.create_topics([NewTopic("kept", 1)])["kept"].result(15)
+    binding = _allow("kept", "bob", AclOperation.WRITE)
+    admin.create_acls([binding])[binding].result(15)
+    assert acled.proc.stop() == 0
+    proc, sasl = _start(acled.proc.data_dir)
+    again = Acled(proc, sasl)
+    acled.proc = proc
+    assert _produce_error(again.conf("bob"), "kept") is None  # survived the restart
+    admin = AdminClient(again.conf("admin"))
+    flt = AclBindingFilter(
+        ResourceType.TOPIC, "kept", ResourcePatternType.LITERAL, None, None,
+        AclOperation.ANY, AclPermissionType.ANY,
+    )  # fmt: skip
+    deleted = admin.delete_acls([flt])[flt].result(15)
+    assert [d.principal for d in deleted] == ["User:bob"]
+    assert _produce_error(again.conf("bob"), "kept") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_acl_apis_without_an_authorizer(broker_factory: Callable[..., BrokerProcess]) -> None:
+    proc = broker_factory()
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    binding = _allow("t", "alice", AclOperation.READ)
+    with pytest.raises(KafkaException) as info:
+        admin.create_acls([binding])[binding].result(15)
+    assert info.value.args[0].code() == KafkaError.SECURITY_DISABLED
