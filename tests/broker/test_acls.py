@@ -4,6 +4,7 @@ Metadata hiding what may not be described, persistence across a restart."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -194,3 +195,32 @@ def test_acl_apis_without_an_authorizer(broker_factory: Callable[..., BrokerProc
     with pytest.raises(KafkaException) as info:
         admin.create_acls([binding])[binding].result(15)
     assert info.value.args[0].code() == KafkaError.SECURITY_DISABLED
+
+
+def test_acl_cli(acled: Acled) -> None:
+    admin_opts = [
+        "-b", f"127.0.0.1:{acled.sasl_port}", "--security-protocol", "SASL_PLAINTEXT",
+        "--sasl-mechanism", "SCRAM-SHA-256", "--sasl-username", "admin",
+        "--sasl-password", USERS["admin"],
+    ]  # fmt: skip
+
+    def seglog(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [SEGLOG, "acl", *args, *admin_opts], capture_output=True, timeout=60, check=False
+        )
+
+    creator = AdminClient(acled.conf("admin"))
+    creator.create_topics([NewTopic("logs-app", 1)])["logs-app"].result(15)
+    added = seglog(
+        "add", "--allow-principal", "User:bob", "--operation", "write", "--operation", "read",
+        "--topic", "logs-", "--resource-pattern-type", "prefixed",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    listed = json.loads(seglog("list", "--principal", "User:bob", "--json").stdout)
+    assert sorted(r["operation"] for r in listed) == ["read", "write"]
+    assert {r["pattern_type"] for r in listed} == {"prefixed"}
+    assert _produce_error(acled.conf("bob"), "logs-app") is None  # the prefix allows it
+    assert seglog("add", "--operation", "read", "--topic", "x").returncode == 2  # no principal
+    deleted = seglog("delete", "--topic", "logs-", "--resource-pattern-type", "prefixed")
+    assert deleted.returncode == 0, deleted.stderr
+    assert json.loads(seglog("list", "--json").stdout) == []

@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.consumer import FetchRequest, JoinGroupRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
@@ -227,3 +228,46 @@ def test_socket_request_max_bytes_flag(broker_factory: Callable[..., BrokerProce
         w.assert_closed()
     assert_serving(proc.bootstrap, "s")
     assert tree_digest(proc.data_dir) == digest
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        pytest.param(
+            lambda t: ListOffsetsRequest[7](replica_id=-1, isolation_level=0, topics=None),
+            id="list-offsets-null-topics",
+        ),
+        pytest.param(
+            lambda t: ListOffsetsRequest[7](
+                replica_id=-1, isolation_level=0,
+                topics=[ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=None)],
+            ),
+            id="list-offsets-null-partitions",
+        ),
+        pytest.param(
+            lambda t: CreateTopicsRequest[5](topics=None, timeout_ms=1000, validate_only=False),
+            id="create-topics-null-topics",
+        ),
+        pytest.param(
+            lambda t: JoinGroupRequest[5](
+                group_id="g", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+                group_instance_id=None, protocol_type="consumer", protocols=None,
+            ),
+            id="join-group-null-protocols",
+        ),
+    ],
+)  # fmt: skip
+def test_null_where_the_schema_forbids_it_closes(
+    broker_process: BrokerProcess,
+    broker: str,
+    topic: str,
+    seeded: dict[str, str],
+    request_: Callable[[str], object],
+) -> None:
+    before = broker_process.log_text().count("Traceback")
+    with Wire(broker) as w:
+        w.send(request_(topic))
+        w.assert_closed()
+    log = broker_process.log_text()
+    assert log.count("Traceback") == before  # rejected as malformed, not a crash
+    assert "not nullable" in log

@@ -44,6 +44,7 @@ from seglog.broker._groups import GroupCoordinator
 from seglog.broker._listeners import Listener
 from seglog.broker._metadata import handle_find_coordinator, handle_metadata
 from seglog.broker._metrics import snapshot_from_loop
+from seglog.broker._nulls import reject_nulls
 from seglog.broker._offsets import handle_list_offsets, handle_offset_commit, handle_offset_fetch
 from seglog.broker._produce import handle_produce, handle_produce_frame
 from seglog.broker._producer_recovery import rebuild, write_snapshot
@@ -418,6 +419,7 @@ class Broker:
             request = spec.request.decode(view[header.body_offset :], version=version)
         except Exception as exc:
             raise ProtocolError(f"malformed {spec.name} v{version}: {exc!r}") from exc
+        reject_nulls(request, version)  # null where the schema forbids it: malformed
         if key == _protocol.FETCH_KEY:
             return handle_fetch(ctx, request, version, header.correlation_id)
         if key in SASL_HANDLERS:  # per-connection authentication state

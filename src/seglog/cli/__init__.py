@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from seglog.cli import (
+    _acl_cmds,
     _backup_cmds,
     _bench,
     _cluster_cmd,
@@ -44,6 +45,7 @@ _topic_cmds.register(app)
 _group_cmds.register(app)
 _cluster_cmd.register(app)
 _user_cmds.register(app)
+_acl_cmds.register(app)
 
 
 def main() -> None:
