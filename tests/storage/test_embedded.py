@@ -142,6 +142,8 @@ def test_storage_public_names_pinned():
             "recover",
             "stat",
             "validate_topic_name",
+            # the one atomic, fsynced file writer (broker state files use it too)
+            "atomic_write",
             # issue 3, API: indexes, blocking, typed logs, format, backup, stats
             "BYTES",
             "BackupReport",
