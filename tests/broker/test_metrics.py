@@ -86,6 +86,10 @@ def test_counters_equal_the_traffic(broker_factory: Callable[..., BrokerProcess]
     assert rounds >= 1
     assert m[("seglog_group_commit_records_sum", ())] >= n
     assert m[("seglog_storage_appends_total", _tp(topic, 0))] >= 1
+    assert m[("seglog_storage_appended_records_total", _tp(topic, 0))] == n // 2
+    assert m[("seglog_storage_reads_total", _tp(topic, 0))] >= 1  # the consumer's fetches
+    assert m[("seglog_storage_read_bytes_total", _tp(topic, 0))] >= (n // 2) * size
+    assert m[("seglog_storage_reads_total", _tp(topic, 1))] == 0  # nobody read partition 1
     assert m[("process_resident_memory_bytes", ())] > 10_000_000
     assert m[("seglog_connections", (("listener", "PLAINTEXT"),))] >= 1
 

@@ -252,6 +252,12 @@ class _StateCollector:
             "truncations": "Segment files truncated (recovery, retention, cleaner)",
             "errors": "Failed writes, rolls and fsyncs",
             "gc_closes": "Idle segment handles closed",
+            "appended_records": "Records appended",
+            "reads": "Reads of record batches",
+            "read_bytes": "Bytes read",
+            "deletions": "Segment files deleted",
+            "renames": "Segment files renamed",
+            "index_writes": "Offset/time index writes",
         }
         for key, doc in counter_docs.items():
             fam = CounterMetricFamily(f"seglog_storage_{key}", f"Storage: {doc}", labels=_TP)

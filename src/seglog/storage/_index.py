@@ -26,6 +26,10 @@ import pathlib
 import struct
 import sys
 from array import array
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from seglog.storage._stats import FileCounters
 
 __all__ = ["OffsetIndex", "TimeIndex"]
 
@@ -44,6 +48,8 @@ class _IndexFile:
         self.path = path
         self._fd: int | None = None
         self._pending = bytearray()  # entries not yet written (flushed every 4 KiB)
+        self.counters: FileCounters | None = None
+        """The owning log's file counters (``index_writes``), set with the segment's."""
 
     def _open_for_append(self) -> int:
         if self._fd is None:
@@ -65,6 +71,8 @@ class _IndexFile:
                 size = os.fstat(fd).st_size
                 while view:
                     view = view[os.write(fd, view) :]
+                if self.counters is not None:
+                    self.counters.index_writes += 1
             except OSError as e:
                 # derived data: the in-memory entries stay right; the file lacks some
                 # entries (sparser, still correct) or gets rebuilt at the next open
@@ -86,6 +94,8 @@ class _IndexFile:
                 view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
+        if self.counters is not None:
+            self.counters.index_writes += 1
 
     def read_file(self) -> bytes | None:
         """The file's bytes, or None if missing."""

@@ -246,6 +246,7 @@ class Log(EmbeddedLog):
                 raise
             self.counters.appends += 1
             self.counters.appended_bytes += len(data)
+            self.counters.appended_records += count
             if seg.first_append_ms < 0:
                 seg.first_append_ms = now
             base = self._log_end

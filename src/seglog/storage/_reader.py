@@ -183,9 +183,23 @@ class LogReader:
         if loc is None:
             return b""
         seg, pos, size = loc
-        return seg.read_at(pos, max_bytes, size, up)
+        data = seg.read_at(pos, max_bytes, size, up)
+        self._count_read(len(data))
+        return data
+
+    def _count_read(self, nbytes: int) -> None:
+        if nbytes:
+            counters = self.counters
+            counters.reads += 1
+            counters.read_bytes += nbytes
 
     def _read_next(self, offset: int, max_bytes: int, up: int) -> tuple[bytes, Segment | None, int]:
+        """``_find_next``, counted in ``counters.reads`` / ``read_bytes``."""
+        found = self._find_next(offset, max_bytes, up)
+        self._count_read(len(found[0]))
+        return found
+
+    def _find_next(self, offset: int, max_bytes: int, up: int) -> tuple[bytes, Segment | None, int]:
         """``read`` for an ``offset`` already resolved (``_resolve_read``), ``up`` the bound:
         ``(data, segment, position of data)`` (``b""`` at the end). Starts at the remembered
         position (``_read_hint``) when ``offset`` is where the last consume stopped and the
@@ -250,7 +264,10 @@ class LogReader:
             if h.base_offset >= up or (end > pos and end + h.size - pos > max_bytes):
                 break
             end += h.size
-        return FileSlice(seg.fd, pos, end - pos) if end > pos else None
+        if end <= pos:
+            return None
+        self._count_read(end - pos)
+        return FileSlice(seg.fd, pos, end - pos)
 
     def batches(self, start: int = OFFSET_OLDEST, end: int | None = None) -> Iterator[memoryview]:
         """Iterate whole stored record batches from the one holding ``start``

@@ -125,7 +125,11 @@ def remove_prefix(
         freed += _maint.segment_bytes(seg)
         _maint.drop_segments(log, [seg])
         bak = _swap.remove_segment_files(
-            log.directory, seg.base_offset, archive=archive is not None, on_step=on_step
+            log.directory,
+            seg.base_offset,
+            archive=archive is not None,
+            on_step=on_step,
+            counters=log.counters,
         )
         removed.append(seg.base_offset)
         if archive is not None:

@@ -284,7 +284,7 @@ def rewrite_segment(
     if on_step is not None:
         on_step("cleaned")
     _maint.write_cleaner_checkpoint(directory, seg.next_offset)
-    _swap.commit_rewrite(directory, seg.base_offset, on_step)
+    _swap.commit_rewrite(directory, seg.base_offset, on_step, log.counters)
     new = _load_rewritten(log, seg.base_offset)
     _maint.replace_segment(log, seg, new)
     return removed, before - _maint.segment_bytes(new)

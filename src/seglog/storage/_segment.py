@@ -64,8 +64,7 @@ class Segment:
         self._fd_lock = threading.Lock()
         self.last_used = time.monotonic()
         """``time.monotonic()`` of the last use of ``fd`` (idle handle GC)."""
-        self.counters: FileCounters | None = None
-        """The owning log's file counters (set by the Log), counting reopens."""
+        self._counters: FileCounters | None = None
         self.size = 0
         """Bytes of whole valid batches (the visible end of the file)."""
         self.next_offset = base_offset
@@ -83,6 +82,17 @@ class Segment:
         self.allow_gaps = False
         """Offset gaps between batches are legal here (a segment the cleaner rewrote, below
         the ``cleaner-offset-checkpoint``); else a gap is corruption."""
+
+    @property
+    def counters(self) -> FileCounters | None:
+        """The owning log's file counters (set by the Log): reopens, index writes."""
+        return self._counters
+
+    @counters.setter
+    def counters(self, counters: FileCounters | None) -> None:
+        self._counters = counters
+        self.index.counters = counters
+        self.time_index.counters = counters
 
     # -- the file handle (closed when idle by Log.gc, reopened on demand) -----------------
 

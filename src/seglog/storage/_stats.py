@@ -42,6 +42,18 @@ class FileCounters:
     """Failed writes, rolls and fsyncs (an fsync error takes the log offline)."""
     gc_closes: int = 0
     """Idle segment file handles closed by ``Log.gc``."""
+    appended_records: int = 0
+    """Records in those appends (sum of the batches' recordCount)."""
+    reads: int = 0
+    """Reads of record batches: ``read``, ``read_slice`` and consume calls that found data."""
+    read_bytes: int = 0
+    """Bytes returned by those reads (a ``read_slice`` counts its slice's size)."""
+    deletions: int = 0
+    """Segment files unlinked by retention, DeleteRecords and the cleaner."""
+    renames: int = 0
+    """Segment files renamed (to ``.deleted``/``.bak``, cleaner swaps)."""
+    index_writes: int = 0
+    """Writes to ``.index``/``.timeindex`` files (buffered flushes and rewrites)."""
 
     def as_dict(self) -> dict[str, int]:
         """``{counter name: value}`` (for metrics exporters)."""

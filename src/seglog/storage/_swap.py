@@ -26,8 +26,12 @@ from __future__ import annotations
 import os
 import pathlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from seglog.storage import _files
+
+if TYPE_CHECKING:
+    from seglog.storage._stats import FileCounters
 
 __all__ = [
     "Step",
@@ -72,11 +76,12 @@ def remove_segment_files(
     *,
     archive: bool = False,
     on_step: Step | None = None,
+    counters: FileCounters | None = None,
 ) -> list[pathlib.Path]:
     """Rename segment ``base``'s files to ``.deleted`` (or ``.bak`` when ``archive``),
     ``.log`` last, fsync the directory, then unlink the ``.deleted`` ones. Returns the
     ``.bak`` paths (empty unless ``archive``). Missing index files are skipped. Steps:
-    "renamed", "unlinked"."""
+    "renamed", "unlinked". ``counters``: the log's, counting renames and deletions."""
     suffix = _files.BAK_SUFFIX if archive else _DELETED
     moved: list[pathlib.Path] = []
     for live in segment_paths(directory, base):
@@ -86,19 +91,29 @@ def remove_segment_files(
         except FileNotFoundError:
             continue
         moved.append(target)
+    if counters is not None:
+        counters.renames += len(moved)
     _files.fsync_dir(directory)
     _step(on_step, "renamed")
     if archive:
         return moved
     for path in moved:
         _files.remove_if_exists(path)
+    if counters is not None:
+        counters.deletions += len(moved)
     _step(on_step, "unlinked")
     return []
 
 
-def commit_rewrite(directory: pathlib.Path, base: int, on_step: Step | None = None) -> None:
+def commit_rewrite(
+    directory: pathlib.Path,
+    base: int,
+    on_step: Step | None = None,
+    counters: FileCounters | None = None,
+) -> None:
     """Steps 2-4 of the module's replacement procedure, once the three ``.cleaned`` files
-    of segment ``base`` are written and fsynced. Steps: "swap", "log-live", "indexes-live"."""
+    of segment ``base`` are written and fsynced. Steps: "swap", "log-live", "indexes-live".
+    ``counters``: the log's, counting the four renames."""
     log = _files.log_path(directory, base)
     swap = log.with_name(log.name + _SWAP)
     os.replace(cleaned_path(log), swap)
@@ -109,6 +124,8 @@ def commit_rewrite(directory: pathlib.Path, base: int, on_step: Step | None = No
     _step(on_step, "log-live")
     for live in (_files.index_path(directory, base), _files.timeindex_path(directory, base)):
         os.replace(cleaned_path(live), live)
+    if counters is not None:
+        counters.renames += 4
     _files.fsync_dir(directory)
     _step(on_step, "indexes-live")
 
