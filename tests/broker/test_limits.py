@@ -5,6 +5,7 @@ everybody else, and no stored byte changes."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import time
@@ -19,6 +20,7 @@ from seglog.broker._testing import BrokerProcess
 
 from ._wire import (
     Wire,
+    api_versions,
     ensure_topic,
     fetch_request,
     make_batch,
@@ -204,3 +206,27 @@ def test_record_count_bounded(broker: str, topic: str, data_dir: Path) -> None:
         assert resp.responses[0].partition_responses[0].error_code == 87
         assert tree_digest(data_dir) == digest
         assert produce(w, topic, [b"y"]) == 1  # offsets untouched, connection open
+
+
+SLOW_ARGS = ("--max-connections", "20", "--partial-request-timeout-ms", "1500")
+
+
+def test_stalled_partial_requests_are_closed_and_others_served(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    proc = broker_factory(list(SLOW_ARGS))
+    stalled = []
+    for _ in range(20):  # every slot: two bytes of a frame size, then nothing
+        s = socket.create_connection(("127.0.0.1", proc.port), timeout=10)
+        s.sendall(b"\x00\x00")
+        stalled.append(s)
+    try:
+        for s in stalled:  # each is closed once its request is 1.5 s late
+            s.settimeout(15)
+            with contextlib.suppress(ConnectionResetError):
+                assert s.recv(16) == b""
+        assert 3 in api_versions(proc.bootstrap)  # a well-behaved client is served again
+    finally:
+        for s in stalled:
+            s.close()
+    assert "is still incomplete" in proc.log_text()

@@ -4,6 +4,7 @@ passwords, TLS 1.1 and unauthenticated requests refused while the broker keeps s
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 import subprocess
@@ -208,3 +209,22 @@ def test_users_cli(tmp_path: Path) -> None:
     assert b'"carol": ["SCRAM-SHA-256", "SCRAM-SHA-512"]' in listed.stdout
     assert run("delete", "carol").returncode == 0
     assert run("delete", "carol").returncode == 1
+
+
+def test_unauthenticated_connections_time_out(tmp_path: Path) -> None:
+    plain, sasl = free_port(), free_port()
+    proc = start_broker(
+        tmp_path / "data",
+        port=plain,
+        extra_args=[
+            "--listeners", f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+            "--sasl-authentication-timeout-ms", "1000",
+        ],
+    )  # fmt: skip
+    try:
+        idle = socket.create_connection(("127.0.0.1", sasl), timeout=15)
+        with idle, contextlib.suppress(ConnectionResetError):
+            assert idle.recv(16) == b""  # closed after the deadline, never authenticated
+        assert "not authenticated in time" in proc.log_text()
+    finally:
+        assert proc.stop() == 0

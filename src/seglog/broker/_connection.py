@@ -33,7 +33,7 @@ __all__ = ["Connection", "Dispatch", "Response"]
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-_BUFFER_BYTES = 256 * 1024  # initial receive buffer
+_BUFFER_BYTES = 32 * 1024  # initial receive buffer (grows for large frames; bounds idle memory)
 _KEEP_BYTES = 2 * 1024 * 1024 + 64 * 1024  # larger buffers are dropped once empty
 _MIN_FREE = 16 * 1024  # move a small partial frame to the front below this much room
 
@@ -82,6 +82,8 @@ class Connection(asyncio.BufferedProtocol):
         self.principal = "User:ANONYMOUS"  # Kafka's principal before/without authentication
         self.authenticated = True  # False on a SASL listener until SaslAuthenticate succeeds
         self.sasl: Any = None  # _sasl.SaslSession during the exchange
+        self.partial_timeout_s = 0.0  # a started request must arrive whole in this time (0: off)
+        self._partial_timer: asyncio.TimerHandle | None = None
         self.closed = self._loop.create_future()
 
     @property
@@ -108,6 +110,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        if self._partial_timer is not None:
+            self._partial_timer.cancel()
+            self._partial_timer = None
         for fut in self._pending:
             fut.cancel()
         self._pending.clear()
@@ -124,6 +129,29 @@ class Connection(asyncio.BufferedProtocol):
         self._end += nbytes
         self.last_active = self._loop.time()
         self._parse_buffered()
+        self._watch_partial()
+
+    def _watch_partial(self) -> None:
+        """Arm a deadline while part of a request is buffered (a client that sends a few
+        bytes and stalls must not hold a connection slot and its buffer forever)."""
+        partial = self._end > self._start and self._transport is not None
+        if partial and self._partial_timer is None and self.partial_timeout_s > 0:
+            self._partial_timer = self._loop.call_later(
+                self.partial_timeout_s, self._partial_expired
+            )
+        elif not partial and self._partial_timer is not None:
+            self._partial_timer.cancel()
+            self._partial_timer = None
+
+    def _partial_expired(self) -> None:
+        self._partial_timer = None
+        if self._end > self._start and self._transport is not None:
+            log.warning(
+                "closing connection from %s: a request started %.1f s ago is still incomplete",
+                self.peer,
+                self.partial_timeout_s,
+            )
+            self.abort()
 
     def pause_writing(self) -> None:
         self._writing_paused = True

@@ -269,6 +269,7 @@ class Broker:
         )
         conn.listener = listener
         conn.authenticated = not listener.sasl
+        conn.partial_timeout_s = self.config.partial_request_timeout_ms / 1000
         return conn
 
     # -- connection limits ------------------------------------------------------------------
@@ -298,12 +299,21 @@ class Broker:
             return False
         self._connections.add(conn)
         self._per_host[host] = self._per_host.get(host, 0) + 1
+        if not conn.authenticated and self.config.sasl_authentication_timeout_ms > 0:
+            timeout = self.config.sasl_authentication_timeout_ms / 1000
+            asyncio.get_running_loop().call_later(timeout, self._auth_expired, conn)
         if conn.listener is not None and conn.listener.tls:
             principal = principal_from_cert(conn.peer_certificate())
             if principal is not None:
                 conn.principal = principal
                 log.info("TLS client %s from %s", principal, conn.peer)
         return True
+
+    @staticmethod
+    def _auth_expired(conn: Connection) -> None:
+        if not conn.authenticated:
+            log.warning("closing connection from %s: not authenticated in time", conn.peer)
+            conn.abort()
 
     def _closed(self, conn: Connection) -> None:
         if conn not in self._connections:

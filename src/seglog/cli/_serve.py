@@ -268,6 +268,24 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
             rich_help_panel=_SEC,
         ),
     ] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+    partial_request_timeout_ms: Annotated[
+        int,
+        typer.Option(
+            "--partial-request-timeout-ms",
+            min=0,
+            help="Close a connection whose started request is not whole after this many ms"
+            " (0: never).",
+        ),
+    ] = 30_000,
+    sasl_authentication_timeout_ms: Annotated[
+        int,
+        typer.Option(
+            "--sasl-authentication-timeout-ms",
+            min=0,
+            help="Close a SASL connection not authenticated after this many ms (0: never).",
+            rich_help_panel=_SEC,
+        ),
+    ] = 10_000,
     authorizer_class_name: Annotated[
         str | None,
         typer.Option(
@@ -350,6 +368,8 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         ssl_client_auth=ssl_client_auth,
         sasl_enabled_mechanisms=mechanisms,
         authorizer_class_name=authorizer_class_name or None,
+        partial_request_timeout_ms=partial_request_timeout_ms,
+        sasl_authentication_timeout_ms=sasl_authentication_timeout_ms,
         super_users=tuple(u.strip() for u in (super_users or "").split(";") if u.strip()),
         allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found,
         metrics_host=metrics_host,
