@@ -228,3 +228,42 @@ def test_unauthenticated_connections_time_out(tmp_path: Path) -> None:
         assert "not authenticated in time" in proc.log_text()
     finally:
         assert proc.stop() == 0
+
+
+def test_scram_credentials_over_the_wire(secured: Secured) -> None:
+    from confluent_kafka.admin import (  # noqa: PLC0415
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient(secured.conf("PLAINTEXT"))
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
+    upsert = UserScramCredentialUpsertion("dave", info, b"dave-secret")
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(15)
+    described = admin.describe_user_scram_credentials(["dave"])["dave"].result(15)
+    assert [(c.mechanism, c.iterations) for c in described.scram_credential_infos] == [
+        (ScramMechanism.SCRAM_SHA_256, 4096)
+    ]
+    dave = secured.conf(
+        "SASL_PLAINTEXT",
+        **{
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "dave",
+            "sasl.password": "dave-secret",
+        },
+    )
+    _round_trip(dave, "dave-topic")  # the new credential logs in at once
+    assert "dave-secret" not in (secured.proc.data_dir / "scram-credentials.json").read_text()
+
+    delete = UserScramCredentialDeletion("dave", ScramMechanism.SCRAM_SHA_256)
+    for future in admin.alter_user_scram_credentials([delete]).values():
+        future.result(15)
+    refused = AdminClient(dave)
+    with pytest.raises(KafkaException):
+        refused.list_topics(timeout=10)
+    with pytest.raises(KafkaException) as missing:
+        admin.describe_user_scram_credentials(["dave"])["dave"].result(15)
+    assert missing.value.args[0].code() == 91  # RESOURCE_NOT_FOUND

@@ -18,6 +18,8 @@ from typing import Any, NamedTuple
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     CreateAclsRequest,
     CreateAclsResponse,
     CreatePartitionsRequest,
@@ -42,6 +44,8 @@ from kafka.protocol.admin import (
     DescribeGroupsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
@@ -169,6 +173,8 @@ APIS: dict[int, ApiSpec] = {
         _spec(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 5),
         _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 2),
         _spec(DescribeAclsRequest, DescribeAclsResponse, 1, 3),
+        _spec(DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0),
+        _spec(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0),
         _spec(CreateAclsRequest, CreateAclsResponse, 1, 3),
         _spec(DeleteAclsRequest, DeleteAclsResponse, 1, 3),
         # SASL (v0 handshakes would switch to raw tokens: only v1, with SaslAuthenticate)

@@ -112,6 +112,31 @@ class CredentialStore:
             creds[m] = (salt, stored, server, its)
         self._save()
 
+    def set_salted(
+        self, user: str, mechanism: str, salt: bytes, salted: bytes, iterations: int
+    ) -> None:
+        """Store a credential from its salted password (AlterUserScramCredentials: the
+        client salts and iterates; RFC 5802 derives the stored and server keys). Raises
+        ValueError on an unknown mechanism or fewer than 4096 iterations."""
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"mechanism {mechanism!r}: one of {', '.join(MECHANISMS)}")
+        if not 4096 <= iterations <= 16384:
+            raise ValueError("iterations must be in [4096, 16384] (Kafka's bounds)")
+        if not user or not salt or not salted:
+            raise ValueError("user, salt and salted password must not be empty")
+        name = _HASHES[mechanism]
+        client_key = hmac.new(salted, b"Client Key", name).digest()
+        stored = hashlib.new(name, client_key).digest()
+        server = hmac.new(salted, b"Server Key", name).digest()
+        self._reload()
+        self._users.setdefault(user, {})[mechanism] = (salt, stored, server, iterations)
+        self._save()
+
+    def iterations(self, user: str) -> dict[str, int]:
+        """{mechanism: iterations} of ``user`` (empty for an unknown user)."""
+        self._reload()
+        return {m: info[3] for m, info in sorted(self._users.get(user, {}).items())}
+
     def delete(self, user: str, mechanisms: tuple[str, ...] = MECHANISMS) -> bool:
         """Remove ``user``'s credentials for these mechanisms; False if it had none."""
         self._reload()

@@ -51,6 +51,7 @@ from seglog.broker._producer_recovery import rebuild, write_snapshot
 from seglog.broker._producers import BrokerState, ProducerStateTable
 from seglog.broker._retention import RetentionTask, start_retention
 from seglog.broker._sasl import handle_sasl_authenticate, handle_sasl_handshake
+from seglog.broker._scram_apis import SCRAM_HANDLERS
 from seglog.broker._scram_store import CredentialStore
 from seglog.broker._tls import principal_from_cert, server_context
 from seglog.broker._topics import TopicManager
@@ -104,6 +105,7 @@ _HANDLERS: dict[int, Handler] = {
     47: handle_offset_delete,
     60: handle_describe_cluster,
     **ACL_HANDLERS,
+    **SCRAM_HANDLERS,
 }
 
 
@@ -204,9 +206,7 @@ class Broker:
                 min_session_timeout_ms=config.group_min_session_timeout_ms,
                 max_session_timeout_ms=config.group_max_session_timeout_ms,
             ),
-            credentials=CredentialStore(config.data_dir)
-            if any(lst.sasl for lst in listeners)
-            else None,
+            credentials=CredentialStore(config.data_dir),
             sasl_mechanisms=config.sasl_enabled_mechanisms,
             authorizer=Authorizer(
                 config.data_dir,
