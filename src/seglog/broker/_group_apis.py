@@ -20,7 +20,7 @@ from kafka.protocol.consumer import (
 
 from seglog.broker._authorizer import Op, Res
 from seglog.broker._context import BrokerContext
-from seglog.broker._group_model import NONE, GroupState
+from seglog.broker._group_model import FENCED_INSTANCE_ID, NONE, GroupState
 
 __all__ = [
     "GROUP_HANDLERS",
@@ -82,6 +82,11 @@ async def handle_sync_group(
     """SyncGroup: the leader's assignments complete the rebalance; followers wait for
     them. 25 unknown member, 22 wrong generation, 27 while the group rebalances."""
     del client_id, client_host
+    instance = req.group_instance_id if version >= 3 else None
+    if ctx.groups.fenced(req.group_id, req.member_id, instance):
+        return SyncGroupResponse[version](
+            throttle_time_ms=0, error_code=FENCED_INSTANCE_ID, assignment=b""
+        )
     result = await ctx.groups.sync(
         req.group_id,
         req.generation_id,
@@ -104,6 +109,9 @@ def handle_heartbeat(
 ) -> Any:
     """Heartbeat: 0, or 27 REBALANCE_IN_PROGRESS (rejoin), 25, 22."""
     del client_id, client_host
+    instance = req.group_instance_id if version >= 3 else None
+    if ctx.groups.fenced(req.group_id, req.member_id, instance):
+        return HeartbeatResponse[version](throttle_time_ms=0, error_code=FENCED_INSTANCE_ID)
     code = ctx.groups.heartbeat(req.group_id, req.generation_id, req.member_id)
     return HeartbeatResponse[version](throttle_time_ms=0, error_code=code)
 
@@ -117,7 +125,23 @@ def handle_leave_group(
     if version < 3:
         (code,) = ctx.groups.leave(req.group_id, [req.member_id])
         return LeaveGroupResponse[version](throttle_time_ms=0, error_code=code)
-    codes = ctx.groups.leave(req.group_id, [m.member_id for m in req.members])
+    # v3+: a static member may leave by its group.instance.id (empty member id)
+    group = ctx.groups.groups.get(req.group_id)
+    static = {} if group is None else group.static_members
+    ids = [
+        static.get(m.group_instance_id, m.member_id)
+        if m.group_instance_id is not None and not m.member_id
+        else m.member_id
+        for m in req.members
+    ]
+    codes = [
+        FENCED_INSTANCE_ID if ctx.groups.fenced(req.group_id, mid, m.group_instance_id) else None
+        for mid, m in zip(ids, req.members, strict=True)
+    ]
+    left = iter(
+        ctx.groups.leave(req.group_id, [i for i, c in zip(ids, codes, strict=True) if c is None])
+    )
+    codes = [c if c is not None else next(left) for c in codes]
     members = [
         LeaveGroupResponse.MemberResponse(
             member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=code

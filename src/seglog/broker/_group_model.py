@@ -34,6 +34,7 @@ UNKNOWN_MEMBER_ID = 25
 INVALID_SESSION_TIMEOUT = 26
 REBALANCE_IN_PROGRESS = 27
 MEMBER_ID_REQUIRED = 79
+FENCED_INSTANCE_ID = 82
 
 
 class GroupState(enum.Enum):
@@ -110,6 +111,8 @@ class Group:
     leader: str | None = None
     members: dict[str, Member] = dataclasses.field(default_factory=dict)
     pending: dict[str, asyncio.TimerHandle] = dataclasses.field(default_factory=dict)
+    static_members: dict[str, str] = dataclasses.field(default_factory=dict)
+    """group.instance.id → member id of static members (KIP-345)."""
     join_timer: asyncio.TimerHandle | None = None
     initial_join: bool = False  # the rebalance started from Empty (initial delay applies)
     new_member_added: bool = False

@@ -22,6 +22,7 @@ import uuid
 from typing import TypeVar
 
 from seglog.broker._group_model import (
+    FENCED_INSTANCE_ID,
     ILLEGAL_GENERATION,
     INCONSISTENT_GROUP_PROTOCOL,
     INVALID_GROUP_ID,
@@ -116,9 +117,15 @@ class GroupCoordinator:
             protocol_type,
             protocols,
         )
+        if group_instance_id is not None:
+            known = group.static_members.get(group_instance_id)
+            if member_id and known is not None and member_id != known:
+                return JoinResult(FENCED_INSTANCE_ID, member_id)
+            if not member_id and known is not None and known in group.members:
+                return await self._replace_static(group, group.members[known], member)
         if not member_id:
             member.member_id = f"{client_id}-{uuid.uuid4()}"
-            if require_known_member_id:
+            if require_known_member_id and group_instance_id is None:  # static: no round trip
                 loop = asyncio.get_running_loop()
                 group.pending[member.member_id] = loop.call_later(
                     session_timeout_ms / 1000, self._expire_pending, group, member.member_id
@@ -133,10 +140,56 @@ class GroupCoordinator:
             return JoinResult(UNKNOWN_MEMBER_ID, member_id)
         return await self._current_member_join(group, current, member)
 
+    async def _replace_static(self, group: Group, old: Member, new: Member) -> JoinResult:
+        """A static member rejoining with a new member id (KIP-345): it takes the old
+        member's place, assignment and leadership; the old id is fenced (82). A Stable
+        group with the same protocols answers at once, without a rebalance; otherwise the
+        new member joins the rebalance in progress."""
+        new.member_id = f"{new.client_id}-{uuid.uuid4()}"
+        new.assignment = old.assignment
+        if old.expiry is not None:
+            old.expiry.cancel()
+            old.expiry = None
+        _resolve(old.join_future, JoinResult(FENCED_INSTANCE_ID, old.member_id))
+        _resolve(old.sync_future, SyncResult(FENCED_INSTANCE_ID))
+        old.join_future = old.sync_future = None
+        # keep the member order (the leader choice and the leader's member list)
+        group.members = {
+            (new.member_id if mid == old.member_id else mid): (new if mid == old.member_id else m)
+            for mid, m in group.members.items()
+        }
+        if group.leader == old.member_id:
+            group.leader = new.member_id
+        assert new.group_instance_id is not None
+        group.static_members[new.group_instance_id] = new.member_id
+        log.info(
+            "group %r: static member %s rejoined as %s (was %s)",
+            group.group_id, new.group_instance_id, new.member_id, old.member_id,
+        )  # fmt: skip
+        self._heartbeat(group, new)
+        if group.state is GroupState.STABLE and old.protocols == new.protocols:
+            return self._join_result(group, new)
+        fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        new.join_future = fut
+        self._maybe_prepare_rebalance(group)
+        self._try_complete_join(group)
+        return await asyncio.shield(fut)
+
+    def fenced(self, group_id: str, member_id: str, group_instance_id: str | None) -> bool:
+        """Whether a request naming ``group_instance_id`` comes from a member id that
+        another member of that instance replaced (answer 82 FENCED_INSTANCE_ID)."""
+        if group_instance_id is None:
+            return False
+        group = self.groups.get(group_id)
+        known = None if group is None else group.static_members.get(group_instance_id)
+        return known is not None and known != member_id
+
     async def _add_and_rebalance(self, group: Group, member: Member) -> JoinResult:
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         member.join_future = fut
         group.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            group.static_members[member.group_instance_id] = member.member_id
         if group.leader is None:
             group.leader = member.member_id
         group.new_member_added = True
@@ -423,6 +476,9 @@ class GroupCoordinator:
         _resolve(member.sync_future, SyncResult(UNKNOWN_MEMBER_ID))
         member.join_future = member.sync_future = None
         del group.members[member.member_id]
+        instance = member.group_instance_id
+        if instance is not None and group.static_members.get(instance) == member.member_id:
+            del group.static_members[instance]
         if group.leader == member.member_id:
             group.leader = next(iter(group.members), None)
 

@@ -99,6 +99,10 @@ def handle_offset_commit(ctx: BrokerContext, req: Any, version: int) -> Any:
     group_code = _errors.NONE
     if req.group_id and not ctx.allowed(Op.READ, Res.GROUP, req.group_id):
         group_code = _errors.GROUP_AUTHORIZATION_FAILED
+    elif req.group_id and ctx.groups.fenced(
+        req.group_id, req.member_id, getattr(req, "group_instance_id", None)
+    ):
+        group_code = 82  # FENCED_INSTANCE_ID
     elif req.group_id:
         group_code = ctx.groups.validate_commit(
             req.group_id, req.generation_id_or_member_epoch, req.member_id
