@@ -31,19 +31,29 @@ def test_mypy_strict_is_clean() -> None:
 
 def test_layers_import_downwards_only() -> None:
     """storage imports nothing above it; columnar (Arrow/Parquet of topics) only storage;
-    broker imports no spark/cli; spark no cli."""
+    broker imports no spark/cli/console; spark and console (siblings over the broker) no
+    cli and not each other."""
     forbidden = {
         "storage": (
             "seglog.columnar",
             "seglog.broker",
             "seglog.spark",
             "seglog.cli",
+            "seglog.console",
             "asyncio",
             "socket",
         ),
-        "columnar": ("seglog.broker", "seglog.spark", "seglog.cli", "pyspark", "asyncio"),
-        "broker": ("seglog.spark", "seglog.cli"),
-        "spark": ("seglog.cli",),
+        "columnar": (
+            "seglog.broker",
+            "seglog.spark",
+            "seglog.cli",
+            "seglog.console",
+            "pyspark",
+            "asyncio",
+        ),
+        "broker": ("seglog.spark", "seglog.cli", "seglog.console"),
+        "spark": ("seglog.cli", "seglog.console"),
+        "console": ("seglog.cli", "seglog.spark", "pyspark"),  # a Kafka client beside spark
     }
     offenders = []
     for layer, names in forbidden.items():

@@ -13,6 +13,7 @@ from seglog.cli import (
     _backup_cmds,
     _bench,
     _cluster_cmd,
+    _console_cmd,
     _consume_cmd,
     _group_cmds,
     _log_cmds,
@@ -46,6 +47,7 @@ _group_cmds.register(app)
 _cluster_cmd.register(app)
 _user_cmds.register(app)
 _acl_cmds.register(app)
+_console_cmd.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,341 @@
+"""What the console shows, read from any Kafka-protocol broker with its clients:
+confluent-kafka's AdminClient (topics, offsets, configs, groups, lag) and Consumer (the
+message browser), kafka-python's admin client for DescribeLogDirs (sizes on disk).
+
+Every call is blocking (the web layer runs them in a thread pool) and read-only. A
+:class:`Throughput` sampler thread sums the log end offsets (records in) and the committed
+offsets of every group (records consumed) once a second; the overview chart shows their
+per-second differences over the last minutes.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import json
+import threading
+import time
+from typing import Any
+
+__all__ = ["Backend", "Throughput", "render_bytes"]
+
+TIMEOUT = 15.0
+
+
+def render_bytes(data: bytes | None, fmt: str) -> str | None:
+    """``data`` as ``json`` (pretty, when it parses), ``text`` (UTF-8, else hex) or
+    ``hex``; None stays None (a null key or a tombstone)."""
+    if data is None:
+        return None
+    if fmt == "hex":
+        return data.hex(" ")
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        return data.hex(" ")
+    if fmt == "json":
+        try:
+            return json.dumps(json.loads(text), indent=2, sort_keys=True)
+        except ValueError:
+            return text
+    return text
+
+
+class Backend:
+    """Blocking reads against the brokers of ``conf`` (librdkafka configuration)."""
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+        self.conf = conf
+        self.admin = AdminClient({**conf, "allow.auto.create.topics": False})
+        self.started = time.time()
+
+    # -- cluster and topics -------------------------------------------------------------
+
+    def overview(self) -> dict[str, Any]:
+        """Cluster id, controller, brokers, topic and partition counts, disk use."""
+        meta = self.admin.list_topics(timeout=TIMEOUT)
+        sizes = self.log_dir_sizes()
+        return {
+            "cluster_id": meta.cluster_id,
+            "controller_id": meta.controller_id,
+            "brokers": [
+                {"node_id": b.id, "host": b.host, "port": b.port}
+                for b in sorted(meta.brokers.values(), key=lambda b: b.id)
+            ],
+            "topics": len(meta.topics),
+            "partitions": sum(len(t.partitions) for t in meta.topics.values()),
+            "disk_bytes": None if sizes is None else sum(sizes.values()),
+            "console_uptime_s": round(time.time() - self.started, 1),
+        }
+
+    def log_dir_sizes(self) -> dict[tuple[str, int], int] | None:
+        """Partition sizes in bytes from DescribeLogDirs (None when the broker or the
+        security options do not allow it)."""
+        if any(k.startswith(("sasl.", "ssl.", "security.")) for k in self.conf):
+            return None  # kafka-python would need the options translated: not offered
+        from kafka.admin import KafkaAdminClient  # noqa: PLC0415
+
+        try:
+            client = KafkaAdminClient(bootstrap_servers=self.conf["bootstrap.servers"])
+            try:
+                dirs = client.describe_log_dirs()
+            finally:
+                client.close()
+        except Exception:
+            return None
+        sizes: dict[tuple[str, int], int] = {}
+        for broker in dirs:
+            for log_dir in broker.get("log_dirs", []):
+                for t in log_dir.get("topics", []):
+                    for p in t.get("partitions", []):
+                        sizes[(t["name"], p["partition_index"])] = p["partition_size"]
+        return sizes
+
+    def _offsets(self, keys: list[tuple[str, int]], spec: Any) -> dict[tuple[str, int], int]:
+        from confluent_kafka import TopicPartition  # noqa: PLC0415
+
+        if not keys:
+            return {}
+        futures = self.admin.list_offsets(
+            {TopicPartition(t, p): spec for t, p in keys}, request_timeout=TIMEOUT
+        )
+        return {(tp.topic, tp.partition): f.result(TIMEOUT).offset for tp, f in futures.items()}
+
+    def topics(self) -> list[dict[str, Any]]:
+        """Every topic: partitions, records (log end - log start), bytes."""
+        from confluent_kafka.admin import OffsetSpec  # noqa: PLC0415
+
+        meta = self.admin.list_topics(timeout=TIMEOUT)
+        keys = [(n, p) for n, t in meta.topics.items() for p in t.partitions]
+        starts = self._offsets(keys, OffsetSpec.earliest())
+        ends = self._offsets(keys, OffsetSpec.latest())
+        sizes = self.log_dir_sizes() or {}
+        out = []
+        for name, t in sorted(meta.topics.items()):
+            parts = sorted(t.partitions)
+            out.append(
+                {
+                    "topic": name,
+                    "partitions": len(parts),
+                    "records": sum(ends[(name, p)] - starts[(name, p)] for p in parts),
+                    "bytes": sum(sizes.get((name, p), 0) for p in parts) if sizes else None,
+                }
+            )
+        return out
+
+    def topic(self, name: str) -> dict[str, Any]:
+        """One topic: per partition leader, log start/end offsets, size; its configs."""
+        from confluent_kafka.admin import ConfigResource, OffsetSpec  # noqa: PLC0415
+
+        meta = self.admin.list_topics(name, timeout=TIMEOUT).topics.get(name)
+        if meta is None or meta.error is not None:
+            raise KeyError(name)
+        parts = sorted(meta.partitions)
+        keys = [(name, p) for p in parts]
+        starts = self._offsets(keys, OffsetSpec.earliest())
+        ends = self._offsets(keys, OffsetSpec.latest())
+        sizes = self.log_dir_sizes() or {}
+        configs: dict[str, Any] = {}
+        try:
+            res = ConfigResource(ConfigResource.Type.TOPIC, name)
+            entries = self.admin.describe_configs([res])[res].result(TIMEOUT)
+            configs = {k: e.value for k, e in sorted(entries.items())}
+        except Exception:
+            configs = {}
+        return {
+            "topic": name,
+            "partitions": [
+                {
+                    "partition": p,
+                    "leader": meta.partitions[p].leader,
+                    "log_start_offset": starts[(name, p)],
+                    "log_end_offset": ends[(name, p)],
+                    "bytes": sizes.get((name, p)),
+                }
+                for p in parts
+            ],
+            "configs": configs,
+        }
+
+    # -- messages -----------------------------------------------------------------------
+
+    def messages(  # noqa: PLR0917 (the browser's query)
+        self,
+        topic: str,
+        partition: int,
+        offset: int | None,
+        timestamp_ms: int | None,
+        limit: int,
+        fmt: str,
+    ) -> dict[str, Any]:
+        """Up to ``limit`` records of one partition from ``offset`` (None with no
+        timestamp: the last ``limit``), or from the first record at or after
+        ``timestamp_ms``; rendered as ``fmt``."""
+        from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+        from confluent_kafka.admin import OffsetSpec  # noqa: PLC0415
+
+        key = (topic, partition)
+        start = self._offsets([key], OffsetSpec.earliest())[key]
+        end = self._offsets([key], OffsetSpec.latest())[key]
+        if timestamp_ms is not None:
+            found = self._offsets([key], OffsetSpec.for_timestamp(timestamp_ms))[key]
+            offset = end if found < 0 else found
+        if offset is None:
+            offset = max(start, end - limit)
+        offset = min(max(offset, start), end)
+        records: list[dict[str, Any]] = []
+        if offset < end:
+            consumer = Consumer(
+                {
+                    **self.conf,
+                    "group.id": "seglog-console",
+                    "enable.auto.commit": False,
+                    "enable.partition.eof": True,
+                }
+            )
+            try:
+                consumer.assign([TopicPartition(topic, partition, offset)])
+                deadline = time.monotonic() + TIMEOUT
+                while len(records) < limit and time.monotonic() < deadline:
+                    msg = consumer.poll(0.5)
+                    if msg is None:
+                        continue
+                    if msg.error() is not None:
+                        break  # end of partition (or an error): show what was read
+                    records.append(
+                        {
+                            "offset": msg.offset(),
+                            "timestamp": msg.timestamp()[1],
+                            "key": render_bytes(msg.key(), fmt),
+                            "value": render_bytes(msg.value(), fmt),
+                            "value_base64": None
+                            if msg.value() is None
+                            else base64.b64encode(msg.value()).decode(),
+                            "headers": [
+                                [k, render_bytes(v, "text")] for k, v in msg.headers() or []
+                            ],
+                        }
+                    )
+                    if msg.offset() + 1 >= end:
+                        break
+            finally:
+                consumer.close()
+        return {
+            "topic": topic,
+            "partition": partition,
+            "log_start_offset": start,
+            "log_end_offset": end,
+            "offset": offset,
+            "records": records,
+        }
+
+    # -- groups -------------------------------------------------------------------------
+
+    def groups(self) -> list[dict[str, Any]]:
+        """Every consumer group and its state."""
+        result = self.admin.list_consumer_groups(request_timeout=TIMEOUT).result(TIMEOUT)
+        return sorted(
+            (
+                {"group": g.group_id, "state": str(getattr(g.state, "name", g.state))}
+                for g in result.valid
+            ),
+            key=lambda r: r["group"],
+        )
+
+    def group(self, group_id: str) -> dict[str, Any]:
+        """State, members with assignments, and per partition committed offset, log end
+        offset and lag (log end - committed)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions  # noqa: PLC0415
+        from confluent_kafka.admin import OffsetSpec  # noqa: PLC0415
+
+        desc = self.admin.describe_consumer_groups([group_id], request_timeout=TIMEOUT)[
+            group_id
+        ].result(TIMEOUT)
+        members = []
+        for m in desc.members:
+            parts = m.assignment.topic_partitions if m.assignment else []
+            members.append(
+                {
+                    "member_id": m.member_id,
+                    "client_id": m.client_id,
+                    "host": m.host,
+                    "assignment": sorted(f"{tp.topic}-{tp.partition}" for tp in parts),
+                }
+            )
+        listed = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id)])
+        committed = {
+            (tp.topic, tp.partition): tp.offset
+            for tp in listed[group_id].result(TIMEOUT).topic_partitions
+            if tp.offset >= 0
+        }
+        ends = self._offsets(sorted(committed), OffsetSpec.latest())
+        return {
+            "group": group_id,
+            "state": str(getattr(desc.state, "name", desc.state)),
+            "members": members,
+            "partitions": [
+                {
+                    "topic": t,
+                    "partition": p,
+                    "committed_offset": off,
+                    "log_end_offset": ends[(t, p)],
+                    "lag": max(ends[(t, p)] - off, 0),
+                }
+                for (t, p), off in sorted(committed.items())
+            ],
+        }
+
+    def totals(self) -> tuple[int, int]:
+        """(sum of log end offsets, sum of committed offsets of every group)."""
+        from confluent_kafka.admin import OffsetSpec  # noqa: PLC0415
+
+        meta = self.admin.list_topics(timeout=TIMEOUT)
+        keys = [(n, p) for n, t in meta.topics.items() for p in t.partitions]
+        produced = sum(self._offsets(keys, OffsetSpec.latest()).values())
+        consumed = 0
+        for g in self.groups():
+            consumed += sum(p["committed_offset"] for p in self.group(g["group"])["partitions"])
+        return produced, consumed
+
+
+class Throughput:
+    """Records in (log end offsets) and consumed (committed offsets) per second, sampled
+    every ``interval_s`` by a daemon thread; the last ``keep`` samples."""
+
+    def __init__(self, backend: Backend, interval_s: float = 1.0, keep: int = 300) -> None:
+        self.backend = backend
+        self.interval_s = interval_s
+        self.samples: collections.deque[tuple[float, float, float]] = collections.deque(maxlen=keep)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name="seglog-console-sampler", daemon=True
+        )
+
+    def start(self) -> None:
+        """Start sampling."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop sampling (waits for the thread)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        last: tuple[float, int, int] | None = None
+        while not self._stop.is_set():
+            try:
+                produced, consumed = self.backend.totals()
+            except Exception:
+                last = None
+            else:
+                now = time.time()
+                if last is not None:
+                    dt = max(now - last[0], 1e-3)
+                    self.samples.append(
+                        (now, max(produced - last[1], 0) / dt, max(consumed - last[2], 0) / dt)
+                    )
+                last = (now, produced, consumed)
+            self._stop.wait(self.interval_s)

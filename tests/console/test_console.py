@@ -1,0 +1,148 @@
+"""The web console in a real browser: Playwright driving Debian's chromium
+(``/usr/bin/chromium``; ``.ci/run`` installs it) against ``seglog console`` and a live
+``seglog serve`` with data. Each page loads; a click goes from the topic list to a message;
+the lag shown equals the group's real lag; screenshots land in the test's directory (and
+in ``docs/`` when ``SEGLOG_CONSOLE_SCREENSHOTS=1``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from seglog.broker._testing import BrokerProcess, free_port, start_broker
+
+CHROMIUM = "/usr/bin/chromium"
+SEGLOG = str(Path(sys.executable).with_name("seglog"))
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A broker with an ``orders`` topic (JSON values, a binary one, headers), a group
+    that consumed part of it, and a console process on a free port."""
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (see .ci/run)")
+    work = tmp_path_factory.mktemp("console")
+    broker: BrokerProcess = start_broker(work / "data")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("orders", 2)])["orders"].result(15)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(30):
+        value = json.dumps({"order": i, "item": f"book-{i}"}).encode()
+        producer.produce("orders", key=f"k{i}".encode(), value=value, partition=i % 2,
+                         headers=[("source", b"test")])  # fmt: skip
+    producer.produce("orders", key=b"bin", value=b"\x00\xff\x10", partition=0)
+    assert producer.flush(15) == 0
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "billing", "enable.auto.commit": False}
+    )
+    consumer.commit(
+        offsets=[TopicPartition("orders", 0, 5), TopicPartition("orders", 1, 12)],
+        asynchronous=False,
+    )
+    consumer.close()
+    port = free_port()
+    console = subprocess.Popen(
+        [SEGLOG, "console", "-b", broker.bootstrap, "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/api/overview", timeout=5) as resp:
+                if resp.status == 200:
+                    break
+        except OSError:
+            if time.monotonic() > deadline or console.poll() is not None:
+                out = console.stdout.read().decode() if console.stdout else ""
+                raise RuntimeError(f"console did not start: {out}") from None
+            time.sleep(0.2)  # polling for the server to come up, not deciding an outcome
+    try:
+        yield {"url": url, "broker": broker, "shots": work}
+    finally:
+        console.send_signal(signal.SIGINT)
+        console.wait(30)
+        broker.stop()
+
+
+@pytest.fixture(scope="module")
+def page(live: dict[str, Any]) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield browser.new_page(viewport={"width": 1100, "height": 800})
+        finally:
+            browser.close()
+
+
+def _shot(page: Any, live: dict[str, Any], name: str) -> None:
+    page.screenshot(path=str(live["shots"] / f"console-{name}.png"), full_page=True)
+    if os.environ.get("SEGLOG_CONSOLE_SCREENSHOTS") == "1":
+        page.screenshot(path=str(DOCS / f"console-{name}.png"), full_page=True)
+
+
+def test_overview_with_live_chart(page: Any, live: dict[str, Any]) -> None:
+    page.goto(live["url"] + "/")
+    assert page.locator("#overview").inner_text().count("orders") == 0  # counts, not names
+    cells = page.locator("#overview td").all_inner_texts()
+    assert cells[3] == "2"  # topics: orders and __consumer_offsets
+    page.wait_for_selector("#throughput canvas", timeout=15000)  # uPlot drew its chart
+    _shot(page, live, "overview")
+
+
+def test_click_from_topics_to_a_message(page: Any, live: dict[str, Any]) -> None:
+    page.goto(live["url"] + "/topics")
+    row = page.locator("#topics tr", has_text="orders")
+    assert "31" in row.inner_text()  # records in the topic
+    row.locator("a").click()
+    page.wait_for_selector("#partitions")
+    assert "retention.ms" in page.locator("#configs").inner_text()
+    page.locator("#partitions a", has_text="messages").first.click()
+    page.wait_for_selector("#messages")
+    page.goto(page.url + "&offset=0&format=json")
+    values = page.locator("#messages pre.value").all_inner_texts()
+    assert json.loads(values[0]) == {"item": "book-0", "order": 0}
+    assert "source=test" in page.locator("#messages").inner_text()
+    _shot(page, live, "messages")
+    assert len(values) == 16  # partition 0: 15 orders and one binary record
+    page.locator("#next").click()  # paging: offset 16 is the log end, nothing more
+    page.wait_for_selector("#messages")
+    assert page.locator("#messages pre.value").count() == 0
+    page.goto(live["url"] + "/topics/orders/messages?partition=0&offset=15&format=hex")
+    assert "00 ff 10" in page.locator("#messages").inner_text()  # the binary value
+
+
+def test_group_lag_equals_the_real_lag(page: Any, live: dict[str, Any]) -> None:
+    page.goto(live["url"] + "/groups")
+    page.locator("#groups a", has_text="billing").click()
+    page.wait_for_selector("#lag")
+    shown = [int(x) for x in page.locator("#lag .lag").all_inner_texts()]
+    admin = AdminClient({"bootstrap.servers": live["broker"].bootstrap})
+    from confluent_kafka.admin import OffsetSpec  # noqa: PLC0415
+
+    ends = admin.list_offsets({TopicPartition("orders", p): OffsetSpec.latest() for p in (0, 1)})
+    real = {tp.partition: f.result(15).offset for tp, f in ends.items()}
+    assert shown == [real[0] - 5, real[1] - 12]
+    assert page.locator("#state").inner_text() == "EMPTY"
+    _shot(page, live, "group")
