@@ -146,3 +146,25 @@ def test_group_lag_equals_the_real_lag(page: Any, live: dict[str, Any]) -> None:
     assert shown == [real[0] - 5, real[1] - 12]
     assert page.locator("#state").inner_text() == "EMPTY"
     _shot(page, live, "group")
+
+
+def test_serve_console_listen(tmp_path: Path) -> None:
+    port, console_port = free_port(), free_port()
+    broker = start_broker(
+        tmp_path / "data", port=port, extra_args=["--console-listen", f"127.0.0.1:{console_port}"]
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{console_port}/api/overview", timeout=5
+                ) as resp:
+                    doc = json.loads(resp.read())
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, broker.log_text()
+                time.sleep(0.2)  # polling for the server to come up
+        assert [b["port"] for b in doc["brokers"]] == [port]  # a client of its own broker
+    finally:
+        assert broker.stop() == 0

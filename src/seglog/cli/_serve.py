@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -310,6 +311,13 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
             rich_help_panel=_SEC,
         ),
     ] = False,
+    console_listen: Annotated[
+        str | None,
+        typer.Option(
+            "--console-listen",
+            help="HOST:PORT to serve the web console on (needs seglog[console]; off by default).",
+        ),
+    ] = None,
     metrics_listen: Annotated[
         str | None,
         typer.Option(
@@ -401,6 +409,8 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         group_min_session_timeout_ms=group_min_session_timeout_ms,
         group_max_session_timeout_ms=group_max_session_timeout_ms,
     )
+    if console_listen is not None:
+        _start_console(config, console_listen)
     try:
         run_broker(config)
     except DataDirLockedError as exc:
@@ -412,6 +422,37 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
     except ValueError as exc:  # e.g. a TLS listener without a certificate
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+
+
+def _start_console(config: BrokerConfig, listen: str) -> None:
+    """Run the web console in a daemon thread, as a client of this broker's first
+    listener (which needs a fixed port). Exit 2 when that is impossible."""
+    try:
+        from seglog.console import serve_console  # noqa: PLC0415
+    except ImportError as exc:
+        typer.echo(
+            f"error: --console-listen needs: pip install 'seglog[console]' ({exc})", err=True
+        )
+        raise typer.Exit(2) from exc
+    first = config.listeners[0] if config.listeners else None
+    host, port = (first.host, first.port) if first else (config.host, config.port)
+    if first is not None and first.protocol != "PLAINTEXT":
+        typer.echo("error: --console-listen needs a PLAINTEXT first listener", err=True)
+        raise typer.Exit(2)
+    if port == 0:
+        typer.echo("error: --console-listen needs a fixed broker port (not :0)", err=True)
+        raise typer.Exit(2)
+    try:
+        c_host, c_port = parse_host_port(listen, 8080)
+    except ValueError as exc:
+        raise typer.BadParameter(f"--console-listen {listen!r}: {exc}") from exc
+    bootstrap = f"{'127.0.0.1' if host in ('', '0.0.0.0') else host}:{port}"
+    threading.Thread(
+        target=serve_console,
+        args=({"bootstrap.servers": bootstrap}, c_host, c_port),
+        name="seglog-console",
+        daemon=True,
+    ).start()
 
 
 def register(app: typer.Typer) -> None:
