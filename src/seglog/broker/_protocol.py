@@ -177,8 +177,10 @@ APIS: dict[int, ApiSpec] = {
         _spec(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0),
         _spec(CreateAclsRequest, CreateAclsResponse, 1, 3),
         _spec(DeleteAclsRequest, DeleteAclsResponse, 1, 3),
-        # SASL (v0 handshakes would switch to raw tokens: only v1, with SaslAuthenticate)
-        _spec(SaslHandshakeRequest, SaslHandshakeResponse, 1, 1),
+        # SASL. SaslHandshake v0 is advertised because librdkafka before 2.x derives its
+        # "SASL handshake" feature from v0 (kcat); the exchange itself must then go through
+        # SaslAuthenticate (raw v0 tokens are not frames: such a client is disconnected)
+        _spec(SaslHandshakeRequest, SaslHandshakeResponse, 0, 1),
         _spec(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
         # consumer-group membership (_group_apis)
         _spec(JoinGroupRequest, JoinGroupResponse, 0, 9),
