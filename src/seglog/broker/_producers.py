@@ -143,6 +143,15 @@ class ProducerStateTable:
             _Entry(ident.first_sequence, ident.last_sequence, base_offset, last_offset)
         )
 
+    def active(self, topic: str, partition: int) -> list[tuple[int, int, int]]:
+        """(producer id, epoch, last sequence) of each producer with state on the
+        partition (DescribeProducers)."""
+        return [
+            (pid, state.epoch, state.entries[-1].last_sequence if state.entries else -1)
+            for (pid, t, p), state in sorted(self._states.items())
+            if (t, p) == (topic, partition)
+        ]
+
     def to_json(self) -> list[list[object]]:
         """Every state as ``[producer id, topic, partition, epoch, [[first seq, last seq,
         base offset, last offset], ...]]`` (the producer-state snapshot)."""

@@ -49,6 +49,7 @@ from seglog.broker._offsets import handle_list_offsets, handle_offset_commit, ha
 from seglog.broker._produce import handle_produce, handle_produce_frame
 from seglog.broker._producer_recovery import rebuild, write_snapshot
 from seglog.broker._producers import BrokerState, ProducerStateTable
+from seglog.broker._replica_apis import REPLICA_HANDLERS
 from seglog.broker._retention import RetentionTask, start_retention
 from seglog.broker._sasl import handle_sasl_authenticate, handle_sasl_handshake
 from seglog.broker._scram_apis import SCRAM_HANDLERS
@@ -106,6 +107,7 @@ _HANDLERS: dict[int, Handler] = {
     60: handle_describe_cluster,
     **ACL_HANDLERS,
     **SCRAM_HANDLERS,
+    **REPLICA_HANDLERS,
 }
 
 

@@ -1,0 +1,127 @@
+"""The leadership and replica APIs as a one-node cluster answers them, through raw
+requests (kafka-python's schemas) and confluent-kafka's admin client."""
+
+from __future__ import annotations
+
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    DescribeProducersRequest,
+    DescribeTopicPartitionsRequest,
+    ElectLeadersRequest,
+    ListPartitionReassignmentsRequest,
+)
+from kafka.protocol.consumer import OffsetForLeaderEpochRequest
+from kafka.protocol.producer import InitProducerIdRequest
+
+from ._wire import Wire, ensure_topic, make_batch, produce_request
+
+
+def test_offset_for_leader_epoch_and_producers(broker: str, topic: str) -> None:
+    with Wire(broker) as w:
+        ensure_topic(w, topic)
+        init = w.call(InitProducerIdRequest[4](transactional_id=None, transaction_timeout_ms=1))
+        batch = make_batch(
+            [b"a", b"b", b"c"], producer_id=init.producer_id, producer_epoch=0, base_sequence=0
+        )
+        w.call(produce_request(topic, batch))
+        req = OffsetForLeaderEpochRequest[4]
+        epochs = w.call(
+            req(
+                replica_id=-1,
+                topics=[
+                    req.OffsetForLeaderTopic(
+                        topic=topic,
+                        partitions=[
+                            req.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                                partition=0, current_leader_epoch=-1, leader_epoch=0
+                            ),
+                            req.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                                partition=9, current_leader_epoch=-1, leader_epoch=0
+                            ),
+                        ],
+                    )
+                ],
+            )
+        )
+        parts = epochs.topics[0].partitions
+        assert (parts[0].error_code, parts[0].leader_epoch, parts[0].end_offset) == (0, 0, 3)
+        assert parts[1].error_code == 3
+        dp = DescribeProducersRequest[0]
+        producers = w.call(dp(topics=[dp.TopicRequest(name=topic, partition_indexes=[0])]))
+        [state] = producers.topics[0].partitions[0].active_producers
+        assert (state.producer_id, state.producer_epoch, state.last_sequence) == (
+            init.producer_id,
+            0,
+            2,
+        )
+
+
+def test_describe_topic_partitions_with_cursor(broker: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker})
+    admin.create_topics([NewTopic(topic, 5)])[topic].result(15)
+    with Wire(broker) as w:
+        dtp = DescribeTopicPartitionsRequest[0]
+        first = w.call(
+            dtp(topics=[dtp.TopicRequest(name=topic)], response_partition_limit=3, cursor=None)
+        )
+        assert [p.partition_index for p in first.topics[0].partitions] == [0, 1, 2]
+        assert first.next_cursor.partition_index == 3
+        rest = w.call(
+            dtp(
+                topics=[dtp.TopicRequest(name=topic)],
+                response_partition_limit=3,
+                cursor=dtp.Cursor(topic_name=topic, partition_index=3),
+            )
+        )
+        assert [p.partition_index for p in rest.topics[0].partitions] == [3, 4]
+        assert rest.next_cursor is None
+        assert rest.topics[0].partitions[0].replica_nodes == [0]
+
+
+def test_leaders_and_reassignments(broker: str, topic: str) -> None:
+    with Wire(broker) as w:
+        ensure_topic(w, topic)
+        el = ElectLeadersRequest[2]
+        elected = w.call(
+            el(
+                election_type=0,
+                topic_partitions=[el.TopicPartitions(topic=topic, partitions=[0])],
+                timeout_ms=1000,
+            )
+        )
+        assert elected.replica_election_results[0].partition_result[0].error_code == 84
+        ap = AlterPartitionReassignmentsRequest[0]
+        topics = [
+            ap.ReassignableTopic(
+                name=topic,
+                partitions=[
+                    ap.ReassignableTopic.ReassignablePartition(partition_index=0, replicas=[0])
+                ],
+            )
+        ]
+        assert w.call(ap(timeout_ms=1000, topics=topics)).responses[0].partitions[0].error_code == 0
+        topics = [
+            ap.ReassignableTopic(
+                name=topic,
+                partitions=[
+                    ap.ReassignableTopic.ReassignablePartition(partition_index=0, replicas=[0, 1])
+                ],
+            )
+        ]
+        assert (
+            w.call(ap(timeout_ms=1000, topics=topics)).responses[0].partitions[0].error_code == 39
+        )
+        topics = [
+            ap.ReassignableTopic(
+                name=topic,
+                partitions=[
+                    ap.ReassignableTopic.ReassignablePartition(partition_index=0, replicas=None)
+                ],
+            )
+        ]
+        assert (
+            w.call(ap(timeout_ms=1000, topics=topics)).responses[0].partitions[0].error_code == 85
+        )
+        listed = w.call(ListPartitionReassignmentsRequest[0](timeout_ms=1000, topics=None))
+        assert (listed.error_code, listed.topics) == (0, [])
