@@ -13,24 +13,47 @@ See ``seglog.storage`` for the engine, ``seglog.broker`` for ``seglog serve`` an
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from seglog.errors import *  # noqa: F403  (the error hierarchy is part of the public API)
 from seglog.errors import __all__ as _errors_all
-from seglog.storage import (
-    OFFSET_NEWEST,
-    OFFSET_OLDEST,
-    AppendInfo,
-    CancelToken,
-    DataDir,
-    Log,
-    LogConfig,
-    Message,
-    RecordColumns,
-    TopicInfo,
-    TypedLog,
-    TypedMessage,
-    open_log,
-    open_typed_log,
-)
+
+if TYPE_CHECKING:
+    from seglog.storage import (
+        OFFSET_NEWEST,
+        OFFSET_OLDEST,
+        AppendInfo,
+        CancelToken,
+        DataDir,
+        Log,
+        LogConfig,
+        Message,
+        RecordColumns,
+        TopicInfo,
+        TypedLog,
+        TypedMessage,
+        open_log,
+        open_typed_log,
+    )
+
+_STORAGE_NAMES = frozenset(
+    {
+        "OFFSET_NEWEST", "OFFSET_OLDEST", "AppendInfo", "CancelToken", "DataDir", "Log",
+        "LogConfig", "Message", "RecordColumns", "TopicInfo", "TypedLog", "TypedMessage",
+        "open_log", "open_typed_log",
+    }
+)  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    """The storage names, imported on first use (PEP 562): ``seglog`` itself stays cheap
+    to import (the client commands start in a fraction of the time)."""
+    if name in _STORAGE_NAMES:
+        from seglog import storage  # noqa: PLC0415
+
+        return getattr(storage, name)
+    raise AttributeError(f"module 'seglog' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 

@@ -24,13 +24,16 @@ import json
 import logging
 import struct
 import time
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
-
 from seglog.storage import OFFSET_OLDEST, DataDir, Log
+
+with warnings.catch_warnings():  # kafka-python's first import warns (importlib.resources)
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.record.default_records import DefaultRecordBatchBuilder
 
 __all__ = ["OFFSETS_TOPIC", "CommittedOffsets", "decode_key", "decode_value"]
 

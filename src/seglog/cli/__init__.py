@@ -2,54 +2,66 @@
 
 Each command module exposes ``register(app)``; this module only assembles them, so the
 CLI stays the top layer (it may import broker, spark and storage; nothing imports it).
+
+The client commands (produce, consume, topic, group, cluster, acl, console) import neither
+the storage engine nor the broker: run as ``seglog <client command>``, only they are
+assembled, so they start in a fraction of the time the whole CLI takes to import.
 """
 
 from __future__ import annotations
 
+import importlib
+import sys
+from typing import Any
+
 import typer
 
-from seglog.cli import (
-    _acl_cmds,
-    _backup_cmds,
-    _bench,
-    _cluster_cmd,
-    _console_cmd,
-    _consume_cmd,
-    _group_cmds,
-    _log_cmds,
-    _maintenance,
-    _mirror_cmd,
-    _produce_cmd,
-    _serve,
-    _topic_cmds,
-    _user_cmds,
+__all__ = ["app", "build_app", "main"]
+
+_CLIENT = (
+    "_produce_cmd",
+    "_consume_cmd",
+    "_topic_cmds",
+    "_group_cmds",
+    "_cluster_cmd",
+    "_acl_cmds",
+    "_console_cmd",
+)
+_CLIENT_NAMES = frozenset({"produce", "consume", "topic", "group", "cluster", "acl", "console"})
+_ALL = (
+    "_serve",
+    "_log_cmds",
+    "_bench",
+    "_backup_cmds",
+    "_maintenance",
+    "_mirror_cmd",
+    *_CLIENT[:5],
+    "_user_cmds",
+    *_CLIENT[5:],
 )
 
-__all__ = ["app", "main"]
 
-app = typer.Typer(
-    name="seglog",
-    help="seglog: a durable segmented commit log — embedded, Kafka-wire broker, PySpark source.",
-    no_args_is_help=True,
-    add_completion=False,
-)
+def build_app(*, client_only: bool = False) -> typer.Typer:
+    """The typer app with every command, or only the client commands."""
+    app = typer.Typer(
+        name="seglog",
+        help="seglog: a durable segmented commit log: embedded, Kafka-wire broker, PySpark source.",
+        no_args_is_help=True,
+        add_completion=False,
+    )
+    for name in _CLIENT if client_only else _ALL:
+        importlib.import_module(f"seglog.cli.{name}").register(app)
+    return app
 
-_serve.register(app)
-_log_cmds.register(app)
-_bench.register(app)
-_backup_cmds.register(app)
-_maintenance.register(app)
-_mirror_cmd.register(app)
-_produce_cmd.register(app)
-_consume_cmd.register(app)
-_topic_cmds.register(app)
-_group_cmds.register(app)
-_cluster_cmd.register(app)
-_user_cmds.register(app)
-_acl_cmds.register(app)
-_console_cmd.register(app)
+
+def __getattr__(name: str) -> Any:
+    """``app``: the whole CLI, assembled on first use."""
+    if name == "app":
+        return build_app()
+    raise AttributeError(f"module 'seglog.cli' has no attribute {name!r}")
 
 
 def main() -> None:
     """Entry point of the ``seglog`` console script."""
-    app()
+    client_only = len(sys.argv) > 1 and sys.argv[1] in _CLIENT_NAMES
+    build_app(client_only=client_only)()

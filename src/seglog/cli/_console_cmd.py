@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from seglog.broker import parse_host_port
 from seglog.cli._client import ClientOptions, client_command, fail
 
 __all__ = ["register"]
@@ -25,6 +24,8 @@ def console(
         from seglog.console import serve_console  # noqa: PLC0415
     except ImportError as exc:
         raise fail(f"the console needs: pip install 'seglog[console]' ({exc})", 2) from None
+    from seglog.broker._config import parse_host_port  # noqa: PLC0415 - keeps start-up light
+
     try:
         host, port = parse_host_port(listen, 8080)
     except ValueError as exc:
