@@ -196,6 +196,15 @@ def client_command(func: _F) -> _F:
     return wrapper  # type: ignore[return-value]
 
 
+def admin_client(client: ClientOptions) -> Any:
+    """A confluent-kafka AdminClient for these options. Keep it in a variable until its
+    futures resolve (a temporary one is destroyed first). Describing a topic never creates
+    it (librdkafka's admin handles auto-create topics by default)."""
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415 - only client commands
+
+    return AdminClient(client.config(**{"allow.auto.create.topics": False}))
+
+
 @contextmanager
 def kafka_errors_exit_1() -> Iterator[None]:
     """Turn a KafkaException (or a timeout waiting on a broker) into ``error: ...`` on

@@ -19,6 +19,7 @@ from rich.table import Table
 from seglog.cli._client import (
     ClientOptions,
     JsonOut,
+    admin_client,
     client_command,
     fail,
     kafka_errors_exit_1,
@@ -34,13 +35,6 @@ console = Console()
 TIMEOUT = 30.0
 
 
-def _admin(client: ClientOptions) -> Any:
-    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
-
-    # describing a topic must not create it (librdkafka admin handles default to true)
-    return AdminClient(client.config(**{"allow.auto.create.topics": False}))
-
-
 def _state_name(state: Any) -> str:
     return str(getattr(state, "name", state))
 
@@ -50,7 +44,7 @@ def _state_name(state: Any) -> str:
 def list_groups(json_out: JsonOut = False, *, client: ClientOptions) -> None:
     """Consumer groups with their state."""
     with kafka_errors_exit_1():
-        admin = _admin(client)  # kept alive until its futures resolve
+        admin = admin_client(client)  # kept alive until its futures resolve
         result = admin.list_consumer_groups(request_timeout=TIMEOUT).result(TIMEOUT)
     rows = sorted(
         ({"group": g.group_id, "state": _state_name(g.state)} for g in result.valid),
@@ -146,7 +140,7 @@ def describe(
 ) -> None:
     """State, members, assignments, committed offsets, log end offsets and lag."""
     with kafka_errors_exit_1():
-        doc = _describe(_admin(client), group)
+        doc = _describe(admin_client(client), group)
     if json_out:
         print_json(doc)
         return
@@ -181,7 +175,7 @@ def delete(
 ) -> None:
     """Delete empty groups and their committed offsets."""
     with kafka_errors_exit_1():
-        admin = _admin(client)  # kept alive until its futures resolve
+        admin = admin_client(client)  # kept alive until its futures resolve
         futures = admin.delete_consumer_groups(groups, request_timeout=TIMEOUT)
         for name, future in futures.items():
             future.result(TIMEOUT)
@@ -268,7 +262,7 @@ def seek(  # noqa: PLR0917 (kafka-consumer-groups' options)
             2,
         )
     with kafka_errors_exit_1():
-        admin = _admin(client)
+        admin = admin_client(client)
         committed = _committed(admin, group)
         if topic is not None:
             meta = admin.list_topics(topic, timeout=TIMEOUT).topics.get(topic)

@@ -17,6 +17,7 @@ from rich.table import Table
 from seglog.cli._client import (
     ClientOptions,
     JsonOut,
+    admin_client,
     client_command,
     fail,
     kafka_errors_exit_1,
@@ -28,13 +29,6 @@ __all__ = ["register"]
 app = typer.Typer(help="List, create, describe, alter and delete topics.", no_args_is_help=True)
 console = Console()
 TIMEOUT = 30.0
-
-
-def _admin(client: ClientOptions) -> Any:
-    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
-
-    # describing a topic must not create it (librdkafka admin handles default to true)
-    return AdminClient(client.config(**{"allow.auto.create.topics": False}))
 
 
 def _key_values(items: list[str] | None, flag: str) -> dict[str, str]:
@@ -52,7 +46,7 @@ def _key_values(items: list[str] | None, flag: str) -> dict[str, str]:
 def list_topics(json_out: JsonOut = False, *, client: ClientOptions) -> None:
     """Topics with their partition counts (internal topics included)."""
     with kafka_errors_exit_1():
-        admin = _admin(client)  # kept alive until its futures resolve
+        admin = admin_client(client)  # kept alive until its futures resolve
         meta = admin.list_topics(timeout=TIMEOUT)
     rows = [
         {
@@ -92,7 +86,7 @@ def create(
 
     new = NewTopic(topic, partitions, replication_factor, config=_key_values(config, "-c"))
     with kafka_errors_exit_1():
-        admin = _admin(client)  # kept alive until its futures resolve
+        admin = admin_client(client)  # kept alive until its futures resolve
         admin.create_topics([new])[topic].result(TIMEOUT)
     console.print(f"created topic {topic} with {partitions} partition(s)")
 
@@ -156,7 +150,7 @@ def describe(
 ) -> None:
     """Partitions with log start/end offsets, and configs with their sources."""
     with kafka_errors_exit_1():
-        doc = _describe(_admin(client), topic)
+        doc = _describe(admin_client(client), topic)
     if json_out:
         print_json(doc)
         return
@@ -205,7 +199,7 @@ def alter_config(
         raise fail("nothing to change: give --set key=value or --delete key", 2)
     res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=changes)
     with kafka_errors_exit_1():
-        admin = _admin(client)  # kept alive until its futures resolve
+        admin = admin_client(client)  # kept alive until its futures resolve
         admin.incremental_alter_configs([res])[res].result(TIMEOUT)
     console.print(f"altered {len(changes)} config(s) of {topic}")
 
@@ -222,7 +216,7 @@ def add_partitions(
     from confluent_kafka.admin import NewPartitions  # noqa: PLC0415
 
     with kafka_errors_exit_1():
-        admin = _admin(client)  # kept alive until its futures resolve
+        admin = admin_client(client)  # kept alive until its futures resolve
         admin.create_partitions([NewPartitions(topic, total)])[topic].result(TIMEOUT)
     console.print(f"{topic} now has {total} partitions")
 
@@ -245,7 +239,7 @@ def trim_prefix(
     from confluent_kafka import TopicPartition  # noqa: PLC0415
 
     with kafka_errors_exit_1():
-        admin = _admin(client)
+        admin = admin_client(client)
         meta = admin.list_topics(topic, timeout=TIMEOUT).topics.get(topic)
         if meta is None or meta.error is not None:
             raise fail(f"topic {topic!r}: unknown")
@@ -272,7 +266,7 @@ def delete(
 ) -> None:
     """Delete topics and their data."""
     with kafka_errors_exit_1():
-        admin = _admin(client)  # kept alive until its futures resolve
+        admin = admin_client(client)  # kept alive until its futures resolve
         futures = admin.delete_topics(topics, operation_timeout=TIMEOUT)
         for name, future in futures.items():
             future.result(TIMEOUT)
