@@ -163,6 +163,7 @@ class CommittedOffsets:
             }
             if commits:
                 self.commit(group, commits)
+                self.apply(group, commits)  # made durable by the sync below, before serving
         self._log.sync()
         legacy.unlink()
         log.info("moved %d group(s) from %s into %s", len(raw), legacy.name, OFFSETS_TOPIC)
@@ -215,17 +216,24 @@ class CommittedOffsets:
         return self._log.sync_future(info.last_offset + 1)
 
     def commit(self, group: str, offsets: dict[tuple[str, int], Committed]) -> Future[int] | None:
-        """Store offsets: one record per partition in one batch, applied in memory at once
-        (later fetches see them); the future completes when they are durable."""
+        """Append offsets: one record per partition in one batch. Returns None when they
+        are applied at once (the relaxed fsync policy); else a future completing when the
+        batch is durable: the caller then calls :meth:`apply`, so that OffsetFetch never
+        shows a commit a crash could still take back (Kafka's pending offset commits)."""
         now = int(time.time() * 1000)
         records = [
             (encode_key(group, topic, partition), encode_value(offset, metadata, now))
             for (topic, partition), (offset, metadata) in offsets.items()
         ]
         fut = self._append(records)
+        if fut is None:
+            self.apply(group, offsets)
+        return fut
+
+    def apply(self, group: str, offsets: dict[tuple[str, int], Committed]) -> None:
+        """Make durable commits visible (in the order their batches became durable)."""
         for (topic, partition), value in offsets.items():
             self._set(group, topic, partition, value)
-        return fut
 
     def delete_offsets(self, group: str, partitions: list[tuple[str, int]]) -> Future[int] | None:
         """Drop ``group``'s committed offsets of these partitions (tombstones)."""

@@ -134,7 +134,7 @@ def handle_offset_commit(ctx: BrokerContext, req: Any, version: int) -> Any:
         return _failed(version, topics)
     if durable is None:
         return response
-    return _when_durable(durable, response, version, topics)
+    return _when_durable(ctx, req.group_id, commits, durable, response, version, topics)
 
 
 def _failed(version: int, topics: list[Any]) -> Any:
@@ -153,15 +153,23 @@ def _failed(version: int, topics: list[Any]) -> Any:
     return OffsetCommitResponse[version](throttle_time_ms=0, topics=failed)
 
 
-async def _when_durable(
-    durable: Future[int], response: Any, version: int, topics: list[Any]
+async def _when_durable(  # noqa: PLR0917 (the commit and its answer)
+    ctx: BrokerContext,
+    group: str,
+    commits: dict[tuple[str, int], tuple[int, str | None]],
+    durable: Future[int],
+    response: Any,
+    version: int,
+    topics: list[Any],
 ) -> Any:
-    """The response once the commit's batch is fsynced (the default durability policy)."""
+    """The response once the commit's batch is fsynced (the default durability policy);
+    only then does OffsetFetch see it."""
     try:
         await asyncio.wrap_future(durable)
     except LogClosedError as exc:
         log.error("committed offsets not durable: %s", exc)
         return _failed(version, topics)
+    ctx.committed.apply(group, commits)
     return response
 
 
