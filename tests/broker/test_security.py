@@ -9,6 +9,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import urllib.request
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ import trustme
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaProducer
+from prometheus_client.parser import text_string_to_metric_families
 
 from seglog.broker._testing import BrokerProcess, free_port, start_broker
 
@@ -64,8 +66,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
             check=True,
             capture_output=True,
         )
-    ports = {p: free_port() for p in ("PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT")}
-    listeners = ",".join(f"{p}://127.0.0.1:{port}" for p, port in ports.items())
+    ports = {p: free_port() for p in ("PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT", "METRICS")}
+    listeners = ",".join(f"{p}://127.0.0.1:{port}" for p, port in ports.items() if p != "METRICS")
     proc = start_broker(
         data,
         port=ports["PLAINTEXT"],
@@ -74,6 +76,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
             "--ssl-certfile", str(work / "server.pem"),
             "--ssl-cafile", str(work / "ca.pem"),
             "--ssl-client-auth", "requested",
+            "--metrics-listen", f"127.0.0.1:{ports['METRICS']}",
         ],
     )  # fmt: skip
     try:
@@ -149,6 +152,16 @@ def test_wrong_password_fails_and_others_are_served(secured: Secured) -> None:
     assert "uthentication" in str(info.value) or info.value.args[0].code() != 0
     assert "authentication failed" in secured.proc.log_text()
     assert "nope" not in secured.proc.log_text()  # never a password in the log
+    with urllib.request.urlopen(f"http://127.0.0.1:{secured.ports['METRICS']}/metrics") as resp:
+        families = {f.name: f for f in text_string_to_metric_families(resp.read().decode())}
+    failures = {
+        s.labels["mechanism"]: s.value
+        for s in families["seglog_authentication_failures"].samples
+        if s.name.endswith("_total")
+    }
+    assert failures.get("SCRAM-SHA-256", 0) >= 1
+    listeners = {s.labels["listener"] for s in families["seglog_connections"].samples}
+    assert listeners == {"PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT"}
     unknown = secured.conf(
         "SASL_PLAINTEXT",
         **{"sasl.mechanism": "PLAIN", "sasl.username": "mallory", "sasl.password": "x"},

@@ -150,13 +150,16 @@ class Snapshot:
     """(topic, partition, Log.stat(), FileCounters.as_dict())."""
     lag: list[tuple[str, str, int, int]]
     """(group, topic, partition, lag in records = high watermark - committed offset)."""
-    connections: int
+    connections: dict[str, int]
+    """Open connections by listener name."""
     fetches_waiting: int
     traffic: dict[str, dict[PartitionKey, int]]
     uptime_s: float
 
 
-def take_snapshot(ctx: BrokerContext, metrics: BrokerMetrics, connections: int) -> Snapshot:
+def take_snapshot(
+    ctx: BrokerContext, metrics: BrokerMetrics, connections: dict[str, int]
+) -> Snapshot:
     """Read everything the collector reports (on the event loop)."""
     partitions = []
     ends: dict[PartitionKey, int] = {}
@@ -275,7 +278,8 @@ class _StateCollector:
         conns = GaugeMetricFamily(
             "seglog_connections", "Open client connections, by listener", labels=["listener"]
         )
-        conns.add_metric(["PLAINTEXT"], snap.connections)
+        for listener, count in sorted(snap.connections.items()):
+            conns.add_metric([listener], count)
         yield conns
         yield GaugeMetricFamily(
             "seglog_fetches_waiting", "Fetches parked in a long poll", value=snap.fetches_waiting

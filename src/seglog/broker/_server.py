@@ -238,7 +238,7 @@ class Broker:
         assert config.metrics_host is not None
         metrics = ctx.metrics
         metrics.serve_collector(
-            snapshot_from_loop(loop, ctx, metrics, lambda: len(self._connections))
+            snapshot_from_loop(loop, ctx, metrics, self._connections_by_listener)
         )
         server, _thread = start_http_server(
             config.metrics_port, config.metrics_host, registry=metrics.registry
@@ -327,6 +327,13 @@ class Broker:
             self._per_host[host] = left
         else:
             self._per_host.pop(host, None)
+
+    def _connections_by_listener(self) -> dict[str, int]:
+        counts = dict.fromkeys(self.listeners, 0)
+        for conn in self._connections:
+            name = conn.listener.name if conn.listener is not None else "PLAINTEXT"
+            counts[name] = counts.get(name, 0) + 1
+        return counts
 
     @property
     def connection_count(self) -> int:
