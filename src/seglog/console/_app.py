@@ -9,7 +9,9 @@ assignments, lag per partition with a bar chart). The same data as JSON under ``
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import html
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +19,8 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -83,20 +87,76 @@ def _messages_link(topic: str, partition: int) -> str:
     return f"<a href='/topics/{_e(topic)}/messages?partition={partition}'>messages</a>"
 
 
+class _BrokerLogin:
+    """Behind the broker's authentication when security is on: with a SASL configuration
+    and no user name of its own, every web request must carry HTTP Basic credentials; they
+    are checked by authenticating to the broker with them (a bad pair is 401), and the
+    pages are then read with that principal, so the broker's ACLs decide what each person
+    sees. Without SASL the console's own configuration serves everyone (read-only)."""
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        sasl = str(conf.get("security.protocol", "")).upper().startswith("SASL")
+        self.required = sasl and not conf.get("sasl.username")
+        self.conf = conf
+        self.shared = None if self.required else Backend(conf)
+        self.users: dict[tuple[str, str], Backend] = {}
+
+    def any_backend(self) -> Backend | None:
+        """The console's own reader, else the first logged-in user's (the throughput
+        chart samples with it), else None."""
+        if self.shared is not None:
+            return self.shared
+        return next(iter(list(self.users.values())), None)
+
+    def _backend_for(self, user: str, password: str) -> Backend | None:
+        key = (user, hashlib.sha256(password.encode()).hexdigest())
+        found = self.users.get(key)
+        if found is None:
+            candidate = Backend({**self.conf, "sasl.username": user, "sasl.password": password})
+            try:
+                candidate.admin.list_topics(timeout=10)  # authenticates, or raises
+            except Exception:
+                return None
+            found = self.users[key] = candidate
+        return found
+
+    async def __call__(self, request: Request, call_next: Any) -> Response:
+        if not self.required or request.url.path.startswith("/static/"):
+            request.state.backend = self.shared
+            return await call_next(request)  # type: ignore[no-any-return]
+        header = request.headers.get("authorization", "")
+        backend = None
+        if header.lower().startswith("basic "):
+            try:
+                user, _sep, password = base64.b64decode(header[6:]).decode().partition(":")
+            except (ValueError, UnicodeDecodeError):
+                user = password = ""
+            if user:
+                backend = await run_in_threadpool(self._backend_for, user, password)
+        if backend is None:
+            return Response(
+                "log in with your broker user (SASL)",
+                status_code=401,
+                headers={"WWW-Authenticate": 'Basic realm="seglog"'},
+            )
+        request.state.backend = backend
+        return await call_next(request)  # type: ignore[no-any-return]
+
+
 def _option(value: str, chosen: str) -> str:
     return f"<option{' selected' if value == chosen else ''}>{value}</option>"
 
 
 def create_app(conf: dict[str, Any], *, sample_interval_s: float = 1.0) -> Starlette:
     """The console for the brokers of ``conf`` (librdkafka configuration)."""
-    backend = Backend(conf)
-    throughput = Throughput(backend, sample_interval_s)
+    auth = _BrokerLogin(conf)
+    throughput = Throughput(auth.any_backend, sample_interval_s)
 
     async def call(fn: Any, *args: Any) -> Any:
         return await run_in_threadpool(fn, *args)
 
-    async def overview(_request: Request) -> Response:
-        o = await call(backend.overview)
+    async def overview(request: Request) -> Response:
+        o = await call(request.state.backend.overview)
         brokers = ", ".join(f"{b['node_id']}@{b['host']}:{b['port']}" for b in o["brokers"])
         disk = "unknown" if o["disk_bytes"] is None else f"{o['disk_bytes']:,} bytes"
         body = (
@@ -128,8 +188,8 @@ def create_app(conf: dict[str, Any], *, sample_interval_s: float = 1.0) -> Starl
         )
         return _page("Overview", body, head=_CHART_HEAD)
 
-    async def topics(_request: Request) -> Response:
-        rows = await call(backend.topics)
+    async def topics(request: Request) -> Response:
+        rows = await call(request.state.backend.topics)
         body = _table(
             ["topic", "partitions", "records", "bytes"],
             [
@@ -148,7 +208,7 @@ def create_app(conf: dict[str, Any], *, sample_interval_s: float = 1.0) -> Starl
     async def topic(request: Request) -> Response:
         name = request.path_params["name"]
         try:
-            t = await call(backend.topic, name)
+            t = await call(request.state.backend.topic, name)
         except KeyError:
             return _page("Unknown topic", f"<p>No topic {_e(name)}.</p>")
         parts = _table(
@@ -183,7 +243,7 @@ def create_app(conf: dict[str, Any], *, sample_interval_s: float = 1.0) -> Starl
     async def messages(request: Request) -> Response:
         name = request.path_params["name"]
         partition, offset, ts, limit, fmt = _query(request)
-        m = await call(backend.messages, name, partition, offset, ts, limit, fmt)
+        m = await call(request.state.backend.messages, name, partition, offset, ts, limit, fmt)
         rows = [
             [
                 _e(r["offset"]),
@@ -219,8 +279,8 @@ def create_app(conf: dict[str, Any], *, sample_interval_s: float = 1.0) -> Starl
         table = _table(["offset", "timestamp", "key", "value", "headers"], rows, "messages")
         return _page(f"Messages of {name}", form + nav + table + tail)
 
-    async def groups(_request: Request) -> Response:
-        rows = await call(backend.groups)
+    async def groups(request: Request) -> Response:
+        rows = await call(request.state.backend.groups)
         body = _table(
             ["group", "state"],
             [
@@ -233,7 +293,7 @@ def create_app(conf: dict[str, Any], *, sample_interval_s: float = 1.0) -> Starl
 
     async def group(request: Request) -> Response:
         gid = request.path_params["group"]
-        g = await call(backend.group, gid)
+        g = await call(request.state.backend.group, gid)
         members = _table(
             ["member id", "client id", "host", "assignment"],
             [
@@ -281,24 +341,26 @@ def create_app(conf: dict[str, Any], *, sample_interval_s: float = 1.0) -> Starl
         kind = request.path_params["kind"]
         name = request.path_params.get("name")
         if kind == "overview":
-            return JSONResponse(await call(backend.overview))
+            return JSONResponse(await call(request.state.backend.overview))
         if kind == "topics" and name is None:
-            return JSONResponse(await call(backend.topics))
+            return JSONResponse(await call(request.state.backend.topics))
         if kind == "topics":
             try:
-                return JSONResponse(await call(backend.topic, name))
+                return JSONResponse(await call(request.state.backend.topic, name))
             except KeyError:
                 return JSONResponse({"error": f"unknown topic {name}"}, status_code=404)
         if kind == "groups" and name is None:
-            return JSONResponse(await call(backend.groups))
+            return JSONResponse(await call(request.state.backend.groups))
         if kind == "groups":
-            return JSONResponse(await call(backend.group, name))
+            return JSONResponse(await call(request.state.backend.group, name))
         return JSONResponse({"error": f"unknown resource {kind}"}, status_code=404)
 
     async def api_messages(request: Request) -> Response:
         partition, offset, ts, limit, fmt = _query(request)
         name = request.path_params["name"]
-        return JSONResponse(await call(backend.messages, name, partition, offset, ts, limit, fmt))
+        return JSONResponse(
+            await call(request.state.backend.messages, name, partition, offset, ts, limit, fmt)
+        )
 
     routes = [
         Route("/", overview),
@@ -322,4 +384,6 @@ def create_app(conf: dict[str, Any], *, sample_interval_s: float = 1.0) -> Starl
         finally:
             await run_in_threadpool(throughput.stop)
 
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(
+        routes=routes, lifespan=lifespan, middleware=[Middleware(BaseHTTPMiddleware, dispatch=auth)]
+    )

@@ -15,6 +15,7 @@ import collections
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["Backend", "Throughput", "render_bytes"]
@@ -304,8 +305,10 @@ class Throughput:
     """Records in (log end offsets) and consumed (committed offsets) per second, sampled
     every ``interval_s`` by a daemon thread; the last ``keep`` samples."""
 
-    def __init__(self, backend: Backend, interval_s: float = 1.0, keep: int = 300) -> None:
-        self.backend = backend
+    def __init__(
+        self, backend: Callable[[], Backend | None], interval_s: float = 1.0, keep: int = 300
+    ) -> None:
+        self.backend = backend  # the reader to sample with (None: nobody logged in yet)
         self.interval_s = interval_s
         self.samples: collections.deque[tuple[float, float, float]] = collections.deque(maxlen=keep)
         self._stop = threading.Event()
@@ -327,7 +330,10 @@ class Throughput:
         last: tuple[float, int, int] | None = None
         while not self._stop.is_set():
             try:
-                produced, consumed = self.backend.totals()
+                reader = self.backend()
+                if reader is None:
+                    raise LookupError("no broker login yet")
+                produced, consumed = reader.totals()
             except Exception:
                 last = None
             else:
