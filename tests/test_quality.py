@@ -66,3 +66,16 @@ def test_layers_import_downwards_only() -> None:
                 if any(module == n or module.startswith(n + ".") for n in names):
                     offenders.append(f"{path.relative_to(ROOT)}: {stripped}")
     assert offenders == []
+
+
+def test_upper_layers_use_storage_public_names_only() -> None:
+    """Nothing outside ``seglog.storage`` imports its private modules (``storage._x``)."""
+    offenders = []
+    for path in (ROOT / "src" / "seglog").rglob("*.py"):
+        if "storage" in path.relative_to(ROOT / "src" / "seglog").parts[:1]:
+            continue
+        for line in path.read_text().splitlines():
+            stripped = line.strip()
+            if stripped.startswith(("import ", "from ")) and "seglog.storage._" in stripped:
+                offenders.append(f"{path.relative_to(ROOT)}: {stripped}")
+    assert offenders == []

@@ -20,11 +20,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from seglog.storage._blocking import POLL_S, start_offset
-from seglog.storage._message import Message
+from seglog.storage import POLL_S, Message, start_offset
 
 if TYPE_CHECKING:
-    from seglog.storage._log import Log
+    from seglog.storage import Log
 
 __all__ = ["consume_blocking_async", "tail"]
 

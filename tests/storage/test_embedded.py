@@ -144,6 +144,15 @@ def test_storage_public_names_pinned():
             "validate_topic_name",
             # the one atomic, fsynced file writer (broker state files use it too)
             "atomic_write",
+            # building blocks of the upper layers (spark, columnar, aio, cli, bench)
+            "BATCH_HEADER",
+            "DEFAULT_DELETE_RETENTION_MS",
+            "I64",
+            "POLL_S",
+            "encode_records",
+            "log_directories",
+            "new_batch_builder",
+            "start_offset",
             # issue 3, API: indexes, blocking, typed logs, format, backup, stats
             "BYTES",
             "BackupReport",

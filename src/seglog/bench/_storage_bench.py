@@ -38,8 +38,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from seglog.storage import OFFSET_OLDEST, Log, Message, compact, open_log
-from seglog.storage._encode import encode_records
+from seglog.storage import OFFSET_OLDEST, Log, Message, compact, encode_records, open_log
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -17,16 +17,16 @@ from rich.table import Table
 
 from seglog.cli._errors import storage_errors_exit_2
 from seglog.storage import (
+    DEFAULT_DELETE_RETENTION_MS,
     Log,
     TrimResult,
     compact,
+    log_directories,
     trim_by_age,
     trim_by_count,
     trim_by_offset,
     trim_by_size,
 )
-from seglog.storage._check import log_directories
-from seglog.storage._compact import DEFAULT_DELETE_RETENTION_MS
 
 __all__ = ["register"]
 

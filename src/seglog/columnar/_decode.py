@@ -29,8 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from seglog.columnar._schema import ARROW_HEADERS_TYPE, arrow_schema
-from seglog.storage._columns import BATCH_HEADER, decode_columns
-from seglog.storage._varint import I64
+from seglog.storage import BATCH_HEADER, I64, decode_columns
 
 __all__ = ["BATCH_HEADER", "decode_batches", "empty_batch"]
 

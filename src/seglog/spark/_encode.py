@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from seglog.storage._encode import encode_records
-from seglog.storage._message import new_batch_builder
+from seglog.storage import encode_records, new_batch_builder
 
 with warnings.catch_warnings():
     # kafka-python 3.0's package import calls importlib.resources.read_text (deprecated)

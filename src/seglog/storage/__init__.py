@@ -10,28 +10,34 @@ from __future__ import annotations
 from seglog.storage._backup import BackupReport, backup
 
 # Blocking consume (cancellation token for the sync variant)
-from seglog.storage._blocking import CancelToken
+from seglog.storage._blocking import POLL_S, CancelToken, start_offset
 
 # Directory tools (klevdb's Check / Recover)
-from seglog.storage._check import CheckReport, check, recover, stat
+from seglog.storage._check import CheckReport, check, log_directories, recover, stat
 
 # Columnar records (vectorised decoding of record batches)
-from seglog.storage._columns import RecordColumns, decode_columns
+from seglog.storage._columns import BATCH_HEADER, RecordColumns, decode_columns
 
 # Compaction and delete by offsets (Kafka's cleaner, klevdb's Compact* / Delete)
-from seglog.storage._compact import compact, compact_deletes, compact_updates
+from seglog.storage._compact import (
+    DEFAULT_DELETE_RETENTION_MS,
+    compact,
+    compact_deletes,
+    compact_updates,
+)
 
 # Logs and their configuration
 from seglog.storage._config import AppendInfo, LogConfig
 from seglog.storage._datadir import DataDir, TopicInfo, validate_topic_name
 from seglog.storage._delete import delete_offsets
+from seglog.storage._encode import encode_records
 from seglog.storage._files import write_small_file as atomic_write
 from seglog.storage._format import FORMAT_VERSION, migrate
 from seglog.storage._keyindex import rebuild_key_index
 from seglog.storage._log import FileSlice, Log, open_log
 
 # Messages (embedded API)
-from seglog.storage._message import OFFSET_NEWEST, OFFSET_OLDEST, Message
+from seglog.storage._message import OFFSET_NEWEST, OFFSET_OLDEST, Message, new_batch_builder
 
 # Retention (Kafka's retention.ms / retention.bytes / DeleteRecords, NATS's limits)
 from seglog.storage._retention import ArchiveHook, TrimResult
@@ -54,6 +60,7 @@ from seglog.storage._typed import (
     TypedMessage,
     open_typed_log,
 )
+from seglog.storage._varint import I64
 
 __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
     # logs and their configuration
@@ -119,4 +126,14 @@ __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
     "FileCounters",
     "LogStats",
     "SegmentStats",
+    # building blocks the upper layers use (record batch v2 encoding and headers, blocking
+    # reads, directory walking, defaults)
+    "BATCH_HEADER",
+    "DEFAULT_DELETE_RETENTION_MS",
+    "I64",
+    "POLL_S",
+    "encode_records",
+    "log_directories",
+    "new_batch_builder",
+    "start_offset",
 ]
