@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -107,6 +108,9 @@ def test_overview_with_live_chart(page: Any, live: dict[str, Any]) -> None:
     assert page.locator("#overview").inner_text().count("orders") == 0  # counts, not names
     cells = page.locator("#overview td").all_inner_texts()
     assert cells[3] == "2"  # topics: orders and __consumer_offsets
+    headers = page.locator("#overview th").all_inner_texts()
+    assert headers[-1] == "console up"  # another process's broker: its uptime is unknown
+    assert re.fullmatch(r"(\d+ d )?\d\d:\d\d:\d\d", cells[-1])
     page.wait_for_selector("#throughput canvas", timeout=15000)  # uPlot drew its chart
     _shot(page, live, "overview")
 
@@ -166,5 +170,8 @@ def test_serve_console_listen(tmp_path: Path) -> None:
                 assert time.monotonic() < deadline, broker.log_text()
                 time.sleep(0.2)  # polling for the server to come up
         assert [b["port"] for b in doc["brokers"]] == [port]  # a client of its own broker
+        # in the broker's process the overview knows the broker's uptime (not only its own)
+        assert doc["broker_uptime_s"] is not None
+        assert doc["broker_uptime_s"] >= doc["console_uptime_s"]
     finally:
         assert broker.stop() == 0

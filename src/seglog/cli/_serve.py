@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -449,7 +450,7 @@ def _start_console(config: BrokerConfig, listen: str) -> None:
     bootstrap = f"{'127.0.0.1' if host in ('', '0.0.0.0') else host}:{port}"
     threading.Thread(
         target=serve_console,
-        args=({"bootstrap.servers": bootstrap}, c_host, c_port),
+        args=({"bootstrap.servers": bootstrap}, c_host, c_port, time.time()),
         name="seglog-console",
         daemon=True,
     ).start()

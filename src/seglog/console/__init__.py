@@ -13,8 +13,12 @@ from seglog.console._backend import Backend, Throughput, render_bytes
 __all__ = ["Backend", "Throughput", "create_app", "render_bytes", "serve_console"]
 
 
-def serve_console(conf: dict[str, object], host: str, port: int) -> None:
-    """Run the console on ``host:port`` until interrupted (uvicorn, blocking)."""
+def serve_console(
+    conf: dict[str, object], host: str, port: int, broker_started_s: float | None = None
+) -> None:
+    """Run the console on ``host:port`` until interrupted (uvicorn, blocking);
+    ``broker_started_s``: the broker's start in epoch seconds when run in its process."""
     import uvicorn  # noqa: PLC0415
 
-    uvicorn.run(create_app(dict(conf)), host=host, port=port, log_level="warning")
+    app = create_app(dict(conf), broker_started_s=broker_started_s)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

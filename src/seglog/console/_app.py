@@ -94,11 +94,12 @@ class _BrokerLogin:
     pages are then read with that principal, so the broker's ACLs decide what each person
     sees. Without SASL the console's own configuration serves everyone (read-only)."""
 
-    def __init__(self, conf: dict[str, Any]) -> None:
+    def __init__(self, conf: dict[str, Any], broker_started_s: float | None = None) -> None:
+        self.broker_started_s = broker_started_s
         sasl = str(conf.get("security.protocol", "")).upper().startswith("SASL")
         self.required = sasl and not conf.get("sasl.username")
         self.conf = conf
-        self.shared = None if self.required else Backend(conf)
+        self.shared = None if self.required else Backend(conf, broker_started_s)
         self.users: dict[tuple[str, str], Backend] = {}
 
     def any_backend(self) -> Backend | None:
@@ -112,7 +113,10 @@ class _BrokerLogin:
         key = (user, hashlib.sha256(password.encode()).hexdigest())
         found = self.users.get(key)
         if found is None:
-            candidate = Backend({**self.conf, "sasl.username": user, "sasl.password": password})
+            candidate = Backend(
+                {**self.conf, "sasl.username": user, "sasl.password": password},
+                self.broker_started_s,
+            )
             try:
                 candidate.admin.list_topics(timeout=10)  # authenticates, or raises
             except Exception:
@@ -143,13 +147,25 @@ class _BrokerLogin:
         return await call_next(request)  # type: ignore[no-any-return]
 
 
+def _duration(seconds: float) -> str:
+    """``3 d 04:05:06`` / ``04:05:06`` from seconds."""
+    whole = int(seconds)
+    days, rest = divmod(whole, 86_400)
+    clock = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days} d {clock}" if days else clock
+
+
 def _option(value: str, chosen: str) -> str:
     return f"<option{' selected' if value == chosen else ''}>{value}</option>"
 
 
-def create_app(conf: dict[str, Any], *, sample_interval_s: float = 1.0) -> Starlette:
-    """The console for the brokers of ``conf`` (librdkafka configuration)."""
-    auth = _BrokerLogin(conf)
+def create_app(
+    conf: dict[str, Any], *, sample_interval_s: float = 1.0, broker_started_s: float | None = None
+) -> Starlette:
+    """The console for the brokers of ``conf`` (librdkafka configuration); with
+    ``broker_started_s`` (epoch seconds, set by ``seglog serve --console-listen``) the
+    overview shows the broker's uptime, else the console's."""
+    auth = _BrokerLogin(conf, broker_started_s)
     throughput = Throughput(auth.any_backend, sample_interval_s)
 
     async def call(fn: Any, *args: Any) -> Any:
@@ -168,7 +184,7 @@ def create_app(conf: dict[str, Any], *, sample_interval_s: float = 1.0) -> Starl
                     "topics",
                     "partitions",
                     "disk use",
-                    "console up",
+                    "console up" if o["broker_uptime_s"] is None else "broker up",
                 ],
                 [
                     [
@@ -178,7 +194,13 @@ def create_app(conf: dict[str, Any], *, sample_interval_s: float = 1.0) -> Starl
                         _e(o["topics"]),
                         _e(o["partitions"]),
                         _e(disk),
-                        _e(f"{o['console_uptime_s']} s"),
+                        _e(
+                            _duration(
+                                o["console_uptime_s"]
+                                if o["broker_uptime_s"] is None
+                                else o["broker_uptime_s"]
+                            )
+                        ),
                     ]
                 ],
                 "overview",

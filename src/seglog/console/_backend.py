@@ -45,12 +45,16 @@ def render_bytes(data: bytes | None, fmt: str) -> str | None:
 class Backend:
     """Blocking reads against the brokers of ``conf`` (librdkafka configuration)."""
 
-    def __init__(self, conf: dict[str, Any]) -> None:
+    def __init__(self, conf: dict[str, Any], broker_started_s: float | None = None) -> None:
+        """``broker_started_s``: the broker's start (epoch seconds) when the console runs in
+        its process (``seglog serve --console-listen``); Kafka's protocol has no uptime, so
+        against another broker the overview shows the console's own uptime instead."""
         from confluent_kafka.admin import AdminClient  # noqa: PLC0415
 
         self.conf = conf
         self.admin = AdminClient({**conf, "allow.auto.create.topics": False})
         self.started = time.time()
+        self.broker_started_s = broker_started_s
 
     # -- cluster and topics -------------------------------------------------------------
 
@@ -69,6 +73,9 @@ class Backend:
             "partitions": sum(len(t.partitions) for t in meta.topics.values()),
             "disk_bytes": None if sizes is None else sum(sizes.values()),
             "console_uptime_s": round(time.time() - self.started, 1),
+            "broker_uptime_s": None
+            if self.broker_started_s is None
+            else round(time.time() - self.broker_started_s, 1),
         }
 
     def log_dir_sizes(self) -> dict[tuple[str, int], int] | None:
