@@ -210,6 +210,19 @@ def test_requests_before_authentication_close_the_connection(secured: Secured) -
         assert [b.port for b in meta.brokers.values()] == [secured.ports[protocol]]
 
 
+def test_sessions_never_expire_by_default(secured: Secured) -> None:
+    from kafka.protocol.metadata import MetadataRequest  # noqa: PLC0415
+    from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest  # noqa: PLC0415
+
+    with Wire(f"127.0.0.1:{secured.ports['SASL_PLAINTEXT']}") as w:
+        assert w.call(SaslHandshakeRequest[1](mechanism="PLAIN")).error_code == 0
+        done = w.call(SaslAuthenticateRequest[2](auth_bytes=b"\0alice\0alice-secret"))
+        assert (done.error_code, done.session_lifetime_ms) == (0, 0)  # no re-authentication
+        assert w.call(SaslHandshakeRequest[1](mechanism="PLAIN")).error_code == 34
+        meta = w.call(MetadataRequest[8](topics=None, allow_auto_topic_creation=False))
+        assert len(meta.brokers) == 1  # the connection is still served
+
+
 def test_users_cli(tmp_path: Path) -> None:
     run: Callable[..., subprocess.CompletedProcess[bytes]] = lambda *a: subprocess.run(  # noqa: E731
         [SEGLOG, "user", *a, "--data-dir", str(tmp_path)], capture_output=True, check=False

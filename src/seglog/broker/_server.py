@@ -51,7 +51,7 @@ from seglog.broker._producer_recovery import rebuild, write_snapshot
 from seglog.broker._producers import BrokerState, ProducerStateTable
 from seglog.broker._replica_apis import REPLICA_HANDLERS
 from seglog.broker._retention import RetentionTask, start_retention
-from seglog.broker._sasl import handle_sasl_authenticate, handle_sasl_handshake
+from seglog.broker._sasl import check_session, handle_sasl_authenticate, handle_sasl_handshake
 from seglog.broker._scram_apis import SCRAM_HANDLERS
 from seglog.broker._scram_store import CredentialStore
 from seglog.broker._tls import principal_from_cert, server_context
@@ -415,6 +415,8 @@ class Broker:
         spec = _protocol.APIS.get(key)
         if spec is None:
             raise ProtocolError(f"unknown API key {key}")
+        if conn.sasl is not None or conn.session_expires is not None:
+            check_session(ctx, conn, key, spec.name)  # KIP-368: re-authenticating / expired
         if key == _protocol.API_VERSIONS_KEY:
             if not spec.accepts(version):
                 body = _protocol.api_versions_body(0, UNSUPPORTED_VERSION)
