@@ -20,6 +20,10 @@ has expired any request but SaslHandshake closes it
 (``seglog_expired_sessions_closed_total``). Re-authentications are counted
 (``seglog_reauthentications_total``). With N = 0 (Kafka's default) ``session_lifetime_ms``
 is 0, sessions never expire and a SaslHandshake after authentication is answered 34.
+
+SCRAM client-final messages whose nonce is the client nonce followed by the whole server
+nonce (the client nonce twice: librdkafka before 2.6.1, e.g. Debian's kcat) are accepted,
+as Kafka accepts them since 3.8.1; the proof is still checked over the message as sent.
 """
 
 from __future__ import annotations
@@ -171,6 +175,25 @@ def _ok(ctx: BrokerContext, conn: Any, version: int, user: str, token: bytes) ->
     )
 
 
+def _accept_doubled_client_nonce(server: Any, client_final: str) -> None:
+    """librdkafka before 2.6.1 (Debian's kcat: 2.0.2) puts its client nonce before the
+    server-first nonce, which already starts with it: ``r=`` cnonce + cnonce + snonce.
+    Kafka accepts that since 3.8.1 (the nonce must end with the server nonce); scramp
+    wants RFC 5802's exact nonce. For exactly that form the expected nonce becomes the one
+    sent, so the proof is checked over the message as sent (it still holds this
+    exchange's server nonce: no replay). Any other nonce is left to scramp to refuse."""
+    nonce, s_nonce = getattr(server, "nonce", None), getattr(server, "s_nonce", None)
+    if nonce is None or s_nonce is None:
+        return
+    expected = str(nonce)
+    c_nonce = expected[: len(expected) - len(str(s_nonce))]
+    for attribute in client_final.split(","):
+        if attribute.startswith("r="):
+            if c_nonce and attribute[2:] == c_nonce + expected:
+                server.nonce = type(nonce)(attribute[2:])
+            return
+
+
 def handle_sasl_authenticate(ctx: BrokerContext, conn: Any, req: Any, version: int) -> Any:
     """One step of the chosen mechanism (PLAIN: one message; SCRAM: client-first then
     client-final). The last step answers ``session_lifetime_ms`` (``connections.max.
@@ -221,7 +244,9 @@ def handle_sasl_authenticate(ctx: BrokerContext, conn: Any, req: Any, version: i
                 session_lifetime_ms=0,
             )
         server = session.scram
-        server.set_client_final(data.decode())
+        client_final = data.decode()
+        _accept_doubled_client_nonce(server, client_final)
+        server.set_client_final(client_final)
         return _ok(ctx, conn, version, session.user or "", server.get_server_final().encode())
     except (scramp.ScramException, KeyError, UnicodeDecodeError, ValueError) as exc:
         reason = "Invalid username or password" if isinstance(exc, KeyError) else str(exc)
