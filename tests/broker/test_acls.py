@@ -224,3 +224,29 @@ def test_acl_cli(acled: Acled) -> None:
     deleted = seglog("delete", "--topic", "logs-", "--resource-pattern-type", "prefixed")
     assert deleted.returncode == 0, deleted.stderr
     assert json.loads(seglog("list", "--json").stdout) == []
+
+
+def test_describe_quorum_needs_cluster_describe(acled: Acled) -> None:
+    from kafka.admin import KafkaAdminClient  # noqa: PLC0415
+    from kafka.errors import ClusterAuthorizationFailedError  # noqa: PLC0415
+
+    def quorum(user: str) -> Any:
+        client = KafkaAdminClient(
+            bootstrap_servers=f"127.0.0.1:{acled.sasl_port}",
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="SCRAM-SHA-256",
+            sasl_plain_username=user,
+            sasl_plain_password=USERS[user],
+        )
+        try:
+            return client.describe_metadata_quorum()
+        finally:
+            client.close()
+
+    with pytest.raises(ClusterAuthorizationFailedError):
+        quorum("alice")
+    assert quorum("admin")["topics"][0]["partitions"][0]["leader_id"] == 0  # super user
+    admin = AdminClient(acled.conf("admin"))
+    grant = _allow("kafka-cluster", "alice", AclOperation.DESCRIBE, kind=ResourceType.BROKER)
+    admin.create_acls([grant])[grant].result(15)
+    assert quorum("alice")["topics"][0]["partitions"][0]["leader_id"] == 0

@@ -3,16 +3,23 @@ requests (kafka-python's schemas) and confluent-kafka's admin client."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import (
     AlterPartitionReassignmentsRequest,
     DescribeProducersRequest,
+    DescribeQuorumRequest,
     DescribeTopicPartitionsRequest,
     ElectLeadersRequest,
     ListPartitionReassignmentsRequest,
 )
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest
 from kafka.protocol.producer import InitProducerIdRequest
+
+from seglog.broker._testing import BrokerProcess
 
 from ._wire import Wire, ensure_topic, make_batch, produce_request
 
@@ -125,3 +132,45 @@ def test_leaders_and_reassignments(broker: str, topic: str) -> None:
         )
         listed = w.call(ListPartitionReassignmentsRequest[0](timeout_ms=1000, topics=None))
         assert (listed.error_code, listed.topics) == (0, [])
+
+
+def _describe_quorum(w: Wire, version: int, topic: str = "__cluster_metadata") -> Any:
+    dq = DescribeQuorumRequest[version]
+    part = dq.TopicData.PartitionData(partition_index=0)
+    return w.call(dq(topics=[dq.TopicData(topic_name=topic, partitions=[part])]))
+
+
+def test_describe_quorum_one_voter(broker_factory: Callable[..., BrokerProcess]) -> None:
+    proc = broker_factory()
+    admin = KafkaAdminClient(bootstrap_servers=proc.bootstrap)
+    try:
+        quorum = admin.describe_metadata_quorum()  # kafka-python's client
+    finally:
+        admin.close()
+    [metadata] = quorum["topics"]
+    [part] = metadata["partitions"]
+    assert metadata["topic_name"] == "__cluster_metadata"
+    assert (part["partition_index"], part["error"], part["leader_id"]) == (0, None, 0)
+    assert part["leader_epoch"] == 1  # the first start's election
+    assert [v["replica_id"] for v in part["current_voters"]] == [0]
+    assert part["current_voters"][0]["log_end_offset"] == part["high_watermark"]
+    assert part["observers"] == []
+    port = int(proc.bootstrap.rsplit(":", 1)[1])
+    assert quorum["nodes"] == [
+        {"node_id": 0, "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": port}]}
+    ]
+    start_end = part["high_watermark"]
+    creator = AdminClient({"bootstrap.servers": proc.bootstrap})
+    creator.create_topics([NewTopic("quorum-t", 1, 1)])["quorum-t"].result(15)
+    with Wire(proc.bootstrap) as w:
+        for version in range(3):  # every advertised version decodes
+            resp = _describe_quorum(w, version)
+            p = resp.topics[0].partitions[0]
+            assert (resp.error_code, p.leader_id, p.leader_epoch) == (0, 0, 1)
+            assert p.high_watermark == start_end + 1  # the topic creation's record
+        assert _describe_quorum(w, 2, topic="other").error_code == 42  # INVALID_REQUEST
+    proc.stop()
+    restarted = broker_factory()  # the same data directory: a new election, persisted state
+    with Wire(restarted.bootstrap) as w:
+        p = _describe_quorum(w, 1).topics[0].partitions[0]
+    assert (p.leader_epoch, p.high_watermark) == (2, start_end + 2)

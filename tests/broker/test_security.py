@@ -5,6 +5,7 @@ passwords, TLS 1.1 and unauthenticated requests refused while the broker keeps s
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
 import ssl
 import subprocess
@@ -210,6 +211,19 @@ def test_requests_before_authentication_close_the_connection(secured: Secured) -
         assert [b.port for b in meta.brokers.values()] == [secured.ports[protocol]]
 
 
+def test_sessions_never_expire_by_default(secured: Secured) -> None:
+    from kafka.protocol.metadata import MetadataRequest  # noqa: PLC0415
+    from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest  # noqa: PLC0415
+
+    with Wire(f"127.0.0.1:{secured.ports['SASL_PLAINTEXT']}") as w:
+        assert w.call(SaslHandshakeRequest[1](mechanism="PLAIN")).error_code == 0
+        done = w.call(SaslAuthenticateRequest[2](auth_bytes=b"\0alice\0alice-secret"))
+        assert (done.error_code, done.session_lifetime_ms) == (0, 0)  # no re-authentication
+        assert w.call(SaslHandshakeRequest[1](mechanism="PLAIN")).error_code == 34
+        meta = w.call(MetadataRequest[8](topics=None, allow_auto_topic_creation=False))
+        assert len(meta.brokers) == 1  # the connection is still served
+
+
 def test_users_cli(tmp_path: Path) -> None:
     run: Callable[..., subprocess.CompletedProcess[bytes]] = lambda *a: subprocess.run(  # noqa: E731
         [SEGLOG, "user", *a, "--data-dir", str(tmp_path)], capture_output=True, check=False
@@ -282,17 +296,35 @@ def test_scram_credentials_over_the_wire(secured: Secured) -> None:
     assert missing.value.args[0].code() == 91  # RESOURCE_NOT_FOUND
 
 
-# PLAIN only: Debian's kcat (librdkafka 2.0.2) sends a client-final SCRAM nonce of client
-# nonce + server-first nonce (the client nonce twice), which the RFC 5802 check refuses
-# ("Server nonce doesn't match"); librdkafka 2.16 (confluent-kafka) does SCRAM above.
-@pytest.mark.parametrize("mechanism", ["PLAIN"])
-def test_kcat_over_sasl_ssl(secured: Secured, mechanism: str) -> None:
-    base = [
-        "kcat", "-b", f"127.0.0.1:{secured.ports['SASL_SSL']}",
-        "-X", "security.protocol=SASL_SSL", "-X", f"sasl.mechanisms={mechanism}",
-        "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret",
-        "-X", f"ssl.ca.location={secured.ca}", "-t", f"kcat-{mechanism}",
+def _kcat(secured: Secured, protocol: str, mechanism: str, password: str) -> list[str]:
+    args = [
+        "kcat", "-b", f"127.0.0.1:{secured.ports[protocol]}",
+        "-X", f"security.protocol={protocol}", "-X", f"sasl.mechanisms={mechanism}",
+        "-X", "sasl.username=alice", "-X", f"sasl.password={password}",
     ]  # fmt: skip
+    if protocol == "SASL_SSL":
+        args += ["-X", f"ssl.ca.location={secured.ca}"]
+    return args
+
+
+# Debian's kcat (librdkafka 2.0.2) sends a SCRAM client-final nonce of client nonce +
+# server-first nonce (the client nonce twice), which the broker accepts as Kafka does
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+@pytest.mark.parametrize(
+    ("protocol", "mechanism"),
+    [
+        ("SASL_SSL", "PLAIN"),
+        ("SASL_SSL", "SCRAM-SHA-256"),
+        ("SASL_SSL", "SCRAM-SHA-512"),
+        ("SASL_PLAINTEXT", "SCRAM-SHA-512"),
+    ],
+)
+def test_kcat_over_sasl(secured: Secured, protocol: str, mechanism: str) -> None:
+    base = [
+        *_kcat(secured, protocol, mechanism, "alice-secret"),
+        "-t",
+        f"kcat-{protocol}-{mechanism}",
+    ]
     sent = subprocess.run(
         [*base, "-P"], input=b"one\ntwo\n", capture_output=True, timeout=60, check=False
     )
@@ -301,6 +333,15 @@ def test_kcat_over_sasl_ssl(secured: Secured, mechanism: str) -> None:
         [*base, "-C", "-e", "-o", "beginning", "-q"], capture_output=True, check=True, timeout=60
     )
     assert out.stdout.split() == [b"one", b"two"]
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_kcat_scram_wrong_password_is_refused(secured: Secured) -> None:
+    args = [*_kcat(secured, "SASL_PLAINTEXT", "SCRAM-SHA-512", "not-hers"), "-L", "-m", "5"]
+    listed = subprocess.run(args, capture_output=True, timeout=60, check=False)
+    assert listed.returncode != 0
+    assert b"Authentication failed" in listed.stderr  # the proof is still checked
+    assert "not-hers" not in secured.proc.log_text()
 
 
 async def test_aiokafka_over_sasl_ssl(secured: Secured) -> None:

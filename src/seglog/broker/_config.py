@@ -35,6 +35,7 @@ class BrokerConfig:
     connections_max_idle_ms: int = 10 * 60 * 1000  # connections.max.idle.ms (0: never)
     partial_request_timeout_ms: int = 30_000  # seglog: a started request must arrive whole
     sasl_authentication_timeout_ms: int = 10_000  # seglog: SASL listeners authenticate first
+    connections_max_reauth_ms: int = 0  # connections.max.reauth.ms: SASL session lifetime (0: none)
     shutdown_timeout_ms: int = 10_000  # longest wait for in-flight requests at shutdown
     # retention and log cleaning (broker defaults; topic configs override them)
     log_retention_ms: int = 7 * 24 * 3600 * 1000  # log.retention.ms (-1: keep forever)

@@ -205,6 +205,7 @@ BROKER_CONFIGS: tuple[BrokerConfigDef, ...] = (
     BrokerConfigDef("max.connections", INT, "max_connections"),
     BrokerConfigDef("max.connections.per.ip", INT, "max_connections_per_ip"),
     BrokerConfigDef("connections.max.idle.ms", LONG, "connections_max_idle_ms"),
+    BrokerConfigDef("connections.max.reauth.ms", LONG, "connections_max_reauth_ms"),
     BrokerConfigDef("log.retention.ms", LONG, "log_retention_ms"),
     BrokerConfigDef("log.retention.bytes", LONG, "log_retention_bytes"),
     BrokerConfigDef("log.cleanup.policy", LIST, "log_cleanup_policy"),

@@ -82,6 +82,9 @@ class Connection(asyncio.BufferedProtocol):
         self.principal = "User:ANONYMOUS"  # Kafka's principal before/without authentication
         self.authenticated = True  # False on a SASL listener until SaslAuthenticate succeeds
         self.sasl: Any = None  # _sasl.SaslSession during the exchange
+        self.sasl_mechanism: str | None = None  # the mechanism it authenticated with
+        self.session_expires: float | None = None  # loop time its SASL session ends (KIP-368)
+        self.reauth_started: float | None = None  # loop time of the last re-authentication
         self.partial_timeout_s = 0.0  # a started request must arrive whole in this time (0: off)
         self._partial_timer: asyncio.TimerHandle | None = None
         self.closed = self._loop.create_future()

@@ -47,6 +47,8 @@ class BrokerContext:
     """The principal of the request being handled (set by the dispatcher per request)."""
     client_host: str = ""
     """Its client's address (ACL hosts)."""
+    listener: str = "PLAINTEXT"
+    """The name of the listener it arrived on (``host``/``port`` are its address)."""
 
     def allowed(self, operation: int, resource_type: int, name: str) -> bool:
         """Whether the current request's principal may do ``operation`` on the resource

@@ -98,6 +98,19 @@ class BrokerMetrics:
             ["mechanism"],
             registry=self.registry,
         )
+        self.reauthentications = Counter(
+            "seglog_reauthentications",
+            "Successful SASL re-authentications of an authenticated connection (KIP-368),"
+            " by mechanism",
+            ["mechanism"],
+            registry=self.registry,
+        )
+        self.expired_sessions_closed = Counter(
+            "seglog_expired_sessions_closed",
+            "Connections closed because a request arrived after their SASL session"
+            " expired (connections.max.reauth.ms; Kafka's expired-connections-killed-count)",
+            registry=self.registry,
+        )
         self.fsync_seconds = Histogram(
             "seglog_fsync_duration_seconds",
             "Duration of one group-commit fsync round of a partition log",

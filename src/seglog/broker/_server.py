@@ -24,7 +24,11 @@ from seglog.broker._admin import (
 )
 from seglog.broker._authorizer import Authorizer, Op, Res
 from seglog.broker._bounds import check_array_counts
-from seglog.broker._cluster_apis import handle_describe_cluster, handle_describe_log_dirs
+from seglog.broker._cluster_apis import (
+    handle_describe_cluster,
+    handle_describe_log_dirs,
+    handle_describe_quorum,
+)
 from seglog.broker._committed import CommittedOffsets
 from seglog.broker._config import BrokerConfig
 from seglog.broker._config_apis import (
@@ -51,7 +55,7 @@ from seglog.broker._producer_recovery import rebuild, write_snapshot
 from seglog.broker._producers import BrokerState, ProducerStateTable
 from seglog.broker._replica_apis import REPLICA_HANDLERS
 from seglog.broker._retention import RetentionTask, start_retention
-from seglog.broker._sasl import handle_sasl_authenticate, handle_sasl_handshake
+from seglog.broker._sasl import check_session, handle_sasl_authenticate, handle_sasl_handshake
 from seglog.broker._scram_apis import SCRAM_HANDLERS
 from seglog.broker._scram_store import CredentialStore
 from seglog.broker._tls import principal_from_cert, server_context
@@ -104,6 +108,7 @@ _HANDLERS: dict[int, Handler] = {
     42: handle_delete_groups,
     44: handle_incremental_alter_configs,
     47: handle_offset_delete,
+    55: handle_describe_quorum,
     60: handle_describe_cluster,
     **ACL_HANDLERS,
     **SCRAM_HANDLERS,
@@ -161,6 +166,8 @@ class Broker:
                 auto_create=config.auto_create_topics_enable,
             )
             state = BrokerState(config.data_dir)
+            state.begin_epoch()  # a lone voter elects itself at each start (DescribeQuorum)
+            topics.on_change = state.metadata_changed
             producers = ProducerStateTable()
             rebuild(producers, topics, config.data_dir)  # before any produce can arrive
             listeners = config.listeners or (
@@ -415,6 +422,8 @@ class Broker:
         spec = _protocol.APIS.get(key)
         if spec is None:
             raise ProtocolError(f"unknown API key {key}")
+        if conn.sasl is not None or conn.session_expires is not None:
+            check_session(ctx, conn, key, spec.name)  # KIP-368: re-authenticating / expired
         if key == _protocol.API_VERSIONS_KEY:
             if not spec.accepts(version):
                 body = _protocol.api_versions_body(0, UNSUPPORTED_VERSION)
@@ -428,6 +437,7 @@ class Broker:
             raise ProtocolError(f"{spec.name} before SASL authentication on {conn.listener.name}")
         # Metadata, FindCoordinator, DescribeCluster advertise the listener asked on
         ctx.host, ctx.port = self._advertised[conn.listener.name]
+        ctx.listener = conn.listener.name
         ctx.principal, ctx.client_host = conn.principal, conn.peer_host  # ACL checks
         if key == _protocol.PRODUCE_KEY and version >= _protocol.PRODUCE_FRAME_MIN_VERSION:
             return handle_produce_frame(

@@ -44,6 +44,9 @@ class TopicManager:
         self._logs: dict[PartitionKey, Log] = {}  # DataDir.log reads topic metadata each call
         self.sync_observer: Callable[[float, int], None] | None = None
         """Given to each partition log opened here (``Log.set_sync_observer``: metrics)."""
+        self.on_change: Callable[[], None] | None = None
+        """Called after a topic is created, deleted, grown or reconfigured (the metadata
+        records DescribeQuorum counts)."""
 
     # -- lookup --------------------------------------------------------------------------
 
@@ -101,7 +104,12 @@ class TopicManager:
         info = self.data_dir.create_topic(name, partitions, configs)
         self._by_name[name] = info
         self._by_id[info.topic_id] = name
+        self._changed()
         return info
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     def add_partitions(self, name: str, count: int) -> TopicInfo:
         """Grow a topic to ``count`` partitions. Raises UnknownTopicError, ValueError."""
@@ -110,6 +118,7 @@ class TopicManager:
             raise UnknownTopicError(f"unknown topic {name!r}")
         info = self.data_dir.add_partitions(name, count)
         self._by_name[name] = info
+        self._changed()
         return info
 
     def alter_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
@@ -120,6 +129,7 @@ class TopicManager:
             raise UnknownTopicError(f"unknown topic {name!r}")
         info = self.data_dir.alter_topic_configs(name, configs)
         self._by_name[name] = info
+        self._changed()
         return info
 
     def delete(self, name: str) -> None:
@@ -138,6 +148,7 @@ class TopicManager:
         self.data_dir.delete_topic(name)
         del self._by_name[name]
         self._by_id.pop(info.topic_id, None)
+        self._changed()
 
     # -- long poll -----------------------------------------------------------------------
 

@@ -288,6 +288,16 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
             rich_help_panel=_SEC,
         ),
     ] = 10_000,
+    connections_max_reauth_ms: Annotated[
+        int,
+        typer.Option(
+            "--connections-max-reauth-ms",
+            min=0,
+            help="SASL sessions last this many ms: clients re-authenticate (KIP-368) or"
+            " are disconnected at their next request; 0: never (connections.max.reauth.ms).",
+            rich_help_panel=_SEC,
+        ),
+    ] = 0,
     authorizer_class_name: Annotated[
         str | None,
         typer.Option(
@@ -379,6 +389,7 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         authorizer_class_name=authorizer_class_name or None,
         partial_request_timeout_ms=partial_request_timeout_ms,
         sasl_authentication_timeout_ms=sasl_authentication_timeout_ms,
+        connections_max_reauth_ms=connections_max_reauth_ms,
         super_users=tuple(u.strip() for u in (super_users or "").split(";") if u.strip()),
         allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found,
         metrics_host=metrics_host,
