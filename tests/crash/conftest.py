@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-import seglog.storage  # noqa: F401  (imports kafka-python quietly, see storage/_message.py)
+import seglog.storage  # noqa: F401  (imports kafka-python quietly, see storage/record/message.py)
 
 from ._harness import Zygote
 

@@ -15,7 +15,7 @@ from tests.storage._batches import make_batch
 
 from seglog.errors import LogCorruptedError
 from seglog.storage import Log, LogConfig, check, recover
-from seglog.storage._batch import parse_header
+from seglog.storage.record.batch import parse_header
 
 from .conftest import record_figure
 

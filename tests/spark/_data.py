@@ -7,7 +7,7 @@ import time
 import warnings
 from collections.abc import Sequence
 
-import seglog.spark  # noqa: F401  (imports kafka-python quietly, see storage/_message.py)
+import seglog.spark  # noqa: F401  (imports kafka-python quietly, see storage/record/message.py)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-import seglog.spark  # noqa: F401  (imports kafka-python quietly, see storage/_message.py)
+import seglog.spark  # noqa: F401  (imports kafka-python quietly, see storage/record/message.py)
 
 
 @pytest.fixture(scope="session")

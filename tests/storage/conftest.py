@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-import seglog.storage  # noqa: F401  (imports kafka-python quietly, see storage/_message.py)
+import seglog.storage  # noqa: F401  (imports kafka-python quietly, see storage/record/message.py)

@@ -14,7 +14,7 @@ from tests.storage._cleaner import Crash, abandon, all_messages, crash_at, keyed
 import seglog
 from seglog.errors import NotFoundError
 from seglog.storage import Message, check, compact, compact_deletes, compact_updates
-from seglog.storage._batch import parse_header
+from seglog.storage.record.batch import parse_header
 
 NOW = 10**12  # far after every test timestamp
 
@@ -185,7 +185,7 @@ def test_log_append_time_batches_keep_their_time(tmp_path: Path) -> None:
     assert h.max_timestamp == stamp
     assert [
         (m.offset, m.key, m.timestamp)
-        for m in seglog.storage._message.decode_batches(raw[: h.size])
+        for m in seglog.storage.record.message.decode_batches(raw[: h.size])
     ] == [(1, b"b", stamp)]
     log.close()
 

@@ -22,7 +22,7 @@ from seglog.storage import (
     trim_by_count,
     trim_by_offset,
 )
-from seglog.storage._message import new_message, new_messages
+from seglog.storage.record.message import new_message, new_messages
 
 
 def _fresh(log: Log, offset: int, count: int) -> list[Message]:

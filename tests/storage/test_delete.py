@@ -11,7 +11,7 @@ from tests.storage._cleaner import Crash, abandon, all_messages, crash_at, keyed
 import seglog
 from seglog.errors import NotFoundError
 from seglog.storage import check, delete_offsets
-from seglog.storage._files import CLEANER_CHECKPOINT
+from seglog.storage.fileio.files import CLEANER_CHECKPOINT
 
 
 def test_delete_offsets_returns_what_was_deleted(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from seglog.errors import LogClosedError
 from seglog.storage import Log, LogConfig, Message, open_log
-from seglog.storage._batch import check_stored_batch
+from seglog.storage.record.batch import check_stored_batch
 
 from ._batches import make_batch
 

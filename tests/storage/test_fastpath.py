@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from seglog.errors import CorruptRecordError, RecordTooLargeError
 from seglog.storage import OFFSET_OLDEST, Message, RecordColumns, decode_columns, open_log
-from seglog.storage._message import encode_messages, encode_messages_reference
+from seglog.storage.record.message import encode_messages, encode_messages_reference
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -10,7 +10,7 @@ from seglog import Message, open_log
 from seglog.cli._log_cmds import register
 from seglog.errors import DataDirLockedError, FormatVersionError
 from seglog.storage import FORMAT_VERSION, check, migrate, recover
-from seglog.storage._format import FORMAT_FILE
+from seglog.storage.segment.format_version import FORMAT_FILE
 
 
 def test_written_at_create_and_missing_treated_as_v1(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 from seglog import OFFSET_NEWEST, OFFSET_OLDEST, Message, open_log
 from seglog.errors import InvalidOffsetError, NoIndexError, NotFoundError
 from seglog.storage import rebuild_key_index
-from seglog.storage._keyindex import KEY_INDEX_FILE, KeyIndex
+from seglog.storage.index.key_index import KEY_INDEX_FILE, KeyIndex
 
 from ._batches import make_batch
 

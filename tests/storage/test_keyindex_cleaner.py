@@ -22,7 +22,7 @@ from seglog.storage import (
     trim_by_count,
     trim_by_offset,
 )
-from seglog.storage._keyindex import KEY_INDEX_FILE
+from seglog.storage.index.key_index import KEY_INDEX_FILE
 
 
 def _keyed(path: Path, n: int = 60, keys: int = 6, *, key_index: bool = True) -> Log:

@@ -10,7 +10,7 @@ from kafka.record.memory_records import MemoryRecords
 
 from seglog.errors import DataDirLockedError, InvalidOffsetError, LogClosedError, ReadOnlyError
 from seglog.storage import Log, LogConfig
-from seglog.storage._batch import parse_header
+from seglog.storage.record.batch import parse_header
 
 from ._batches import make_batch
 

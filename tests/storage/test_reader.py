@@ -8,7 +8,7 @@ import pytest
 
 from seglog.errors import InvalidOffsetError, NotFoundError, ReadOnlyError
 from seglog.storage import Log, LogConfig, Message, open_log
-from seglog.storage._batch import parse_header
+from seglog.storage.record.batch import parse_header
 
 from ._batches import make_batch
 

@@ -9,7 +9,7 @@ import pytest
 
 from seglog.errors import LogCorruptedError
 from seglog.storage import Log, LogConfig, check, recover
-from seglog.storage._batch import parse_header
+from seglog.storage.record.batch import parse_header
 
 from ._batches import make_batch
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from seglog.storage import Log, LogConfig
-from seglog.storage._batch import parse_header
+from seglog.storage.record.batch import parse_header
 
 from ._batches import make_batch
 

@@ -16,7 +16,7 @@ from seglog import Message, open_log, storage
 from seglog.cli._log_cmds import register
 from seglog.errors import ReadOnlyError
 from seglog.storage import Log, stat
-from seglog.storage._gc import MIN_IDLE_S
+from seglog.storage.log.gc import MIN_IDLE_S
 
 from ._batches import make_batch
 

@@ -9,7 +9,7 @@ record (DefaultRecord) is::
     [headerKeyLength varint | headerKey utf-8 | headerValueLength varint | headerValue]
 
 Varints are zigzag-encoded (protobuf style). The numpy decoding of record batches lives in
-the storage layer (``seglog.storage._columns.decode_columns``, also behind
+the storage layer (``seglog.storage.record.columns.decode_columns``, also behind
 ``Log.consume_columns``): record boundaries found by checking guessed runs of equal-sized
 records at once, every field decoded for all records at once. This module turns those
 columns into Arrow: ``key``/``value`` are cut out of the buffer by one Arrow ``take``;

@@ -11,50 +11,20 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     # Backup, snapshot, restore (InfluxDB's Snapshot/Restore)
-    from seglog.storage._backup import BackupReport, backup
+    # Logs and their configuration
+    from seglog.storage.config import AppendInfo, LogConfig
+    from seglog.storage.fileio.counters import FileCounters
+    from seglog.storage.fileio.files import write_small_file as atomic_write
+    from seglog.storage.index.key_index import rebuild_key_index
 
     # Blocking consume (cancellation token for the sync variant)
-    from seglog.storage._blocking import POLL_S, CancelToken, start_offset
-
-    # Directory tools (klevdb's Check / Recover)
-    from seglog.storage._check import CheckReport, check, log_directories, recover, stat
-
-    # Columnar records (vectorised decoding of record batches)
-    from seglog.storage._columns import BATCH_HEADER, RecordColumns, decode_columns
-
-    # Compaction and delete by offsets (Kafka's cleaner, klevdb's Compact* / Delete)
-    from seglog.storage._compact import (
-        DEFAULT_DELETE_RETENTION_MS,
-        compact,
-        compact_deletes,
-        compact_updates,
-    )
-
-    # Logs and their configuration
-    from seglog.storage._config import AppendInfo, LogConfig
-    from seglog.storage._datadir import DataDir, TopicInfo, validate_topic_name
-    from seglog.storage._delete import delete_offsets
-    from seglog.storage._encode import encode_records
-    from seglog.storage._files import write_small_file as atomic_write
-    from seglog.storage._format import FORMAT_VERSION, migrate
-    from seglog.storage._keyindex import rebuild_key_index
-    from seglog.storage._log import FileSlice, Log, open_log
-
-    # Messages (embedded API)
-    from seglog.storage._message import OFFSET_NEWEST, OFFSET_OLDEST, Message, new_batch_builder
-
-    # Retention (Kafka's retention.ms / retention.bytes / DeleteRecords, NATS's limits)
-    from seglog.storage._retention import ArchiveHook, TrimResult
-    from seglog.storage._rewrite import Removed
-    from seglog.storage._snapshot import RestoreReport, SnapshotError, restore, snapshot
-    from seglog.storage._stats import FileCounters, LogStats, SegmentStats
-    from seglog.storage._trim_age import trim_by_age
-    from seglog.storage._trim_count import trim_by_count
-    from seglog.storage._trim_offset import trim_by_offset
-    from seglog.storage._trim_size import trim_by_size
+    from seglog.storage.log.blocking import POLL_S, CancelToken, start_offset
+    from seglog.storage.log.datadir import DataDir, TopicInfo, validate_topic_name
+    from seglog.storage.log.log import FileSlice, Log, open_log
+    from seglog.storage.log.stats import LogStats, SegmentStats
 
     # Typed logs (key/value codecs)
-    from seglog.storage._typed import (
+    from seglog.storage.log.typed import (
         BYTES,
         JSON,
         STR,
@@ -64,69 +34,107 @@ if TYPE_CHECKING:
         TypedMessage,
         open_typed_log,
     )
-    from seglog.storage._varint import I64
+
+    # Columnar records (vectorised decoding of record batches)
+    from seglog.storage.record.columns import BATCH_HEADER, RecordColumns, decode_columns
+    from seglog.storage.record.encode import encode_records
+
+    # Messages (embedded API)
+    from seglog.storage.record.message import (
+        OFFSET_NEWEST,
+        OFFSET_OLDEST,
+        Message,
+        new_batch_builder,
+    )
+    from seglog.storage.record.varint import I64
+
+    # Compaction and delete by offsets (Kafka's cleaner, klevdb's Compact* / Delete)
+    from seglog.storage.retention.compact import (
+        DEFAULT_DELETE_RETENTION_MS,
+        compact,
+        compact_deletes,
+        compact_updates,
+    )
+    from seglog.storage.retention.delete import delete_offsets
+
+    # Retention (Kafka's retention.ms / retention.bytes / DeleteRecords, NATS's limits)
+    from seglog.storage.retention.policy import ArchiveHook, TrimResult
+    from seglog.storage.retention.rewrite import Removed
+    from seglog.storage.retention.trim_age import trim_by_age
+    from seglog.storage.retention.trim_count import trim_by_count
+    from seglog.storage.retention.trim_offset import trim_by_offset
+    from seglog.storage.retention.trim_size import trim_by_size
+    from seglog.storage.segment.format_version import FORMAT_VERSION, migrate
+    from seglog.storage.tools.backup import BackupReport, backup
+
+    # Directory tools (klevdb's Check / Recover)
+    from seglog.storage.tools.check import CheckReport, check, log_directories, recover, stat
+    from seglog.storage.tools.snapshot import RestoreReport, SnapshotError, restore, snapshot
 
 # public name -> (module, name in it): imported on first use (PEP 562), so a client that
 # needs only the record encoder does not pay for the whole engine (pyarrow, numpy, ...)
 _LAZY: dict[str, tuple[str, str]] = {
-    "AppendInfo": ("seglog.storage._config", "AppendInfo"),
-    "ArchiveHook": ("seglog.storage._retention", "ArchiveHook"),
-    "BATCH_HEADER": ("seglog.storage._columns", "BATCH_HEADER"),
-    "BYTES": ("seglog.storage._typed", "BYTES"),
-    "BackupReport": ("seglog.storage._backup", "BackupReport"),
-    "CancelToken": ("seglog.storage._blocking", "CancelToken"),
-    "CheckReport": ("seglog.storage._check", "CheckReport"),
-    "Codec": ("seglog.storage._typed", "Codec"),
-    "DEFAULT_DELETE_RETENTION_MS": ("seglog.storage._compact", "DEFAULT_DELETE_RETENTION_MS"),
-    "DataDir": ("seglog.storage._datadir", "DataDir"),
-    "FORMAT_VERSION": ("seglog.storage._format", "FORMAT_VERSION"),
-    "FileCounters": ("seglog.storage._stats", "FileCounters"),
-    "FileSlice": ("seglog.storage._log", "FileSlice"),
-    "I64": ("seglog.storage._varint", "I64"),
-    "JSON": ("seglog.storage._typed", "JSON"),
-    "Log": ("seglog.storage._log", "Log"),
-    "LogConfig": ("seglog.storage._config", "LogConfig"),
-    "LogStats": ("seglog.storage._stats", "LogStats"),
-    "Message": ("seglog.storage._message", "Message"),
-    "OFFSET_NEWEST": ("seglog.storage._message", "OFFSET_NEWEST"),
-    "OFFSET_OLDEST": ("seglog.storage._message", "OFFSET_OLDEST"),
-    "POLL_S": ("seglog.storage._blocking", "POLL_S"),
-    "RecordColumns": ("seglog.storage._columns", "RecordColumns"),
-    "Removed": ("seglog.storage._rewrite", "Removed"),
-    "RestoreReport": ("seglog.storage._snapshot", "RestoreReport"),
-    "STR": ("seglog.storage._typed", "STR"),
-    "SegmentStats": ("seglog.storage._stats", "SegmentStats"),
-    "SnapshotError": ("seglog.storage._snapshot", "SnapshotError"),
-    "TopicInfo": ("seglog.storage._datadir", "TopicInfo"),
-    "TrimResult": ("seglog.storage._retention", "TrimResult"),
-    "TypedLog": ("seglog.storage._typed", "TypedLog"),
-    "TypedMessage": ("seglog.storage._typed", "TypedMessage"),
-    "VARINT": ("seglog.storage._typed", "VARINT"),
-    "atomic_write": ("seglog.storage._files", "write_small_file"),
-    "backup": ("seglog.storage._backup", "backup"),
-    "check": ("seglog.storage._check", "check"),
-    "compact": ("seglog.storage._compact", "compact"),
-    "compact_deletes": ("seglog.storage._compact", "compact_deletes"),
-    "compact_updates": ("seglog.storage._compact", "compact_updates"),
-    "decode_columns": ("seglog.storage._columns", "decode_columns"),
-    "delete_offsets": ("seglog.storage._delete", "delete_offsets"),
-    "encode_records": ("seglog.storage._encode", "encode_records"),
-    "log_directories": ("seglog.storage._check", "log_directories"),
-    "migrate": ("seglog.storage._format", "migrate"),
-    "new_batch_builder": ("seglog.storage._message", "new_batch_builder"),
-    "open_log": ("seglog.storage._log", "open_log"),
-    "open_typed_log": ("seglog.storage._typed", "open_typed_log"),
-    "rebuild_key_index": ("seglog.storage._keyindex", "rebuild_key_index"),
-    "recover": ("seglog.storage._check", "recover"),
-    "restore": ("seglog.storage._snapshot", "restore"),
-    "snapshot": ("seglog.storage._snapshot", "snapshot"),
-    "start_offset": ("seglog.storage._blocking", "start_offset"),
-    "stat": ("seglog.storage._check", "stat"),
-    "trim_by_age": ("seglog.storage._trim_age", "trim_by_age"),
-    "trim_by_count": ("seglog.storage._trim_count", "trim_by_count"),
-    "trim_by_offset": ("seglog.storage._trim_offset", "trim_by_offset"),
-    "trim_by_size": ("seglog.storage._trim_size", "trim_by_size"),
-    "validate_topic_name": ("seglog.storage._datadir", "validate_topic_name"),
+    "AppendInfo": ("seglog.storage.config", "AppendInfo"),
+    "ArchiveHook": ("seglog.storage.retention.policy", "ArchiveHook"),
+    "BATCH_HEADER": ("seglog.storage.record.columns", "BATCH_HEADER"),
+    "BYTES": ("seglog.storage.log.typed", "BYTES"),
+    "BackupReport": ("seglog.storage.tools.backup", "BackupReport"),
+    "CancelToken": ("seglog.storage.log.blocking", "CancelToken"),
+    "CheckReport": ("seglog.storage.tools.check", "CheckReport"),
+    "Codec": ("seglog.storage.log.typed", "Codec"),
+    "DEFAULT_DELETE_RETENTION_MS": (
+        "seglog.storage.retention.compact",
+        "DEFAULT_DELETE_RETENTION_MS",
+    ),
+    "DataDir": ("seglog.storage.log.datadir", "DataDir"),
+    "FORMAT_VERSION": ("seglog.storage.segment.format_version", "FORMAT_VERSION"),
+    "FileCounters": ("seglog.storage.fileio.counters", "FileCounters"),
+    "FileSlice": ("seglog.storage.log.log", "FileSlice"),
+    "I64": ("seglog.storage.record.varint", "I64"),
+    "JSON": ("seglog.storage.log.typed", "JSON"),
+    "Log": ("seglog.storage.log.log", "Log"),
+    "LogConfig": ("seglog.storage.config", "LogConfig"),
+    "LogStats": ("seglog.storage.log.stats", "LogStats"),
+    "Message": ("seglog.storage.record.message", "Message"),
+    "OFFSET_NEWEST": ("seglog.storage.record.message", "OFFSET_NEWEST"),
+    "OFFSET_OLDEST": ("seglog.storage.record.message", "OFFSET_OLDEST"),
+    "POLL_S": ("seglog.storage.log.blocking", "POLL_S"),
+    "RecordColumns": ("seglog.storage.record.columns", "RecordColumns"),
+    "Removed": ("seglog.storage.retention.rewrite", "Removed"),
+    "RestoreReport": ("seglog.storage.tools.snapshot", "RestoreReport"),
+    "STR": ("seglog.storage.log.typed", "STR"),
+    "SegmentStats": ("seglog.storage.log.stats", "SegmentStats"),
+    "SnapshotError": ("seglog.storage.tools.snapshot", "SnapshotError"),
+    "TopicInfo": ("seglog.storage.log.datadir", "TopicInfo"),
+    "TrimResult": ("seglog.storage.retention.policy", "TrimResult"),
+    "TypedLog": ("seglog.storage.log.typed", "TypedLog"),
+    "TypedMessage": ("seglog.storage.log.typed", "TypedMessage"),
+    "VARINT": ("seglog.storage.log.typed", "VARINT"),
+    "atomic_write": ("seglog.storage.fileio.files", "write_small_file"),
+    "backup": ("seglog.storage.tools.backup", "backup"),
+    "check": ("seglog.storage.tools.check", "check"),
+    "compact": ("seglog.storage.retention.compact", "compact"),
+    "compact_deletes": ("seglog.storage.retention.compact", "compact_deletes"),
+    "compact_updates": ("seglog.storage.retention.compact", "compact_updates"),
+    "decode_columns": ("seglog.storage.record.columns", "decode_columns"),
+    "delete_offsets": ("seglog.storage.retention.delete", "delete_offsets"),
+    "encode_records": ("seglog.storage.record.encode", "encode_records"),
+    "log_directories": ("seglog.storage.tools.check", "log_directories"),
+    "migrate": ("seglog.storage.segment.format_version", "migrate"),
+    "new_batch_builder": ("seglog.storage.record.message", "new_batch_builder"),
+    "open_log": ("seglog.storage.log.log", "open_log"),
+    "open_typed_log": ("seglog.storage.log.typed", "open_typed_log"),
+    "rebuild_key_index": ("seglog.storage.index.key_index", "rebuild_key_index"),
+    "recover": ("seglog.storage.tools.check", "recover"),
+    "restore": ("seglog.storage.tools.snapshot", "restore"),
+    "snapshot": ("seglog.storage.tools.snapshot", "snapshot"),
+    "start_offset": ("seglog.storage.log.blocking", "start_offset"),
+    "stat": ("seglog.storage.tools.check", "stat"),
+    "trim_by_age": ("seglog.storage.retention.trim_age", "trim_by_age"),
+    "trim_by_count": ("seglog.storage.retention.trim_count", "trim_by_count"),
+    "trim_by_offset": ("seglog.storage.retention.trim_offset", "trim_by_offset"),
+    "trim_by_size": ("seglog.storage.retention.trim_size", "trim_by_size"),
+    "validate_topic_name": ("seglog.storage.log.datadir", "validate_topic_name"),
 }
 
 __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)

@@ -1,0 +1,95 @@
+"""The columnar embedded API on top of Log: ``publish_values`` and ``consume_columns``.
+
+``publish_values`` skips :class:`Message` objects altogether (values, keys and timestamps
+as sequences/arrays go straight to the vectorised encoder, ``_encode.py``);
+``consume_columns`` returns numpy columns (``_columns.RecordColumns``) decoded from the
+stored record batches, ready for ``pyarrow.Array.from_buffers`` or pandas.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from seglog.storage.record.columns import (
+    RecordColumns,
+    concat_columns,
+    decode_columns,
+    empty_columns,
+)
+from seglog.storage.record.encode import encode_records
+from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST
+
+if TYPE_CHECKING:
+    from seglog.storage.log.log import Log
+    from seglog.storage.segment.segment import Segment
+
+__all__ = ["consume_columns", "publish_values"]
+
+_MIN_READ = 64 << 10
+_MAX_READ = 8 << 20
+_GUESS_BYTES_PER_RECORD = 160
+
+
+def publish_values(
+    log: Log,
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None = None,
+    timestamp_ms: int | Sequence[int] | npt.NDArray[np.int64] | None = None,
+) -> int:
+    """See ``Log.publish_values``."""
+    n = len(values)
+    if n == 0:
+        log._check_writable()
+        return log.log_end_offset
+    if timestamp_ms is None:
+        ts = np.full(n, time.time_ns() // 1_000_000, dtype=np.int64)
+    elif isinstance(timestamp_ms, int):
+        ts = np.full(n, timestamp_ms, dtype=np.int64)
+    else:
+        ts = np.asarray(timestamp_ms, dtype=np.int64)
+        if ts.shape != (n,):
+            raise ValueError(f"{len(ts)} timestamps for {n} values")
+    if keys is not None and len(keys) != n:
+        raise ValueError(f"{len(keys)} keys for {n} values")
+    info = log.append(encode_records(values, keys, ts, None, log.config.max_message_bytes))
+    if log.config.fsync_before_ack:
+        log.sync_future(info.last_offset + 1).result()
+    return info.last_offset + 1
+
+
+def consume_columns(log: Log, offset: int, max_count: int) -> RecordColumns:
+    """See ``Log.consume_columns``."""
+    if offset == OFFSET_NEWEST:
+        log._check_open()
+        return empty_columns(log.high_watermark)
+    if offset == OFFSET_OLDEST:
+        offset = log.log_start_offset
+    log._check_open()
+    if log.read_only and offset >= log.log_end_offset:
+        log.refresh()  # another process may have written up to (or past) it
+    offset, _ = log._resolve_read(offset, None)  # InvalidOffsetError with read's message
+    upper = log.high_watermark
+    parts: list[RecordColumns] = []
+    have, nxt = 0, offset
+    want = max(_MIN_READ, min(_MAX_READ, max_count * _GUESS_BYTES_PER_RECORD))
+    segs = log._segments  # before reading: a hint never outlives the list it was read in
+    last: tuple[Segment, int, bytes] | None = None
+    while have < max_count:
+        log._check_open()
+        data, seg, pos = log._read_next(nxt, want, upper)
+        if not data or seg is None:
+            break
+        last = seg, pos, data
+        cols = decode_columns(data, start=nxt, max_count=max_count - have)
+        parts.append(cols)
+        have += len(cols)
+        nxt = max(nxt, cols.next_offset)
+        want = min(_MAX_READ, want * 2)
+    if last is not None:
+        log._remember(nxt, segs, *last)
+    return concat_columns(parts, nxt)

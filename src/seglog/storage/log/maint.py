@@ -1,0 +1,146 @@
+"""What retention, the cleaner and delete-by-offsets need from a Log's internals, in one
+place: the maintenance lock, the list of closed segments, moving the log start offset
+(persisted in ``log-start-offset``), dropping and replacing segments, retiring the
+replaced Segment objects.
+
+Thread-safety: one maintenance operation at a time per log (``maintenance_lock``); the
+segment list is swapped under the log's write lock (readers snapshot it, see
+``_reader.py``). A removed or replaced segment keeps its open file for
+``RETIRE_DELAY_S`` seconds so readers that snapshotted it finish (the unlinked inode stays
+readable); a reader reopening it by path after that gets InvalidOffsetError.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING
+
+from seglog.storage.fileio import files
+
+if TYPE_CHECKING:
+    from seglog.storage.log.log import Log
+    from seglog.storage.segment.segment import Segment
+
+__all__ = [
+    "RETIRE_DELAY_S",
+    "close_retired",
+    "closed_segments",
+    "drop_segments",
+    "maintenance_lock",
+    "read_cleaner_checkpoint",
+    "read_log_start_checkpoint",
+    "replace_segment",
+    "set_log_start",
+    "write_cleaner_checkpoint",
+]
+
+RETIRE_DELAY_S = 10.0
+"""Seconds a removed segment's file stays open for in-flight readers (Kafka:
+file.delete.delay.ms, 60 s)."""
+
+_locks: weakref.WeakKeyDictionary[Log, threading.Lock] = weakref.WeakKeyDictionary()
+_locks_guard = threading.Lock()
+
+
+def maintenance_lock(log: Log) -> threading.Lock:
+    """The lock serialising trims, compactions and deletes on ``log`` (not appends)."""
+    with _locks_guard:
+        lock = _locks.get(log)
+        if lock is None:
+            lock = _locks[log] = threading.Lock()
+        return lock
+
+
+def _read_int(path: pathlib.Path) -> int:
+    try:
+        return max(0, int(path.read_text().strip() or 0))
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+def read_log_start_checkpoint(directory: pathlib.Path) -> int:
+    """The persisted log start offset of a partition directory (0 when none)."""
+    return _read_int(directory / files.LOG_START_OFFSET)
+
+
+def read_cleaner_checkpoint(directory: pathlib.Path) -> int:
+    """End offset of what the cleaner rewrote (0 when never): segments with a base
+    offset below it may hold offset gaps."""
+    return _read_int(directory / files.CLEANER_CHECKPOINT)
+
+
+def write_cleaner_checkpoint(directory: pathlib.Path, end_offset: int) -> None:
+    """Raise the cleaner checkpoint to ``end_offset`` (never lowers it); durable."""
+    if end_offset > read_cleaner_checkpoint(directory):
+        files.write_small_file(directory / files.CLEANER_CHECKPOINT, f"{end_offset}\n".encode())
+
+
+def closed_segments(log: Log) -> list[Segment]:
+    """Segments maintenance may remove or rewrite: every segment but the active one and
+    those rolled but not yet fsynced by the group commit thread (next time)."""
+    with log._lock:
+        log._check_writable()
+        unsynced = {id(s) for s in log._rolled_unsynced}
+        return [s for s in log._segments[:-1] if id(s) not in unsynced]
+
+
+def set_log_start(log: Log, offset: int) -> None:
+    """Persist ``offset`` as the log start offset (atomic file replace + directory
+    fsync), then move it in memory. Never moves it backwards."""
+    if offset <= log.log_start_offset:
+        return
+    files.write_small_file(log.directory / files.LOG_START_OFFSET, f"{offset}\n".encode())
+    with log._lock:
+        log._log_start = max(log._log_start, offset)
+        if log._keys is not None:  # keys whose records all fell below it: NotFoundError
+            log._keys.prune_below(log._log_start)
+
+
+def _retire(log: Log, seg: Segment) -> None:
+    # a reader reopening it by path (after an idle-handle GC) must not find the new file
+    seg.path = seg.path.with_name(seg.path.name + ".retired")
+    log._retired.append((time.monotonic(), seg))
+
+
+def drop_segments(log: Log, segments: list[Segment]) -> None:
+    """Take ``segments`` out of the log's list (their files are handled by the caller)."""
+    gone = {id(s) for s in segments}
+    with log._lock:
+        log._segments = [s for s in log._segments if id(s) not in gone]
+        for seg in segments:
+            _retire(log, seg)
+
+
+def replace_segment(log: Log, old: Segment, new: Segment) -> None:
+    """Put ``new`` (same base offset, already loaded) in place of ``old``."""
+    new.counters = log.counters
+    with log._lock:
+        log._segments = [new if s is old else s for s in log._segments]
+        _retire(log, old)
+
+
+def close_retired(log: Log, *, force: bool = False) -> None:
+    """Close retired segments older than ``RETIRE_DELAY_S`` (all when ``force``)."""
+    now = time.monotonic()
+    with log._lock:
+        keep: list[tuple[float, Segment]] = []
+        done: list[tuple[float, Segment]] = []
+        for when, seg in log._retired:
+            (done if force or now - when >= RETIRE_DELAY_S else keep).append((when, seg))
+        log._retired = keep
+    for _, seg in done:
+        seg.close()
+
+
+def segment_bytes(seg: Segment) -> int:
+    """Bytes on disk of a segment's three files (missing ones count 0)."""
+    total = 0
+    for path in (seg.path, seg.index.path, seg.time_index.path):
+        with contextlib.suppress(FileNotFoundError):
+            total += os.stat(path).st_size
+    return total

@@ -1,0 +1,81 @@
+"""The embedded (klevdb-style) API on top of Log: publish, consume, get."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from seglog.errors import InvalidOffsetError, NotFoundError
+from seglog.storage.log import fastpath
+from seglog.storage.record.batch import parse_header
+from seglog.storage.record.message import (
+    OFFSET_NEWEST,
+    Message,
+    decode_batches,
+    encode_messages,
+)
+
+if TYPE_CHECKING:
+    from seglog.storage.log.log import Log
+
+__all__ = ["consume", "consume_blocking", "first_at_or_after", "get", "publish"]
+
+
+def publish(log: Log, messages: Sequence[Message]) -> int:
+    """See ``Log.publish``."""
+    if not messages:
+        log._check_writable()
+        return log.log_end_offset
+    info = log.append(encode_messages(messages, log.config.max_message_bytes))
+    if log.config.fsync_before_ack:
+        log.sync_future(info.last_offset + 1).result()
+    return info.last_offset + 1
+
+
+def consume(log: Log, offset: int, max_count: int) -> tuple[int, list[Message]]:
+    """See ``Log.consume``."""
+    if offset == OFFSET_NEWEST:
+        log._check_open()
+        return log.high_watermark, []
+    # vectorised decode (_columns.py), then Message objects
+    cols = fastpath.consume_columns(log, offset, max_count)
+    return cols.next_offset, cols.messages()
+
+
+def consume_blocking(
+    log: Log, offset: int, max_count: int, timeout_s: float
+) -> tuple[int, list[Message]]:
+    """See ``Log.consume_blocking`` (implemented in ``_blocking.py``)."""
+    from seglog.storage.log.blocking import consume_blocking as blocking  # noqa: PLC0415  (cycle)
+
+    return blocking(log, offset, max_count, timeout_s)
+
+
+def _batch_next(batch: memoryview) -> int:
+    return parse_header(batch).next_offset
+
+
+def get(log: Log, offset: int) -> Message:
+    """See ``Log.get``."""
+    hw = log.high_watermark
+    if offset < log.log_start_offset or offset >= hw:
+        raise InvalidOffsetError(f"offset {offset} outside [{log.log_start_offset}, {hw})")
+    for batch in log.batches(offset):
+        for m in decode_batches(batch):
+            if m.offset == offset:
+                return m
+            if m.offset > offset:
+                raise NotFoundError(f"offset {offset} is not stored")
+        break
+    raise NotFoundError(f"offset {offset} is not stored")
+
+
+def first_at_or_after(
+    batch: bytes, timestamp_ms: int, min_offset: int = 0
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record of ``batch`` at or after ``timestamp_ms``
+    whose offset is at least ``min_offset`` (the log start offset)."""
+    for m in decode_batches(batch):
+        if m.timestamp >= timestamp_ms and m.offset >= min_offset:
+            return m.offset, m.timestamp
+    return None

@@ -1,0 +1,288 @@
+"""Encode records into record batches v2 without per-record Python work (the publish path).
+
+Output is byte-identical to kafka-python's ``DefaultRecordBatchBuilder`` (magic 2,
+uncompressed, baseOffset 0, partitionLeaderEpoch 0, producerId/epoch/baseSequence -1,
+offsets 0..n-1 within each batch, firstTimestamp = the first record's, one CRC-32C over
+bytes [21, end)) for the same records, including how records are split into batches of at
+most ``max_batch_bytes``. Each record (Kafka's DefaultRecord)::
+
+    length varint | attributes int8 (0) | timestampDelta varlong | offsetDelta varint |
+    keyLength varint (-1 = null) | key | valueLength varint (-1 = null) | value |
+    headerCount varint | [headerKeyLength varint | key utf-8 | valueLength varint | value]
+
+Lengths, deltas and positions are computed for all records at once with numpy; keys and
+values are joined with ``bytes.join`` and copied into place by strided copies
+(``_varint.scatter``); headers, rare, are encoded per record in Python. Compressed batches
+are left to kafka-python's builder (``_message.encode_messages_reference``).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+import crc32c
+import numpy as np
+
+from seglog.errors import RecordTooLargeError
+from seglog.storage.record.varint import I64, U8, encode_varints, scatter, varint_sizes
+
+__all__ = ["encode_records"]
+
+HeaderList = Sequence[tuple[str, bytes | None]]
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CRC = struct.Struct(">I")
+_HEADER_SIZE = 61
+_NO_HEADERS = b"\x00"
+
+
+def _headers_blob(headers: HeaderList) -> bytes:
+    """headerCount varint + headers, as kafka-python writes them."""
+    out = bytearray()
+    _varint_into(out, len(headers))
+    for name, value in headers:
+        raw = name.encode("utf-8")
+        _varint_into(out, len(raw))
+        out += raw
+        if value is None:
+            out.append(1)
+        else:
+            _varint_into(out, len(value))
+            out += value
+    return bytes(out)
+
+
+def _varint_into(out: bytearray, n: int) -> None:
+    z = (n << 1) ^ (n >> 63)
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+
+
+def _join(items: Sequence[bytes | None]) -> bytes:
+    """The items concatenated, None skipped."""
+    try:
+        return b"".join(items)  # type: ignore[arg-type]
+    except TypeError:  # some None (or not bytes-like: raised again below)
+        return b"".join([x for x in items if x is not None])
+
+
+def _lengths(items: Sequence[bytes | None]) -> I64:
+    """Byte length of each item, -1 for None."""
+    try:
+        return np.fromiter(map(len, items), np.int64, len(items))  # type: ignore[arg-type]
+    except TypeError:  # some None
+        return np.fromiter((-1 if x is None else len(x) for x in items), np.int64, len(items))
+
+
+def encode_records(
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None,
+    timestamps: I64,
+    headers: Sequence[HeaderList] | None,
+    max_batch_bytes: int,
+) -> bytes:
+    """Record batches v2 holding one record per value (offsets from 0 within each batch).
+
+    ``values``/``keys`` (None entries are null; ``keys=None``: all null), ``timestamps``:
+    ms, one per record (int64 array), ``headers``: one sequence of ``(name, value)`` per
+    record or None for none. Records are split into batches of at most ``max_batch_bytes``
+    exactly as kafka-python's builder splits them (a batch always takes its first record).
+    Raises RecordTooLargeError if one record alone needs a bigger batch, TypeError on
+    keys/values that are not bytes-like.
+    """
+    n = len(values)
+    if n == 0:
+        return b""
+    vlen = _lengths(values)
+    klen = np.full(n, -1, dtype=np.int64) if keys is None else _lengths(keys)
+    if headers is None or not any(headers):
+        hblobs: list[bytes] | None = None
+        hlen = np.ones(n, dtype=np.int64)
+    else:
+        hblobs = [_headers_blob(h) if h else _NO_HEADERS for h in headers]
+        hlen = np.fromiter(map(len, hblobs), np.int64, n)
+    vblob = _join(values)
+    kblob = b"" if keys is None else _join(keys)
+    ts = np.asarray(timestamps, dtype=np.int64)
+    fixed = 1 + varint_sizes(klen) + np.maximum(klen, 0) + varint_sizes(vlen)
+    fixed += np.maximum(vlen, 0) + hlen  # attributes + key + value + headers
+    # every key one length, every value one length, no headers: the usual case, encoded as
+    # a few 2-D blocks of identical records (_encode_uniform)
+    uniform = (
+        hblobs is None and int(klen.min()) == int(klen.max()) and int(vlen.min()) == int(vlen.max())
+    )
+    out: list[bytes] = []
+    lo = 0
+    while lo < n:
+        # sizes of the records from lo on, as if all went into one batch starting at lo;
+        # a batch [lo, hi) takes the prefix that fits (kafka-python's builder rule: a
+        # record joins while 61 + sizes so far + its size <= max_batch_bytes)
+        sizes = _record_sizes(fixed, ts, lo, n)
+        ends = np.cumsum(sizes[0] + sizes[1])
+        ends += _HEADER_SIZE
+        hi = lo + max(1, int(np.searchsorted(ends, max_batch_bytes, side="right")))
+        if hi < n:
+            m = hi - lo
+            sizes = (sizes[0][:m], sizes[1][:m], sizes[2][:m], sizes[3][:m], sizes[4][:m])
+            ends = ends[:m]
+        out.append(
+            _encode_batch(lo, hi, ts, klen, vlen, hblobs, sizes, ends, kblob, vblob, uniform)
+        )
+        lo = hi
+    if len(out[0]) > max_batch_bytes or any(len(b) > max_batch_bytes for b in out[1:]):
+        raise RecordTooLargeError(
+            f"a message needs a {max(map(len, out))}-byte batch, over {max_batch_bytes} bytes"
+        )
+    return out[0] if len(out) == 1 else b"".join(out)
+
+
+def _record_sizes(fixed: I64, ts: I64, lo: int, hi: int) -> tuple[I64, I64, I64, I64, I64]:
+    """Per record of ``[lo, hi)`` as the first record of a batch: (body length, its varint
+    size, timestamp delta, its varint size, offset delta varint size)."""
+    tsd = ts[lo:hi] - ts[lo]
+    ts_size = varint_sizes(tsd)
+    od_size = varint_sizes(np.arange(hi - lo, dtype=np.int64))
+    body = fixed[lo:hi] + ts_size + od_size
+    return body, varint_sizes(body), tsd, ts_size, od_size
+
+
+def _encode_batch(  # noqa: PLR0917 (internal: the columns of one batch)
+    lo: int,
+    hi: int,
+    ts: I64,
+    klen: I64,
+    vlen: I64,
+    hblobs: list[bytes] | None,
+    sizes: tuple[I64, I64, I64, I64, I64],
+    ends: I64,
+    kblob: bytes,
+    vblob: bytes,
+    uniform: bool,
+) -> bytes:
+    body, body_size, tsd, ts_size, od_size = sizes
+    starts = ends - body - body_size
+    total = int(ends[-1])
+    buf = bytearray(total)
+    out = np.frombuffer(buf, dtype=np.uint8)
+    k, v = klen[lo:hi], vlen[lo:hi]
+    if uniform and _encode_uniform(out, lo, hi, starts, sizes, int(k[0]), int(v[0]), kblob, vblob):
+        return _finish(buf, ts, lo, hi, total)
+    encode_varints(out, starts, body, body_size)
+    p = starts + body_size + 1  # attributes byte: 0
+    if tsd.any():  # else every delta is varint 0: the zero bytes already there
+        encode_varints(out, p, tsd, ts_size)
+    p += ts_size
+    encode_varints(out, p, np.arange(hi - lo, dtype=np.int64), od_size)
+    p += od_size
+    k_size = varint_sizes(k)
+    encode_varints(out, p, k, k_size)
+    p += k_size
+    kn = np.maximum(k, 0)
+    if kn.any():
+        skip = int(np.maximum(klen[:lo], 0).sum()) if lo else 0
+        chunk = np.frombuffer(kblob, dtype=np.uint8)[skip : skip + int(kn.sum())]
+        scatter(out, p, chunk, kn)
+    p += kn
+    v_size = varint_sizes(v)
+    encode_varints(out, p, v, v_size)
+    p += v_size
+    vn = np.maximum(v, 0)
+    if vn.any():
+        skip = int(np.maximum(vlen[:lo], 0).sum()) if lo else 0
+        chunk = np.frombuffer(vblob, dtype=np.uint8)[skip : skip + int(vn.sum())]
+        scatter(out, p, chunk, vn)
+    p += vn
+    if hblobs is not None:
+        h = np.fromiter(map(len, hblobs[lo:hi]), np.int64, hi - lo)
+        scatter(out, p, np.frombuffer(b"".join(hblobs[lo:hi]), dtype=np.uint8), h)
+    # else every headerCount is varint 0: the zero bytes already there
+    return _finish(buf, ts, lo, hi, total)
+
+
+def _finish(buf: bytearray, ts: I64, lo: int, hi: int, total: int) -> bytes:
+    """Write the batch header and CRC-32C of records ``[lo, hi)`` encoded in ``buf``."""
+    first, last = int(ts[lo]), hi - lo - 1
+    max_ts = int(ts[lo:hi].max())
+    _HEADER.pack_into(buf, 0, 0, total - 12, 0, 2, 0, 0, last, first, max_ts, -1, -1, -1, hi - lo)
+    _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
+    return bytes(buf)
+
+
+_OD_LIMITS = [1 << (7 * g - 1) for g in range(1, 10)]
+"""Offset deltas below _OD_LIMITS[g - 1] fit a g-byte varint (zigzag doubles them)."""
+
+
+def _varint_bytes(n: int) -> bytes:
+    out = bytearray()
+    _varint_into(out, n)
+    return bytes(out)
+
+
+def _varint_columns(block: U8, col: int, values: I64, size: int) -> None:
+    """Write ``values`` as ``size``-byte zigzag varints into ``block[:, col:col + size]``."""
+    z = ((values << 1) ^ (values >> 63)).view(np.uint64)
+    for k in range(size):
+        byte = (z >> np.uint64(7 * k)) & np.uint64(0x7F)
+        if k + 1 < size:
+            byte |= np.uint64(0x80)
+        block[:, col + k] = byte
+
+
+def _encode_uniform(  # noqa: PLR0917 (internal)
+    out: U8,
+    lo: int,
+    hi: int,
+    starts: I64,
+    sizes: tuple[I64, I64, I64, I64, I64],
+    klen: int,
+    vlen: int,
+    kblob: bytes,
+    vblob: bytes,
+) -> bool:
+    """Encode records ``[lo, hi)`` whose keys all have length ``klen`` and values ``vlen``
+    (-1: null), no headers, timestamp deltas of one varint size: records with the same
+    offset delta varint size are identical in layout, so each such group is one 2-D block
+    (rows = records) filled column by column. False (nothing written) when the timestamp
+    deltas differ in size."""
+    body, _, tsd, ts_size, _ = sizes
+    t = int(ts_size[0])
+    if int(ts_size.max()) != t or int(ts_size.min()) != t:
+        return False
+    m = hi - lo
+    kn, vn = max(klen, 0), max(vlen, 0)
+    keys = np.frombuffer(kblob, dtype=np.uint8)[lo * kn : hi * kn].reshape(m, kn)
+    values = np.frombuffer(vblob, dtype=np.uint8)[lo * vn : hi * vn].reshape(m, vn)
+    klen_bytes = np.frombuffer(_varint_bytes(klen), dtype=np.uint8)
+    vlen_bytes = np.frombuffer(_varint_bytes(vlen), dtype=np.uint8)
+    od = np.arange(m, dtype=np.int64)
+    a = 0
+    for g, limit in enumerate(_OD_LIMITS, 1):
+        b = min(m, limit)
+        if b <= a:
+            continue
+        rows = b - a
+        head = np.frombuffer(_varint_bytes(int(body[a])), dtype=np.uint8)
+        width = len(head) + int(body[a])
+        start = int(starts[a])
+        block = out[start : start + rows * width].reshape(rows, width)
+        block[:, : len(head)] = head
+        c = len(head) + 1  # attributes: 0
+        if tsd[a:b].any():
+            _varint_columns(block, c, tsd[a:b], t)
+        c += t
+        _varint_columns(block, c, od[a:b], g)
+        c += g
+        block[:, c : c + len(klen_bytes)] = klen_bytes
+        c += len(klen_bytes)
+        block[:, c : c + kn] = keys[a:b]
+        c += kn
+        block[:, c : c + len(vlen_bytes)] = vlen_bytes
+        c += len(vlen_bytes)
+        block[:, c : c + vn] = values[a:b]
+        a = b  # headerCount: the zero byte already there
+        if a == m:
+            break
+    return True
