@@ -5,7 +5,7 @@ loop-agnostic wake-up futures (``Log.wait_for_offset``) to asyncio::
 
     async for message in seglog.aio.tail(log, seglog.OFFSET_OLDEST):
         ...
-    next_offset, messages = await log.consume_blocking_async(offset, 100, timeout_s=5)
+    next_offset, messages = await seglog.aio.consume_blocking_async(log, offset, 100, 5)
 
 Waiting costs no thread and no polling: the writer (in this process) completes the
 future, and ``asyncio.wrap_future`` wakes the task on its own loop. A read-only log written
@@ -18,24 +18,42 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from seglog.storage import POLL_S, Message, start_offset
+from seglog.storage import POLL_S, Message, TypedLog, TypedMessage, start_offset
 
 if TYPE_CHECKING:
     from seglog.storage import Log
 
+K = TypeVar("K")
+V = TypeVar("V")
+
 __all__ = ["consume_blocking_async", "tail"]
 
 
+@overload
 async def consume_blocking_async(
     log: Log, offset: int, max_count: int, timeout_s: float
-) -> tuple[int, list[Message]]:
+) -> tuple[int, list[Message]]: ...
+
+
+@overload
+async def consume_blocking_async(
+    log: TypedLog[K, V], offset: int, max_count: int, timeout_s: float
+) -> tuple[int, list[TypedMessage[K, V]]]: ...
+
+
+async def consume_blocking_async(
+    log: Log | TypedLog[Any, Any], offset: int, max_count: int, timeout_s: float
+) -> tuple[int, list[Message]] | tuple[int, list[TypedMessage[Any, Any]]]:
     """As ``Log.consume_blocking``, awaiting instead of blocking: up to ``max_count``
     messages from ``offset`` (sentinels allowed), waiting up to ``timeout_s`` seconds for
-    the first one. Returns ``(next offset, messages)``; ``(offset, [])`` on timeout.
+    the first one (a ``TypedLog``'s messages come decoded). Returns ``(next offset,
+    messages)``; ``(offset, [])`` on timeout.
     Raises InvalidOffsetError (offset outside [log start, log end]), LogClosedError (also
     when the log closes while waiting), ``asyncio.CancelledError`` when cancelled."""
+    if isinstance(log, TypedLog):
+        return log.decode_all(await consume_blocking_async(log.log, offset, max_count, timeout_s))
     loop = asyncio.get_running_loop()
     offset = start_offset(log, offset)
     deadline = loop.time() + timeout_s

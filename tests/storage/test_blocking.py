@@ -12,6 +12,7 @@ import pytest
 
 import seglog.aio
 from seglog import OFFSET_NEWEST, OFFSET_OLDEST, Message, open_log
+from seglog.aio import consume_blocking_async
 from seglog.errors import LogClosedError
 from seglog.storage import CancelToken
 
@@ -84,7 +85,7 @@ async def test_fifty_async_tailers_and_cancel(tmp_path):
         async def tail() -> list[bytes]:
             offset, seen = 0, []
             while len(seen) < n_msgs:
-                offset, msgs = await log.consume_blocking_async(offset, 5, 30)
+                offset, msgs = await consume_blocking_async(log, offset, 5, 30)
                 seen += [m.value for m in msgs]
             return seen
 
@@ -95,8 +96,8 @@ async def test_fifty_async_tailers_and_cancel(tmp_path):
         results = await asyncio.wait_for(asyncio.gather(*tasks), 60)
         assert all(r == [b"%d" % j for j in range(n_msgs)] for r in results)
         # timeout returns empty; cancellation stops the wait and leaves no waiter
-        assert await log.consume_blocking_async(OFFSET_NEWEST, 10, 0.05) == (n_msgs, [])
-        task = asyncio.create_task(log.consume_blocking_async(n_msgs, 10, 30))
+        assert await consume_blocking_async(log, OFFSET_NEWEST, 10, 0.05) == (n_msgs, [])
+        task = asyncio.create_task(consume_blocking_async(log, n_msgs, 10, 30))
         await asyncio.sleep(0.05)
         assert len(log._notifier) == 1
         task.cancel()
@@ -112,7 +113,7 @@ async def test_fifty_async_tailers_and_cancel(tmp_path):
         t.join()
         assert first.value == b"tail"
         # closing the log fails the waiters
-        waiter = asyncio.create_task(log.consume_blocking_async(n_msgs + 1, 10, 30))
+        waiter = asyncio.create_task(consume_blocking_async(log, n_msgs + 1, 10, 30))
         await asyncio.sleep(0.05)
         await asyncio.to_thread(log.close)
         with pytest.raises(LogClosedError):
@@ -123,6 +124,6 @@ async def test_async_read_only_tailer_polls_other_writer(tmp_path):
     p = tmp_path / "p"
     with open_log(p, create=True) as writer, open_log(p, read_only=True) as ro:
         t = _later(0.1, lambda: writer.publish([Message(value=b"x")]))
-        nxt, msgs = await ro.consume_blocking_async(0, 10, 30)
+        nxt, msgs = await consume_blocking_async(ro, 0, 10, 30)
         t.join()
         assert (nxt, [m.value for m in msgs]) == (1, [b"x"])

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from seglog import OFFSET_OLDEST
+from seglog.aio import consume_blocking_async
 from seglog.errors import NoIndexError
 from seglog.storage import (
     BYTES,
@@ -85,7 +86,7 @@ async def test_typed_async_and_custom_codec(tmp_path):
     with log:
         log.publish([TypedMessage(key=-5, value="abc", timestamp=1000)])
         assert log.log.get(0).value == b"ABC"
-        nxt, msgs = await log.consume_blocking_async(0, 10, 1)
+        nxt, msgs = await consume_blocking_async(log, 0, 10, 1)
         assert (nxt, msgs[0].key, msgs[0].value, msgs[0].timestamp) == (1, -5, "abc", 1000)
         assert log.offset_by_time(999) == (0, 1000)
         with pytest.raises(NoIndexError):

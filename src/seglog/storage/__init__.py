@@ -15,11 +15,11 @@ if TYPE_CHECKING:
     from seglog.storage.config import AppendInfo, LogConfig
     from seglog.storage.fileio.counters import FileCounters
     from seglog.storage.fileio.files import write_small_file as atomic_write
-    from seglog.storage.index.key_index import rebuild_key_index
 
     # Blocking consume (cancellation token for the sync variant)
     from seglog.storage.log.blocking import POLL_S, CancelToken, start_offset
     from seglog.storage.log.datadir import DataDir, TopicInfo, validate_topic_name
+    from seglog.storage.log.keys import rebuild_key_index
     from seglog.storage.log.log import FileSlice, Log, open_log
     from seglog.storage.log.stats import LogStats, SegmentStats
 
@@ -64,11 +64,12 @@ if TYPE_CHECKING:
     from seglog.storage.retention.trim_count import trim_by_count
     from seglog.storage.retention.trim_offset import trim_by_offset
     from seglog.storage.retention.trim_size import trim_by_size
-    from seglog.storage.segment.format_version import FORMAT_VERSION, migrate
+    from seglog.storage.segment.format_version import FORMAT_VERSION
     from seglog.storage.tools.backup import BackupReport, backup
 
     # Directory tools (klevdb's Check / Recover)
     from seglog.storage.tools.check import CheckReport, check, log_directories, recover, stat
+    from seglog.storage.tools.migrate import migrate
     from seglog.storage.tools.snapshot import RestoreReport, SnapshotError, restore, snapshot
 
 # public name -> (module, name in it): imported on first use (PEP 562), so a client that
@@ -120,11 +121,11 @@ _LAZY: dict[str, tuple[str, str]] = {
     "delete_offsets": ("seglog.storage.retention.delete", "delete_offsets"),
     "encode_records": ("seglog.storage.record.encode", "encode_records"),
     "log_directories": ("seglog.storage.tools.check", "log_directories"),
-    "migrate": ("seglog.storage.segment.format_version", "migrate"),
+    "migrate": ("seglog.storage.tools.migrate", "migrate"),
     "new_batch_builder": ("seglog.storage.record.message", "new_batch_builder"),
     "open_log": ("seglog.storage.log.log", "open_log"),
     "open_typed_log": ("seglog.storage.log.typed", "open_typed_log"),
-    "rebuild_key_index": ("seglog.storage.index.key_index", "rebuild_key_index"),
+    "rebuild_key_index": ("seglog.storage.log.keys", "rebuild_key_index"),
     "recover": ("seglog.storage.tools.check", "recover"),
     "restore": ("seglog.storage.tools.snapshot", "restore"),
     "snapshot": ("seglog.storage.tools.snapshot", "snapshot"),

@@ -5,7 +5,7 @@ The writer wakes waiters through the log's notifier (``Log.wait_for_offset``): n
 polling in the process that appends. A read-only log opened beside a writer in *another*
 process has no one to wake it, so it polls (``refresh``) every 50 ms. Any number of tailers
 may wait on one log at once (one future each). The asyncio variant is
-``seglog.aio.consume_blocking_async`` (also ``await Log.consume_blocking_async``): storage
+``seglog.aio.consume_blocking_async``: storage
 itself never imports asyncio.
 """
 

@@ -1,8 +1,8 @@
 """The embedded (klevdb-style) API of :class:`~seglog.storage.Log`, as a base class of
-it: publish / publish_values, consume / consume_columns / consume_blocking(_async) /
+it: publish / publish_values, consume / consume_columns / consume_blocking /
 consume_by_key, get / get_by_key / get_by_time, offset_by_key / offset_by_time,
 wait_for_offset, next_offset. Thin methods: the work is in ``message_ops.py``,
-``fastpath.py``, ``blocking.py`` and ``key_index.py``; the writer side (append, sync,
+``fastpath.py``, ``blocking.py`` and ``keys.py``; the writer side (append, sync,
 close) stays in ``_log.py``. Thread-safety as ``Log``.
 """
 
@@ -13,8 +13,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, cast
 
 from seglog.errors import InvalidOffsetError, NotFoundError
-from seglog.storage.index import key_index
-from seglog.storage.log import blocking, fastpath, message_ops
+from seglog.storage.log import blocking, fastpath, keys, message_ops
 from seglog.storage.log.reader import LogReader
 
 if TYPE_CHECKING:
@@ -87,16 +86,6 @@ class EmbeddedLog(LogReader):
         waiting)."""
         return blocking.consume_blocking(self._log, offset, max_count, timeout_s, cancel=cancel)
 
-    async def consume_blocking_async(
-        self, offset: int, max_count: int, timeout_s: float
-    ) -> tuple[int, list[Message]]:
-        """``consume_blocking`` for asyncio: awaits (no thread, no polling) until a message
-        is visible, ``timeout_s`` passes (``(next offset, [])``) or the task is cancelled
-        (``asyncio.CancelledError``). Same errors. See ``seglog.aio``."""
-        from seglog.aio import consume_blocking_async  # noqa: PLC0415  (storage has no asyncio)
-
-        return await consume_blocking_async(self._log, offset, max_count, timeout_s)
-
     def wait_for_offset(self, offset: int) -> Future[int]:
         """A future completing with the high watermark once the message at ``offset`` is
         visible (high watermark > ``offset``), failing with LogClosedError when the log
@@ -111,7 +100,7 @@ class EmbeddedLog(LogReader):
         and decodes the batches in between. NoIndexError without ``key_index``,
         InvalidOffsetError outside [log start, log end]."""
         self._check_open()
-        return key_index.consume_by_key(self, key, offset, max_count)
+        return keys.consume_by_key(self, key, offset, max_count)
 
     def get(self, offset: int) -> Message:
         """The message at ``offset``: InvalidOffsetError outside [log start, high
@@ -134,7 +123,7 @@ class EmbeddedLog(LogReader):
     def offset_by_key(self, key: bytes) -> int:
         """Offset of the last message with ``key``; errors as ``get_by_key``."""
         self._check_open()
-        offset = key_index.get_offset(self, key)
+        offset = keys.get_offset(self, key)
         if offset >= self._hwm and self._log._sync is not None:
             self._log.sync_future(offset + 1).result()
         return offset

@@ -35,10 +35,11 @@ from seglog.errors import (
 )
 from seglog.storage.config import AppendInfo, LogConfig
 from seglog.storage.fileio import files
-from seglog.storage.index import key_index
-from seglog.storage.index.key_index import KeyIndex, load_key_index
-from seglog.storage.log import gc, maint, stats
+from seglog.storage.index.key_index import KeyIndex
+from seglog.storage.log import gc, keys, maint, stats
+from seglog.storage.log.backup import BackupReport, backup_log
 from seglog.storage.log.embedded import EmbeddedLog
+from seglog.storage.log.keys import load_key_index
 from seglog.storage.log.notify import Notifier
 from seglog.storage.log.reader import FileSlice
 from seglog.storage.log.sync import GroupCommit, SyncPoint
@@ -48,13 +49,12 @@ from seglog.storage.record.batch import (
     stamp_leader_epoch,
     validate_for_append,
 )
-from seglog.storage.segment import format_version
+from seglog.storage.segment import checkpoints, format_version
 from seglog.storage.segment.recovery import LoadReport, load_segments
 from seglog.storage.segment.segment import Placed, Segment, create_segment
 
 if TYPE_CHECKING:
     from seglog.storage.log.stats import LogStats
-    from seglog.storage.tools.backup import BackupReport
 
 __all__ = ["FileSlice", "Log", "open_log"]  # FileSlice re-exported from _reader
 
@@ -99,7 +99,7 @@ class Log(EmbeddedLog):
         """Number of successful ``append`` calls (with the fsync counter: group commit)."""
         self._lock_fd: int | None = None  # flock on the directory (writers opened by open)
         # log start offset moved by retention / DeleteRecords (persisted; see maint.py)
-        self._log_start = min(maint.read_log_start_checkpoint(directory), end)
+        self._log_start = min(checkpoints.read_log_start_checkpoint(directory), end)
         self._retired: list[tuple[float, Segment]] = []  # removed segments, closed later
         self.counters = stats.FileCounters(opens=len(segments))
         """File operation counters (``Log.stats().counters``, broker metrics)."""
@@ -401,9 +401,7 @@ class Log(EmbeddedLog):
     def backup(self, dest: str | os.PathLike[str]) -> BackupReport:
         """Online, consistent backup of this log to the new directory ``dest`` (see
         ``seglog.storage.backup``)."""
-        from seglog.storage.tools.backup import backup  # noqa: PLC0415  (backup imports Log)
-
-        return backup(self, dest)
+        return backup_log(self, dest)
 
     # -- closing ---------------------------------------------------------------------------
 
@@ -422,7 +420,7 @@ class Log(EmbeddedLog):
         clean = self._offline is None and not self.read_only
         if clean and self._keys is not None:
             try:
-                key_index.save_key_index(self.directory, self._keys, self, self._log_end)
+                keys.save_key_index(self.directory, self._keys, self, self._log_end)
             except (OSError, StorageError) as e:  # derived data: rebuilt at the next open
                 _logger.warning("cannot write the key index of %s: %s", self.directory, e)
         for seg in self._segments:

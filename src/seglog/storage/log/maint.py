@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pathlib
 import threading
 import time
 import weakref
@@ -32,11 +31,8 @@ __all__ = [
     "closed_segments",
     "drop_segments",
     "maintenance_lock",
-    "read_cleaner_checkpoint",
-    "read_log_start_checkpoint",
     "replace_segment",
     "set_log_start",
-    "write_cleaner_checkpoint",
 ]
 
 RETIRE_DELAY_S = 10.0
@@ -54,30 +50,6 @@ def maintenance_lock(log: Log) -> threading.Lock:
         if lock is None:
             lock = _locks[log] = threading.Lock()
         return lock
-
-
-def _read_int(path: pathlib.Path) -> int:
-    try:
-        return max(0, int(path.read_text().strip() or 0))
-    except (FileNotFoundError, ValueError):
-        return 0
-
-
-def read_log_start_checkpoint(directory: pathlib.Path) -> int:
-    """The persisted log start offset of a partition directory (0 when none)."""
-    return _read_int(directory / files.LOG_START_OFFSET)
-
-
-def read_cleaner_checkpoint(directory: pathlib.Path) -> int:
-    """End offset of what the cleaner rewrote (0 when never): segments with a base
-    offset below it may hold offset gaps."""
-    return _read_int(directory / files.CLEANER_CHECKPOINT)
-
-
-def write_cleaner_checkpoint(directory: pathlib.Path, end_offset: int) -> None:
-    """Raise the cleaner checkpoint to ``end_offset`` (never lowers it); durable."""
-    if end_offset > read_cleaner_checkpoint(directory):
-        files.write_small_file(directory / files.CLEANER_CHECKPOINT, f"{end_offset}\n".encode())
 
 
 def closed_segments(log: Log) -> list[Segment]:

@@ -18,7 +18,7 @@ from seglog.storage.record.message import (
 if TYPE_CHECKING:
     from seglog.storage.log.log import Log
 
-__all__ = ["consume", "consume_blocking", "first_at_or_after", "get", "publish"]
+__all__ = ["consume", "first_at_or_after", "get", "publish"]
 
 
 def publish(log: Log, messages: Sequence[Message]) -> int:
@@ -40,15 +40,6 @@ def consume(log: Log, offset: int, max_count: int) -> tuple[int, list[Message]]:
     # vectorised decode (_columns.py), then Message objects
     cols = fastpath.consume_columns(log, offset, max_count)
     return cols.next_offset, cols.messages()
-
-
-def consume_blocking(
-    log: Log, offset: int, max_count: int, timeout_s: float
-) -> tuple[int, list[Message]]:
-    """See ``Log.consume_blocking`` (implemented in ``_blocking.py``)."""
-    from seglog.storage.log.blocking import consume_blocking as blocking  # noqa: PLC0415  (cycle)
-
-    return blocking(log, offset, max_count, timeout_s)
 
 
 def _batch_next(batch: memoryview) -> int:

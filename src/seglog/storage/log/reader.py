@@ -21,10 +21,11 @@ from seglog.storage.config import LogConfig
 from seglog.storage.fileio import files
 from seglog.storage.fileio.counters import FileCounters
 from seglog.storage.index.key_index import KeyIndex
-from seglog.storage.log import maint, message_ops
+from seglog.storage.log import message_ops
 from seglog.storage.log.notify import Notifier
 from seglog.storage.record.batch import HEADER_SIZE, parse_header
 from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST
+from seglog.storage.segment import checkpoints
 from seglog.storage.segment.segment import Segment
 
 __all__ = ["FileSlice", "LogReader"]
@@ -101,8 +102,8 @@ class LogReader:
         with self._lock:
             self._check_open()
             bases = files.list_segment_bases(self.directory)
-            self._log_start = maint.read_log_start_checkpoint(self.directory)
-            cleaned_end = maint.read_cleaner_checkpoint(self.directory)
+            self._log_start = checkpoints.read_log_start_checkpoint(self.directory)
+            cleaned_end = checkpoints.read_cleaner_checkpoint(self.directory)
             segs = self._segments
             if segs and segs[-1].base_offset in bases:
                 tail = segs[-1]

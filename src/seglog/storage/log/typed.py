@@ -163,7 +163,7 @@ class TypedLog(Generic[K, V]):
             headers=m.headers,
         )
 
-    def _decode_all(self, got: tuple[int, list[Message]]) -> tuple[int, list[TypedMessage[K, V]]]:
+    def decode_all(self, got: tuple[int, list[Message]]) -> tuple[int, list[TypedMessage[K, V]]]:
         return got[0], [self._decode(m) for m in got[1]]
 
     def publish(self, messages: Sequence[TypedMessage[K, V]]) -> int:
@@ -172,26 +172,20 @@ class TypedLog(Generic[K, V]):
 
     def consume(self, offset: int, max_count: int) -> tuple[int, list[TypedMessage[K, V]]]:
         """``Log.consume``, decoded."""
-        return self._decode_all(self.log.consume(offset, max_count))
+        return self.decode_all(self.log.consume(offset, max_count))
 
     def consume_blocking(
         self, offset: int, max_count: int, timeout_s: float, *, cancel: CancelToken | None = None
     ) -> tuple[int, list[TypedMessage[K, V]]]:
         """``Log.consume_blocking``, decoded."""
         got = self.log.consume_blocking(offset, max_count, timeout_s, cancel=cancel)
-        return self._decode_all(got)
-
-    async def consume_blocking_async(
-        self, offset: int, max_count: int, timeout_s: float
-    ) -> tuple[int, list[TypedMessage[K, V]]]:
-        """``Log.consume_blocking_async``, decoded."""
-        return self._decode_all(await self.log.consume_blocking_async(offset, max_count, timeout_s))
+        return self.decode_all(got)
 
     def consume_by_key(
         self, key: K, offset: int, max_count: int
     ) -> tuple[int, list[TypedMessage[K, V]]]:
         """``Log.consume_by_key`` with an encoded key, decoded."""
-        return self._decode_all(
+        return self.decode_all(
             self.log.consume_by_key(self.key_codec.encode(key), offset, max_count)
         )
 

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from seglog.storage.index.key_index import forget_removed
 from seglog.storage.log import maint
+from seglog.storage.log.keys import forget_removed
 from seglog.storage.record.columns import decode_columns
 from seglog.storage.retention.rewrite import Removed, iter_chunks, rewrite_segment
 from seglog.storage.segment import swap

@@ -9,8 +9,8 @@ import bisect
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from seglog.storage.index.key_index import forget_removed
 from seglog.storage.log import maint
+from seglog.storage.log.keys import forget_removed
 from seglog.storage.retention.rewrite import Removed, rewrite_segment
 from seglog.storage.segment import swap
 

@@ -32,9 +32,9 @@ import numpy as np
 import numpy.typing as npt
 
 from seglog.storage.fileio import files
-from seglog.storage.index.key_index import drop_key_index_file
 from seglog.storage.index.offset_time import OffsetIndex, TimeIndex
 from seglog.storage.log import maint
+from seglog.storage.log.keys import drop_key_index_file
 from seglog.storage.record.batch import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
@@ -46,7 +46,7 @@ from seglog.storage.record.batch import (
     patch_log_append_time,
 )
 from seglog.storage.record.columns import RecordColumns, decode_columns
-from seglog.storage.segment import swap
+from seglog.storage.segment import checkpoints, swap
 from seglog.storage.segment.segment import Segment
 
 with warnings.catch_warnings():
@@ -285,7 +285,7 @@ def rewrite_segment(
     files.fsync_dir(directory)
     if on_step is not None:
         on_step("cleaned")
-    maint.write_cleaner_checkpoint(directory, seg.next_offset)
+    checkpoints.write_cleaner_checkpoint(directory, seg.next_offset)
     swap.commit_rewrite(directory, seg.base_offset, on_step, log.counters)
     new = _load_rewritten(log, seg.base_offset)
     maint.replace_segment(log, seg, new)

@@ -24,8 +24,7 @@ from typing import Literal
 from seglog.errors import LogCorruptedError
 from seglog.storage.config import LogConfig
 from seglog.storage.fileio import files
-from seglog.storage.log import maint
-from seglog.storage.segment import swap
+from seglog.storage.segment import checkpoints, swap
 from seglog.storage.segment.segment import Segment
 
 __all__ = ["LoadReport", "load_segments", "read_recovery_point"]
@@ -76,7 +75,7 @@ def load_segments(
     read_only = mode == "read_only"
     if not read_only:  # a crash during retention or a cleaner swap: see swap.py
         report.interrupted.extend(swap.finish_interrupted(directory))
-    cleaned_end = maint.read_cleaner_checkpoint(directory)
+    cleaned_end = checkpoints.read_cleaner_checkpoint(directory)
     clean = not full_scan and (directory / files.CLEAN_SHUTDOWN).exists()
     rp = 0 if full_scan else read_recovery_point(directory)
     bases = files.list_segment_bases(directory)

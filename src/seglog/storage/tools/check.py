@@ -13,8 +13,9 @@ from dataclasses import asdict, dataclass, field
 from seglog.errors import DataDirLockedError, NotFoundError
 from seglog.storage.config import LogConfig
 from seglog.storage.fileio import files
-from seglog.storage.log import maint
 from seglog.storage.log.log import Log
+from seglog.storage.segment import checkpoints
+from seglog.storage.segment.format_version import check_format, ensure_format
 from seglog.storage.segment.recovery import LoadReport, load_segments
 from seglog.storage.segment.segment import Segment
 
@@ -80,11 +81,10 @@ def _log_start(directory: pathlib.Path, first_base: int, segs: list[Segment]) ->
     """The log start offset as a Log computes it: max(first segment's base offset, the
     ``log-start-offset`` checkpoint), capped at the log end offset."""
     end = segs[-1].next_offset if segs else first_base
-    return min(max(first_base, maint.read_log_start_checkpoint(directory)), end)
+    return min(max(first_base, checkpoints.read_log_start_checkpoint(directory)), end)
 
 
 def _check_one(directory: pathlib.Path) -> CheckReport:
-    from seglog.storage.segment.format_version import check_format  # noqa: PLC0415  (_format imports us)
 
     version, format_problems = check_format(directory)
     report = LoadReport()
@@ -140,7 +140,6 @@ def recover(path: str | os.PathLike[str]) -> list[CheckReport]:
         log_lock = None
         try:
             log_lock = files.lock_log_dir(d)
-            from seglog.storage.segment.format_version import ensure_format  # noqa: PLC0415  (cycle)
 
             ensure_format(d, write=True)  # never "recover" a format this seglog can't read
             report = LoadReport()
@@ -178,7 +177,6 @@ def stat(path: str | os.PathLike[str]) -> list[dict[str, object]]:
     "first_timestamp_ms", "last_timestamp_ms", "index_bytes", "format_version"`` and
     ``"segment_stats"`` (a list of ``SegmentStats`` as dicts); read-only (safe beside a
     running writer)."""
-    from seglog.storage.segment.format_version import check_format  # noqa: PLC0415  (_format imports us)
 
     out: list[dict[str, object]] = []
     for d in log_directories(path):
