@@ -100,7 +100,7 @@ class Filler:
         self.partitions = partitions
         self.written = 0
         self._next_partition = 0
-        self._ts = int(time.time() * 1000) - 86_400_000  # a day ago, 1 ms per batch
+        self._ts = 0  # batch timestamps: 1 ms apart, ending about now (see grow_to)
         per = max(1, batch // (record + 8))
         template = encode_records(
             [b"v" * record] * per, None, np.zeros(per, dtype=np.int64), None, 1 << 30
@@ -122,6 +122,10 @@ class Filler:
     def grow_to(self, target: int) -> float:
         """Append until ``target`` bytes of batches are written in all; seconds taken."""
         started = time.perf_counter()
+        # timestamps keep growing across calls and end near now, after those of the
+        # records the benchmark's producers sent: every index entry has its time entry
+        batches = (target - self.written) // self.batch_len + 1
+        self._ts = max(self._ts, int(time.time() * 1000) - batches)
         relaxed = LogConfig(flush_ms=1 << 30)
         with DataDir(self.data, default_config=relaxed) as dd:
             logs = [dd.log(TOPIC, p) for p in range(self.partitions)]
@@ -133,6 +137,12 @@ class Filler:
             for log in logs:
                 log.sync()
         return time.perf_counter() - started
+
+
+def index_bytes(data: Path) -> int:
+    """Bytes of the offset and time index files under ``data``: the broker holds the same
+    entries in memory (``array``s, see storage/_index.py)."""
+    return sum(f.stat().st_size for pat in ("*/*.index", "*/*.timeindex") for f in data.glob(pat))
 
 
 def _connect_clients(bootstrap: str, consumers: int, producers: int) -> tuple[list, list]:
@@ -259,6 +269,7 @@ def main() -> None:
         for gib in points:
             fill_s = filler.grow_to(int(gib * GIB))
             res = _run_broker(data, args.partitions, args)
+            res["index_mib"] = index_bytes(data) / MIB
             rows.append((filler.written / GIB, fill_s, res))
             print(
                 f"{filler.written / GIB:5.2f} GiB: filled in {fill_s:.0f} s, "
@@ -276,23 +287,29 @@ def main() -> None:
         f"RSS in MiB, medians of {args.samples} reads (anon in brackets)"
     )
     head = ("log", "up s", "idle", "50 clients", "traffic peak", "after traffic", "VmHWM")
-    print(
-        f"{head[0]:>10} {head[1]:>6} {head[2]:>14} {head[3]:>14} {head[4]:>12} "
-        f"{head[5]:>14} {head[6]:>7}"
-    )
+    print(f"{head[0]:>10} {head[1]:>6} " + " ".join(f"{h:>14}" for h in head[2:]) + " indexes")
     s = idle["start"]
+    blank = f"{'':>14}"
     print(
         f"{'empty':>10} {idle['up_s']:6.1f} {s['VmRSS']:7.1f} ({s['RssAnon']:4.0f})"
-        f" {'':>14} {'':>12} {'':>14} {idle['hwm']:7.1f}"
+        f" {blank} {blank} {blank} {idle['hwm']:14.1f}"
     )
     for size, _fill, res in rows:
-        cells = []
-        for key in ("start", "connected"):
-            cells.append(f"{res[key]['VmRSS']:7.1f} ({res[key]['RssAnon']:4.0f})")
+        cells = [
+            f"{res[k]['VmRSS']:7.1f} ({res[k]['RssAnon']:4.0f})" for k in ("start", "connected")
+        ]
         a = res["after"]
         print(
-            f"{size:6.2f} GiB {res['up_s']:6.1f} {cells[0]} {cells[1]} {res['peak']:12.1f}"
-            f" {a['VmRSS']:7.1f} ({a['RssAnon']:4.0f}) {res['hwm']:7.1f}"
+            f"{size:6.2f} GiB {res['up_s']:6.1f} {cells[0]} {cells[1]} {res['peak']:14.1f}"
+            f" {a['VmRSS']:7.1f} ({a['RssAnon']:4.0f}) {res['hwm']:14.1f} {res['index_mib']:7.1f}"
+        )
+    if len(rows) > 1:
+        (s0, _, r0), (s1, _, r1) = rows[0], rows[-1]
+        per = {k: (r1[k]["VmRSS"] - r0[k]["VmRSS"]) / (s1 - s0) for k in ("start", "after")}
+        idx = (r1["index_mib"] - r0["index_mib"]) / (s1 - s0)
+        print(
+            f"growth {s0:g} -> {s1:g} GiB: {per['start']:+.2f} MiB/GiB idle, "
+            f"{per['after']:+.2f} MiB/GiB after traffic; index entries {idx:+.2f} MiB/GiB"
         )
 
 
