@@ -308,7 +308,7 @@ def main() -> None:
         per = {k: (r1[k]["VmRSS"] - r0[k]["VmRSS"]) / (s1 - s0) for k in ("start", "after")}
         idx = (r1["index_mib"] - r0["index_mib"]) / (s1 - s0)
         print(
-            f"growth {s0:g} -> {s1:g} GiB: {per['start']:+.2f} MiB/GiB idle, "
+            f"growth {s0:.3g} -> {s1:.3g} GiB: {per['start']:+.2f} MiB/GiB idle, "
             f"{per['after']:+.2f} MiB/GiB after traffic; index entries {idx:+.2f} MiB/GiB"
         )
 
