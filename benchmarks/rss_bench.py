@@ -145,7 +145,7 @@ def index_bytes(data: Path) -> int:
     return sum(f.stat().st_size for pat in ("*/*.index", "*/*.timeindex") for f in data.glob(pat))
 
 
-def _connect_clients(bootstrap: str, consumers: int, producers: int) -> tuple[list, list]:
+def _connect_clients(bootstrap: str, consumers: int, producers: int) -> tuple[list[Any], list[Any]]:
     base = {"bootstrap.servers": bootstrap}
     cons = [
         Consumer(
@@ -180,10 +180,12 @@ def _traffic(cons: list[Any], prods: list[Any], partitions: int, args: argparse.
         if sent < per_producer:
             for j, p in enumerate(prods):
                 for k in range(100):
+                    part = (j * 100 + k + sent) % partitions
                     try:
-                        p.produce(TOPIC, value, partition=(j * 100 + k + sent) % partitions)
+                        p.produce(TOPIC, value, partition=part)
                     except BufferError:
-                        p.poll(0.01)
+                        p.flush(30)
+                        p.produce(TOPIC, value, partition=part)
                 p.poll(0)
             sent += 100
         for i, c in enumerate(cons):
