@@ -225,7 +225,8 @@ def measure(broker: BrokerProcess, partitions: int, args: argparse.Namespace) ->
 
 def _run_broker(data: Path, partitions: int, args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
-    broker = start_broker(data, timeout=600)
+    # the broker's log next to the data: removed with it at the end
+    broker = start_broker(data, timeout=600, log_path=data.parent / f"{data.name}-broker.log")
     up = time.perf_counter() - started
     try:
         res = measure(broker, partitions, args) if partitions else None
