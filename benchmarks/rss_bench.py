@@ -141,7 +141,7 @@ class Filler:
 
 def index_bytes(data: Path) -> int:
     """Bytes of the offset and time index files under ``data``: the broker holds the same
-    entries in memory (``array``s, see storage/_index.py)."""
+    entries in memory (``array``s, see storage/index/offset_time.py)."""
     return sum(f.stat().st_size for pat in ("*/*.index", "*/*.timeindex") for f in data.glob(pat))
 
 
