@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import select
 import struct
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,18 +22,18 @@ def test_long_poll_woken_by_append(broker: str, topic: str) -> None:
         ensure_topic(w, topic)
         produce(w, topic, [b"old"])
 
-    def later() -> None:
-        time.sleep(0.5)
+    with Wire(broker, timeout=30) as w:
+        request = fetch_request(topic, {0: 1}, max_wait_ms=20_000)
+        started = time.monotonic()
+        w.send(request)
+        # the fetch is parked: no answer while nothing new exists (an immediate empty
+        # answer here would mean the long poll is not exercised)
+        readable, _, _ = select.select([w.sock], [], [], 0.5)
+        assert readable == []
         with Wire(broker) as other:
             produce(other, topic, [b"new"])
-
-    thread = threading.Thread(target=later)
-    with Wire(broker, timeout=30) as w:
-        started = time.monotonic()
-        thread.start()
-        resp = w.call(fetch_request(topic, {0: 1}, max_wait_ms=20_000))
+        resp = w.recv(request)
         elapsed = time.monotonic() - started
-    thread.join()
     part = resp.responses[0].partitions[0]
     assert values(part.records) == [b"new"]
     assert part.high_watermark == 2

@@ -27,6 +27,9 @@ import sys
 
 import seglog.storage as st
 
+for _name in st.__all__:  # the names are imported lazily: import them all before any fork
+    getattr(st, _name)
+
 BASE_TS = 1_700_000_000_000
 
 

@@ -17,9 +17,15 @@ from seglog.errors import LogClosedError
 from seglog.storage import CancelToken
 
 
-def _later(delay: float, fn) -> threading.Thread:
+def _when_waiting(log, fn, waiters: int = 1) -> threading.Thread:
+    """Run ``fn`` in a thread once ``waiters`` readers wait on ``log`` (its notifier holds
+    their futures): the wake-up is then what the test exercises, not a race."""
+
     def run() -> None:
-        time.sleep(delay)
+        deadline = time.monotonic() + 30
+        while len(log.state.notifier) < waiters:
+            assert time.monotonic() < deadline, "no reader started waiting"
+            time.sleep(0.001)  # polling a state with a deadline
         fn()
 
     t = threading.Thread(target=run)
@@ -27,28 +33,35 @@ def _later(delay: float, fn) -> threading.Thread:
     return t
 
 
+async def _until_waiting(log, waiters: int) -> None:
+    deadline = time.monotonic() + 30
+    while len(log.state.notifier) < waiters:
+        assert time.monotonic() < deadline, "readers did not start waiting"
+        await asyncio.sleep(0.001)
+
+
 def test_sync_woken_by_writer_and_timeout(tmp_path):
     with open_log(tmp_path / "p", create=True) as log:
         t0 = time.monotonic()
         assert log.consume_blocking(OFFSET_OLDEST, 10, 0.05) == (0, [])
         assert time.monotonic() - t0 >= 0.04
-        t = _later(0.05, lambda: log.publish([Message(value=b"a")]))
+        t = _when_waiting(log, lambda: log.publish([Message(value=b"a")]))
         nxt, got = log.consume_blocking(OFFSET_NEWEST, 10, 30)
         t.join()
         assert (nxt, [m.value for m in got]) == (1, [b"a"])
-        assert len(log._notifier) == 0  # no waiter left behind
+        assert len(log.state.notifier) == 0  # no waiter left behind
 
 
 def test_sync_cancel_and_close(tmp_path):
     with open_log(tmp_path / "p", create=True) as log:
         token = CancelToken()
-        t = _later(0.05, token.cancel)
+        t = _when_waiting(log, token.cancel)
         with pytest.raises(CancelledError):
             log.consume_blocking(0, 10, 30, cancel=token)
         t.join()
         with pytest.raises(CancelledError):  # a cancelled token stays cancelled
             log.consume_blocking(0, 10, 30, cancel=token)
-        t = _later(0.05, log.close)
+        t = _when_waiting(log, log.close)
         with pytest.raises(LogClosedError):
             log.consume_blocking(0, 10, 30)
         t.join()
@@ -75,7 +88,7 @@ def test_fifty_thread_tailers(tmp_path):
             t.join(60)
         assert len(got) == n_tailers
         assert all(v == [b"%d" % j for j in range(n_msgs)] for v in got.values())
-        assert len(log._notifier) == 0
+        assert len(log.state.notifier) == 0
 
 
 async def test_fifty_async_tailers_and_cancel(tmp_path):
@@ -90,7 +103,7 @@ async def test_fifty_async_tailers_and_cancel(tmp_path):
             return seen
 
         tasks = [asyncio.create_task(tail()) for _ in range(n_tailers)]
-        await asyncio.sleep(0.05)
+        await _until_waiting(log, n_tailers)
         for j in range(n_msgs):
             await asyncio.to_thread(log.publish, [Message(value=b"%d" % j)])
         results = await asyncio.wait_for(asyncio.gather(*tasks), 60)
@@ -98,15 +111,14 @@ async def test_fifty_async_tailers_and_cancel(tmp_path):
         # timeout returns empty; cancellation stops the wait and leaves no waiter
         assert await consume_blocking_async(log, OFFSET_NEWEST, 10, 0.05) == (n_msgs, [])
         task = asyncio.create_task(consume_blocking_async(log, n_msgs, 10, 30))
-        await asyncio.sleep(0.05)
-        assert len(log._notifier) == 1
+        await _until_waiting(log, 1)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         await asyncio.sleep(0)
-        assert len(log._notifier) == 0
+        assert len(log.state.notifier) == 0
         # the async iterator, woken by a publish from another thread
-        t = _later(0.05, lambda: log.publish([Message(value=b"tail")]))
+        t = _when_waiting(log, lambda: log.publish([Message(value=b"tail")]))
         agen = seglog.aio.tail(log, OFFSET_NEWEST)
         first = await asyncio.wait_for(anext(agen), 30)
         await agen.aclose()
@@ -114,7 +126,7 @@ async def test_fifty_async_tailers_and_cancel(tmp_path):
         assert first.value == b"tail"
         # closing the log fails the waiters
         waiter = asyncio.create_task(consume_blocking_async(log, n_msgs + 1, 10, 30))
-        await asyncio.sleep(0.05)
+        await _until_waiting(log, 1)
         await asyncio.to_thread(log.close)
         with pytest.raises(LogClosedError):
             await waiter
@@ -123,7 +135,7 @@ async def test_fifty_async_tailers_and_cancel(tmp_path):
 async def test_async_read_only_tailer_polls_other_writer(tmp_path):
     p = tmp_path / "p"
     with open_log(p, create=True) as writer, open_log(p, read_only=True) as ro:
-        t = _later(0.1, lambda: writer.publish([Message(value=b"x")]))
+        t = _when_waiting(ro, lambda: writer.publish([Message(value=b"x")]))
         nxt, msgs = await consume_blocking_async(ro, 0, 10, 30)
         t.join()
         assert (nxt, [m.value for m in msgs]) == (1, [b"x"])

@@ -1,4 +1,4 @@
-"""Consume's remembered read position (``LogReader._read_hint``) and the fast Message
+"""Consume's remembered read position (``LogState.read_hint``) and the fast Message
 constructor: a consume continuing where the last one stopped must read what a fresh
 lookup reads, also after roll, retention, compaction, delete, and reopen (recovery)."""
 
@@ -26,7 +26,7 @@ from seglog.storage.record.message import new_message, new_messages
 
 
 def _fresh(log: Log, offset: int, count: int) -> list[Message]:
-    log._read_hint = None  # a cold lookup through the offset index
+    log.state.read_hint = None  # a cold lookup through the offset index
     return log.consume(offset, count)[1]
 
 
@@ -37,9 +37,9 @@ def _walk(log: Log, per_call: int) -> list[Message]:
     offset = OFFSET_OLDEST
     while True:
         nxt, msgs = log.consume(offset, per_call)
-        saved = log._read_hint
+        saved = log.state.read_hint
         assert msgs == _fresh(log, offset, per_call)
-        log._read_hint = saved
+        log.state.read_hint = saved
         if not msgs:
             return out
         out.extend(msgs)
@@ -92,7 +92,7 @@ def test_hint_survives_roll_and_appends(tmp_path: Path) -> None:
             seen += cols.values()
             offset = cols.next_offset
         assert seen == [b"x%03d" % i for i in range(120)]
-        assert len(log._segments) > 2
+        assert len(log.state.segments) > 2
 
 
 def test_hint_after_retention_compaction_delete(tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ def test_hint_after_reopen(tmp_path: Path) -> None:
     nxt, _ = log.consume(OFFSET_OLDEST, 25)
     log.close()
     with seglog.open_log(path) as log2:
-        assert log2._read_hint is None
+        assert log2.state.read_hint is None
         _, msgs = log2.consume(nxt, 5)
         assert [m.offset for m in msgs] == [25, 26, 27, 28, 29]
         assert _walk(log2, 6) == all_messages(log2)

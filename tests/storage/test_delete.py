@@ -12,13 +12,14 @@ import seglog
 from seglog.errors import NotFoundError
 from seglog.storage import check, delete_offsets
 from seglog.storage.fileio.files import CLEANER_CHECKPOINT
+from seglog.storage.segment.swap import stepping
 
 
 def test_delete_offsets_returns_what_was_deleted(tmp_path: Path) -> None:
     path = tmp_path / "t-0"
     log = keyed_log(path, 100)
     before = all_messages(log)
-    active = log._segments[-1].base_offset
+    active = log.state.segments[-1].base_offset
     wanted = {0, 1, 17, 18, 19, 42, 99, active, 1000, -5}
     res = delete_offsets(log, wanted)
     assert set(res.offsets) == {o for o in wanted if 0 <= o < active}
@@ -40,11 +41,11 @@ def test_delete_offsets_returns_what_was_deleted(tmp_path: Path) -> None:
 def test_delete_a_whole_segment_keeps_offsets(tmp_path: Path) -> None:
     path = tmp_path / "t-0"
     log = keyed_log(path, 60)
-    seg = log._segments[1]
+    seg = log.state.segments[1]
     res = delete_offsets(log, range(seg.base_offset, seg.next_offset))
     assert res.offsets == list(range(seg.base_offset, seg.next_offset))
-    assert log._segments[1].size == 0
-    assert log._segments[1].base_offset == seg.base_offset
+    assert log.state.segments[1].size == 0
+    assert log.state.segments[1].base_offset == seg.base_offset
     _nxt, msgs = log.consume(seg.base_offset, 1)
     assert msgs[0].offset == seg.next_offset
     log.close()
@@ -60,8 +61,8 @@ def test_crash_at_each_delete_step(tmp_path: Path, step: str) -> None:
     log = keyed_log(path, 80)
     before = all_messages(log)
     doomed = {3, 4, 30, 31, 32}
-    with pytest.raises(Crash):
-        delete_offsets(log, doomed, on_step=crash_at(step, 2))  # 2nd segment rewritten
+    with pytest.raises(Crash), stepping(crash_at(step, 2)):  # 2nd segment rewritten
+        delete_offsets(log, doomed)
     abandon(log)
     with seglog.open_log(path) as log:
         assert leftover_files(path) == []

@@ -160,7 +160,7 @@ def test_fsync_error_takes_log_offline_never_retried(tmp_path):
     assert log.sync() == 2
     fsyncs = log.fsync_count
     log.append(make_batch(1))
-    seg_fd = log._segments[-1].fd
+    seg_fd = log.state.segments[-1].fd
     saved = os.dup(seg_fd)
     r, w = os.pipe()
     os.dup2(r, seg_fd)

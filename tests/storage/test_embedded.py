@@ -128,6 +128,7 @@ def test_storage_public_names_pinned():
     assert sorted(seglog.storage.__all__) == sorted(
         [
             "AppendInfo",
+            "LogAPI",
             "CheckReport",
             "DataDir",
             "FileSlice",
@@ -203,8 +204,11 @@ def test_consume_blocking(tmp_path):
         assert log.consume_blocking(1, 10, 0.05) == (1, [])
         assert time.monotonic() - t0 >= 0.04
 
-        def later() -> None:
-            time.sleep(0.1)
+        def later(reader=log) -> None:  # publish once the reader waits: the wake-up is tested
+            deadline = time.monotonic() + 30
+            while not len(reader.state.notifier):
+                assert time.monotonic() < deadline
+                time.sleep(0.001)  # polling a state with a deadline
             log.publish([Message(value=b"new")])
 
         t = threading.Thread(target=later)
@@ -213,7 +217,7 @@ def test_consume_blocking(tmp_path):
         t.join()
         assert (nxt, [m.value for m in msgs]) == (2, [b"new"])
         with open_log(tmp_path / "p", read_only=True) as ro:
-            t = threading.Thread(target=later)
+            t = threading.Thread(target=later, args=(ro,))
             t.start()
             nxt, msgs = ro.consume_blocking(2, 10, 10)
             t.join()

@@ -122,7 +122,7 @@ def test_get_and_offset_by_time(tmp_path):
 def test_rebuild_key_index(tmp_path):
     with open_log(tmp_path / "p", create=True, key_index=True) as log:
         _fill(log, 1)
-        log._keys = KeyIndex()  # as if a cleaner rewrote the data under the index
+        log.state.keys = KeyIndex()  # as if a cleaner rewrote the data under the index
         with pytest.raises(NotFoundError):
             log.offset_by_key(b"k2")
         idx = rebuild_key_index(log)

@@ -176,7 +176,7 @@ def test_readers_see_only_durable_data(tmp_path):
     with Log.open(tmp_path / "p", create=True) as log:
         log.append(make_batch(2))
         log.sync()
-        with log._lock:
+        with log.state.lock:
             log.append(make_batch(3))
             time.sleep(0.05)
             assert log.log_end_offset == 5

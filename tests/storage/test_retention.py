@@ -20,10 +20,11 @@ from seglog.storage import (
     trim_by_offset,
     trim_by_size,
 )
+from seglog.storage.segment.swap import stepping
 
 
 def _bases(log: seglog.Log) -> list[int]:
-    return [s.base_offset for s in log._segments]
+    return [s.base_offset for s in log.state.segments]
 
 
 def test_trim_by_age_removes_old_segments_never_the_active(tmp_path: Path) -> None:
@@ -48,7 +49,7 @@ def test_trim_by_age_removes_old_segments_never_the_active(tmp_path: Path) -> No
 
 def test_trim_by_age_stops_at_the_first_young_segment(tmp_path: Path) -> None:
     log = keyed_log(tmp_path / "t-0", 120)
-    segs = log._segments
+    segs = log.state.segments
     cut = segs[3].max_timestamp  # segments 0..3 are older than or at cut
     res = trim_by_age(log, 0, now_ms=cut + 1)
     assert res.segments == tuple(s.base_offset for s in segs[:4])
@@ -61,15 +62,15 @@ def test_trim_by_age_stops_at_the_first_young_segment(tmp_path: Path) -> None:
 
 def test_trim_by_size_keeps_at_least_retention_bytes(tmp_path: Path) -> None:
     log = keyed_log(tmp_path / "t-0", 120)
-    total = sum(s.size for s in log._segments)
+    total = sum(s.size for s in log.state.segments)
     limit = total // 2
     res = trim_by_size(log, limit)
-    left = sum(s.size for s in log._segments)
+    left = sum(s.size for s in log.state.segments)
     assert res.segments
-    assert limit <= left < limit + max(s.size for s in log._segments)
+    assert limit <= left < limit + max(s.size for s in log.state.segments)
     assert trim_by_size(log, limit).segments == ()
     res = trim_by_size(log, 0)  # everything but the active segment
-    assert len(log._segments) == 1
+    assert len(log.state.segments) == 1
     assert all_messages(log)[0].offset == log.log_start_offset
     log.close()
 
@@ -79,7 +80,7 @@ def test_trim_by_count_moves_the_start_inside_a_segment(tmp_path: Path) -> None:
     res = trim_by_count(log, 50)
     assert res.log_start_offset == 70 == log.log_start_offset
     assert [m.offset for m in all_messages(log)] == list(range(70, 120))
-    assert all(s.base_offset <= 70 for s in log._segments[:1])
+    assert all(s.base_offset <= 70 for s in log.state.segments[:1])
     assert trim_by_count(log, 500).segments == ()  # fewer records than the limit
     assert log.log_start_offset == 70
     trim_by_count(log, 0)
@@ -93,8 +94,8 @@ def test_trim_by_offset_persists_and_readers_below_get_an_error(tmp_path: Path) 
     log = keyed_log(path, 120)
     res = trim_by_offset(log, 55)
     assert res.log_start_offset == 55 == log.log_start_offset
-    assert all(s.base_offset <= 55 for s in log._segments[:1])
-    assert log._segments[0].base_offset < 55  # mid-segment: the segment stays
+    assert all(s.base_offset <= 55 for s in log.state.segments[:1])
+    assert log.state.segments[0].base_offset < 55  # mid-segment: the segment stays
     assert log.get(55).offset == 55
     with pytest.raises(InvalidOffsetError, match="55"):
         log.consume(54, 10)
@@ -118,7 +119,7 @@ def test_trim_by_offset_persists_and_readers_below_get_an_error(tmp_path: Path) 
 
 def test_archive_hook_callable_receives_bak_files(tmp_path: Path) -> None:
     log = keyed_log(tmp_path / "orders-3", 60)
-    first = log._segments[0]
+    first = log.state.segments[0]
     expected = first.path.read_bytes()
     got: list[tuple[str, int, list[Path]]] = []
 
@@ -151,7 +152,7 @@ def test_archive_hook_command(tmp_path: Path) -> None:
         "for f in sys.argv[3:]: shutil.move(f, dest)\n"
     )
     log = keyed_log(tmp_path / "t-0", 60)
-    n = len(log._segments) - 1
+    n = len(log.state.segments) - 1
     res = trim_by_size(log, 0, archive=[sys.executable, str(script)])
     assert len(res.segments) == n
     archived = sorted(p.name for p in (out / "t.0").iterdir())
@@ -177,9 +178,9 @@ def test_crash_at_each_retention_step(tmp_path: Path, step: str, nth: int) -> No
     path = tmp_path / "t-0"
     log = keyed_log(path, 90)
     before = all_messages(log)
-    target = log._segments[3].base_offset
-    with pytest.raises(Crash):
-        trim_by_offset(log, target, on_step=crash_at(step, 1 if step == "checkpoint" else nth))
+    target = log.state.segments[3].base_offset
+    with pytest.raises(Crash), stepping(crash_at(step, 1 if step == "checkpoint" else nth)):
+        trim_by_offset(log, target)
     abandon(log)
     with seglog.open_log(path) as log:
         # the commit point is the checkpoint: afterwards the new start holds
@@ -187,6 +188,6 @@ def test_crash_at_each_retention_step(tmp_path: Path, step: str, nth: int) -> No
         assert all_messages(log) == [m for m in before if m.offset >= target]
         assert leftover_files(path) == []
         res = trim_by_offset(log, target)  # finishes: removes what is wholly below
-        assert log._segments[0].base_offset == target
+        assert log.state.segments[0].base_offset == target
         assert all(b < target for b in res.segments)
     assert all(r.ok for r in check(path))

@@ -10,6 +10,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from seglog.storage.api import LogAPI
+
     # Backup, snapshot, restore (InfluxDB's Snapshot/Restore)
     # Logs and their configuration
     from seglog.storage.config import AppendInfo, LogConfig
@@ -75,6 +77,7 @@ if TYPE_CHECKING:
 # public name -> (module, name in it): imported on first use (PEP 562), so a client that
 # needs only the record encoder does not pay for the whole engine (pyarrow, numpy, ...)
 _LAZY: dict[str, tuple[str, str]] = {
+    "LogAPI": ("seglog.storage.api", "LogAPI"),
     "AppendInfo": ("seglog.storage.config", "AppendInfo"),
     "ArchiveHook": ("seglog.storage.retention.policy", "ArchiveHook"),
     "BATCH_HEADER": ("seglog.storage.record.columns", "BATCH_HEADER"),
@@ -139,8 +142,9 @@ _LAZY: dict[str, tuple[str, str]] = {
 }
 
 __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
-    # logs and their configuration
+    # logs and their configuration (the contract: seglog.storage.api)
     "AppendInfo",
+    "LogAPI",
     "FileSlice",
     "Log",
     "LogConfig",

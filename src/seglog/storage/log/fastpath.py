@@ -1,7 +1,7 @@
 """The columnar embedded API on top of Log: ``publish_values`` and ``consume_columns``.
 
 ``publish_values`` skips :class:`Message` objects altogether (values, keys and timestamps
-as sequences/arrays go straight to the vectorised encoder, ``_encode.py``);
+as sequences/arrays go straight to the vectorised encoder, ``record/encode.py``);
 ``consume_columns`` returns numpy columns (``_columns.RecordColumns``) decoded from the
 stored record batches, ready for ``pyarrow.Array.from_buffers`` or pandas.
 """
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from seglog.storage.log import reader
 from seglog.storage.record.columns import (
     RecordColumns,
     concat_columns,
@@ -44,7 +45,7 @@ def publish_values(
     """See ``Log.publish_values``."""
     n = len(values)
     if n == 0:
-        log._check_writable()
+        log.state.check_writable()
         return log.log_end_offset
     if timestamp_ms is None:
         ts = np.full(n, time.time_ns() // 1_000_000, dtype=np.int64)
@@ -65,23 +66,25 @@ def publish_values(
 def consume_columns(log: Log, offset: int, max_count: int) -> RecordColumns:
     """See ``Log.consume_columns``."""
     if offset == OFFSET_NEWEST:
-        log._check_open()
+        log.state.check_open()
         return empty_columns(log.high_watermark)
     if offset == OFFSET_OLDEST:
         offset = log.log_start_offset
-    log._check_open()
+    log.state.check_open()
     if log.read_only and offset >= log.log_end_offset:
         log.refresh()  # another process may have written up to (or past) it
-    offset, _ = log._resolve_read(offset, None)  # InvalidOffsetError with read's message
+    offset, _ = reader.resolve_read(
+        log.state, offset, None
+    )  # InvalidOffsetError with read's message
     upper = log.high_watermark
     parts: list[RecordColumns] = []
     have, nxt = 0, offset
     want = max(_MIN_READ, min(_MAX_READ, max_count * _GUESS_BYTES_PER_RECORD))
-    segs = log._segments  # before reading: a hint never outlives the list it was read in
+    segs = log.state.segments  # before reading: a hint never outlives the list it was read in
     last: tuple[Segment, int, bytes] | None = None
     while have < max_count:
-        log._check_open()
-        data, seg, pos = log._read_next(nxt, want, upper)
+        log.state.check_open()
+        data, seg, pos = reader.read_next(log.state, nxt, want, upper)
         if not data or seg is None:
             break
         last = seg, pos, data
@@ -91,5 +94,5 @@ def consume_columns(log: Log, offset: int, max_count: int) -> RecordColumns:
         nxt = max(nxt, cols.next_offset)
         want = min(_MAX_READ, want * 2)
     if last is not None:
-        log._remember(nxt, segs, *last)
+        reader.remember(log.state, nxt, segs, *last)
     return concat_columns(parts, nxt)

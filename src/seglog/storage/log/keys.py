@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING
 from seglog.errors import InvalidOffsetError, NoIndexError, NotFoundError, StorageError
 from seglog.storage.fileio import files
 from seglog.storage.index.key_index import KEY_INDEX_FILE, KeyIndex
+from seglog.storage.log import reader
 from seglog.storage.record.batch import HEADER_SIZE, parse_header
 from seglog.storage.record.columns import decode_columns
 from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST, Message, decode_batches
 
 if TYPE_CHECKING:
-    from seglog.storage.log.reader import LogReader
+    from seglog.storage.log.log import Log
+    from seglog.storage.log.state import LogState
 
 __all__ = [
     "consume_by_key",
@@ -32,13 +34,13 @@ __all__ = [
 _logger = logging.getLogger(__name__)
 
 
-def _fingerprint(log: LogReader, end: int) -> tuple[int, int] | None:
+def _fingerprint(state: LogState, end: int) -> tuple[int, int] | None:
     """(base offset, CRC) of the batch ending at ``end`` (exclusive), None if none.
     Reads the segments directly (also while the log is closing)."""
-    if end <= log.log_start_offset:
+    if end <= state.log_start_offset:
         return None
     try:
-        loc = log._locate(end - 1, end)
+        loc = reader.locate(state, end - 1, end)
         if loc is None:
             return None
         seg, pos, _ = loc
@@ -48,11 +50,11 @@ def _fingerprint(log: LogReader, end: int) -> tuple[int, int] | None:
     return (h.base_offset, h.crc) if h.next_offset == end else None
 
 
-def load_key_index(log: LogReader, end: int) -> KeyIndex:
+def load_key_index(state: LogState, end: int) -> KeyIndex:
     """The key index of ``log`` up to ``end`` (its log end offset at open): from the
     ``key-index`` file when its fingerprint matches the data, plus the batches after it;
     else rebuilt by decoding every batch."""
-    path = log.directory / KEY_INDEX_FILE
+    path = state.directory / KEY_INDEX_FILE
     loaded = None
     with contextlib.suppress(FileNotFoundError):
         loaded = KeyIndex.from_bytes(path.read_bytes())
@@ -60,29 +62,30 @@ def load_key_index(log: LogReader, end: int) -> KeyIndex:
     idx = KeyIndex()
     if loaded is not None:
         file_idx, file_end, base, crc = loaded
-        if file_end == log.log_start_offset == 0 or (
-            file_end <= end and _fingerprint(log, file_end) == (base, crc)
+        if file_end == state.log_start_offset == 0 or (
+            file_end <= end and _fingerprint(state, file_end) == (base, crc)
         ):
             idx, start = file_idx, file_end
         else:
             _logger.info("%s: stale key index file, rebuilding from the data", path)
     if start == OFFSET_OLDEST or start < end:
-        for batch in log.batches(start, end):
+        for batch in reader.batches(state, start, end):
             idx.add(batch)
     return idx
 
 
-def rebuild_key_index(log: LogReader) -> KeyIndex:
-    """Rebuild the key index of an open log from its data (after a cleaner or delete
+def rebuild_key_index(log: Log) -> KeyIndex:
+    """Rebuild the key index of the open ``log`` from its data (after a cleaner or delete
     changed stored batches) and install it; NoIndexError without ``key_index``."""
-    if log._keys is None:
-        raise NoIndexError(f"log {log.directory} was opened without key_index")
-    with log._lock:
+    state = log.state
+    if state.keys is None:
+        raise NoIndexError(f"log {state.directory} was opened without key_index")
+    with state.lock:
         idx = KeyIndex()
-        end = log.log_end_offset
-        for batch in log.batches(OFFSET_OLDEST, end):
+        end = state.log_end_offset
+        for batch in reader.batches(state, OFFSET_OLDEST, end):
             idx.add(batch)
-        log._keys = idx
+        state.keys = idx
     return idx
 
 
@@ -93,7 +96,7 @@ def drop_key_index_file(directory: pathlib.Path) -> None:
     files.remove_if_exists(directory / KEY_INDEX_FILE)
 
 
-def forget_removed(log: LogReader, removed: list[int], *, rescan: bool) -> None:
+def forget_removed(state: LogState, removed: list[int], *, rescan: bool) -> None:
     """Fix the in-memory key index after the records at ``removed`` were deleted by
     compaction or ``delete_offsets`` (called under the maintenance lock, after the
     rewrite): a key whose last offset was removed points at its latest surviving older
@@ -101,20 +104,20 @@ def forget_removed(log: LogReader, removed: list[int], *, rescan: bool) -> None:
     delete-by-offsets), or is forgotten (compaction removes a key's last record, a
     tombstone, only when no earlier record of the key is kept). Appends that happened
     meanwhile win (an entry no longer naming a removed offset is left alone)."""
-    keys = log._keys
+    keys = state.keys
     if keys is None or not removed:
         return
     gone = set(removed)
-    with log._lock:
+    with state.lock:
         stale = {k: o for k, o in keys._last.items() if o in gone}
     if not stale:
         return
     found: dict[bytes, int] = {}
     if rescan:
         upper = max(stale.values())
-        nxt = log.log_start_offset
+        nxt = state.log_start_offset
         while nxt < upper:
-            data = log.read(nxt, 8 << 20, upper=upper)
+            data = reader.read(state, nxt, 8 << 20, upper=upper)
             if not data:
                 break
             cols = decode_columns(data, start=nxt, end=upper)
@@ -124,7 +127,7 @@ def forget_removed(log: LogReader, removed: list[int], *, rescan: bool) -> None:
             if cols.next_offset <= nxt:
                 break
             nxt = cols.next_offset
-    with log._lock:
+    with state.lock:
         for k, o in stale.items():
             if keys._last.get(k) != o:
                 continue
@@ -134,30 +137,30 @@ def forget_removed(log: LogReader, removed: list[int], *, rescan: bool) -> None:
                 del keys._last[k]
 
 
-def save_key_index(directory: pathlib.Path, keys: KeyIndex, log: LogReader, end: int) -> None:
+def save_key_index(directory: pathlib.Path, keys: KeyIndex, state: LogState, end: int) -> None:
     """Persist ``keys`` (covering offsets below ``end``) atomically (writer at close)."""
-    fp = _fingerprint(log, end) or (0, 0)
+    fp = _fingerprint(state, end) or (0, 0)
     files.write_small_file(directory / KEY_INDEX_FILE, keys.to_bytes(end, *fp))
 
 
 def consume_by_key(
-    log: LogReader, key: bytes, offset: int, max_count: int
+    state: LogState, key: bytes, offset: int, max_count: int
 ) -> tuple[int, list[Message]]:
     """See ``Log.consume_by_key``."""
-    keys = log._keys
+    keys = state.keys
     if keys is None:
-        raise NoIndexError(f"log {log.directory} was opened without key_index")
-    end = log.high_watermark
+        raise NoIndexError(f"log {state.directory} was opened without key_index")
+    end = state.high_watermark
     if offset == OFFSET_NEWEST:
         return end, []
     if offset == OFFSET_OLDEST:
-        offset = log.log_start_offset
+        offset = state.log_start_offset
     last = keys.get(key)
     if last is None or last < offset:
-        offset, _ = log._resolve_read(offset, None)  # InvalidOffsetError as ``read``
+        offset, _ = reader.resolve_read(state, offset, None)  # InvalidOffsetError as ``read``
         return max(offset, end), []
     out: list[Message] = []
-    for batch in log.batches(offset, end):
+    for batch in reader.batches(state, offset, end):
         for m in decode_batches(batch):
             if m.offset < offset or m.key != key:
                 continue
@@ -169,14 +172,14 @@ def consume_by_key(
     return max(offset, end), out
 
 
-def get_offset(log: LogReader, key: bytes) -> int:
+def get_offset(state: LogState, key: bytes) -> int:
     """Offset of the last visible record with ``key`` (see ``Log.offset_by_key``)."""
-    keys = log._keys
+    keys = state.keys
     if keys is None:
-        raise NoIndexError(f"log {log.directory} was opened without key_index")
+        raise NoIndexError(f"log {state.directory} was opened without key_index")
     offset = keys.get(key)
     if offset is None:
         raise NotFoundError(f"no message with key {key!r}")
-    if offset < log.log_start_offset:
+    if offset < state.log_start_offset:
         raise NotFoundError(f"the last message with key {key!r} was removed by retention")
     return offset

@@ -5,7 +5,7 @@ replaced Segment objects.
 
 Thread-safety: one maintenance operation at a time per log (``maintenance_lock``); the
 segment list is swapped under the log's write lock (readers snapshot it, see
-``_reader.py``). A removed or replaced segment keeps its open file for
+``reader.py``). A removed or replaced segment keeps its open file for
 ``RETIRE_DELAY_S`` seconds so readers that snapshotted it finish (the unlinked inode stays
 readable); a reader reopening it by path after that gets InvalidOffsetError.
 """
@@ -55,10 +55,10 @@ def maintenance_lock(log: Log) -> threading.Lock:
 def closed_segments(log: Log) -> list[Segment]:
     """Segments maintenance may remove or rewrite: every segment but the active one and
     those rolled but not yet fsynced by the group commit thread (next time)."""
-    with log._lock:
-        log._check_writable()
-        unsynced = {id(s) for s in log._rolled_unsynced}
-        return [s for s in log._segments[:-1] if id(s) not in unsynced]
+    with log.state.lock:
+        log.state.check_writable()
+        unsynced = {id(s) for s in log.state.rolled_unsynced}
+        return [s for s in log.state.segments[:-1] if id(s) not in unsynced]
 
 
 def set_log_start(log: Log, offset: int) -> None:
@@ -67,23 +67,23 @@ def set_log_start(log: Log, offset: int) -> None:
     if offset <= log.log_start_offset:
         return
     files.write_small_file(log.directory / files.LOG_START_OFFSET, f"{offset}\n".encode())
-    with log._lock:
-        log._log_start = max(log._log_start, offset)
-        if log._keys is not None:  # keys whose records all fell below it: NotFoundError
-            log._keys.prune_below(log._log_start)
+    with log.state.lock:
+        log.state.log_start_checkpoint = max(log.state.log_start_checkpoint, offset)
+        if log.state.keys is not None:  # keys whose records all fell below it: NotFoundError
+            log.state.keys.prune_below(log.state.log_start_checkpoint)
 
 
 def _retire(log: Log, seg: Segment) -> None:
     # a reader reopening it by path (after an idle-handle GC) must not find the new file
     seg.path = seg.path.with_name(seg.path.name + ".retired")
-    log._retired.append((time.monotonic(), seg))
+    log.state.retired.append((time.monotonic(), seg))
 
 
 def drop_segments(log: Log, segments: list[Segment]) -> None:
     """Take ``segments`` out of the log's list (their files are handled by the caller)."""
     gone = {id(s) for s in segments}
-    with log._lock:
-        log._segments = [s for s in log._segments if id(s) not in gone]
+    with log.state.lock:
+        log.state.segments = [s for s in log.state.segments if id(s) not in gone]
         for seg in segments:
             _retire(log, seg)
 
@@ -91,20 +91,20 @@ def drop_segments(log: Log, segments: list[Segment]) -> None:
 def replace_segment(log: Log, old: Segment, new: Segment) -> None:
     """Put ``new`` (same base offset, already loaded) in place of ``old``."""
     new.counters = log.counters
-    with log._lock:
-        log._segments = [new if s is old else s for s in log._segments]
+    with log.state.lock:
+        log.state.segments = [new if s is old else s for s in log.state.segments]
         _retire(log, old)
 
 
 def close_retired(log: Log, *, force: bool = False) -> None:
     """Close retired segments older than ``RETIRE_DELAY_S`` (all when ``force``)."""
     now = time.monotonic()
-    with log._lock:
+    with log.state.lock:
         keep: list[tuple[float, Segment]] = []
         done: list[tuple[float, Segment]] = []
-        for when, seg in log._retired:
+        for when, seg in log.state.retired:
             (done if force or now - when >= RETIRE_DELAY_S else keep).append((when, seg))
-        log._retired = keep
+        log.state.retired = keep
     for _, seg in done:
         seg.close()
 

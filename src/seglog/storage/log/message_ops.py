@@ -24,7 +24,7 @@ __all__ = ["consume", "first_at_or_after", "get", "publish"]
 def publish(log: Log, messages: Sequence[Message]) -> int:
     """See ``Log.publish``."""
     if not messages:
-        log._check_writable()
+        log.state.check_writable()
         return log.log_end_offset
     info = log.append(encode_messages(messages, log.config.max_message_bytes))
     if log.config.fsync_before_ack:
@@ -35,9 +35,9 @@ def publish(log: Log, messages: Sequence[Message]) -> int:
 def consume(log: Log, offset: int, max_count: int) -> tuple[int, list[Message]]:
     """See ``Log.consume``."""
     if offset == OFFSET_NEWEST:
-        log._check_open()
+        log.state.check_open()
         return log.high_watermark, []
-    # vectorised decode (_columns.py), then Message objects
+    # vectorised decode (record/columns.py), then Message objects
     cols = fastpath.consume_columns(log, offset, max_count)
     return cols.next_offset, cols.messages()
 

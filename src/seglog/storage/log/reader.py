@@ -1,7 +1,6 @@
-"""The read side of a Log: offsets, read, read_slice, batches, offset_for_time, refresh.
-
-``LogReader`` holds the state a Log shares between its writer and its readers; ``Log``
-(``_log.py``) adds appending, durability and closing. Readers never take the write lock
+"""The read side of a log, as functions of its :class:`~seglog.storage.log.state.LogState`:
+read, read_slice, batches, offset_for_time, refresh (read-only logs), and the locate /
+resume helpers consume uses. Readers never take the write lock
 (except ``refresh`` on read-only logs): they snapshot the segment list (replaced, never
 mutated, on roll), the high watermark, then a segment's ``size``, and only look below them.
 """
@@ -10,25 +9,35 @@ from __future__ import annotations
 
 import bisect
 import os
-import pathlib
 import struct
-import threading
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from seglog.errors import InvalidOffsetError, LogClosedError
-from seglog.storage.config import LogConfig
+from seglog.errors import InvalidOffsetError
 from seglog.storage.fileio import files
-from seglog.storage.fileio.counters import FileCounters
-from seglog.storage.index.key_index import KeyIndex
 from seglog.storage.log import message_ops
-from seglog.storage.log.notify import Notifier
 from seglog.storage.record.batch import HEADER_SIZE, parse_header
 from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST
 from seglog.storage.segment import checkpoints
 from seglog.storage.segment.segment import Segment
 
-__all__ = ["FileSlice", "LogReader"]
+if TYPE_CHECKING:
+    from seglog.storage.log.state import LogState
+
+__all__ = [
+    "FileSlice",
+    "batches",
+    "count_read",
+    "find_next",
+    "locate",
+    "offset_for_time",
+    "read",
+    "read_next",
+    "read_slice",
+    "refresh",
+    "remember",
+    "resolve_read",
+]
 
 _BASE_LENGTH = struct.Struct(">qi")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
@@ -45,275 +54,241 @@ class FileSlice(NamedTuple):
     """Number of bytes (whole record batches)."""
 
 
-class LogReader:
-    """State and read operations of one partition log (see ``Log``)."""
+# -- reading ---------------------------------------------------------------------------
 
-    directory: pathlib.Path
-    config: LogConfig
-    read_only: bool
-    _segments: list[Segment]
-    _lock: threading.RLock
-    _closed: bool
-    _offline: BaseException | None
-    _log_end: int
-    _hwm: int
-    _log_start: int  # persisted floor of the log start offset (retention, DeleteRecords)
-    _keys: KeyIndex | None
-    _notifier: Notifier
-    counters: FileCounters
-    _read_hint: tuple[int, list[Segment], Segment, int] | None = None
-    """(offset, segment list, segment, position): the batch at ``position`` of ``segment``
-    holds ``offset``; valid while ``_segments`` is that very list (replaced, never mutated,
-    on roll, retention, compaction and delete). Set by consume, checked before use."""
 
-    # -- offsets ---------------------------------------------------------------------------
+def refresh(st: LogState) -> int:
+    """Read-only logs: pick up batches and segments another process appended since;
+    returns the new log end offset (a no-op on a writer)."""
+    if not st.read_only:
+        return st.log_end_offset
+    with st.lock:
+        st.check_open()
+        bases = files.list_segment_bases(st.directory)
+        st.log_start_checkpoint = checkpoints.read_log_start_checkpoint(st.directory)
+        cleaned_end = checkpoints.read_cleaner_checkpoint(st.directory)
+        segs = st.segments
+        if segs and segs[-1].base_offset in bases:
+            tail = segs[-1]
+            tail.extend(st.config.index_interval_bytes)
+            new = [b for b in bases if b > tail.base_offset]
+        else:
+            new = bases
+        for b in new:
+            if segs and segs[-1].next_offset < b and segs[-1].size != os.fstat(segs[-1].fd).st_size:
+                break  # the previous segment still ends in a torn/incomplete batch
+            seg = Segment(st.directory, b, read_only=True)
+            seg.allow_gaps = b < cleaned_end
+            seg.counters = st.counters
+            st.counters.opens += 1
+            seg.scan(st.config.index_interval_bytes, verify_crc=True, max_bytes=1 << 31)
+            segs = [*segs, seg]
+        st.segments = segs
+        end = segs[-1].next_offset if segs else 0
+        old_end = st.log_end_offset
+        st.log_end_offset = st.high_watermark = max(old_end, end)
+        if st.keys is not None and st.log_end_offset > old_end:
+            for batch in batches(st, old_end, st.log_end_offset):
+                st.keys.add(batch)
+        if st.log_end_offset > old_end:
+            st.notifier.notify(st.log_end_offset)  # tailers waiting on this reader
+        return st.log_end_offset
 
-    @property
-    def log_start_offset(self) -> int:
-        """First offset still readable: the base offset of the first segment, or higher
-        once retention or DeleteRecords moved it (``log-start-offset`` checkpoint)."""
-        segs = self._segments
-        start = max(segs[0].base_offset, self._log_start) if segs else self._log_end
-        return min(start, self._log_end)
 
-    @property
-    def log_end_offset(self) -> int:
-        """Next offset to be assigned (klevdb's NextOffset)."""
-        return self._log_end
+def locate(st: LogState, offset: int, upper: int) -> tuple[Segment, int, int] | None:
+    """(segment, position, visible size) of the batch holding ``offset`` (or the first
+    batch after it), None if that is at or past ``upper``."""
+    segs = st.segments
+    i = max(0, bisect.bisect_right(segs, offset, key=_base_offset) - 1)
+    while i < len(segs):
+        seg = segs[i]
+        size = seg.size
+        found = seg.find(offset, size)
+        if found is not None:
+            pos, h = found
+            return (seg, pos, size) if h.base_offset < upper else None
+        i += 1
+    return None
 
-    @property
-    def high_watermark(self) -> int:
-        """Offsets below it are visible to readers (durable end under fsync-before-ack)."""
-        return self._hwm
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise LogClosedError(f"log {self.directory} is closed")
-        if self._offline is not None:
-            raise LogClosedError(f"log {self.directory} is offline: {self._offline}")
+def resolve_read(st: LogState, offset: int, upper: int | None) -> tuple[int, int]:
+    st.check_open()
+    if st.read_only and (offset >= st.log_end_offset or (upper or 0) > st.log_end_offset):
+        refresh(st)
+    hw = st.high_watermark
+    up = hw if upper is None else min(upper, st.log_end_offset)
+    if offset == OFFSET_OLDEST:
+        offset = st.log_start_offset
+    elif offset == OFFSET_NEWEST:
+        offset = hw
+    start = st.log_start_offset
+    if offset < start:
+        raise InvalidOffsetError(
+            f"offset {offset} is below the log start offset {start} "
+            f"(removed by retention or DeleteRecords); valid: [{start}, {st.log_end_offset}]"
+        )
+    if offset > st.log_end_offset:
+        raise InvalidOffsetError(
+            f"offset {offset} outside [{start}, {st.log_end_offset}] (past the log end)"
+        )
+    return offset, up
 
-    # -- reading ---------------------------------------------------------------------------
 
-    def refresh(self) -> int:
-        """Read-only logs: pick up batches and segments another process appended since;
-        returns the new log end offset (a no-op on a writer)."""
-        if not self.read_only:
-            return self._log_end
-        with self._lock:
-            self._check_open()
-            bases = files.list_segment_bases(self.directory)
-            self._log_start = checkpoints.read_log_start_checkpoint(self.directory)
-            cleaned_end = checkpoints.read_cleaner_checkpoint(self.directory)
-            segs = self._segments
-            if segs and segs[-1].base_offset in bases:
-                tail = segs[-1]
-                tail.extend(self.config.index_interval_bytes)
-                new = [b for b in bases if b > tail.base_offset]
-            else:
-                new = bases
-            for b in new:
-                if (
-                    segs
-                    and segs[-1].next_offset < b
-                    and segs[-1].size != os.fstat(segs[-1].fd).st_size
-                ):
-                    break  # the previous segment still ends in a torn/incomplete batch
-                seg = Segment(self.directory, b, read_only=True)
-                seg.allow_gaps = b < cleaned_end
-                seg.counters = self.counters
-                self.counters.opens += 1
-                seg.scan(self.config.index_interval_bytes, verify_crc=True, max_bytes=1 << 31)
-                segs = [*segs, seg]
-            self._segments = segs
-            end = segs[-1].next_offset if segs else 0
-            old_end = self._log_end
-            self._log_end = self._hwm = max(old_end, end)
-            if self._keys is not None and self._log_end > old_end:
-                for batch in self.batches(old_end, self._log_end):
-                    self._keys.add(batch)
-            if self._log_end > old_end:
-                self._notifier.notify(self._log_end)  # tailers waiting on this reader
-            return self._log_end
+def read(st: LogState, offset: int, max_bytes: int, *, upper: int | None = None) -> bytes:
+    """Whole record batches starting with the batch containing ``offset``: up to
+    ``max_bytes`` bytes but at least one whole batch (Kafka's "first batch even if
+    larger"), only batches whose base offset is below ``upper`` (default: the high
+    watermark). ``b""`` at the end. Raises InvalidOffsetError if ``offset`` is below
+    the log start offset or above the log end offset, LogClosedError."""
+    offset, up = resolve_read(st, offset, upper)
+    if offset >= up:
+        return b""
+    loc = locate(st, offset, up)
+    if loc is None:
+        return b""
+    seg, pos, size = loc
+    data = seg.read_at(pos, max_bytes, size, up)
+    count_read(st, len(data))
+    return data
 
-    def _locate(self, offset: int, upper: int) -> tuple[Segment, int, int] | None:
-        """(segment, position, visible size) of the batch holding ``offset`` (or the first
-        batch after it), None if that is at or past ``upper``."""
-        segs = self._segments
-        i = max(0, bisect.bisect_right(segs, offset, key=_base_offset) - 1)
-        while i < len(segs):
-            seg = segs[i]
-            size = seg.size
-            found = seg.find(offset, size)
-            if found is not None:
-                pos, h = found
-                return (seg, pos, size) if h.base_offset < upper else None
-            i += 1
+
+def count_read(st: LogState, nbytes: int) -> None:
+    if nbytes:
+        counters = st.counters
+        counters.reads += 1
+        counters.read_bytes += nbytes
+
+
+def read_next(
+    st: LogState, offset: int, max_bytes: int, up: int
+) -> tuple[bytes, Segment | None, int]:
+    """``_find_next``, counted in ``counters.reads`` / ``read_bytes``."""
+    found = find_next(st, offset, max_bytes, up)
+    count_read(st, len(found[0]))
+    return found
+
+
+def find_next(
+    st: LogState, offset: int, max_bytes: int, up: int
+) -> tuple[bytes, Segment | None, int]:
+    """``read`` for an ``offset`` already resolved (``_resolve_read``), ``up`` the bound:
+    ``(data, segment, position of data)`` (``b""`` at the end). Starts at the remembered
+    position (``_read_hint``) when ``offset`` is where the last consume stopped and the
+    batch there holds it, else locates the batch through the offset index."""
+    if offset >= up:
+        return b"", None, 0
+    segs = st.segments
+    hint = st.read_hint
+    if hint is not None and hint[0] == offset and hint[1] is segs:
+        seg, pos = hint[2], hint[3]
+        size = seg.size
+        if size - pos >= HEADER_SIZE:
+            head = os.pread(seg.fd, HEADER_SIZE, pos)
+            base, length = _BASE_LENGTH.unpack_from(head, 0)
+            bsize = length + 12
+            if (
+                base <= offset <= base + _LAST_OFFSET_DELTA.unpack_from(head, 23)[0]
+                and base < up
+                and HEADER_SIZE <= bsize <= size - pos
+            ):
+                # a batch over half of max_bytes: read exactly it (no trimming copy)
+                if 2 * bsize > max_bytes:
+                    data = os.pread(seg.fd, bsize, pos)
+                else:
+                    data = seg.read_at(pos, max_bytes, size, up)
+                if len(data) >= bsize:
+                    return data, seg, pos
+    loc = locate(st, offset, up)
+    if loc is None:
+        return b"", None, 0
+    seg, pos, size = loc
+    return seg.read_at(pos, max_bytes, size, up), seg, pos
+
+
+def remember(  # noqa: PLR0917 (internal: where a consume stopped)
+    st: LogState, offset: int, segs: list[Segment], seg: Segment, pos: int, data: bytes
+) -> None:
+    """Set ``_read_hint`` for a consume continuing at ``offset``: the batch of ``data``
+    (read from ``pos`` of ``seg`` while ``_segments`` was ``segs``) holding it, or the
+    position after ``data``."""
+    p, n = 0, len(data)
+    while p < n:
+        base, length = _BASE_LENGTH.unpack_from(data, p)
+        if base + _LAST_OFFSET_DELTA.unpack_from(data, p + 23)[0] >= offset:
+            break
+        p += length + 12
+    st.read_hint = (offset, segs, seg, pos + p)
+
+
+def read_slice(
+    st: LogState, offset: int, max_bytes: int, *, upper: int | None = None
+) -> FileSlice | None:
+    """As ``read``, as a :class:`FileSlice` for ``os.sendfile``; None at the end."""
+    offset, up = resolve_read(st, offset, upper)
+    if offset >= up:
         return None
-
-    def _resolve_read(self, offset: int, upper: int | None) -> tuple[int, int]:
-        self._check_open()
-        if self.read_only and (offset >= self._log_end or (upper or 0) > self._log_end):
-            self.refresh()
-        hw = self._hwm
-        up = hw if upper is None else min(upper, self._log_end)
-        if offset == OFFSET_OLDEST:
-            offset = self.log_start_offset
-        elif offset == OFFSET_NEWEST:
-            offset = hw
-        start = self.log_start_offset
-        if offset < start:
-            raise InvalidOffsetError(
-                f"offset {offset} is below the log start offset {start} "
-                f"(removed by retention or DeleteRecords); valid: [{start}, {self._log_end}]"
-            )
-        if offset > self._log_end:
-            raise InvalidOffsetError(
-                f"offset {offset} outside [{start}, {self._log_end}] (past the log end)"
-            )
-        return offset, up
-
-    def read(self, offset: int, max_bytes: int, *, upper: int | None = None) -> bytes:
-        """Whole record batches starting with the batch containing ``offset``: up to
-        ``max_bytes`` bytes but at least one whole batch (Kafka's "first batch even if
-        larger"), only batches whose base offset is below ``upper`` (default: the high
-        watermark). ``b""`` at the end. Raises InvalidOffsetError if ``offset`` is below
-        the log start offset or above the log end offset, LogClosedError."""
-        offset, up = self._resolve_read(offset, upper)
-        if offset >= up:
-            return b""
-        loc = self._locate(offset, up)
-        if loc is None:
-            return b""
-        seg, pos, size = loc
-        data = seg.read_at(pos, max_bytes, size, up)
-        self._count_read(len(data))
-        return data
-
-    def _count_read(self, nbytes: int) -> None:
-        if nbytes:
-            counters = self.counters
-            counters.reads += 1
-            counters.read_bytes += nbytes
-
-    def _read_next(self, offset: int, max_bytes: int, up: int) -> tuple[bytes, Segment | None, int]:
-        """``_find_next``, counted in ``counters.reads`` / ``read_bytes``."""
-        found = self._find_next(offset, max_bytes, up)
-        self._count_read(len(found[0]))
-        return found
-
-    def _find_next(self, offset: int, max_bytes: int, up: int) -> tuple[bytes, Segment | None, int]:
-        """``read`` for an ``offset`` already resolved (``_resolve_read``), ``up`` the bound:
-        ``(data, segment, position of data)`` (``b""`` at the end). Starts at the remembered
-        position (``_read_hint``) when ``offset`` is where the last consume stopped and the
-        batch there holds it, else locates the batch through the offset index."""
-        if offset >= up:
-            return b"", None, 0
-        segs = self._segments
-        hint = self._read_hint
-        if hint is not None and hint[0] == offset and hint[1] is segs:
-            seg, pos = hint[2], hint[3]
-            size = seg.size
-            if size - pos >= HEADER_SIZE:
-                head = os.pread(seg.fd, HEADER_SIZE, pos)
-                base, length = _BASE_LENGTH.unpack_from(head, 0)
-                bsize = length + 12
-                if (
-                    base <= offset <= base + _LAST_OFFSET_DELTA.unpack_from(head, 23)[0]
-                    and base < up
-                    and HEADER_SIZE <= bsize <= size - pos
-                ):
-                    # a batch over half of max_bytes: read exactly it (no trimming copy)
-                    if 2 * bsize > max_bytes:
-                        data = os.pread(seg.fd, bsize, pos)
-                    else:
-                        data = seg.read_at(pos, max_bytes, size, up)
-                    if len(data) >= bsize:
-                        return data, seg, pos
-        loc = self._locate(offset, up)
-        if loc is None:
-            return b"", None, 0
-        seg, pos, size = loc
-        return seg.read_at(pos, max_bytes, size, up), seg, pos
-
-    def _remember(
-        self, offset: int, segs: list[Segment], seg: Segment, pos: int, data: bytes
-    ) -> None:
-        """Set ``_read_hint`` for a consume continuing at ``offset``: the batch of ``data``
-        (read from ``pos`` of ``seg`` while ``_segments`` was ``segs``) holding it, or the
-        position after ``data``."""
-        p, n = 0, len(data)
-        while p < n:
-            base, length = _BASE_LENGTH.unpack_from(data, p)
-            if base + _LAST_OFFSET_DELTA.unpack_from(data, p + 23)[0] >= offset:
-                break
-            p += length + 12
-        self._read_hint = (offset, segs, seg, pos + p)
-
-    def read_slice(
-        self, offset: int, max_bytes: int, *, upper: int | None = None
-    ) -> FileSlice | None:
-        """As ``read``, as a :class:`FileSlice` for ``os.sendfile``; None at the end."""
-        offset, up = self._resolve_read(offset, upper)
-        if offset >= up:
-            return None
-        loc = self._locate(offset, up)
-        if loc is None:
-            return None
-        seg, pos, size = loc
-        end = pos
-        while size - end >= HEADER_SIZE:
-            h = parse_header(os.pread(seg.fd, HEADER_SIZE, end))
-            if h.base_offset >= up or (end > pos and end + h.size - pos > max_bytes):
-                break
-            end += h.size
-        if end <= pos:
-            return None
-        self._count_read(end - pos)
-        return FileSlice(seg.fd, pos, end - pos)
-
-    def batches(self, start: int = OFFSET_OLDEST, end: int | None = None) -> Iterator[memoryview]:
-        """Iterate whole stored record batches from the one holding ``start``
-        (OFFSET_OLDEST: log start) up to (not including) batches at or past ``end``
-        (default: the high watermark at the call). InvalidOffsetError as ``read``."""
-        offset, up = self._resolve_read(start, end)
-        while offset < up:
-            data = self.read(offset, 1 << 20, upper=up)
-            if not data:
-                return
-            mv = memoryview(data)
-            pos, n = 0, len(data)
-            while pos < n:
-                base, length = _BASE_LENGTH.unpack_from(data, pos)
-                size = length + 12
-                yield mv[pos : pos + size]
-                offset = base + _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)[0] + 1
-                pos += size
-
-    def offset_for_time(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the first record whose timestamp is >=
-        ``timestamp_ms``, found through the first batch whose max timestamp is >= it
-        (Kafka ListOffsets semantics); None if no visible batch qualifies."""
-        self._check_open()
-        hw, start = self._hwm, self.log_start_offset
-        for seg in list(self._segments):
-            size = seg.size
-            found = seg.find_time(timestamp_ms, size)
-            while found is not None:
-                pos, h = found
-                if h.base_offset >= hw:
-                    return None
-                if h.max_timestamp >= timestamp_ms and h.last_offset >= start:
-                    batch = os.pread(seg.fd, h.size, pos)
-                    hit = message_ops.first_at_or_after(batch, timestamp_ms, start)
-                    if hit is not None:
-                        return hit
-                # records below the log start offset (trimmed inside a batch) don't count:
-                # try the next batch (Kafka searches from the log start offset)
-                pos += h.size
-                if size - pos < HEADER_SIZE:
-                    break
-                found = pos, parse_header(os.pread(seg.fd, HEADER_SIZE, pos))
+    loc = locate(st, offset, up)
+    if loc is None:
         return None
+    seg, pos, size = loc
+    end = pos
+    while size - end >= HEADER_SIZE:
+        h = parse_header(os.pread(seg.fd, HEADER_SIZE, end))
+        if h.base_offset >= up or (end > pos and end + h.size - pos > max_bytes):
+            break
+        end += h.size
+    if end <= pos:
+        return None
+    count_read(st, end - pos)
+    return FileSlice(seg.fd, pos, end - pos)
+
+
+def batches(
+    st: LogState, start: int = OFFSET_OLDEST, end: int | None = None
+) -> Iterator[memoryview]:
+    """Iterate whole stored record batches from the one holding ``start``
+    (OFFSET_OLDEST: log start) up to (not including) batches at or past ``end``
+    (default: the high watermark at the call). InvalidOffsetError as ``read``."""
+    offset, up = resolve_read(st, start, end)
+    while offset < up:
+        data = read(st, offset, 1 << 20, upper=up)
+        if not data:
+            return
+        mv = memoryview(data)
+        pos, n = 0, len(data)
+        while pos < n:
+            base, length = _BASE_LENGTH.unpack_from(data, pos)
+            size = length + 12
+            yield mv[pos : pos + size]
+            offset = base + _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)[0] + 1
+            pos += size
+
+
+def offset_for_time(st: LogState, timestamp_ms: int) -> tuple[int, int] | None:
+    """``(offset, timestamp)`` of the first record whose timestamp is >=
+    ``timestamp_ms``, found through the first batch whose max timestamp is >= it
+    (Kafka ListOffsets semantics); None if no visible batch qualifies."""
+    st.check_open()
+    hw, start = st.high_watermark, st.log_start_offset
+    for seg in list(st.segments):
+        size = seg.size
+        found = seg.find_time(timestamp_ms, size)
+        while found is not None:
+            pos, h = found
+            if h.base_offset >= hw:
+                return None
+            if h.max_timestamp >= timestamp_ms and h.last_offset >= start:
+                batch = os.pread(seg.fd, h.size, pos)
+                hit = message_ops.first_at_or_after(batch, timestamp_ms, start)
+                if hit is not None:
+                    return hit
+            # records below the log start offset (trimmed inside a batch) don't count:
+            # try the next batch (Kafka searches from the log start offset)
+            pos += h.size
+            if size - pos < HEADER_SIZE:
+                break
+            found = pos, parse_header(os.pread(seg.fd, HEADER_SIZE, pos))
+    return None
 
 
 def _base_offset(seg: Segment) -> int:

@@ -125,10 +125,10 @@ def segment_stats(seg: Segment, upper: int) -> SegmentStats:
 
 def log_stats(log: Log) -> LogStats:
     """See ``Log.stats``."""
-    log._check_open()
+    log.state.check_open()
     hw = log.high_watermark
-    segs = [segment_stats(s, hw) for s in list(log._segments)]
-    keys = log._keys
+    segs = [segment_stats(s, hw) for s in list(log.state.segments)]
+    keys = log.state.keys
     counters = log.counters.as_dict()
     counters["syncs"] = log.fsync_count
     firsts = [s.first_timestamp_ms for s in segs if s.batches]

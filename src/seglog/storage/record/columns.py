@@ -2,7 +2,7 @@
 
 Input: whole record batches v2 (Kafka's DefaultRecordBatch: 61-byte header, then the
 records, compressed as one block when attributes bits 0-2 say gzip/snappy/lz4/zstd; the
-record layout is in ``_encode.py``). Output: :class:`RecordColumns`, numpy arrays of
+record layout is in ``record/encode.py``). Output: :class:`RecordColumns`, numpy arrays of
 offsets, timestamps and the positions/lengths of keys, values and headers in one buffer.
 
 Work per batch is one header unpack (compressed batches: one kafka-python codec call).

@@ -1,9 +1,9 @@
 """Message, the offset sentinels, and encode/decode between messages and record batches.
 
-Encoding is vectorised (``_encode.py``), byte-identical to kafka-python's
+Encoding is vectorised (``record/encode.py``), byte-identical to kafka-python's
 ``DefaultRecordBatchBuilder`` (record batch v2, magic 2), which stays the reference and the
 path for compression. ``decode_batches`` here uses ``kafka.record.MemoryRecords`` (every
-codec); the vectorised decoder is ``_columns.py``.
+codec); the vectorised decoder is ``record/columns.py``.
 """
 
 from __future__ import annotations

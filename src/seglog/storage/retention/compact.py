@@ -1,7 +1,7 @@
 """Compaction (Kafka's log cleaner for ``cleanup.policy=compact``; klevdb's
 ``CompactUpdates`` / ``CompactDeletes``): keep the last record of every key.
 
-Policy (which records go; the mechanism is ``_rewrite.py``):
+Policy (which records go; the mechanism is ``retention/rewrite.py``):
 
 - The key map (last offset of every key) is built over the whole log up to its durable
   end (``Log.sync()`` first), the active segment included.
@@ -14,7 +14,7 @@ Policy (which records go; the mechanism is ``_rewrite.py``):
   its timestamp is older than ``now - delete_retention_ms`` (Kafka's
   delete.retention.ms, counted from the tombstone's own timestamp here) and no earlier
   record of that key is kept, so a key never comes back.
-- Offsets never change; the log start and end offsets stay (see ``_rewrite.py``).
+- Offsets never change; the log start and end offsets stay (see ``retention/rewrite.py``).
 
 Each segment is swapped in atomically (``.cleaned`` → ``.swap``); a crash between two
 segments leaves some cleaned: every such state keeps the last record of every key.
@@ -32,7 +32,6 @@ from seglog.storage.log import maint
 from seglog.storage.log.keys import forget_removed
 from seglog.storage.record.columns import decode_columns
 from seglog.storage.retention.rewrite import Removed, iter_chunks, rewrite_segment
-from seglog.storage.segment import swap
 
 if TYPE_CHECKING:
     from seglog.storage.log.log import Log
@@ -90,12 +89,11 @@ def compact(
     delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
     min_compaction_lag_ms: int = 0,
     now_ms: int | None = None,
-    on_step: swap.Step | None = None,
 ) -> Removed:
     """Compact ``log`` as the module docstring says; returns the removed offsets and the
     bytes freed. ``updates``/``deletes`` select the two halves; ``before_ms`` bounds
     both to records older than it (klevdb's ``before``); ``now_ms`` defaults to the wall
-    clock. ``on_step``: test hook (``swap.Step``). Raises ReadOnlyError,
+    clock. Raises ReadOnlyError,
     LogClosedError, OSError; ValueError for negative durations."""
     if delete_retention_ms < 0 or min_compaction_lag_ms < 0:
         raise ValueError("delete_retention_ms and min_compaction_lag_ms must be >= 0")
@@ -119,7 +117,7 @@ def compact(
         upto = max(i for i, s in enumerate(closed) if id(s) in cleanable)
         decoded: list[_Seg] = []
         last_parts: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
-        for i, seg in enumerate(list(log._segments)):
+        for i, seg in enumerate(list(log.state.segments)):
             recs = _decode(seg, end, ids)
             if i <= upto:
                 decoded.append(recs)
@@ -161,10 +159,10 @@ def compact(
         removed: list[int] = []
         freed = 0
         for seg, offsets in plans:
-            done, size = rewrite_segment(log, seg, offsets, on_step)
+            done, size = rewrite_segment(log, seg, offsets)
             removed.extend(done)
             freed += size
-        forget_removed(log, removed, rescan=False)  # removed last records are tombstones
+        forget_removed(log.state, removed, rescan=False)  # removed last records are tombstones
         maint.close_retired(log)
         return Removed(removed, freed)
 

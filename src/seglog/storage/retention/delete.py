@@ -1,6 +1,6 @@
 """``delete_offsets``: remove an arbitrary set of records by offset (klevdb's Delete),
 rewriting the affected closed segments with the cleaner's crash-safe swap
-(``_rewrite.py``). Offsets stay; the removed ones become gaps (``get`` raises
+(``retention/rewrite.py``). Offsets stay; the removed ones become gaps (``get`` raises
 NotFoundError for them)."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from seglog.storage.log import maint
 from seglog.storage.log.keys import forget_removed
 from seglog.storage.retention.rewrite import Removed, rewrite_segment
-from seglog.storage.segment import swap
 
 if TYPE_CHECKING:
     from seglog.storage.log.log import Log
@@ -20,14 +19,12 @@ if TYPE_CHECKING:
 __all__ = ["delete_offsets"]
 
 
-def delete_offsets(
-    log: Log, offsets: Iterable[int], *, on_step: swap.Step | None = None
-) -> Removed:
+def delete_offsets(log: Log, offsets: Iterable[int]) -> Removed:
     """Remove the records at ``offsets``; returns ``(offsets actually removed, bytes
     freed)``. Offsets not stored (below the log start, already gone, past the end) and
     offsets in the active segment (never rewritten) or in a segment not yet fsynced are
     left out of the result: check it. The log start and end offsets never move.
-    ``on_step``: test hook (``swap.Step``). Raises ReadOnlyError, LogClosedError,
+    Raises ReadOnlyError, LogClosedError,
     OSError."""
     wanted = sorted(set(offsets))
     with maint.maintenance_lock(log):
@@ -38,9 +35,9 @@ def delete_offsets(
             lo = bisect.bisect_left(wanted, max(seg.base_offset, start))
             hi = bisect.bisect_left(wanted, seg.next_offset)
             if lo < hi:
-                gone, size = rewrite_segment(log, seg, wanted[lo:hi], on_step)
+                gone, size = rewrite_segment(log, seg, wanted[lo:hi])
                 removed.extend(gone)
                 freed += size
-        forget_removed(log, removed, rescan=True)  # a key's older record becomes its last
+        forget_removed(log.state, removed, rescan=True)  # a key's older record becomes its last
         maint.close_retired(log)
         return Removed(removed, freed)

@@ -1,6 +1,6 @@
 """What every retention function shares: the result, the archive hook, and removing a
-prefix of segments crash-safely (the trims themselves: ``_trim_age.py``,
-``_trim_size.py``, ``_trim_count.py``, ``_trim_offset.py``).
+prefix of segments crash-safely (the trims themselves: ``trim_age.py``,
+``trim_size.py``, ``trim_count.py``, ``trim_offset.py``).
 
 Rules (Kafka's log retention, NATS Streaming's slice limits):
 
@@ -111,14 +111,12 @@ def remove_prefix(
     *,
     archive: ArchiveHook | None = None,
     topic_partition: tuple[str, int] | None = None,
-    on_step: swap.Step | None = None,
 ) -> TrimResult:
     """Persist ``new_start`` as the log start offset (step "checkpoint"), then remove
     ``remove`` (a prefix of the closed segments, all wholly below ``new_start``) oldest
     first as the module docstring says. Caller holds ``maint.maintenance_lock(log)``."""
     maint.set_log_start(log, new_start)
-    if on_step is not None:
-        on_step("checkpoint")
+    swap.step("checkpoint")
     removed: list[int] = []
     freed = 0
     tp = topic_partition or partition_of(log.directory)
@@ -129,7 +127,6 @@ def remove_prefix(
             log.directory,
             seg.base_offset,
             archive=archive is not None,
-            on_step=on_step,
             counters=log.counters,
         )
         removed.append(seg.base_offset)
@@ -143,7 +140,7 @@ def below(log: Log, segments: Sequence[Segment], offset: int) -> int:
     """How many of the leading ``segments`` (a prefix of the log's) cover only offsets
     below ``offset``: a segment covers its base offset up to the next segment's (gaps
     left by the cleaner included)."""
-    segs = log._segments
+    segs = log.state.segments
     n = 0
     while n < len(segments) and segs[n + 1].base_offset <= offset:
         n += 1
@@ -174,16 +171,15 @@ def trim_prefix(
     *,
     new_start: int | None = None,
     archive: ArchiveHook | None = None,
-    on_step: swap.Step | None = None,
 ) -> TrimResult:
     """Remove ``closed[:n]`` (``closed`` from ``maint.closed_segments``: a prefix of the
     log's segments) and move the log start to the next segment's base offset, or to
     ``new_start`` when given (higher: inside a later segment). Caller holds the
     maintenance lock."""
-    start = log._segments[n].base_offset if n else log.log_start_offset
+    start = log.state.segments[n].base_offset if n else log.log_start_offset
     if new_start is not None:
         start = max(start, new_start)
     if n == 0 and start <= log.log_start_offset:
         maint.close_retired(log)
         return TrimResult(log.log_start_offset, (), 0)
-    return remove_prefix(log, closed[:n], start, archive=archive, on_step=on_step)
+    return remove_prefix(log, closed[:n], start, archive=archive)

@@ -1,5 +1,5 @@
 """Rewrite one closed segment without some of its records (the cleaner's mechanism, shared
-by compaction and delete-by-offsets; the policies are in ``_compact.py`` / ``_delete.py``).
+by compaction and delete-by-offsets; the policies are in ``compact.py`` / ``delete.py``).
 
 Records keep their offsets (Kafka's cleaner): a batch whose records all stay is copied
 byte for byte; a batch that loses every record is dropped (an offset gap between
@@ -231,9 +231,7 @@ def _intersects(drop: list[int], lo: int, hi: int) -> bool:
     return i < len(drop) and drop[i] <= hi
 
 
-def rewrite_segment(
-    log: Log, seg: Segment, drop: list[int], on_step: swap.Step | None = None
-) -> tuple[list[int], int]:
+def rewrite_segment(log: Log, seg: Segment, drop: list[int]) -> tuple[list[int], int]:
     """Rewrite closed segment ``seg`` of ``log`` without the records whose offsets are in
     ``drop`` (sorted) and swap it in; returns ``(offsets actually removed, bytes freed)``.
     Nothing is written when none of ``drop`` is stored in ``seg``. Caller holds the
@@ -283,10 +281,9 @@ def rewrite_segment(
     writer.finish()
     drop_key_index_file(directory)  # describes the old data: rebuilt if we crash now
     files.fsync_dir(directory)
-    if on_step is not None:
-        on_step("cleaned")
+    swap.step("cleaned")
     checkpoints.write_cleaner_checkpoint(directory, seg.next_offset)
-    swap.commit_rewrite(directory, seg.base_offset, on_step, log.counters)
+    swap.commit_rewrite(directory, seg.base_offset, log.counters)
     new = _load_rewritten(log, seg.base_offset)
     maint.replace_segment(log, seg, new)
     return removed, before - maint.segment_bytes(new)

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from seglog.storage.log import maint
 from seglog.storage.retention import policy
 from seglog.storage.retention.policy import ArchiveHook, TrimResult
-from seglog.storage.segment import swap
 
 if TYPE_CHECKING:
     from seglog.storage.log.log import Log
@@ -22,13 +21,12 @@ def trim_by_age(
     *,
     now_ms: int | None = None,
     archive: ArchiveHook | None = None,
-    on_step: swap.Step | None = None,
 ) -> TrimResult:
     """Remove the oldest closed segments whose largest record timestamp (ms; the file's
     mtime when the segment has none) is older than ``now_ms - max_age_ms``, stopping at
     the first younger one (Kafka's retention.ms). Never the active segment. The log start
     offset moves to the first remaining segment. ``archive``: see ``ArchiveHook``.
-    ``now_ms`` defaults to the wall clock. ``on_step``: test hook (``swap.Step``).
+    ``now_ms`` defaults to the wall clock.
     Raises ValueError (negative age), ReadOnlyError, LogClosedError, OSError."""
     if max_age_ms < 0:
         raise ValueError("max_age_ms must be >= 0")
@@ -38,4 +36,4 @@ def trim_by_age(
         n = policy.leftovers(log, closed)
         while n < len(closed) and policy.segment_time_ms(closed[n]) < now - max_age_ms:
             n += 1
-        return policy.trim_prefix(log, closed, n, archive=archive, on_step=on_step)
+        return policy.trim_prefix(log, closed, n, archive=archive)

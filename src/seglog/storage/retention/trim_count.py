@@ -10,7 +10,6 @@ from seglog.storage.record.batch import HEADER_SIZE, parse_header
 from seglog.storage.record.message import decode_batches
 from seglog.storage.retention import policy
 from seglog.storage.retention.policy import ArchiveHook, TrimResult
-from seglog.storage.segment import swap
 
 if TYPE_CHECKING:
     from seglog.storage.log.log import Log
@@ -36,7 +35,7 @@ def _first_kept(log: Log, max_messages: int) -> int | None:
     no more than that."""
     need = max_messages
     start = log.log_start_offset
-    for seg in reversed(log._segments):
+    for seg in reversed(log.state.segments):
         batches = _batches(seg, seg.size)
         for pos, base, count, last in reversed(batches):
             if last < start:
@@ -57,7 +56,6 @@ def trim_by_count(
     max_messages: int,
     *,
     archive: ArchiveHook | None = None,
-    on_step: swap.Step | None = None,
 ) -> TrimResult:
     """Keep at most the newest ``max_messages`` records: the log start offset moves to
     the oldest of them (inside a segment if need be, as DeleteRecords) and the closed
@@ -73,4 +71,4 @@ def trim_by_count(
             return policy.trim_prefix(log, closed, policy.leftovers(log, closed))
         first = min(first, log.high_watermark)
         n = policy.below(log, closed, first)
-        return policy.trim_prefix(log, closed, n, new_start=first, archive=archive, on_step=on_step)
+        return policy.trim_prefix(log, closed, n, new_start=first, archive=archive)

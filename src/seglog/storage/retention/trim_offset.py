@@ -8,7 +8,6 @@ from seglog.errors import InvalidOffsetError
 from seglog.storage.log import maint
 from seglog.storage.retention import policy
 from seglog.storage.retention.policy import ArchiveHook, TrimResult
-from seglog.storage.segment import swap
 
 if TYPE_CHECKING:
     from seglog.storage.log.log import Log
@@ -21,7 +20,6 @@ def trim_by_offset(
     before: int,
     *,
     archive: ArchiveHook | None = None,
-    on_step: swap.Step | None = None,
 ) -> TrimResult:
     """Make ``before`` the log start offset (Kafka's DeleteRecords; it may fall inside a
     segment): offsets below it are unreadable at once (InvalidOffsetError), the closed
@@ -38,6 +36,4 @@ def trim_by_offset(
                 f"cannot delete records before offset {before}: outside [0, high watermark {hw}]"
             )
         n = policy.below(log, closed, before)
-        return policy.trim_prefix(
-            log, closed, n, new_start=before, archive=archive, on_step=on_step
-        )
+        return policy.trim_prefix(log, closed, n, new_start=before, archive=archive)

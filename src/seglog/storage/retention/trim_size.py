@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 from seglog.storage.log import maint
 from seglog.storage.retention import policy
 from seglog.storage.retention.policy import ArchiveHook, TrimResult
-from seglog.storage.segment import swap
 
 if TYPE_CHECKING:
     from seglog.storage.log.log import Log
@@ -20,7 +19,6 @@ def trim_by_size(
     max_bytes: int,
     *,
     archive: ArchiveHook | None = None,
-    on_step: swap.Step | None = None,
 ) -> TrimResult:
     """Remove the oldest closed segments while what remains (record batch bytes of
     every segment, the active one included) is still at least ``max_bytes`` without them
@@ -32,8 +30,8 @@ def trim_by_size(
     with maint.maintenance_lock(log):
         closed = maint.closed_segments(log)
         n = policy.leftovers(log, closed)
-        excess = sum(s.size for s in log._segments[n:]) - max_bytes
+        excess = sum(s.size for s in log.state.segments[n:]) - max_bytes
         while n < len(closed) and excess - closed[n].size >= 0:
             excess -= closed[n].size
             n += 1
-        return policy.trim_prefix(log, closed, n, archive=archive, on_step=on_step)
+        return policy.trim_prefix(log, closed, n, archive=archive)

@@ -23,9 +23,11 @@ and are never touched. A crash at any step thus leaves either the old or the new
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from seglog.storage.fileio import files
@@ -51,9 +53,29 @@ _SWAP = files.SWAP_SUFFIX
 _DELETED = files.DELETED_SUFFIX
 
 
-def _step(on_step: Step | None, name: str) -> None:
-    if on_step is not None:
-        on_step(name)
+_STEP_HOOK: contextvars.ContextVar[Step | None] = contextvars.ContextVar(
+    "seglog_storage_step_hook", default=None
+)
+
+
+def step(name: str) -> None:
+    """Report the file-changing step ``name`` (e.g. "renamed", "swap", "checkpoint") to
+    the hook installed by :func:`stepping`, if any."""
+    hook = _STEP_HOOK.get()
+    if hook is not None:
+        hook(name)
+
+
+@contextlib.contextmanager
+def stepping(hook: Step) -> Iterator[None]:
+    """Call ``hook(step name)`` at each file-changing step of the trims, compactions and
+    deletes run in this context (crash tests raise from it to stop at a step). Not in any
+    public signature: the operations take no test hook."""
+    token = _STEP_HOOK.set(hook)
+    try:
+        yield
+    finally:
+        _STEP_HOOK.reset(token)
 
 
 def segment_paths(directory: pathlib.Path, base: int) -> list[pathlib.Path]:
@@ -75,7 +97,6 @@ def remove_segment_files(
     base: int,
     *,
     archive: bool = False,
-    on_step: Step | None = None,
     counters: FileCounters | None = None,
 ) -> list[pathlib.Path]:
     """Rename segment ``base``'s files to ``.deleted`` (or ``.bak`` when ``archive``),
@@ -94,21 +115,20 @@ def remove_segment_files(
     if counters is not None:
         counters.renames += len(moved)
     files.fsync_dir(directory)
-    _step(on_step, "renamed")
+    step("renamed")
     if archive:
         return moved
     for path in moved:
         files.remove_if_exists(path)
     if counters is not None:
         counters.deletions += len(moved)
-    _step(on_step, "unlinked")
+    step("unlinked")
     return []
 
 
 def commit_rewrite(
     directory: pathlib.Path,
     base: int,
-    on_step: Step | None = None,
     counters: FileCounters | None = None,
 ) -> None:
     """Steps 2-4 of the module's replacement procedure, once the three ``.cleaned`` files
@@ -118,16 +138,16 @@ def commit_rewrite(
     swap = log.with_name(log.name + _SWAP)
     os.replace(cleaned_path(log), swap)
     files.fsync_dir(directory)
-    _step(on_step, "swap")
+    step("swap")
     os.replace(swap, log)
     files.fsync_dir(directory)
-    _step(on_step, "log-live")
+    step("log-live")
     for live in (files.index_path(directory, base), files.timeindex_path(directory, base)):
         os.replace(cleaned_path(live), live)
     if counters is not None:
         counters.renames += 4
     files.fsync_dir(directory)
-    _step(on_step, "indexes-live")
+    step("indexes-live")
 
 
 def _base_of(name: str) -> int | None:

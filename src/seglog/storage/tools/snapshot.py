@@ -3,7 +3,7 @@ Snapshot/Restore).
 
 A snapshot is a POSIX tar stream (``tarfile`` "ustar"/pax, written and read
 sequentially, so it can go through a pipe: ``seglog snapshot DIR - | ssh ...``) holding
-exactly the files a ``backup`` would write (same consistent plan, see ``_backup.py``), then
+exactly the files a ``backup`` would write (same consistent plan, see ``tools/backup.py``), then
 a last member ``MANIFEST.json``::
 
     {"format": "seglog-snapshot", "version": 1, "created_ms": ..., "source": "...",

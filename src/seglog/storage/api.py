@@ -1,0 +1,339 @@
+"""seglog's embedded log contract in one file: what ``seglog.storage`` promises.
+
+A log is one partition: a directory of segments of record batches v2 in Kafka's on-disk
+format (``%020d.log`` + ``.index`` + ``.timeindex``). Open one with
+``open_log(path, create=True, **LogConfig fields)`` (or ``Log.open``); it is a context
+manager. :class:`LogAPI` below lists every method of the ``Log`` it returns, with its edge
+cases and errors; ``seglog.storage`` exports the names (``from seglog.storage import ...``).
+
+**Offsets** (Kafka's terms). The *log start offset* is the first readable offset (moved by
+retention, DeleteRecords and ``delete_offsets``); the *log end offset* is the offset the
+next record gets; readers see offsets below the *high watermark* (the durable end under
+the default policy, fsync before acknowledge; the log end offset under ``flush_messages``
+/ ``flush_ms``). ``OFFSET_OLDEST`` (-2) and ``OFFSET_NEWEST`` (-1) are sentinels for the
+log start and the high watermark wherever an offset is taken.
+
+**Records**: ``Message(key, value, timestamp=ms, headers=[(name, bytes | None)])``
+(``value=None`` is a tombstone); ``publish`` encodes them, ``append`` takes record batches
+as received on the wire (validated: length, magic 2, CRC-32C, offsets, size).
+
+**Configuration** ``LogConfig`` (Kafka's topic config names): ``segment_bytes``,
+``segment_ms``, ``index_interval_bytes``, ``max_message_bytes``, ``flush_messages``,
+``flush_ms``, ``message_timestamp_type``, ``key_index``; ``AppendInfo`` is what ``append``
+returns (first and last offset, log append time, record count, max timestamp).
+
+**Durability**: ``publish``/``publish_values`` return once the records are durable (group
+commit: one fsync thread per log, concurrent writers share fsyncs); ``append`` returns
+once written to the page cache, ``sync``/``sync_future`` make it durable. ``close`` marks a
+clean shutdown; a crash is recovered at the next open (torn tail cut, indexes rebuilt).
+
+**Threads and processes**: one writer per directory (an flock: DataDirLockedError in any
+other process), any number of readers in any thread; ``read_only=True`` opens beside a
+writer in another process (``refresh`` picks up its appends).
+
+**Errors** (all under ``seglog.errors.SeglogError``): InvalidOffsetError (outside [log
+start, log end]), NotFoundError (no such record or directory), NoIndexError (by-key
+without ``key_index``), CorruptRecordError / InvalidRecordError / RecordTooLargeError (a
+batch refused by ``append``), LogCorruptedError (damage below the tail at open: use
+``recover``), LogClosedError (closed, or offline after an fsync error), ReadOnlyError,
+DataDirLockedError, StorageError (I/O: disk full...; nothing already stored is damaged).
+
+**Functions over a log or a directory** (each documented where it is defined):
+
+- retention: ``trim_by_age(log, max_age_ms)``, ``trim_by_size(log, max_bytes)``,
+  ``trim_by_count(log, max_records)``, ``trim_by_offset(log, offset)`` → ``TrimResult``
+  (whole segments removed; Kafka's retention.ms / retention.bytes / DeleteRecords);
+- the cleaner: ``compact(log, ...)`` (keep each key's last record, tombstones after
+  ``delete.retention.ms``), ``compact_updates``, ``compact_deletes``, and
+  ``delete_offsets(log, offsets)`` → ``Removed``;
+- tools: ``check(dir)`` / ``recover(dir)`` → ``CheckReport`` per partition (klevdb's
+  Check / Recover), ``stat(dir)``, ``backup(log | dir, dest)`` → ``BackupReport``,
+  ``snapshot(src, file)`` / ``restore(file, dest)``, ``migrate(dir)``;
+- ``DataDir(path)``: a broker's topics as ``<topic>-<partition>`` directories.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Protocol
+
+from seglog.storage.record.message import OFFSET_OLDEST
+
+if TYPE_CHECKING:  # names for the signatures only (api.py sits below the log package)
+    import numpy as np
+    import numpy.typing as npt
+
+    from seglog.storage.config import AppendInfo, LogConfig
+    from seglog.storage.fileio.counters import FileCounters
+    from seglog.storage.log.backup import BackupReport
+    from seglog.storage.log.blocking import CancelToken
+    from seglog.storage.log.reader import FileSlice
+    from seglog.storage.log.stats import LogStats
+    from seglog.storage.record.columns import RecordColumns
+    from seglog.storage.record.message import Message
+
+__all__ = ["LogAPI"]
+
+
+class LogAPI(Protocol):
+    """Every public method of ``seglog.storage.Log`` (one partition log), with its contract.
+
+    ``Log`` implements this class; its methods take their documentation from here.
+    """
+
+    @property
+    def fsync_count(self) -> int:
+        """fsync rounds run so far by the group commit thread (0 when read-only)."""
+        ...
+
+    @property
+    def directory(self) -> pathlib.Path:
+        """The partition directory."""
+        ...
+
+    @property
+    def config(self) -> LogConfig:
+        """The configuration the log was opened with (topic configs may replace it)."""
+        ...
+
+    @property
+    def read_only(self) -> bool:
+        """Opened read-only (no writes, no lock; ``refresh`` picks up new data)."""
+        ...
+
+    @property
+    def counters(self) -> FileCounters:
+        """File operation counters (``Log.stats().counters``, broker metrics)."""
+        ...
+
+    @property
+    def append_count(self) -> int:
+        """Number of successful ``append`` calls (with ``fsync_count``: group commit)."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """``close`` was called."""
+        ...
+
+    @property
+    def log_start_offset(self) -> int:
+        """First offset still readable: the base offset of the first segment, or higher
+        once retention or DeleteRecords moved it (``log-start-offset`` checkpoint)."""
+        ...
+
+    @property
+    def log_end_offset(self) -> int:
+        """Next offset to be assigned (klevdb's NextOffset)."""
+        ...
+
+    @property
+    def high_watermark(self) -> int:
+        """Offsets below it are visible to readers (durable end under fsync-before-ack)."""
+        ...
+
+    def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append one or more record batches v2 exactly as received on the wire.
+
+        Each batch is validated (length, magic 2, CRC-32C, lastOffsetDelta + 1 ==
+        recordCount when uncompressed, size <= max.message.bytes) before anything is
+        written; offsets are assigned by patching baseOffset; LogAppendTime topics get
+        attribute bit 3, maxTimestamp = now and a new CRC. All or nothing: on a write
+        error (ENOSPC...) the segment is cut back and StorageError raised. Writes reach
+        the page cache only; durability comes from ``sync``/``sync_future``. Raises
+        CorruptRecordError, InvalidRecordError, RecordTooLargeError, LogClosedError,
+        ReadOnlyError.
+        """
+        ...
+
+    def refresh(self) -> int:
+        """Read-only logs: pick up batches and segments another process appended since;
+        returns the new log end offset (a no-op on a writer)."""
+        ...
+
+    def read(self, offset: int, max_bytes: int, *, upper: int | None = None) -> bytes:
+        """Whole record batches starting with the batch containing ``offset``: up to
+        ``max_bytes`` bytes but at least one whole batch (Kafka's "first batch even if
+        larger"), only batches whose base offset is below ``upper`` (default: the high
+        watermark). ``b""`` at the end. Raises InvalidOffsetError if ``offset`` is below
+        the log start offset or above the log end offset, LogClosedError."""
+        ...
+
+    def read_slice(
+        self, offset: int, max_bytes: int, *, upper: int | None = None
+    ) -> FileSlice | None:
+        """As ``read``, as a :class:`FileSlice` for ``os.sendfile``; None at the end."""
+        ...
+
+    def batches(self, start: int = OFFSET_OLDEST, end: int | None = None) -> Iterator[memoryview]:
+        """Iterate whole stored record batches from the one holding ``start``
+        (OFFSET_OLDEST: log start) up to (not including) batches at or past ``end``
+        (default: the high watermark at the call). InvalidOffsetError as ``read``."""
+        ...
+
+    def offset_for_time(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """Alias of :meth:`offset_by_time` answering None instead of NotFoundError (the form
+        Kafka's ListOffsets by timestamp needs: the broker answers offset -1 then)."""
+        ...
+
+    def publish(self, messages: Sequence[Message]) -> int:
+        """Append ``messages`` as record batches v2 and wait until they are durable (default
+        policy); returns the next offset. Errors as ``append``."""
+        ...
+
+    def publish_values(
+        self,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        timestamp_ms: int | Sequence[int] | npt.NDArray[np.int64] | None = None,
+    ) -> int:
+        """Columnar ``publish``: one record per value (None = null), ``keys`` one per value
+        or None (all null), ``timestamp_ms`` one int for all, one per value, or None (now).
+        No headers. Encoded vectorised into record batches v2 (split at
+        max.message.bytes); waits until durable under the default policy; returns the
+        next offset. ValueError on mismatched lengths; errors otherwise as ``append``."""
+        ...
+
+    def consume_columns(self, offset: int, max_count: int) -> RecordColumns:
+        """Columnar ``consume``: up to ``max_count`` records from ``offset`` as numpy
+        columns (``RecordColumns``: offsets, timestamps ms, key/value positions and
+        lengths in one buffer, ``packed_values()`` for Arrow, ``messages()``); its
+        ``next_offset`` is where to continue. Decoded vectorised (control batches skipped,
+        compressed batches through kafka-python's codecs). OFFSET_OLDEST / OFFSET_NEWEST
+        as ``consume``; InvalidOffsetError outside [log start, log end];
+        CorruptRecordError on undecodable records."""
+        ...
+
+    def consume(self, offset: int, max_count: int) -> tuple[int, list[Message]]:
+        """Up to ``max_count`` messages from ``offset``; returns ``(next offset, messages)``.
+        OFFSET_OLDEST starts at the log start; OFFSET_NEWEST returns ``(next offset, [])``.
+        InvalidOffsetError outside [log start, log end]."""
+        ...
+
+    def consume_blocking(
+        self,
+        offset: int,
+        max_count: int,
+        timeout_s: float,
+        *,
+        cancel: CancelToken | None = None,
+    ) -> tuple[int, list[Message]]:
+        """As ``consume``, but when no message is available yet waits up to ``timeout_s``
+        seconds for one (woken by the writer in this process, no polling; a read-only log
+        polls every 50 ms). Returns ``(next offset, [])`` on timeout; OFFSET_NEWEST waits
+        for the next message published. ``cancel`` (a ``CancelToken``) stops the wait from
+        another thread: ``concurrent.futures.CancelledError``. Raises InvalidOffsetError
+        (outside [log start, log end]), LogClosedError (also when the log closes while
+        waiting)."""
+        ...
+
+    def wait_for_offset(self, offset: int) -> Future[int]:
+        """A future completing with the high watermark once the message at ``offset`` is
+        visible (high watermark > ``offset``), failing with LogClosedError when the log
+        closes or goes offline; cancel it to stop waiting. Woken by this process's writer;
+        a read-only log completes it only from ``refresh`` (poll). Any number of waiters."""
+        ...
+
+    def consume_by_key(self, key: bytes, offset: int, max_count: int) -> tuple[int, list[Message]]:
+        """Up to ``max_count`` messages with ``key`` from ``offset`` on (sentinels
+        allowed): ``(next offset, messages)``. Returns at once (next offset = high
+        watermark) when the key index shows no later message with that key; else scans
+        and decodes the batches in between. NoIndexError without ``key_index``,
+        InvalidOffsetError outside [log start, log end]."""
+        ...
+
+    def get(self, offset: int) -> Message:
+        """The message at ``offset``: InvalidOffsetError outside [log start, high
+        watermark), NotFoundError if that offset is not stored (compacted away)."""
+        ...
+
+    def get_by_key(self, key: bytes) -> Message:
+        """The last message published with ``key`` (a tombstone has ``value=None``).
+        NoIndexError if the log was opened without ``key_index``, NotFoundError if no
+        message with that key is stored (never published, or every record of the key
+        removed by retention, compaction or ``delete_offsets``; after compaction or a
+        delete of its latest record, the latest surviving record is returned). Waits
+        for that message to be durable if it is not yet."""
+        ...
+
+    def offset_by_key(self, key: bytes) -> int:
+        """Offset of the last message with ``key``; errors as ``get_by_key``."""
+        ...
+
+    def offset_by_time(self, timestamp_ms: int) -> tuple[int, int]:
+        """``(offset, timestamp)`` of the first record whose timestamp is >= ``timestamp_ms``
+        (ms since the epoch), found through the time index and the first batch whose max
+        timestamp is >= it (Kafka's ListOffsets semantics, klevdb's OffsetByTime); records
+        below the log start offset do not count. NotFoundError if no visible record
+        qualifies, LogClosedError."""
+        ...
+
+    def get_by_time(self, timestamp_ms: int) -> Message:
+        """The first message whose timestamp is >= ``timestamp_ms`` (ms since the epoch),
+        found through the time index (klevdb's GetByTime). NotFoundError if none is
+        visible, LogClosedError."""
+        ...
+
+    def next_offset(self) -> int:
+        """Alias of :attr:`log_end_offset` (klevdb's NextOffset): the offset the next
+        published message gets. LogClosedError when closed."""
+        ...
+
+    def sync(self) -> int:
+        """Block until everything appended so far is fsynced; return the durable end
+        offset. Concurrent callers share one fsync. LogClosedError after an fsync error."""
+        ...
+
+    def sync_future(self, offset: int) -> Future[int]:
+        """Future completing with the durable end offset once it is >= ``offset`` (group
+        commit; wrap with ``asyncio.wrap_future``). Fails with LogClosedError when the log
+        is closed or offline after an fsync error."""
+        ...
+
+    def on_append(self, callback: Callable[[int], None]) -> Callable[[], None]:
+        """Call ``callback(new_high_watermark)`` whenever new data becomes visible (from
+        the appending or the fsync thread: keep it short, e.g. ``loop.call_soon_threadsafe``).
+        Returns a function that unregisters it."""
+        ...
+
+    def set_sync_observer(self, observer: Callable[[float, int], None] | None) -> None:
+        """Call ``observer(seconds, records)`` on the fsync thread after each group-commit
+        round: how long its fsyncs took and how many offsets it made durable (metrics; keep
+        it short). None removes it; a read-only log has no fsync thread (no calls)."""
+        ...
+
+    def stat(self) -> dict[str, int]:
+        """The cheap summary of :meth:`stats` (no batch header read): ``{"segments",
+        "bytes", "log_start_offset", "log_end_offset", "high_watermark"}`` (bytes of whole
+        valid batches); the same dict per partition as ``seglog.storage.stat(dir)``."""
+        ...
+
+    def stats(self) -> LogStats:
+        """Per log and per segment statistics (records, batches, bytes, first/last offsets
+        and times, index sizes) and the file operation counters; reads each visible
+        batch header once. LogClosedError when closed."""
+        ...
+
+    def gc(self, unused_for_s: float) -> int:
+        """Close the read handles of segments unused for ``unused_for_s`` seconds
+        (klevdb's GC; never the active segment); reopened on the next read. Returns how
+        many were closed."""
+        ...
+
+    def start_gc(self, every_s: float = 60.0, unused_for_s: float = 300.0) -> None:
+        """Run ``gc(unused_for_s)`` every ``every_s`` seconds on a daemon thread until
+        ``close`` (replaces a previous schedule)."""
+        ...
+
+    def backup(self, dest: str | os.PathLike[str]) -> BackupReport:
+        """Online, consistent backup of this log to the new directory ``dest`` (see
+        ``seglog.storage.backup``)."""
+        ...
+
+    def close(self) -> None:
+        """Make everything durable, mark a clean shutdown (reopen skips the CRC scan) and
+        release files. Idempotent; later calls on the log raise LogClosedError."""
+        ...

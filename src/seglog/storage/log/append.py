@@ -1,0 +1,178 @@
+"""The write side of a log, as functions of its :class:`~seglog.storage.log.state.LogState`:
+``append`` (validate, assign offsets, write, index), ``roll`` (a new active segment), and
+the group commit's hooks (``sync_point``: what one fsync round covers; ``on_durable``;
+``on_sync_error``: the log goes offline). Called by ``Log`` under the rules in ``log.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from seglog.errors import StorageError
+from seglog.storage.config import AppendInfo
+from seglog.storage.fileio import files
+from seglog.storage.record.batch import (
+    patch_base_offset,
+    patch_log_append_time,
+    stamp_leader_epoch,
+    validate_for_append,
+)
+from seglog.storage.segment.segment import Placed, Segment, create_segment
+
+if TYPE_CHECKING:
+    from seglog.storage.log.state import LogState
+    from seglog.storage.log.sync import SyncPoint
+
+__all__ = ["append", "fire", "now_ms", "on_durable", "on_sync_error", "roll", "sync_point"]
+
+_logger = logging.getLogger("seglog.storage.log.log")
+_U32 = (1 << 32) - 1
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds since the epoch (record and segment timestamps)."""
+    return time.time_ns() // 1_000_000
+
+
+def append(st: LogState, records: bytes | bytearray | memoryview) -> AppendInfo:
+    """Append one or more record batches v2 exactly as received on the wire.
+
+    Each batch is validated (length, magic 2, CRC-32C, lastOffsetDelta + 1 ==
+    recordCount when uncompressed, size <= max.message.bytes) before anything is
+    written; offsets are assigned by patching baseOffset; LogAppendTime topics get
+    attribute bit 3, maxTimestamp = now and a new CRC. All or nothing: on a write
+    error (ENOSPC...) the segment is cut back and StorageError raised. Writes reach
+    the page cache only; durability comes from ``sync``/``sync_future``. Raises
+    CorruptRecordError, InvalidRecordError, RecordTooLargeError, LogClosedError,
+    ReadOnlyError.
+    """
+    st.check_writable()
+    batches = validate_for_append(records, st.config.max_message_bytes)
+    data = bytearray(records)
+    log_append = st.config.message_timestamp_type == "LogAppendTime"
+    count = span = 0
+    for _, h in batches:
+        count += h.record_count
+        span += h.last_offset_delta + 1
+    with st.lock:
+        st.check_writable()
+        now = now_ms()
+        seg = st.segments[-1]
+        if seg.size > 0 and (
+            seg.size + len(data) > st.config.segment_bytes
+            or now - seg.first_append_ms >= st.config.segment_ms
+            or st.log_end_offset + span - 1 - seg.base_offset > _U32
+        ):
+            try:
+                seg = roll(st, now)
+            except (OSError, StorageError) as e:
+                st.counters.errors += 1
+                raise StorageError(f"cannot roll {st.directory}: {e}") from e
+        offset = st.log_end_offset
+        placed: list[Placed] = []
+        max_ts = -1
+        for pos, h in batches:
+            patch_base_offset(data, pos, offset)
+            stamp_leader_epoch(data, pos)
+            ts = h.max_timestamp
+            if log_append:
+                patch_log_append_time(data, pos, h, now)
+                ts = now
+            max_ts = max(max_ts, ts)
+            placed.append((pos, offset, h.size, ts))
+            offset += h.last_offset_delta + 1
+        try:
+            seg.append(data, placed, offset, st.config.index_interval_bytes)
+        except StorageError:
+            st.counters.errors += 1
+            raise
+        st.counters.appends += 1
+        st.counters.appended_bytes += len(data)
+        st.counters.appended_records += count
+        if seg.first_append_ms < 0:
+            seg.first_append_ms = now
+        base = st.log_end_offset
+        st.log_end_offset = offset
+        if st.keys is not None:
+            try:
+                st.keys.add(data)
+            except Exception:  # a CRC-valid batch with undecodable records
+                _logger.exception("key index: cannot decode batch at offset %d", base)
+        st.append_count += 1
+        relaxed = not st.config.fsync_before_ack
+        sync_now = True
+        if relaxed:
+            st.high_watermark = offset
+            st.unflushed += count
+            fm = st.config.flush_messages
+            sync_now = fm is not None and st.unflushed >= fm
+            if sync_now:
+                st.unflushed = 0
+    assert st.group_commit is not None
+    st.group_commit.appended(offset, sync_now=sync_now)
+    if relaxed:
+        fire(st, st.high_watermark)
+    return AppendInfo(base, offset - 1, now if log_append else -1, count, max_ts)
+
+
+def roll(st: LogState, now: int) -> Segment:
+    old = st.segments[-1]
+    old.finish_time_index()
+    seg = create_segment(st.directory, st.log_end_offset)
+    seg.first_append_ms = now
+    seg.counters = st.counters
+    st.counters.rolls += 1
+    st.counters.opens += 1
+    st.rolled_unsynced.append(old)
+    st.dir_dirty = True
+    st.segments = [*st.segments, seg]
+    return seg
+
+
+def sync_point(st: LogState) -> SyncPoint:
+    with st.lock:
+        rolled, st.rolled_unsynced = st.rolled_unsynced, []
+        dir_dirty, st.dir_dirty = st.dir_dirty, False
+        active, end = st.segments[-1], st.log_end_offset
+
+    def run() -> None:
+        for seg in rolled:
+            seg.sync_all()
+            seg.index.close()
+            seg.time_index.close()
+        if dir_dirty:
+            files.fsync_dir(st.directory)
+        active.sync()
+        if rolled:
+            try:
+                files.write_small_file(
+                    st.directory / files.RECOVERY_POINT,
+                    f"{active.base_offset}\n".encode(),
+                )
+            except OSError as e:  # e.g. ENOSPC: the data is durable; a stale recovery
+                # point only makes the next crash recovery scan more (never offline)
+                _logger.warning("cannot write the recovery point of %s: %s", st.directory, e)
+
+    return run, end
+
+
+def on_durable(st: LogState, durable: int) -> None:
+    if st.config.fsync_before_ack and durable > st.high_watermark:
+        st.high_watermark = durable
+        fire(st, durable)
+
+
+def on_sync_error(st: LogState, exc: BaseException) -> None:
+    st.offline = exc
+    st.counters.errors += 1
+    st.notifier.close(f"offline after fsync error: {exc}")
+
+
+def fire(st: LogState, hwm: int) -> None:
+    for cb in list(st.callbacks.values()):
+        try:
+            cb(hwm)
+        except Exception:
+            _logger.exception("on_append callback failed")
