@@ -260,7 +260,8 @@ class BrokerSetting:
             return
         kind = self.python_type
         if type(value) is not kind:  # bool is an int: exact types
-            raise ValueError(f"{self.name}={value!r}: not a {kind.__name__}")
+            what = {bool: "true or false", int: "an integer", str: "a string"}[kind]
+            raise ValueError(f"{self.name}={value!r}: not {what}")
         if isinstance(value, int) and not isinstance(value, bool):
             low = self.min
             high = self.max if self.max is not None else _INT_MAX if self.type == INT else _LONG_MAX
