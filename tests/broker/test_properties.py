@@ -3,15 +3,25 @@ unknown keys ignored with a warning, bad values refused."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from confluent_kafka.admin import AdminClient, ConfigResource
+import pytest
+import typer
+import typer.core
+import typer.main
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+from typer.testing import CliRunner
 
+from seglog.broker import BrokerConfig
+from seglog.broker._config_defs import BOOLEAN, BROKER_SETTINGS, BrokerSetting
 from seglog.broker._testing import BrokerProcess
+from seglog.cli import build_app
 from seglog.cli._properties import parse_properties
 
 SEGLOG = str(Path(sys.executable).with_name("seglog"))
@@ -77,3 +87,126 @@ def test_bad_values_are_refused(tmp_path: Path) -> None:
         check=False,
     )
     assert missing.returncode == 2
+
+
+# The single source: every row of BROKER_SETTINGS is a serve flag, a properties key and a
+# DescribeConfigs entry, validated the same way on each path.
+
+_OTHER = {  # non-default values a broker runs with (without TLS, SASL or topics)
+    "ssl.client.auth": "requested",
+    "log.cleanup.policy": "compact,delete",
+    "authorizer.class.name": "StandardAuthorizer",  # with allow.everyone.if.no.acl.found
+    "log.archive.command": "/bin/true",
+    "log.flush.interval.messages": "1000",
+    "log.flush.interval.ms": "60000",
+}
+
+
+def _other_value(setting: BrokerSetting) -> str:
+    """A valid value other than the default, as Kafka prints it."""
+    if setting.name in _OTHER:
+        return _OTHER[setting.name]
+    if setting.type == BOOLEAN:
+        return str(not setting.default).lower()
+    assert isinstance(setting.default, int), f"add {setting.name} to _OTHER"
+    return str(setting.default + 1)
+
+
+def _serve_options() -> dict[str, Any]:
+    command = typer.main.get_command(build_app())
+    assert isinstance(command, typer.core.TyperGroup)
+    serve = command.commands["serve"]
+    return {opt: param for param in serve.params for opt in (*param.opts, *param.secondary_opts)}
+
+
+def test_every_setting_is_a_flag_with_the_table_default() -> None:
+    options = _serve_options()
+    for setting in BROKER_SETTINGS:
+        assert setting.flag in options, setting.name
+        param = options[setting.flag]
+        assert param.name == setting.param
+        assert param.default == setting.default, setting.name
+        if setting.type == BOOLEAN:
+            assert f"--no-{setting.flag[2:]}" in options
+        assert setting.name in (getattr(param, "help", "") or ""), setting.name
+    assert {f.name: f.default for f in dataclasses.fields(BrokerConfig)} | {
+        s.field: s.default for s in BROKER_SETTINGS
+    } == {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
+
+
+def _describe_broker(bootstrap: str, node: str) -> dict[str, Any]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    res = ConfigResource(ConfigResource.Type.BROKER, node)
+    return dict(admin.describe_configs([res])[res].result(15))
+
+
+def test_describe_configs_lists_every_setting_with_its_default(broker: str) -> None:
+    entries = _describe_broker(broker, "0")
+    for setting in BROKER_SETTINGS:
+        entry = entries[setting.name]
+        assert entry.value == setting.text(setting.default), setting.name
+        assert entry.source == ConfigSource.DEFAULT_CONFIG.value, setting.name
+        assert entry.is_read_only
+        assert {n: s.value for n, s in entry.synonyms.items()} == {setting.name: entry.value}
+    assert entries["log.dirs"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+
+
+@pytest.mark.parametrize("how", ["flags", "properties"])
+def test_every_setting_set_by_flag_or_properties_is_described(
+    broker_factory: Callable[..., BrokerProcess], tmp_path: Path, how: str
+) -> None:
+    values = {s.name: _other_value(s) for s in BROKER_SETTINGS}
+    if how == "flags":
+        args: list[str] = []
+        for setting in BROKER_SETTINGS:
+            value = values[setting.name]
+            if setting.type == BOOLEAN:
+                args.append(setting.flag if value == "true" else f"--no-{setting.flag[2:]}")
+            else:
+                args += [setting.flag, value]
+    else:
+        props = tmp_path / "server.properties"
+        props.write_text("".join(f"{name}={value}\n" for name, value in values.items()))
+        args = ["--config", str(props)]
+    proc = broker_factory(args)
+    entries = _describe_broker(proc.bootstrap, values["node.id"])
+    for setting in BROKER_SETTINGS:
+        entry = entries[setting.name]
+        assert entry.value == values[setting.name], setting.name
+        assert entry.source == ConfigSource.STATIC_BROKER_CONFIG.value, setting.name
+    assert "is not a seglog serve config" not in proc.log_text()
+
+
+def _run_serve(args: list[str]) -> tuple[int, str]:
+    result = CliRunner().invoke(build_app(), ["serve", *args], env={"COLUMNS": "300"})
+    return result.exit_code, " ".join(result.output.replace("│", " ").split())
+
+
+def test_out_of_range_values_fail_alike_by_flag_and_properties(tmp_path: Path) -> None:
+    bounded = [s for s in BROKER_SETTINGS if s.min is not None]
+    assert bounded
+    for setting in bounded:
+        assert setting.min is not None
+        bad = setting.min - 1
+        reason = f"{setting.name}={bad}: below the minimum {setting.min}"
+        code, output = _run_serve(["--data-dir", str(tmp_path / "d"), setting.flag, str(bad)])
+        assert code == 2, output
+        assert f"Invalid value for '{setting.flag}': {reason}" in output
+        props = tmp_path / "bad.properties"
+        props.write_text(f"# line 1\n{setting.name}={bad}\n")
+        code, output = _run_serve(["--data-dir", str(tmp_path / "d"), "--config", str(props)])
+        assert code == 2, output
+        assert f"line 2: {reason} ({setting.flag})" in output
+    assert not (tmp_path / "d").exists()  # nothing started
+    code, output = _run_serve(["--ssl-client-auth", "optional"])
+    assert code == 2
+    assert "ssl.client.auth=optional: not one of required, requested, none" in output
+
+
+def test_broker_config_validates_its_fields(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"message\.max\.bytes=1: below the minimum 64"):
+        BrokerConfig(data_dir=tmp_path, message_max_bytes=1)
+    with pytest.raises(ValueError, match=r"log\.cleanup\.policy=keep"):
+        BrokerConfig(data_dir=tmp_path, log_cleanup_policy="keep")
+    with pytest.raises(ValueError, match=r"num\.partitions=True: not an integer"):
+        BrokerConfig(data_dir=tmp_path, num_partitions=True)

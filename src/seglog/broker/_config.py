@@ -1,4 +1,4 @@
-"""Broker configuration: Kafka's broker config names, as ``seglog serve`` flags."""
+"""Broker configuration: Kafka's broker config names, defaults from ``_config_defs``."""
 
 from __future__ import annotations
 
@@ -6,62 +6,72 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from seglog.broker._config_defs import setting_default as _d
+from seglog.broker._config_defs import validate_broker_config
+
 __all__ = ["BrokerConfig", "parse_host_port"]
 
 
 @dataclasses.dataclass(frozen=True)
 class BrokerConfig:
-    """Everything ``seglog serve`` needs; Kafka broker config names in comments.
+    """Everything ``seglog serve`` needs. The fields named in
+    :data:`~seglog.broker._config_defs.BROKER_SETTINGS` take their defaults and their
+    validation from that table (Kafka's name in the comment); construction raises
+    ValueError naming the config when one is out of range. The others are set by hand
+    from ``seglog serve``'s complex flags.
 
     Sizes are bytes, times ms. ``port`` 0 binds a free port (the bound port is advertised).
     """
 
-    data_dir: Path
+    data_dir: Path  # log.dirs (one directory)
     host: str = "127.0.0.1"
     port: int = 9092
     advertised_host: str | None = None  # advertised.listeners host (default: host)
     advertised_port: int | None = None  # advertised.listeners port (default: bound port)
-    node_id: int = 0  # node.id: the single broker's id in Metadata / FindCoordinator
-    num_partitions: int = 1  # num.partitions: partitions of an auto-created topic
-    auto_create_topics_enable: bool = True  # auto.create.topics.enable
-    log_segment_bytes: int = 1 << 30  # log.segment.bytes
-    log_flush_interval_messages: int | None = None  # log.flush.interval.messages
-    log_flush_interval_ms: int | None = None  # log.flush.interval.ms
-    message_max_bytes: int = 1048588  # message.max.bytes: largest record batch
-    socket_request_max_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
-    max_inflight_requests: int = 256  # queued.max.requests, per connection: reading pauses
-    max_connections: int = 1000  # max.connections: further connections are closed at accept
-    max_connections_per_ip: int = 1000  # max.connections.per.ip
-    connections_max_idle_ms: int = 10 * 60 * 1000  # connections.max.idle.ms (0: never)
-    partial_request_timeout_ms: int = 30_000  # seglog: a started request must arrive whole
-    sasl_authentication_timeout_ms: int = 10_000  # seglog: SASL listeners authenticate first
-    connections_max_reauth_ms: int = 0  # connections.max.reauth.ms: SASL session lifetime (0: none)
+    node_id: int = _d("node_id")  # node.id
+    num_partitions: int = _d("num_partitions")  # num.partitions
+    auto_create_topics_enable: bool = _d("auto_create_topics_enable")
+    log_segment_bytes: int = _d("log_segment_bytes")
+    log_flush_interval_messages: int | None = _d("log_flush_interval_messages")
+    log_flush_interval_ms: int | None = _d("log_flush_interval_ms")
+    message_max_bytes: int = _d("message_max_bytes")  # largest record batch
+    socket_request_max_bytes: int = _d("socket_request_max_bytes")
+    max_inflight_requests: int = _d("max_inflight_requests")  # queued.max.requests
+    max_connections: int = _d("max_connections")
+    max_connections_per_ip: int = _d("max_connections_per_ip")
+    connections_max_idle_ms: int = _d("connections_max_idle_ms")
+    partial_request_timeout_ms: int = _d("partial_request_timeout_ms")
+    sasl_authentication_timeout_ms: int = _d("sasl_authentication_timeout_ms")
+    connections_max_reauth_ms: int = _d("connections_max_reauth_ms")
     shutdown_timeout_ms: int = 10_000  # longest wait for in-flight requests at shutdown
     # retention and log cleaning (broker defaults; topic configs override them)
-    log_retention_ms: int = 7 * 24 * 3600 * 1000  # log.retention.ms (-1: keep forever)
-    log_retention_bytes: int = -1  # log.retention.bytes, per partition (-1: no limit)
-    log_cleanup_policy: str = "delete"  # log.cleanup.policy: delete, compact, compact,delete
-    log_retention_check_interval_ms: int = 5 * 60 * 1000  # log.retention.check.interval.ms
-    log_cleaner_delete_retention_ms: int = 24 * 3600 * 1000  # log.cleaner.delete.retention.ms
-    log_cleaner_min_compaction_lag_ms: int = 0  # log.cleaner.min.compaction.lag.ms
-    log_archive_command: str | None = None  # seglog: gets segments before retention removes them
+    log_retention_ms: int = _d("log_retention_ms")
+    log_retention_bytes: int = _d("log_retention_bytes")
+    log_cleanup_policy: str = _d("log_cleanup_policy")
+    log_retention_check_interval_ms: int = _d("log_retention_check_interval_ms")
+    log_cleaner_delete_retention_ms: int = _d("log_cleaner_delete_retention_ms")
+    log_cleaner_min_compaction_lag_ms: int = _d("log_cleaner_min_compaction_lag_ms")
+    log_archive_command: str | None = _d("log_archive_command")
     # consumer-group membership (classic protocol)
-    group_initial_rebalance_delay_ms: int = 100  # group.initial.rebalance.delay.ms (Kafka: 3000)
-    group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
-    group_max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    group_initial_rebalance_delay_ms: int = _d("group_initial_rebalance_delay_ms")
+    group_min_session_timeout_ms: int = _d("group_min_session_timeout_ms")
+    group_max_session_timeout_ms: int = _d("group_max_session_timeout_ms")
     # listeners and security (None: one PLAINTEXT listener on host:port)
     listeners: tuple[Any, ...] | None = None  # listeners (+ advertised.listeners): _listeners
     ssl_certfile: Path | None = None  # ssl.keystore.location (PEM certificate chain)
     ssl_keyfile: Path | None = None  # ssl.key.password's key, PEM
     ssl_cafile: Path | None = None  # ssl.truststore.location (PEM CAs of client certificates)
-    ssl_client_auth: str = "none"  # ssl.client.auth: required, requested, none
+    ssl_client_auth: str = _d("ssl_client_auth")
     sasl_enabled_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-    authorizer_class_name: str | None = None  # authorizer.class.name: any value turns ACLs on
+    authorizer_class_name: str | None = _d("authorizer_class_name")
     super_users: tuple[str, ...] = ()  # super.users (User:NAME; the flag separates with ;)
-    allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
+    allow_everyone_if_no_acl_found: bool = _d("allow_everyone_if_no_acl_found")
     # operations
     metrics_host: str | None = None  # seglog: serve Prometheus /metrics here (None: off)
     metrics_port: int = 0  # seglog: its port (0: any free port, logged)
+
+    def __post_init__(self) -> None:
+        validate_broker_config(self)
 
 
 def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:

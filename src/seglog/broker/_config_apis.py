@@ -3,7 +3,8 @@ for TOPIC (resource type 2) and BROKER (4) resources, over the table in
 ``_config_defs``.
 
 Topic configs are per-topic overrides persisted in the topic metadata and applied live;
-broker configs are static (``seglog serve`` flags): describing them works, altering them
+broker configs are static (``seglog serve`` flags and properties, the table
+``BROKER_SETTINGS``): describing them works, altering them
 answers 42 INVALID_REQUEST with a message saying so. Kafka's rules: a config name not in
 the table or a bad value is 40 INVALID_CONFIG, an unknown topic 3, a broker resource
 naming another node 42, an unknown resource type 42; ``validate_only`` checks and changes
@@ -23,12 +24,11 @@ from kafka.protocol.admin import (
 from seglog.broker import _errors
 from seglog.broker._authorizer import CLUSTER_NAME, Op, Res
 from seglog.broker._config_defs import (
-    BROKER_CONFIGS,
     DEFAULT_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
     STATIC_BROKER_CONFIG,
     TOPIC_CONFIGS,
-    broker_value,
+    broker_entries,
     validate_topic_configs,
 )
 from seglog.broker._context import BrokerContext
@@ -113,21 +113,22 @@ def _broker_entries(
 ) -> list[Any]:
     _check_broker(ctx, name)
     out = []
-    for spec in BROKER_CONFIGS:
-        if keys is not None and spec.name not in keys:
+    for entry in broker_entries(ctx.config):
+        if keys is not None and entry.name not in keys:
             continue
-        value, source = broker_value(ctx.config, spec.field)
         out.append(
             _Entry(
-                name=spec.name,
-                value=value,
+                name=entry.name,
+                value=entry.value,
                 read_only=True,
-                is_default=source == DEFAULT_CONFIG,
-                config_source=source,
-                is_sensitive=False,
-                synonyms=[_Synonym(name=spec.name, value=value, source=source)] if synonyms else [],
-                config_type=spec.type,
-                documentation=f"seglog serve --{spec.name.replace('.', '-')}" if docs else None,
+                is_default=entry.source == DEFAULT_CONFIG,
+                config_source=entry.source,
+                is_sensitive=entry.sensitive,
+                synonyms=[_Synonym(name=entry.name, value=entry.value, source=entry.source)]
+                if synonyms
+                else [],
+                config_type=entry.type,
+                documentation=entry.doc if docs else None,
             )
         )
     return out

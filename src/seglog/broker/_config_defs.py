@@ -1,33 +1,45 @@
-"""The declarative table of topic configs and broker configs the broker describes.
+"""The declarative tables of topic configs and broker configs.
 
-One row per config: Kafka's name, its type (Kafka's ``ConfigType`` numbers, as
-DescribeConfigs v3+ reports them), its broker synonym (a topic config without an override
-takes the broker's value: ``retention.ms`` ← ``log.retention.ms``), how to read the
-broker's value from :class:`BrokerConfig`, and a validator. DescribeConfigs,
-AlterConfigs, IncrementalAlterConfigs and CreateTopics all validate against it: a name
-not in the table is 40 INVALID_CONFIG, as in Kafka.
+:data:`BROKER_SETTINGS` is the single source of the static broker configs: the
+``BrokerConfig`` fields' defaults and validation, the ``seglog serve`` flags, the keys
+of ``seglog serve --config server.properties`` and the BROKER resource of DescribeConfigs
+all come from it.
+
+:data:`TOPIC_CONFIGS` has one row per topic config: Kafka's name, its type (Kafka's
+``ConfigType`` numbers, as DescribeConfigs v3+ reports them), its broker synonym (a
+topic config without an override takes the broker's value: ``retention.ms`` ←
+``log.retention.ms``), how to read the broker's value from :class:`BrokerConfig`, and a
+validator. DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and CreateTopics all
+validate against it: a name not in the table is 40 INVALID_CONFIG, as in Kafka.
 
 Sources (Kafka's ``ConfigSource``): 1 DYNAMIC_TOPIC_CONFIG (a topic override),
-4 STATIC_BROKER_CONFIG (a ``seglog serve`` flag other than Kafka's default),
-5 DEFAULT_CONFIG.
+4 STATIC_BROKER_CONFIG (a ``seglog serve`` flag or properties key other than the
+default), 5 DEFAULT_CONFIG.
 """
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from seglog.broker._config import BrokerConfig
+if TYPE_CHECKING:
+    from seglog.broker._config import BrokerConfig
 
 __all__ = [
-    "BROKER_CONFIGS",
+    "BROKER_SETTINGS",
+    "BROKER_SETTINGS_BY_NAME",
     "DEFAULT_CONFIG",
     "DYNAMIC_TOPIC_CONFIG",
     "STATIC_BROKER_CONFIG",
     "TOPIC_CONFIGS",
-    "BrokerConfigDef",
+    "BrokerEntry",
+    "BrokerSetting",
     "TopicConfigDef",
-    "broker_value",
+    "broker_entries",
+    "setting_default",
+    "validate_broker_config",
     "validate_topic_configs",
 ]
 
@@ -182,56 +194,279 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
 
 
 @dataclasses.dataclass(frozen=True)
-class BrokerConfigDef:
-    """One broker config described for the BROKER resource (read-only: seglog's broker
-    configs are static, set by ``seglog serve`` flags)."""
+class BrokerSetting:
+    """One static broker config: the single source of its ``BrokerConfig`` field and
+    default, its ``seglog serve`` flag (:attr:`flag`: the name with dashes), its
+    server.properties key (the name), its validation and its DescribeConfigs entry.
+
+    ``type`` is Kafka's ConfigType: BOOLEAN (a ``--x/--no-x`` flag), INT and LONG (an
+    int within ``[min, max]``; ``max`` is 2^31-1 for INT, 2^63-1 for LONG unless given),
+    STRING and LIST (text, one of ``choices`` when given, checked by ``check`` when
+    given). A None ``default`` makes
+    the setting optional (an empty value is None)."""
+
+    name: str
+    field: str
+    type: int
+    default: bool | int | str | None
+    doc: str
+    min: int | None = None
+    max: int | None = None
+    choices: tuple[str, ...] = ()
+    check: Callable[[str], None] | None = None
+    panel: str | None = None  # the --help panel of its flag (None: the options')
+    sensitive: bool = False  # DescribeConfigs hides its value
+
+    @property
+    def flag(self) -> str:
+        """The ``seglog serve`` option: ``log.segment.bytes`` → ``--log-segment-bytes``."""
+        return "--" + self.name.replace(".", "-")
+
+    @property
+    def param(self) -> str:
+        """The option's parameter name (``log_segment_bytes``)."""
+        return self.name.replace(".", "_")
+
+    @property
+    def python_type(self) -> builtins.type[bool | int | str]:
+        """bool, int or str."""
+        return bool if self.type == BOOLEAN else int if self.type in (INT, LONG) else str
+
+    def parse(self, text: str) -> bool | int | str | None:
+        """A flag's or properties file's text → the field's value, validated. Raises
+        ValueError naming the config (``log.segment.bytes=10: below the minimum 1024``)."""
+        text = text.strip()
+        if self.default is None and text == "":
+            return None
+        value: bool | int | str
+        if self.type == BOOLEAN:
+            if text.lower() not in ("true", "false"):
+                raise ValueError(f"{self.name}={text}: not true or false")
+            value = text.lower() == "true"
+        elif self.type in (INT, LONG):
+            try:
+                value = int(text)
+            except ValueError:
+                raise ValueError(f"{self.name}={text}: not an integer") from None
+        else:
+            value = text
+        self.validate(value)
+        return value
+
+    def validate(self, value: object) -> None:
+        """Check a field's value (of :attr:`python_type`, or None when optional). Raises
+        ValueError naming the config."""
+        if value is None and self.default is None:
+            return
+        kind = self.python_type
+        if type(value) is not kind:  # bool is an int: exact types
+            what = {bool: "true or false", int: "an integer", str: "a string"}[kind]
+            raise ValueError(f"{self.name}={value!r}: not {what}")
+        if isinstance(value, int) and not isinstance(value, bool):
+            low = self.min
+            high = self.max if self.max is not None else _INT_MAX if self.type == INT else _LONG_MAX
+            if low is not None and value < low:
+                raise ValueError(f"{self.name}={value}: below the minimum {low}")
+            if value > high:
+                raise ValueError(f"{self.name}={value}: above the maximum {high}")
+        if isinstance(value, str):
+            if self.choices and value not in self.choices:
+                raise ValueError(f"{self.name}={value}: not one of {', '.join(self.choices)}")
+            if self.check is not None:
+                try:
+                    self.check(value)
+                except ValueError as exc:
+                    raise ValueError(f"{self.name}={value}: {exc}") from None
+
+    def text(self, value: object) -> str | None:
+        """The value as Kafka prints it (``true``, ``1048576``; None stays None)."""
+        if value is None:
+            return None
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _policy_list(value: str) -> None:
+    parts = [p.strip() for p in value.split(",")]
+    if not parts or any(p not in ("delete", "compact") for p in parts):
+        raise ValueError("a list of delete and compact")
+
+
+_SEC = "Security (listeners, TLS, SASL)"
+_DAY_MS = 24 * 3600 * 1000
+
+# The static broker configs, in --help and DescribeConfigs order. Every one is a
+# ``seglog serve`` flag, a server.properties key, a BrokerConfig field (its default here)
+# and a DescribeConfigs entry of the BROKER resource. log.dirs, listeners, TLS files,
+# SASL mechanisms, super.users, console and metrics addresses are parsed by hand in
+# seglog.cli._serve; of them, DescribeConfigs shows log.dirs.
+BROKER_SETTINGS: tuple[BrokerSetting, ...] = (
+    BrokerSetting(
+        "node.id", "node_id", INT, 0,
+        "This broker's id in Metadata, FindCoordinator and DescribeCluster.", min=0,
+    ),
+    BrokerSetting(
+        "num.partitions", "num_partitions", INT, 1,
+        "Partitions of auto-created topics.", min=1,
+    ),
+    BrokerSetting(
+        "auto.create.topics.enable", "auto_create_topics_enable", BOOLEAN, True,
+        "Create a topic on first use (Metadata), as Kafka does by default.",
+    ),
+    BrokerSetting(
+        "log.segment.bytes", "log_segment_bytes", INT, 1 << 30,
+        "Segment size before a roll.", min=1024,
+    ),
+    BrokerSetting(
+        "log.flush.interval.messages", "log_flush_interval_messages", LONG, None,
+        "fsync every N messages in the background and answer produces at once "
+        "(default: answer acks=1/all only after fsync).", min=1,
+    ),
+    BrokerSetting(
+        "log.flush.interval.ms", "log_flush_interval_ms", LONG, None,
+        "fsync at least every T ms in the background (relaxes the default policy).", min=1,
+    ),
+    BrokerSetting(
+        "message.max.bytes", "message_max_bytes", INT, 1048588,
+        "Largest record batch (bytes).", min=64,
+    ),
+    BrokerSetting(
+        "socket.request.max.bytes", "socket_request_max_bytes", INT, 100 * 1024 * 1024,
+        "Largest request frame (bytes).", min=1024,
+    ),
+    BrokerSetting(
+        "max.connections", "max_connections", INT, 1000,
+        "Most client connections at once; more are closed at accept.", min=1,
+    ),
+    BrokerSetting(
+        "max.connections.per.ip", "max_connections_per_ip", INT, 1000,
+        "Most connections from one IP address.", min=1,
+    ),
+    BrokerSetting(
+        "connections.max.idle.ms", "connections_max_idle_ms", LONG, 10 * 60 * 1000,
+        "Close connections idle this long, in ms; 0: never.", min=0,
+    ),
+    BrokerSetting(
+        "queued.max.requests", "max_inflight_requests", INT, 256,
+        "Requests in flight per connection before reading from it pauses.", min=1,
+    ),
+    BrokerSetting(
+        "partial.request.timeout.ms", "partial_request_timeout_ms", LONG, 30_000,
+        "seglog: close a connection whose started request is not whole after this many ms "
+        "(0: never).", min=0,
+    ),
+    BrokerSetting(
+        "log.retention.ms", "log_retention_ms", LONG, 7 * _DAY_MS,
+        "Remove closed segments whose newest record is older, in ms; -1: never "
+        "(topic config retention.ms overrides).", min=-1,
+    ),
+    BrokerSetting(
+        "log.retention.bytes", "log_retention_bytes", LONG, -1,
+        "Remove the oldest closed segments while a partition is larger, in bytes; "
+        "-1: no limit.", min=-1,
+    ),
+    BrokerSetting(
+        "log.cleanup.policy", "log_cleanup_policy", LIST, "delete",
+        "delete, compact or compact,delete (topic config cleanup.policy overrides).",
+        check=_policy_list,
+    ),
+    BrokerSetting(
+        "log.retention.check.interval.ms", "log_retention_check_interval_ms", LONG,
+        5 * 60 * 1000, "How often retention and compaction run, in ms.", min=1,
+    ),
+    BrokerSetting(
+        "log.cleaner.delete.retention.ms", "log_cleaner_delete_retention_ms", LONG, _DAY_MS,
+        "How long tombstones stay in compacted topics, in ms.", min=0,
+    ),
+    BrokerSetting(
+        "log.cleaner.min.compaction.lag.ms", "log_cleaner_min_compaction_lag_ms", LONG, 0,
+        "Segments younger than this are not compacted, in ms.", min=0,
+    ),
+    BrokerSetting(
+        "log.archive.command", "log_archive_command", STRING, None,
+        "seglog: command run as 'COMMAND TOPIC PARTITION FILE...' with a segment's files "
+        "renamed to .bak before retention removes it; it owns them afterwards.",
+    ),
+    BrokerSetting(
+        "group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms", INT, 100,
+        "How long the first rebalance of an empty consumer group waits for more members, "
+        "in ms (Kafka's default: 3000).", min=0,
+    ),
+    BrokerSetting(
+        "group.min.session.timeout.ms", "group_min_session_timeout_ms", INT, 6000,
+        "Smallest consumer session timeout accepted, in ms.", min=1,
+    ),
+    BrokerSetting(
+        "group.max.session.timeout.ms", "group_max_session_timeout_ms", INT, 1_800_000,
+        "Largest consumer session timeout accepted, in ms.", min=1,
+    ),
+    BrokerSetting(
+        "ssl.client.auth", "ssl_client_auth", STRING, "none",
+        "required, requested or none: client certificates on TLS listeners.",
+        choices=("required", "requested", "none"), panel=_SEC,
+    ),
+    BrokerSetting(
+        "sasl.authentication.timeout.ms", "sasl_authentication_timeout_ms", LONG, 10_000,
+        "seglog: close a SASL connection not authenticated after this many ms (0: never).",
+        min=0, panel=_SEC,
+    ),
+    BrokerSetting(
+        "connections.max.reauth.ms", "connections_max_reauth_ms", LONG, 0,
+        "SASL sessions last this many ms: clients re-authenticate (KIP-368) or are "
+        "disconnected at their next request; 0: never.", min=0, panel=_SEC,
+    ),
+    BrokerSetting(
+        "authorizer.class.name", "authorizer_class_name", STRING, None,
+        "Any value (e.g. StandardAuthorizer) turns ACLs on.", panel=_SEC,
+    ),
+    BrokerSetting(
+        "allow.everyone.if.no.acl.found", "allow_everyone_if_no_acl_found", BOOLEAN, False,
+        "Allow access to resources without ACLs.", panel=_SEC,
+    ),
+)  # fmt: skip
+
+BROKER_SETTINGS_BY_NAME: dict[str, BrokerSetting] = {s.name: s for s in BROKER_SETTINGS}
+_BY_FIELD: dict[str, BrokerSetting] = {s.field: s for s in BROKER_SETTINGS}
+
+
+def setting_default(field: str) -> Any:
+    """The table's default of a BrokerConfig field (BrokerConfig's defaults read it)."""
+    return _BY_FIELD[field].default
+
+
+def validate_broker_config(config: object) -> None:
+    """Check every table field of a BrokerConfig. Raises ValueError naming the config."""
+    for setting in BROKER_SETTINGS:
+        setting.validate(getattr(config, setting.field))
+
+
+class BrokerEntry(NamedTuple):
+    """One config of the BROKER resource as DescribeConfigs reports it."""
 
     name: str
     type: int
-    field: str
+    value: str | None
+    source: int  # STATIC_BROKER_CONFIG or DEFAULT_CONFIG
+    doc: str
+    sensitive: bool
 
 
-BROKER_CONFIGS: tuple[BrokerConfigDef, ...] = (
-    BrokerConfigDef("node.id", INT, "node_id"),
-    BrokerConfigDef("num.partitions", INT, "num_partitions"),
-    BrokerConfigDef("auto.create.topics.enable", BOOLEAN, "auto_create_topics_enable"),
-    BrokerConfigDef("log.dirs", STRING, "data_dir"),
-    BrokerConfigDef("log.segment.bytes", INT, "log_segment_bytes"),
-    BrokerConfigDef("log.flush.interval.messages", LONG, "log_flush_interval_messages"),
-    BrokerConfigDef("log.flush.interval.ms", LONG, "log_flush_interval_ms"),
-    BrokerConfigDef("message.max.bytes", INT, "message_max_bytes"),
-    BrokerConfigDef("socket.request.max.bytes", INT, "socket_request_max_bytes"),
-    BrokerConfigDef("queued.max.requests", INT, "max_inflight_requests"),
-    BrokerConfigDef("max.connections", INT, "max_connections"),
-    BrokerConfigDef("max.connections.per.ip", INT, "max_connections_per_ip"),
-    BrokerConfigDef("connections.max.idle.ms", LONG, "connections_max_idle_ms"),
-    BrokerConfigDef("connections.max.reauth.ms", LONG, "connections_max_reauth_ms"),
-    BrokerConfigDef("log.retention.ms", LONG, "log_retention_ms"),
-    BrokerConfigDef("log.retention.bytes", LONG, "log_retention_bytes"),
-    BrokerConfigDef("log.cleanup.policy", LIST, "log_cleanup_policy"),
-    BrokerConfigDef("log.retention.check.interval.ms", LONG, "log_retention_check_interval_ms"),
-    BrokerConfigDef("log.cleaner.delete.retention.ms", LONG, "log_cleaner_delete_retention_ms"),
-    BrokerConfigDef("log.cleaner.min.compaction.lag.ms", LONG, "log_cleaner_min_compaction_lag_ms"),
-    BrokerConfigDef("group.initial.rebalance.delay.ms", INT, "group_initial_rebalance_delay_ms"),
-    BrokerConfigDef("group.min.session.timeout.ms", INT, "group_min_session_timeout_ms"),
-    BrokerConfigDef("group.max.session.timeout.ms", INT, "group_max_session_timeout_ms"),
-)
-
-_BROKER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
-
-
-def broker_value(config: BrokerConfig, field: str) -> tuple[str | None, int]:
-    """(value as Kafka prints it, source): STATIC_BROKER_CONFIG when the running broker's
-    value differs from seglog's default, else DEFAULT_CONFIG."""
-    value = getattr(config, field)
-    text = None if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-    default = _BROKER_DEFAULTS.get(field, dataclasses.MISSING)
-    source = (
-        DEFAULT_CONFIG
-        if default is not dataclasses.MISSING and default == value
-        else STATIC_BROKER_CONFIG
-    )
-    return text, source
+def broker_entries(config: BrokerConfig) -> list[BrokerEntry]:
+    """The BROKER resource's configs: log.dirs, then every :data:`BROKER_SETTINGS` row
+    with the running broker's value; the source is STATIC_BROKER_CONFIG when it differs
+    from the table's default (a flag or properties key set it), else DEFAULT_CONFIG."""
+    out = [
+        BrokerEntry(
+            "log.dirs", STRING, str(config.data_dir), STATIC_BROKER_CONFIG,
+            "The data directory (seglog serve --data-dir; one directory).", False,
+        )
+    ]  # fmt: skip
+    for s in BROKER_SETTINGS:
+        value = getattr(config, s.field)
+        source = DEFAULT_CONFIG if value == s.default else STATIC_BROKER_CONFIG
+        doc = f"{s.doc} (seglog serve {s.flag})"
+        text = None if s.sensitive else s.text(value)
+        out.append(BrokerEntry(s.name, s.type, text, source, doc, s.sensitive))
+    return out
 
 
 def validate_topic_configs(configs: Mapping[str, str | None]) -> None:

@@ -2,11 +2,14 @@
 
 The file is Java's properties format (``key=value``, ``key: value`` or ``key value``;
 ``#`` and ``!`` comments; a trailing backslash continues the line; ``\\t \\n \\\\``
-escapes). Each known key becomes the default of the ``seglog serve`` option of the same
-name (``log.segment.bytes`` → ``--log-segment-bytes``), so flags given on the command line
-win over the file; ``log.dirs`` / ``log.dir`` set ``--data-dir``, ``ssl.keystore.location``
-and ``ssl.truststore.location`` (PEM files) ``--ssl-certfile`` and ``--ssl-cafile``.
-Unknown keys are logged and ignored, as Kafka does; a bad value fails like the flag would.
+escapes). The keys are the names of the broker config table (``BROKER_SETTINGS``:
+``log.segment.bytes`` is ``--log-segment-bytes``), validated by it, plus the hand-written
+options' names (``listeners``, ``sasl.enabled.mechanisms``, ``super.users``, ...).
+``log.dirs`` / ``log.dir`` set ``--data-dir``, ``ssl.keystore.location`` and
+``ssl.truststore.location`` (PEM files) ``--ssl-certfile`` and ``--ssl-cafile``. Each
+value becomes the default of its option, so flags given on the command line win over the
+file. Unknown keys are logged and ignored, as Kafka does; a bad value exits 2 naming the
+file, line, key and flag.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from pathlib import Path
 
 import typer
 
-__all__ = ["load_server_properties", "parse_properties"]
+from seglog.broker._config_defs import BROKER_SETTINGS, BROKER_SETTINGS_BY_NAME
+
+__all__ = ["load_server_properties", "parse_properties", "read_properties"]
 
 log = logging.getLogger("seglog.cli")
 
@@ -43,14 +48,16 @@ def _unescape(text: str) -> str:
     return "".join(out)
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Java properties text → {key: value} (the last of repeated keys wins)."""
+def read_properties(text: str) -> dict[str, tuple[str, int]]:
+    """Java properties text → {key: (value, line number)}: the line (1-based) a key
+    starts on; the last of repeated keys wins."""
     lines = text.splitlines()
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, int]] = {}
     i = 0
     while i < len(lines):
         line = lines[i].lstrip()
         i += 1
+        number = i
         while line.endswith("\\") and not line.endswith("\\\\") and i < len(lines):
             line = line[:-1] + lines[i].lstrip()
             i += 1
@@ -65,30 +72,47 @@ def parse_properties(text: str) -> dict[str, str]:
         rest = line[key_end:].lstrip(" \t")
         if rest[:1] in ("=", ":"):
             rest = rest[1:].lstrip(" \t")
-        out[_unescape(key)] = _unescape(rest)
+        out[_unescape(key)] = (_unescape(rest), number)
     return out
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java properties text → {key: value} (the last of repeated keys wins)."""
+    return {key: value for key, (value, _line) in read_properties(text).items()}
 
 
 def load_server_properties(
     ctx: typer.Context, _param: typer.CallbackParam, value: Path | None
 ) -> Path | None:
     """Eager ``--config`` callback: the file's known keys become the other options'
-    defaults (``ctx.default_map``). Raises typer.BadParameter when it cannot be read."""
+    defaults (``ctx.default_map``). A key of ``BROKER_SETTINGS`` is parsed and validated
+    here by the table, as its flag is; the hand-written options' keys are converted by
+    their options. Raises typer.BadParameter when the file cannot be read or a value is
+    bad (naming the file, line, key and flag)."""
     if value is None:
         return None
     try:
-        props = parse_properties(value.read_text())
+        props = read_properties(value.read_text())
     except OSError as exc:
         raise typer.BadParameter(f"{value}: {exc.strerror}") from None
-    names = {p.name for p in ctx.command.params if p.name}
+    table_params = {s.param for s in BROKER_SETTINGS}
+    names = {p.name for p in ctx.command.params if p.name} - table_params - {"config_file"}
     defaults = dict(ctx.default_map or {})
-    for key, raw in props.items():
-        name = _ALIASES.get(key, key.replace(".", "_").replace("-", "_"))
-        if name not in names or name == "config_file":
-            log.warning("%s: %s is not a seglog serve config: ignored", value, key)
+    for key, (raw, line) in props.items():
+        where = f"{value} line {line}"
+        setting = BROKER_SETTINGS_BY_NAME.get(key)
+        if setting is not None:
+            try:
+                defaults[setting.param] = setting.parse(raw)
+            except ValueError as exc:
+                raise typer.BadParameter(f"{where}: {exc} ({setting.flag})") from None
+            continue
+        name = _ALIASES.get(key, key.replace(".", "_"))
+        if name not in names:
+            log.warning("%s: %s is not a seglog serve config: ignored", where, key)
             continue
         if name == "data_dir" and "," in raw:
-            raise typer.BadParameter(f"{key}={raw}: seglog uses one data directory")
+            raise typer.BadParameter(f"{where}: {key}={raw}: seglog uses one data directory")
         defaults[name] = raw
     ctx.default_map = defaults
     return value

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -16,17 +18,77 @@ from seglog.broker import (
     parse_listeners,
     run_broker,
 )
+from seglog.broker._config_defs import BOOLEAN, BROKER_SETTINGS, BrokerSetting
 from seglog.cli._json_log import JsonFormatter
 from seglog.cli._properties import load_server_properties
 from seglog.errors import DataDirLockedError
 
-__all__ = ["register"]
+__all__ = ["register", "serve"]
 
 
 _SEC = "Security (listeners, TLS, SASL)"
 
 
-def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
+def _parser(setting: BrokerSetting) -> Callable[[Any], Any]:
+    """A table setting's flag parser: its text parsed and validated by the table, so a
+    flag and a properties key fail alike (``log.segment.bytes=10: below the minimum
+    1024``). A default or a properties file's value arrives parsed: it is validated."""
+
+    def parse(value: Any) -> Any:
+        try:
+            if isinstance(value, str):
+                return setting.parse(value)
+            setting.validate(value)
+        except ValueError as exc:  # as BadParameter: no "Value error, " prefix
+            raise typer.BadParameter(str(exc)) from None
+        return value
+
+    return parse
+
+
+def _help(setting: BrokerSetting) -> str:
+    limits = []
+    if setting.min is not None:
+        limits.append(f">= {setting.min}")
+    if setting.max is not None:
+        limits.append(f"<= {setting.max}")
+    if setting.choices:
+        limits.append(" | ".join(setting.choices))
+    bounds = f" [{', '.join(limits)}]" if limits else ""
+    return f"{setting.doc} ({setting.name}){bounds}"
+
+
+_ANNOTATED: Any = Annotated  # built at run time from the table
+
+
+def _setting_param(setting: BrokerSetting) -> inspect.Parameter:
+    """The ``seglog serve`` option of one table row: ``--log-segment-bytes``, or
+    ``--auto-create-topics-enable/--no-auto-create-topics-enable`` for a boolean."""
+    if setting.type == BOOLEAN:
+        stem = setting.flag.removeprefix("--")
+        info = typer.Option(
+            f"--{stem}/--no-{stem}", help=_help(setting), rich_help_panel=setting.panel
+        )
+        annotation = _ANNOTATED[bool, info]
+    else:
+        info = typer.Option(
+            setting.flag,
+            parser=_parser(setting),
+            metavar="<int>" if setting.python_type is int else "<str>",
+            help=_help(setting),
+            rich_help_panel=setting.panel,
+        )
+        kind: Any = setting.python_type
+        annotation = _ANNOTATED[kind | None if setting.default is None else kind, info]
+    return inspect.Parameter(
+        setting.param,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=setting.default,
+        annotation=annotation,
+    )
+
+
+def _serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
     config_file: Annotated[
         Path | None,
         typer.Option(
@@ -37,7 +99,7 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         ),
     ] = None,
     data_dir: Annotated[
-        Path, typer.Option("--data-dir", help="Data directory (created when missing).")
+        Path, typer.Option("--data-dir", help="Data directory (created when missing; log.dirs).")
     ] = Path("data"),
     listen: Annotated[
         str, typer.Option("--listen", help="HOST:PORT to bind (port 0: any free port).")
@@ -49,162 +111,6 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
             help="HOST:PORT given to clients in Metadata (default: the bound address).",
         ),
     ] = None,
-    num_partitions: Annotated[
-        int, typer.Option("--num-partitions", min=1, help="Partitions of auto-created topics.")
-    ] = 1,
-    auto_create_topics_enable: Annotated[
-        bool,
-        typer.Option(
-            "--auto-create-topics-enable/--no-auto-create-topics-enable",
-            help="Create a topic on first use (Metadata), as Kafka does by default.",
-        ),
-    ] = True,
-    log_segment_bytes: Annotated[
-        int, typer.Option("--log-segment-bytes", min=1024, help="Segment size before a roll.")
-    ] = 1 << 30,
-    log_flush_interval_messages: Annotated[
-        int | None,
-        typer.Option(
-            "--log-flush-interval-messages",
-            min=1,
-            help="fsync every N messages in the background and answer produces at once "
-            "(default: answer acks=1/all only after fsync).",
-        ),
-    ] = None,
-    log_flush_interval_ms: Annotated[
-        int | None,
-        typer.Option(
-            "--log-flush-interval-ms",
-            min=1,
-            help="fsync at least every T ms in the background (relaxes the default policy).",
-        ),
-    ] = None,
-    message_max_bytes: Annotated[
-        int, typer.Option("--message-max-bytes", min=64, help="Largest record batch (bytes).")
-    ] = 1048588,
-    socket_request_max_bytes: Annotated[
-        int,
-        typer.Option("--socket-request-max-bytes", min=1024, help="Largest request frame (bytes)."),
-    ] = 100 * 1024 * 1024,
-    max_connections: Annotated[
-        int,
-        typer.Option(
-            "--max-connections",
-            min=1,
-            help="Most client connections at once; more are closed at accept (max.connections).",
-        ),
-    ] = 1000,
-    max_connections_per_ip: Annotated[
-        int,
-        typer.Option(
-            "--max-connections-per-ip",
-            min=1,
-            help="Most connections from one IP address (max.connections.per.ip).",
-        ),
-    ] = 1000,
-    connections_max_idle_ms: Annotated[
-        int,
-        typer.Option(
-            "--connections-max-idle-ms",
-            min=0,
-            help="Close connections idle this long, in ms; 0: never (connections.max.idle.ms).",
-        ),
-    ] = 10 * 60 * 1000,
-    queued_max_requests: Annotated[
-        int,
-        typer.Option(
-            "--queued-max-requests",
-            min=1,
-            help="Requests in flight per connection before reading from it pauses "
-            "(queued.max.requests).",
-        ),
-    ] = 256,
-    log_retention_ms: Annotated[
-        int,
-        typer.Option(
-            "--log-retention-ms",
-            min=-1,
-            help="Remove closed segments whose newest record is older, in ms; -1: never "
-            "(log.retention.ms; topic config retention.ms overrides).",
-        ),
-    ] = 7 * 24 * 3600 * 1000,
-    log_retention_bytes: Annotated[
-        int,
-        typer.Option(
-            "--log-retention-bytes",
-            min=-1,
-            help="Remove the oldest closed segments while a partition is larger, in bytes; "
-            "-1: no limit (log.retention.bytes).",
-        ),
-    ] = -1,
-    log_cleanup_policy: Annotated[
-        str,
-        typer.Option(
-            "--log-cleanup-policy",
-            help="delete, compact or compact,delete (log.cleanup.policy; topic config "
-            "cleanup.policy overrides).",
-        ),
-    ] = "delete",
-    log_retention_check_interval_ms: Annotated[
-        int,
-        typer.Option(
-            "--log-retention-check-interval-ms",
-            min=1,
-            help="How often retention and compaction run, in ms (log.retention.check.interval.ms).",
-        ),
-    ] = 5 * 60 * 1000,
-    log_cleaner_delete_retention_ms: Annotated[
-        int,
-        typer.Option(
-            "--log-cleaner-delete-retention-ms",
-            min=0,
-            help="How long tombstones stay in compacted topics, in ms "
-            "(log.cleaner.delete.retention.ms).",
-        ),
-    ] = 24 * 3600 * 1000,
-    log_cleaner_min_compaction_lag_ms: Annotated[
-        int,
-        typer.Option(
-            "--log-cleaner-min-compaction-lag-ms",
-            min=0,
-            help="Segments younger than this are not compacted, in ms "
-            "(log.cleaner.min.compaction.lag.ms).",
-        ),
-    ] = 0,
-    log_archive_command: Annotated[
-        str | None,
-        typer.Option(
-            "--log-archive-command",
-            help="Command run as 'COMMAND TOPIC PARTITION FILE...' with a segment's files "
-            "renamed to .bak before retention removes it; it owns them afterwards.",
-        ),
-    ] = None,
-    group_initial_rebalance_delay_ms: Annotated[
-        int,
-        typer.Option(
-            "--group-initial-rebalance-delay-ms",
-            min=0,
-            help="How long the first rebalance of an empty consumer group waits for more "
-            "members, in ms (group.initial.rebalance.delay.ms).",
-        ),
-    ] = 100,
-    group_min_session_timeout_ms: Annotated[
-        int,
-        typer.Option(
-            "--group-min-session-timeout-ms",
-            min=1,
-            help="Smallest consumer session timeout accepted, in ms "
-            "(group.min.session.timeout.ms).",
-        ),
-    ] = 6000,
-    group_max_session_timeout_ms: Annotated[
-        int,
-        typer.Option(
-            "--group-max-session-timeout-ms",
-            min=1,
-            help="Largest consumer session timeout accepted, in ms (group.max.session.timeout.ms).",
-        ),
-    ] = 1_800_000,
     listeners: Annotated[
         str | None,
         typer.Option(
@@ -254,14 +160,6 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
             rich_help_panel=_SEC,
         ),
     ] = None,
-    ssl_client_auth: Annotated[
-        str,
-        typer.Option(
-            "--ssl-client-auth",
-            help="ssl.client.auth: required, requested or none.",
-            rich_help_panel=_SEC,
-        ),
-    ] = "none",
     sasl_enabled_mechanisms: Annotated[
         str,
         typer.Option(
@@ -270,42 +168,6 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
             rich_help_panel=_SEC,
         ),
     ] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-    partial_request_timeout_ms: Annotated[
-        int,
-        typer.Option(
-            "--partial-request-timeout-ms",
-            min=0,
-            help="Close a connection whose started request is not whole after this many ms"
-            " (0: never).",
-        ),
-    ] = 30_000,
-    sasl_authentication_timeout_ms: Annotated[
-        int,
-        typer.Option(
-            "--sasl-authentication-timeout-ms",
-            min=0,
-            help="Close a SASL connection not authenticated after this many ms (0: never).",
-            rich_help_panel=_SEC,
-        ),
-    ] = 10_000,
-    connections_max_reauth_ms: Annotated[
-        int,
-        typer.Option(
-            "--connections-max-reauth-ms",
-            min=0,
-            help="SASL sessions last this many ms: clients re-authenticate (KIP-368) or"
-            " are disconnected at their next request; 0: never (connections.max.reauth.ms).",
-            rich_help_panel=_SEC,
-        ),
-    ] = 0,
-    authorizer_class_name: Annotated[
-        str | None,
-        typer.Option(
-            "--authorizer-class-name",
-            help="authorizer.class.name: any value (e.g. StandardAuthorizer) turns ACLs on.",
-            rich_help_panel=_SEC,
-        ),
-    ] = None,
     super_users: Annotated[
         str | None,
         typer.Option(
@@ -314,14 +176,6 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
             rich_help_panel=_SEC,
         ),
     ] = None,
-    allow_everyone_if_no_acl_found: Annotated[
-        bool,
-        typer.Option(
-            "--allow-everyone-if-no-acl-found/--no-allow-everyone-if-no-acl-found",
-            help="allow.everyone.if.no.acl.found: allow access to resources without ACLs.",
-            rich_help_panel=_SEC,
-        ),
-    ] = False,
     console_listen: Annotated[
         str | None,
         typer.Option(
@@ -343,8 +197,13 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
             "--log-format", help="text, or json: one JSON object per line (ts, level, logger, msg)."
         ),
     ] = "text",
+    *,
+    settings: Mapping[str, Any],
 ) -> None:
-    """Run a single-node Kafka-compatible broker until SIGINT/SIGTERM (then exit 0)."""
+    """Run a single-node Kafka-compatible broker until SIGINT/SIGTERM (then exit 0).
+
+    Every ``BROKER_SETTINGS`` row is an option too (``serve`` below adds them), its value
+    in ``settings`` by BrokerConfig field."""
     del config_file  # applied by its callback: the file's keys are the other options' defaults
     if log_format not in ("text", "json"):
         raise typer.BadParameter(f"--log-format {log_format!r}: text or json")
@@ -355,9 +214,6 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
     logging.basicConfig(level=log_level.upper(), handlers=[handler])
-    parts = {p.strip() for p in log_cleanup_policy.split(",")}
-    if not parts or not parts <= {"delete", "compact"}:
-        raise typer.BadParameter(f"--log-cleanup-policy {log_cleanup_policy!r}")
     try:
         host, port = parse_host_port(listen)
         adv_host, adv_port = (
@@ -377,50 +233,24 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         metrics_host, metrics_port = (
             parse_host_port(metrics_listen, 0) if metrics_listen else (None, 0)
         )
+        config = BrokerConfig(
+            **settings,
+            listeners=parsed_listeners,
+            ssl_certfile=ssl_certfile,
+            ssl_keyfile=ssl_keyfile,
+            ssl_cafile=ssl_cafile,
+            sasl_enabled_mechanisms=mechanisms,
+            super_users=tuple(u.strip() for u in (super_users or "").split(";") if u.strip()),
+            metrics_host=metrics_host,
+            metrics_port=metrics_port,
+            data_dir=data_dir,
+            host=host,
+            port=port,
+            advertised_host=adv_host,
+            advertised_port=adv_port,
+        )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    config = BrokerConfig(
-        listeners=parsed_listeners,
-        ssl_certfile=ssl_certfile,
-        ssl_keyfile=ssl_keyfile,
-        ssl_cafile=ssl_cafile,
-        ssl_client_auth=ssl_client_auth,
-        sasl_enabled_mechanisms=mechanisms,
-        authorizer_class_name=authorizer_class_name or None,
-        partial_request_timeout_ms=partial_request_timeout_ms,
-        sasl_authentication_timeout_ms=sasl_authentication_timeout_ms,
-        connections_max_reauth_ms=connections_max_reauth_ms,
-        super_users=tuple(u.strip() for u in (super_users or "").split(";") if u.strip()),
-        allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found,
-        metrics_host=metrics_host,
-        metrics_port=metrics_port,
-        data_dir=data_dir,
-        host=host,
-        port=port,
-        advertised_host=adv_host,
-        advertised_port=adv_port,
-        num_partitions=num_partitions,
-        auto_create_topics_enable=auto_create_topics_enable,
-        log_segment_bytes=log_segment_bytes,
-        log_flush_interval_messages=log_flush_interval_messages,
-        log_flush_interval_ms=log_flush_interval_ms,
-        message_max_bytes=message_max_bytes,
-        socket_request_max_bytes=socket_request_max_bytes,
-        max_inflight_requests=queued_max_requests,
-        max_connections=max_connections,
-        max_connections_per_ip=max_connections_per_ip,
-        connections_max_idle_ms=connections_max_idle_ms,
-        log_retention_ms=log_retention_ms,
-        log_retention_bytes=log_retention_bytes,
-        log_cleanup_policy=log_cleanup_policy,
-        log_retention_check_interval_ms=log_retention_check_interval_ms,
-        log_cleaner_delete_retention_ms=log_cleaner_delete_retention_ms,
-        log_cleaner_min_compaction_lag_ms=log_cleaner_min_compaction_lag_ms,
-        log_archive_command=log_archive_command,
-        group_initial_rebalance_delay_ms=group_initial_rebalance_delay_ms,
-        group_min_session_timeout_ms=group_min_session_timeout_ms,
-        group_max_session_timeout_ms=group_max_session_timeout_ms,
-    )
     if console_listen is not None:
         _start_console(config, console_listen)
     try:
@@ -434,6 +264,29 @@ def serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
     except ValueError as exc:  # e.g. a TLS listener without a certificate
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+
+
+def _build_serve() -> Callable[..., None]:
+    """``serve``: ``_serve``'s hand-written options plus one generated option per
+    ``BROKER_SETTINGS`` row (typer reads the signature built here)."""
+    hand = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for p in inspect.signature(_serve, eval_str=True).parameters.values()
+        if p.name != "settings"
+    ]
+    first = [p.name for p in hand].index("listeners")  # table options after the addresses
+    params = [*hand[:first], *map(_setting_param, BROKER_SETTINGS), *hand[first:]]
+
+    def serve(**options: Any) -> None:
+        settings = {s.field: options.pop(s.param) for s in BROKER_SETTINGS}
+        _serve(**options, settings=settings)
+
+    serve.__doc__ = _serve.__doc__.split("\n\n")[0] if _serve.__doc__ else None
+    serve.__dict__["__signature__"] = inspect.Signature(params, return_annotation=None)
+    return serve
+
+
+serve = _build_serve()
 
 
 def _start_console(config: BrokerConfig, listen: str) -> None:
