@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from seglog.spark._security import client_options
+
 __all__ = [
     "EARLIEST",
     "LATEST",
@@ -102,8 +104,11 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str
 
 
 def _kafka_options(options: Mapping[str, str]) -> dict[str, str]:
-    """``kafka.*`` options with the prefix removed (librdkafka configuration names)."""
-    return {k[len("kafka.") :]: v for k, v in options.items() if k.lower().startswith("kafka.")}
+    """``kafka.*`` options with the prefix removed, in librdkafka's configuration names
+    (Java and kafka-python security names translated by ``_security.client_options``)."""
+    return client_options(
+        {k[len("kafka.") :]: v for k, v in options.items() if k.lower().startswith("kafka.")}
+    )
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
