@@ -30,8 +30,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["ALIASES", "client_options", "parse_jaas_config"]
+from confluent_kafka import KafkaError, KafkaException
+from kafka.errors import SaslAuthenticationFailedError
+
+__all__ = ["ALIASES", "ClientErrors", "client_options", "parse_jaas_config"]
 
 ALIASES = {
     "ssl.cafile": "ssl.ca.location",
@@ -163,3 +167,34 @@ def _java_stores(result: dict[str, str]) -> None:
             "clients cannot read: give kafka.ssl.certificate.location and kafka.ssl.key.location "
             "(PEM) or a PKCS12 keystore"
         )
+
+
+class ClientErrors:
+    """A confluent-kafka ``error_cb`` that remembers authentication and TLS failures.
+
+    librdkafka retries a refused login forever (reconnecting every few ms) and only tells
+    ``error_cb``, served by ``poll``/``consume``/``flush``: a call with a timeout just
+    times out with ``_TRANSPORT``. Clients made with ``settings(...)`` call ``check()``
+    between short waits and so fail within about a second with the broker's reason."""
+
+    def __init__(self) -> None:
+        self.failure: Any = None
+
+    def __call__(self, error: Any) -> None:
+        if self.failure is None and (
+            error.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL) or error.fatal()
+        ):
+            self.failure = error
+
+    def settings(self, kafka: Mapping[str, str], **defaults: Any) -> dict[str, Any]:
+        """``defaults``, then ``kafka``, with this object as the error callback."""
+        return {**defaults, **kafka, "error_cb": self}
+
+    def check(self, what: str) -> None:
+        """SaslAuthenticationFailedError (an authentication failure) or KafkaException
+        (TLS, fatal errors) naming ``what`` if the client reported one."""
+        if self.failure is None:
+            return
+        if self.failure.code() == KafkaError._AUTHENTICATION:
+            raise SaslAuthenticationFailedError(f"{what}: {self.failure.str()}")
+        raise KafkaException(self.failure)
