@@ -4,6 +4,7 @@ Spark's Kafka-source option names (``kafka.sasl.jaas.config``, ``kafka.ssl.*``).
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,14 +12,15 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from confluent_kafka import Consumer, Producer
+import trustme
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from seglog.spark._fetch import RAW_OPTIONS, raw_fetch_applies, read_raw_range
 from seglog.spark._options import ReadOptions
 from seglog.spark._security import client_options, parse_jaas_config
-from seglog.spark._wire import WireRangePartition, read_wire_range
+from seglog.spark._wire import WireRangePartition, read_wire_range, wire_bounds
 
 from ._secured import SecuredBroker, start_secured
 
@@ -269,3 +271,18 @@ def test_security_option_names() -> None:
         {"bootstrap.servers": "h:1", "security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI"}
     )
     assert raw_fetch_applies({"bootstrap.servers": "h:1", "security.protocol": "SSL"})
+
+
+def test_an_untrusted_broker_certificate_fails_fast(secured: SecuredBroker, tmp_path: Path) -> None:
+    other_ca = tmp_path / "other-ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(other_ca))
+    options = ReadOptions.parse(
+        {**_spark_options(secured), "kafka.ssl.ca.location": str(other_ca), "subscribe": "t"},
+        streaming=False,
+    )
+    started = time.monotonic()
+    with pytest.raises(KafkaException, match="certificate verify failed"):
+        wire_bounds(options)  # planning, through confluent-kafka
+    with pytest.raises(ssl.SSLCertVerificationError):
+        list(read_raw_range(options.kafka, "t", 0, 0, 1, include_headers=False))
+    assert time.monotonic() - started < 30
