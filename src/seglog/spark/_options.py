@@ -154,7 +154,7 @@ class ReadOptions:
     include_headers: bool = False
     fail_on_data_loss: bool = True
     min_partitions: int | None = None
-    kafka: dict[str, str] = field(default_factory=dict)
+    kafka: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a password
     starting_timestamp: int | None = None
     starting_by_timestamp: dict[TopicPartition, int] | None = None
     starting_timestamp_strategy: str = "error"
@@ -351,7 +351,7 @@ class WriteOptions:
     partitions: int = 1
     compression: str = "none"
     sink_id: str | None = None
-    kafka: dict[str, str] = field(default_factory=dict)
+    kafka: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a password
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:

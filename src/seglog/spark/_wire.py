@@ -45,7 +45,7 @@ class WireRangePartition(InputPartition):
     start: int
     end: int
     include_headers: bool
-    kafka: dict[str, str] = field(default_factory=dict)
+    kafka: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a password
 
 
 def _consumer(kafka: dict[str, str], errors: ClientErrors) -> Any:
