@@ -1,7 +1,8 @@
 """Wire mode as users run it: real ``readStream`` queries through ``seglog serve``.
 
 ``kafka.bootstrap.servers`` instead of a path: planning asks the broker for offsets and the
-executors fetch with confluent-kafka. availableNow with a rate limit, restart from the
+executors fetch (raw Fetch, or confluent-kafka for other librdkafka options). TLS and SASL:
+test_wire_security.py. availableNow with a rate limit, restart from the
 checkpoint exactly once, a processingTime query that picks up records produced while it
 runs (and a partition added while it runs), and minPartitions splitting a partition.
 """
@@ -231,8 +232,11 @@ def test_whole_batches_stop_at_a_partial_batch() -> None:
     assert _whole_batches(data[:10]) == ([], -1)
     assert raw_fetch_applies({"bootstrap.servers": "h:1"})
     assert raw_fetch_applies({"bootstrap.servers": "h:1", "security.protocol": "plaintext"})
-    assert not raw_fetch_applies({"bootstrap.servers": "h:1", "security.protocol": "SSL"})
-    assert not raw_fetch_applies({"bootstrap.servers": "h:1", "sasl.mechanism": "PLAIN"})
+    assert raw_fetch_applies({"bootstrap.servers": "h:1", "security.protocol": "SSL"})
+    assert not raw_fetch_applies({"bootstrap.servers": "h:1", "fetch.wait.max.ms": "100"})
+    sasl = {"bootstrap.servers": "h:1", "security.protocol": "SASL_SSL"}
+    assert raw_fetch_applies({**sasl, "sasl.mechanism": "SCRAM-SHA-512"})
+    assert not raw_fetch_applies({**sasl, "sasl.mechanism": "OAUTHBEARER"})
 
 
 def test_raw_fetch_of_an_unknown_partition_is_a_kafka_error(broker: BrokerProcess) -> None:

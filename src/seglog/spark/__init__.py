@@ -24,10 +24,11 @@ after it; that precedence over ``startingOffsets``, as Spark's) with
 with ``maxTriggerDelay`` (default ``15m``); ``includeHeaders``; ``failOnDataLoss`` (default
 true: offsets below the log start offset raise; false skips to the log start);
 ``minPartitions``. Or ``kafka.bootstrap.servers`` instead of ``path``: the same reads
-through any Kafka-protocol broker (PLAINTEXT: Fetch into the numpy decoder; other
-``kafka.*`` options: a confluent-kafka consumer). Streaming offsets are checkpointed as
-``{"topic": {"partition": next offset}}``. ``read_topic(spark, path, topic, ...)``: a batch
-read that scans the topic's Parquet mirrors natively (``seglog.columnar``).
+through any Kafka-protocol broker (Fetch into the numpy decoder over PLAINTEXT, TLS and SASL
+PLAIN/SCRAM; other ``kafka.*`` options: a confluent-kafka consumer; security options
+below). Streaming offsets are checkpointed as ``{"topic": {"partition": next offset}}``.
+``read_topic(spark, path, topic, ...)``: a batch read that scans the topic's Parquet
+mirrors natively (``seglog.columnar``).
 
 Write options: ``topic`` (or a ``topic`` column); ``path`` (data directory) or
 ``kafka.bootstrap.servers``; ``partitions`` (count for a topic created by the sink, default
@@ -37,6 +38,21 @@ appends them in the driver-side commit, exactly once per micro-batch (``seglog.s
 explains the protocol); it needs the data directory's writer lock, so it cannot write into
 the directory of a running broker — write through the broker with ``kafka.bootstrap.servers``
 (at-least-once, like Spark's Kafka sink).
+
+Security options (wire reads and the sink; ``seglog.spark._security``): Spark's
+``kafka.security.protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) and
+``kafka.sasl.mechanism`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; also ``kafka.sasl.mechanisms``);
+credentials as ``kafka.sasl.jaas.config`` (``org.apache.kafka.common.security.scram.
+ScramLoginModule required username="u" password="p";`` or the ``PlainLoginModule``) or
+``kafka.sasl.username`` / ``kafka.sasl.password`` (``kafka.sasl.plain.username`` /
+``kafka.sasl.plain.password``); CA certificates as PEM with ``kafka.ssl.ca.location``,
+``kafka.ssl.cafile`` or ``kafka.ssl.truststore.location`` + ``kafka.ssl.truststore.type=PEM``
+(a JKS truststore is Java-only and refused); a client certificate with
+``kafka.ssl.certificate.location`` / ``kafka.ssl.key.location`` / ``kafka.ssl.key.password``
+(``kafka.ssl.certfile`` / ``kafka.ssl.keyfile`` / ``kafka.ssl.password``, or a PEM
+``kafka.ssl.keystore.location``); ``kafka.ssl.endpoint.identification.algorithm`` ``https``
+(default) or ``none``. Other ``kafka.*`` options pass through to librdkafka. A refused
+login fails within about a second with the broker's reason.
 """
 
 from __future__ import annotations

@@ -7,30 +7,68 @@ Fetch requests itself — Kafka's protocol, encoded and decoded by kafka-python'
 and seglog serve answer) — and passes the returned record batches v2 unchanged to
 ``seglog.columnar.decode_batches``, the decoder path mode uses.
 
-It speaks PLAINTEXT only: with any security option (``kafka.security.protocol``, SASL, TLS)
-or librdkafka setting it does not know, the wire reader falls back to confluent-kafka
-(``seglog.spark._wire``), which implements them.
+Security: TLS with the standard library's ``ssl`` (``ssl.ca.location``, a client
+certificate with ``ssl.certificate.location`` / ``ssl.key.location``, hostname checked
+unless ``ssl.endpoint.identification.algorithm=none``) and SASL PLAIN / SCRAM-SHA-256 /
+SCRAM-SHA-512 through SaslHandshake v1 + SaslAuthenticate v2 with kafka-python's own SASL
+mechanisms (``kafka.net.sasl``), as kafka-python's client authenticates. Kept over a
+fallback to confluent-kafka because TLS and SASL cost once per connection and per byte,
+not per record. Measured on this machine (2 shared cores, seglog serve on the same host,
+400 000 records of ~100 bytes in one partition, best of two): raw PLAINTEXT 0.16 s, raw
+SSL 0.21 s, raw SASL_SSL SCRAM-SHA-512 0.23 s; the confluent-kafka consumer 2.6 s over
+PLAINTEXT and 3.1 s over SASL_SSL, so ~13x slower than the raw reader with the same
+security. ``RAW_OPTIONS`` lists what the raw reader honours; any other option (GSSAPI or
+OAUTHBEARER, a PKCS#12 keystore, any librdkafka setting) falls back to confluent-kafka
+in ``_wire``.
+A failed authentication raises ``SaslAuthenticationFailedError`` at once (no retries).
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from kafka.errors import for_code
+from kafka.errors import (
+    KafkaConfigurationError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+    for_code,
+)
+from kafka.net.sasl import get_sasl_mechanism
 from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from seglog.columnar import decode_batches
 
-__all__ = ["RAW_OPTIONS", "RawFetcher", "raw_fetch_applies", "read_raw_range"]
+__all__ = ["RAW_OPTIONS", "RawFetcher", "Security", "raw_fetch_applies", "read_raw_range"]
 
-RAW_OPTIONS = frozenset({"bootstrap.servers", "client.id", "security.protocol"})
-"""``kafka.*`` options the raw reader honours (security.protocol only as PLAINTEXT)."""
+RAW_OPTIONS = frozenset(
+    {
+        "bootstrap.servers",
+        "client.id",
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.username",
+        "sasl.password",
+        "ssl.ca.location",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.key.password",
+        "ssl.endpoint.identification.algorithm",
+        "enable.ssl.certificate.verification",
+    }
+)
+"""``kafka.*`` options (librdkafka's names, see ``_security``) the raw reader honours."""
+
+PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
 
 FETCH_BYTES = 8 << 20
 """Bytes asked per Fetch (partition_max_bytes and max_bytes)."""
@@ -40,17 +78,110 @@ _LAST_DELTA = struct.Struct(">i")  # lastOffsetDelta, at byte 23 of a batch
 
 
 def raw_fetch_applies(kafka: Mapping[str, str]) -> bool:
-    """Whether the raw reader can serve these ``kafka.*`` options (PLAINTEXT, no extras)."""
-    if not set(kafka) <= RAW_OPTIONS:
+    """Whether the raw reader can serve these ``kafka.*`` options: only names of
+    ``RAW_OPTIONS``, a known security protocol and (with SASL) PLAIN or SCRAM."""
+    protocol = kafka.get("security.protocol", "PLAINTEXT").upper()
+    if not set(kafka) <= RAW_OPTIONS or protocol not in PROTOCOLS:
         return False
-    return kafka.get("security.protocol", "PLAINTEXT").upper() == "PLAINTEXT"
+    return not protocol.startswith("SASL") or kafka.get("sasl.mechanism", "").upper() in MECHANISMS
+
+
+class Security:
+    """TLS and SASL settings of a connection, from librdkafka-named ``kafka.*`` options."""
+
+    def __init__(self, kafka: Mapping[str, str]) -> None:
+        self.protocol = kafka.get("security.protocol", "PLAINTEXT").upper()
+        self.mechanism = kafka.get("sasl.mechanism", "GSSAPI").upper()
+        self.username = kafka.get("sasl.username")
+        self.password = kafka.get("sasl.password")
+        self.context: ssl.SSLContext | None = None
+        if self.protocol in ("SSL", "SASL_SSL"):
+            self.context = _ssl_context(kafka)
+        if self.sasl:
+            if self.mechanism not in MECHANISMS:
+                raise UnsupportedSaslMechanismError(f"SASL mechanism {self.mechanism}")
+            if self.username is None or self.password is None:
+                raise KafkaConfigurationError(
+                    f"SASL {self.mechanism} needs kafka.sasl.username and kafka.sasl.password "
+                    "(or kafka.sasl.jaas.config)"
+                )
+
+    @property
+    def sasl(self) -> bool:
+        """Whether connections authenticate with SASL."""
+        return self.protocol.startswith("SASL")
+
+
+def _ssl_context(kafka: Mapping[str, str]) -> ssl.SSLContext:
+    """librdkafka's defaults: TLS >= 1.2, the system CAs unless ``ssl.ca.location``, the
+    broker's hostname checked unless ``ssl.endpoint.identification.algorithm=none``."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    verify = kafka.get("enable.ssl.certificate.verification", "true").lower() != "false"
+    algorithm = kafka.get("ssl.endpoint.identification.algorithm", "https").lower()
+    ctx.check_hostname = verify and algorithm == "https"
+    if not verify:
+        ctx.verify_mode = ssl.CERT_NONE
+    ca = kafka.get("ssl.ca.location")
+    if ca and ca != "probe":
+        if Path(ca).is_dir():
+            ctx.load_verify_locations(capath=ca)
+        else:
+            ctx.load_verify_locations(cafile=ca)
+    else:
+        ctx.load_default_certs()
+    cert = kafka.get("ssl.certificate.location")
+    if cert:
+        ctx.load_cert_chain(
+            cert, kafka.get("ssl.key.location") or None, kafka.get("ssl.key.password")
+        )
+    return ctx
 
 
 class _Connection:
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
-        self.sock = socket.create_connection((host, port), timeout_s)
+    def __init__(
+        self, host: str, port: int, client_id: str, timeout_s: float, security: Security
+    ) -> None:
         self.client_id = client_id
         self.correlation_id = 0
+        self.sock: socket.socket = socket.create_connection((host, port), timeout_s)
+        try:
+            if security.context is not None:
+                self.sock = security.context.wrap_socket(self.sock, server_hostname=host)
+            if security.sasl:
+                self._authenticate(security, host, port)
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def _authenticate(self, security: Security, host: str, port: int) -> None:
+        """SaslHandshake v1, then SaslAuthenticate v2 until the mechanism is done.
+        SaslAuthenticationFailedError with the broker's message when it refuses."""
+        handshake = self.call(SaslHandshakeRequest[1](mechanism=security.mechanism))
+        if handshake.error_code:
+            raise UnsupportedSaslMechanismError(
+                f"{host}:{port} does not offer SASL {security.mechanism} "
+                f"(it offers {', '.join(handshake.mechanisms) or 'none'})"
+            )
+        mechanism = get_sasl_mechanism(security.mechanism)(
+            host=host,
+            security_protocol=security.protocol,
+            sasl_mechanism=security.mechanism,
+            sasl_plain_username=security.username,
+            sasl_plain_password=security.password,
+        )
+        while not mechanism.is_done():
+            answer = self.call(SaslAuthenticateRequest[2](auth_bytes=mechanism.auth_bytes()))
+            if answer.error_code:
+                raise SaslAuthenticationFailedError(
+                    f"SASL {security.mechanism} authentication of user {security.username!r} "
+                    f"at {host}:{port} failed: {answer.error_message or answer.error_code}"
+                )
+            mechanism.receive(bytes(answer.auth_bytes or b""))
+        if not mechanism.is_authenticated():
+            raise SaslAuthenticationFailedError(
+                f"SASL {security.mechanism} authentication at {host}:{port} failed"
+            )
 
     def call(self, request: Any) -> Any:
         self.correlation_id += 1
@@ -85,7 +216,7 @@ def _split_host_port(text: str) -> tuple[str, int]:
 
 
 class RawFetcher:
-    """Fetch whole record batches of one partition from its leader (PLAINTEXT).
+    """Fetch whole record batches of one partition from its leader.
 
     Raises ``KafkaError`` subclasses (from ``kafka.errors``) for partition errors,
     ConnectionError / OSError when no broker answers."""
@@ -95,8 +226,9 @@ class RawFetcher:
     ) -> None:
         self.topic, self.partition = topic, partition
         client_id = kafka.get("client.id", "seglog-spark")
+        security = Security(kafka)
         first = kafka["bootstrap.servers"].split(",")[0]
-        conn = _Connection(*_split_host_port(first), client_id, timeout_s)
+        conn = _Connection(*_split_host_port(first), client_id, timeout_s, security)
         try:
             req = MetadataRequest[8]
             meta = conn.call(
@@ -125,7 +257,7 @@ class RawFetcher:
         address = brokers.get(leader)
         if address is not None and address != _split_host_port(first):
             conn.close()
-            conn = _Connection(address[0], address[1], client_id, timeout_s)
+            conn = _Connection(address[0], address[1], client_id, timeout_s, security)
         self.conn = conn
 
     def fetch(self, offset: int, max_wait_ms: int = 500) -> tuple[bytes, int]:

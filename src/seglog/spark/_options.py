@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from seglog.spark._security import client_options
+
 __all__ = [
     "EARLIEST",
     "LATEST",
@@ -102,8 +104,11 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str
 
 
 def _kafka_options(options: Mapping[str, str]) -> dict[str, str]:
-    """``kafka.*`` options with the prefix removed (librdkafka configuration names)."""
-    return {k[len("kafka.") :]: v for k, v in options.items() if k.lower().startswith("kafka.")}
+    """``kafka.*`` options with the prefix removed, in librdkafka's configuration names
+    (Java and kafka-python security names translated by ``_security.client_options``)."""
+    return client_options(
+        {k[len("kafka.") :]: v for k, v in options.items() if k.lower().startswith("kafka.")}
+    )
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -149,7 +154,7 @@ class ReadOptions:
     include_headers: bool = False
     fail_on_data_loss: bool = True
     min_partitions: int | None = None
-    kafka: dict[str, str] = field(default_factory=dict)
+    kafka: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a password
     starting_timestamp: int | None = None
     starting_by_timestamp: dict[TopicPartition, int] | None = None
     starting_timestamp_strategy: str = "error"
@@ -346,7 +351,7 @@ class WriteOptions:
     partitions: int = 1
     compression: str = "none"
     sink_id: str | None = None
-    kafka: dict[str, str] = field(default_factory=dict)
+    kafka: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a password
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:

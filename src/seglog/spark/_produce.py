@@ -3,12 +3,16 @@
 At-least-once, like Spark's own Kafka sink: each task produces with ``acks=all`` and flushes
 before it returns; a delivery error fails the task, and Spark's retry of a task or a
 replayed micro-batch produces its records again. ``kafka.*`` options pass through to
-librdkafka (prefix removed). Keyed records use ``partitioner=murmur2_random`` (the Java
-client's default) unless the ``partition`` column says otherwise.
+librdkafka (prefix removed; security options in Java or kafka-python names translated by
+``_security``, so TLS and SASL work as for reads). Keyed records use
+``partitioner=murmur2_random`` (the Java client's default) unless the ``partition`` column
+says otherwise. A refused login or TLS handshake fails the task within about a second
+(librdkafka alone would retry until ``message.timeout.ms``).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,16 +20,21 @@ import pyarrow as pa
 from confluent_kafka import Producer
 
 from seglog.spark._encode import records_of
+from seglog.spark._security import ClientErrors
 
 __all__ = ["produce"]
+
+FLUSH_TIMEOUT_S = 120.0
+"""How long a task waits for its records' delivery reports."""
 
 
 def produce(batches: Iterator[pa.RecordBatch], config: dict[str, str], default_topic: str | None
             ) -> int:  # fmt: skip
     """Produce every row of ``batches``; returns the record count. Raises RuntimeError with
     the first delivery error (after flushing), ValueError for a row without a topic."""
-    settings: dict[str, Any] = {"acks": "all", "partitioner": "murmur2_random", **config}
-    producer = Producer(settings)
+    failures = ClientErrors()
+    where = f"seglog sink: broker {config.get('bootstrap.servers')}"
+    producer = Producer(failures.settings(config, acks="all", partitioner="murmur2_random"))
     errors: list[str] = []
 
     def delivered(err: Any, _msg: Any) -> None:
@@ -50,11 +59,18 @@ def produce(batches: Iterator[pa.RecordBatch], config: dict[str, str], default_t
                     break
                 except BufferError:  # local queue full: serve delivery reports, retry
                     producer.poll(0.1)
+                    failures.check(where)
             producer.poll(0)
             count += 1
-    remaining = producer.flush(120)
+        failures.check(where)
+    deadline = time.monotonic() + FLUSH_TIMEOUT_S
+    remaining = producer.flush(0.5)
+    while remaining and time.monotonic() < deadline:
+        failures.check(where)
+        remaining = producer.flush(0.5)
+    failures.check(where)
     if remaining:
-        errors.append(f"{remaining} records not delivered within 120 s")
+        errors.append(f"{remaining} records not delivered within {FLUSH_TIMEOUT_S:.0f} s")
     if errors:
         raise RuntimeError(f"seglog sink: delivery failed: {'; '.join(errors)}")
     return count

@@ -1,10 +1,13 @@
 """Read through a Kafka-compatible broker (``kafka.bootstrap.servers`` instead of ``path``).
 
-Ranges are read by ``_fetch`` (Kafka Fetch into the numpy decoder) for PLAINTEXT options,
-else by confluent-kafka consumers in assign mode: no consumer group membership, no offset commits
-(the streaming checkpoint holds the offsets, as in Spark's Kafka source). ``kafka.*``
-options pass through to librdkafka with the prefix removed. Bounds come from the broker's
-ListOffsets (``get_watermark_offsets``: log start offset, high watermark).
+Ranges are read by ``_fetch`` (Kafka Fetch into the numpy decoder; PLAINTEXT, SSL and SASL
+PLAIN/SCRAM), else by confluent-kafka consumers in assign mode: no consumer group membership,
+no offset commits (the streaming checkpoint holds the offsets, as in Spark's Kafka source).
+``kafka.*`` options pass through to librdkafka with the prefix removed (security options in
+Java or kafka-python names translated first, see ``_security``). Bounds come from the
+broker's ListOffsets (``get_watermark_offsets``: log start offset, high watermark). A
+refused login or TLS handshake fails planning within about a second
+(``_security.ClientErrors``) instead of waiting out librdkafka's timeouts.
 """
 
 from __future__ import annotations
@@ -23,11 +26,14 @@ from pyspark.sql.datasource import InputPartition
 from seglog.columnar import arrow_schema
 from seglog.spark._fetch import raw_fetch_applies, read_raw_range
 from seglog.spark._options import ReadOptions, TopicPartition
+from seglog.spark._security import ClientErrors
 
 __all__ = ["WireRangePartition", "read_wire_range", "wire_bounds", "wire_offsets_for_times"]
 
 ROWS_PER_BATCH = 65536
 """Records per yielded Arrow batch."""
+METADATA_TIMEOUT_S = 30.0
+"""How long planning waits for the broker's metadata."""
 
 
 @dataclass(frozen=True)
@@ -39,25 +45,45 @@ class WireRangePartition(InputPartition):
     start: int
     end: int
     include_headers: bool
-    kafka: dict[str, str] = field(default_factory=dict)
+    kafka: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a password
 
 
-def _consumer(kafka: dict[str, str]) -> Any:
-    settings: dict[str, Any] = {
-        "group.id": f"seglog-spark-{uuid.uuid4().hex}",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "auto.offset.reset": "error",
-        **kafka,
-    }
-    return Consumer(settings)
+def _consumer(kafka: dict[str, str], errors: ClientErrors) -> Any:
+    return Consumer(
+        errors.settings(
+            kafka,
+            **{
+                "group.id": f"seglog-spark-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "error",
+            },
+        )
+    )
+
+
+def _list_topics(consumer: Any, errors: ClientErrors, kafka: Mapping[str, str]) -> Any:
+    """The cluster's metadata, asked in 1 s attempts for up to 30 s; between attempts
+    ``poll(0)`` serves ``error_cb`` so that a refused login fails at once."""
+    where = f"seglog source: broker {kafka.get('bootstrap.servers')}"
+    deadline = time.monotonic() + METADATA_TIMEOUT_S
+    while True:
+        try:
+            return consumer.list_topics(timeout=1)
+        except KafkaException:
+            consumer.poll(0)  # the consumer has no assignment: this only serves callbacks
+            errors.check(where)
+            if time.monotonic() > deadline:
+                raise
 
 
 def wire_bounds(options: ReadOptions) -> dict[TopicPartition, tuple[int, int]]:
-    """``{(topic, partition): (log start offset, high watermark)}`` asked of the broker."""
-    consumer = _consumer(options.kafka)
+    """``{(topic, partition): (log start offset, high watermark)}`` asked of the broker.
+    SaslAuthenticationFailedError when the broker refuses the login."""
+    errors = ClientErrors()
+    consumer = _consumer(options.kafka, errors)
     try:
-        metadata = consumer.list_topics(timeout=30)
+        metadata = _list_topics(consumer, errors, options.kafka)
         topics = {
             name: len(meta.partitions)
             for name, meta in metadata.topics.items()
@@ -80,8 +106,10 @@ def wire_offsets_for_times(
     """Offsets of the first record at or after each timestamp (ms), asked of the broker with
     ListOffsets by timestamp (``offsets_for_times``); None where no record qualifies.
     Raises ``KafkaException`` on a partition error."""
-    consumer = _consumer(options.kafka)
+    errors = ClientErrors()
+    consumer = _consumer(options.kafka, errors)
     try:
+        _list_topics(consumer, errors, options.kafka)  # fails fast on a refused login
         asked = [KafkaTopicPartition(t, p, ts) for (t, p), ts in stamps.items()]
         result: dict[TopicPartition, int | None] = {}
         for answer in consumer.offsets_for_times(asked, timeout=30):
@@ -98,16 +126,19 @@ def read_wire_range(part: WireRangePartition, timeout_s: float = 120.0) -> Itera
     """Fetch the range's records and yield Arrow batches; RuntimeError if the broker does
     not deliver up to ``end`` within ``timeout_s`` seconds of silence.
 
-    PLAINTEXT without other librdkafka settings: whole record batches through Kafka Fetch
-    into the numpy decoder (``_fetch``, ~10x faster); otherwise a confluent-kafka consumer,
-    which implements TLS, SASL and every librdkafka option."""
+    Options the raw reader knows (``_fetch.RAW_OPTIONS``: PLAINTEXT, SSL, SASL PLAIN and
+    SCRAM): whole record batches through Kafka Fetch into the numpy decoder (``_fetch``,
+    ~10x faster); otherwise a confluent-kafka consumer, which implements every librdkafka
+    option."""
     if raw_fetch_applies(part.kafka):
         yield from read_raw_range(
             part.kafka, part.topic, part.partition, part.start, part.end,
             include_headers=part.include_headers, timeout_s=timeout_s,
         )  # fmt: skip
         return
-    consumer = _consumer(part.kafka)
+    errors = ClientErrors()
+    consumer = _consumer(part.kafka, errors)
+    where = f"seglog source: reading {part.topic}-{part.partition}"
     try:
         tp = KafkaTopicPartition(part.topic, part.partition, part.start)
         consumer.assign([tp])
@@ -116,6 +147,7 @@ def read_wire_range(part: WireRangePartition, timeout_s: float = 120.0) -> Itera
         quiet_since = time.monotonic()
         while position < part.end:
             messages = consumer.consume(num_messages=10000, timeout=1.0)
+            errors.check(where)
             for message in messages:
                 if message.error() is not None:
                     raise KafkaException(message.error())
