@@ -29,6 +29,7 @@ from seglog.broker import _errors
 from seglog.broker._authorizer import Op, Res
 from seglog.broker._context import BrokerContext
 from seglog.broker._protocol import encode_response
+from seglog.broker._reader import uvarint_bytes
 from seglog.errors import SeglogError
 
 __all__ = ["handle_fetch"]
@@ -137,15 +138,6 @@ def _response(
     )
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _encode(version: int, correlation_id: int, entries: list[Any], error_code: int = 0) -> Pieces:
     """The framed response: kafka-python's encoding with each placeholder (and its length
     prefix: compact uvarint 17 in flexible versions, else int32 16) replaced by the real
@@ -164,7 +156,7 @@ def _encode(version: int, correlation_id: int, entries: list[Any], error_code: i
     for at, _mark, data in found:
         if at < pos:  # cannot happen: 16 random bytes do not occur elsewhere by chance
             raise RuntimeError("fetch records placeholder not found in the encoded response")
-        length = _uvarint(len(data) + 1) if flexible else _I32.pack(len(data))
+        length = uvarint_bytes(len(data) + 1) if flexible else _I32.pack(len(data))
         pieces += (view[pos : at - prefix_bytes], length, data)
         size += len(length) - prefix_bytes + len(data) - _MARK_BYTES
         pos = at + _MARK_BYTES
