@@ -34,7 +34,6 @@ from seglog.errors import SeglogError
 
 __all__ = ["handle_fetch"]
 
-_FETCH_SESSION_ID_NOT_FOUND = 70
 _MARK_BYTES = 16
 _I32 = struct.Struct(">i")
 Pieces = list[bytes | bytearray | memoryview]
@@ -175,7 +174,7 @@ def handle_fetch(
     UNKNOWN_TOPIC_ID) or ``max_wait_ms`` <= 0; else a coroutine long-polling for it. A
     fetch session id other than 0 gets 70."""
     if version >= 7 and req.session_id != 0:
-        return _encode(version, correlation_id, [], _FETCH_SESSION_ID_NOT_FOUND)
+        return _encode(version, correlation_id, [], _errors.FETCH_SESSION_ID_NOT_FOUND)
     wanted = _plan(ctx, req, version)
     max_bytes = req.max_bytes if version >= 3 else 0x7FFFFFFF
     entries, total, erred = _read(ctx, wanted, max_bytes)

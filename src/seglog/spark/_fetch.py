@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
-from kafka.errors import for_code
+from kafka.errors import UnknownTopicOrPartitionError, for_code
 from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import MetadataRequest
 
@@ -115,9 +115,10 @@ class RawFetcher:
                 for p in t.partitions
                 if p.partition_index == partition
             ]
-            if not leaders or leaders[0][0]:
-                code = leaders[0][0] if leaders else 3  # UNKNOWN_TOPIC_OR_PARTITION
-                raise for_code(code)(f"Metadata of {topic}-{partition}")
+            if not leaders:
+                raise UnknownTopicOrPartitionError(f"Metadata of {topic}-{partition}")
+            if leaders[0][0]:
+                raise for_code(leaders[0][0])(f"Metadata of {topic}-{partition}")
             leader = leaders[0][1]
         except BaseException:
             conn.close()
