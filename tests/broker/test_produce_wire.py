@@ -123,3 +123,29 @@ def test_every_truncation_is_a_protocol_error(version: int) -> None:
 def test_counts_and_lengths_checked_before_use(version: int, body: bytes) -> None:
     with pytest.raises(ProtocolError):
         parse_produce(memoryview(body), 0, version)
+
+
+def test_tagged_fields_are_skipped() -> None:
+    """A tagged-field section is a plain uvarint count (not a compact length): a body
+    carrying one unknown tagged field per struct still parses (the reader before the merge
+    with ``_bounds`` read the count as a compact length and lost its place)."""
+    batch = make_batch([b"tagged"])
+    tag = b"\x01\x07\x02hi"  # one field: tag 7, 2 bytes
+    body = (
+        b"\x00"  # transactional_id: null
+        + struct.pack(">hi", 1, 500)
+        + b"\x02"  # one topic
+        + b"\x02t"
+        + b"\x02"  # one partition
+        + struct.pack(">i", 4)
+        + bytes([len(batch) + 1])
+        + batch
+        + tag  # partition tags
+        + tag  # topic tags
+        + tag  # body tags
+    )
+    assert len(batch) + 1 < 0x80
+    parsed = parse_produce(memoryview(body), 0, 9)
+    assert [
+        (n, [(p.partition, bytes(p.records or b"")) for p in ps]) for n, ps in parsed.topics
+    ] == [("t", [(4, batch)])]

@@ -12,12 +12,9 @@ from kafka.protocol.admin import CreateAclsResponse, DeleteAclsResponse, Describ
 
 from seglog.broker._authorizer import CLUSTER_NAME, Acl, AclFilter, Op, Res
 from seglog.broker._context import BrokerContext
+from seglog.broker._errors import CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, SECURITY_DISABLED
 
 __all__ = ["ACL_HANDLERS"]
-
-INVALID_REQUEST = 42
-SECURITY_DISABLED = 54
-CLUSTER_AUTHORIZATION_FAILED = 31
 
 
 def _filter(f: Any, prefix: str) -> AclFilter:

@@ -28,12 +28,6 @@ __all__ = [
 ]
 
 
-class _TopicAuthorizationError(SeglogError):
-    """No DELETE on the topic (29 TOPIC_AUTHORIZATION_FAILED)."""
-
-    kafka_code = 29
-
-
 _CTResult = CreateTopicsResponse.CreatableTopicResult
 _CTConfig = _CTResult.CreatableTopicConfigs
 _DYNAMIC_TOPIC_CONFIG = 1
@@ -130,7 +124,7 @@ def handle_delete_topics(ctx: BrokerContext, req: Any, version: int) -> Any:
             if name is None:
                 raise UnknownTopicError("no topic name or id")
             if not ctx.allowed(Op.DELETE, Res.TOPIC, name):
-                raise _TopicAuthorizationError(name)
+                raise _errors.TopicAuthorizationError(name)
             if name == OFFSETS_TOPIC:
                 raise InvalidTopicError(f"{name} is internal: it holds the committed offsets")
             info = ctx.topics.get(name)

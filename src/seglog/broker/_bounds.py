@@ -25,6 +25,7 @@ from kafka.protocol.schemas.fields.array import ArrayField
 from kafka.protocol.schemas.fields.codecs import Bytes, String
 from kafka.protocol.schemas.fields.struct import StructField
 
+from seglog.broker._reader import WireReader
 from seglog.errors import ProtocolError
 
 __all__ = ["MAX_ARRAY_ELEMENTS", "WALK_ABOVE_BYTES", "check_array_counts"]
@@ -35,57 +36,20 @@ MAX_ARRAY_ELEMENTS = 100_000
 WALK_ABOVE_BYTES = 4096
 """Request frames of at most this many bytes are decoded without the walk."""
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-
 
 class _UnknownTypeError(Exception):
     """A field type the walk cannot size: give up checking (not an error)."""
 
 
-class _Walk:
-    __slots__ = ("budget", "data", "end", "flexible", "limit", "pos", "version")
+class _Walk(WireReader):
+    """The bounded reader, walking a kafka-python schema and counting array elements."""
+
+    __slots__ = ("budget", "limit", "version")
 
     def __init__(self, data: memoryview, pos: int, version: int, flexible: bool, budget: int):
-        self.data = data
-        self.pos = pos
-        self.end = len(data)
+        super().__init__(data, pos, flexible)
         self.version = version
-        self.flexible = flexible
         self.budget = self.limit = budget
-
-    def need(self, n: int) -> int:
-        pos = self.pos
-        if n < 0 or pos + n > self.end:
-            raise ProtocolError(f"request truncated: {n} bytes wanted at byte {pos}")
-        self.pos = pos + n
-        return pos
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            if shift > 28:
-                raise ProtocolError("overlong varint in request")
-            byte = self.data[self.need(1)]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-
-    def length(self, wide: bool) -> int:
-        if self.flexible:
-            return self.uvarint() - 1
-        if wide:
-            return int(_I32.unpack_from(self.data, self.need(4))[0])
-        return int(_I16.unpack_from(self.data, self.need(2))[0])
-
-    def tagged(self) -> None:
-        count = self.uvarint()
-        if count > self.end - self.pos:
-            raise ProtocolError(f"{count} tagged fields cannot fit in the request")
-        for _ in range(count):
-            self.uvarint()
-            self.need(self.uvarint())
 
     def struct(self, schema: Any, nested: bool) -> None:
         nullable = nested and schema.nullable_for_version_q(self.version)
@@ -94,7 +58,7 @@ class _Walk:
         for field in schema.untagged_fields(self.version):
             self.field(field)
         if self.flexible:
-            self.tagged()
+            self.tagged_fields()
 
     def field(self, field: Any) -> None:
         if isinstance(field, ArrayField):

@@ -4,7 +4,7 @@ as a one-node cluster with one log directory answers them.
 DescribeLogDirs reports each partition's size in bytes (its segment files) and the
 directory's total and usable bytes (``statvfs``); offset lag is 0 (no future replica).
 DescribeCluster lists this broker as the only broker and controller; asking for
-controllers (endpoint type 2) is 119 UNSUPPORTED_ENDPOINT_TYPE, as on a Kafka broker.
+controllers (endpoint type 2) is 115 UNSUPPORTED_ENDPOINT_TYPE, as on a Kafka broker.
 Without an authorizer every cluster operation is allowed: the authorized-operations
 bitfield names them all (Kafka's AclOperation codes).
 
@@ -46,7 +46,6 @@ __all__ = [
 
 METADATA_TOPIC = "__cluster_metadata"  # KRaft's metadata log: partition 0
 
-UNSUPPORTED_ENDPOINT_TYPE = 119
 # CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
 # IDEMPOTENT_WRITE 12: the operations a cluster resource has in Kafka (kafka-python encodes
 # the set as the bitfield; left out, the field keeps Kafka's "not requested" default)
@@ -65,7 +64,7 @@ def handle_describe_cluster(ctx: BrokerContext, req: Any, version: int) -> Any:
     if endpoint_type != 1:
         return resp(
             throttle_time_ms=0,
-            error_code=UNSUPPORTED_ENDPOINT_TYPE,
+            error_code=_errors.UNSUPPORTED_ENDPOINT_TYPE,
             error_message="this listener serves brokers, not controllers",
             endpoint_type=endpoint_type,
             cluster_id=ctx.state.cluster_id,

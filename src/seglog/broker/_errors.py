@@ -1,20 +1,49 @@
 """Kafka protocol error codes the broker answers with, and the one table mapping seglog's
 exceptions to them.
 
-Codes are Kafka's (``org.apache.kafka.common.protocol.Errors``). Every ``SeglogError``
-names its own code in ``kafka_code``; :func:`error_code` is the single place the broker
-turns an exception into a code, so a handler never hard-codes a storage error's number.
+Every code is kafka-python's (``kafka.errors``: one class per Kafka error, its number in
+``errno``, as in ``org.apache.kafka.common.protocol.Errors``); no number is written in the
+broker. :data:`EXCEPTION_ERRORS` maps seglog's exceptions (which know nothing of the wire)
+to Kafka errors, and :func:`error_code` is the single place the broker turns an exception
+into a code, so a handler never hard-codes a storage error's number.
 """
 
 from __future__ import annotations
 
-from seglog.errors import SeglogError
+import kafka.errors as ke
+
+from seglog.errors import (
+    BrokerError,
+    CorruptRecordError,
+    DirectoryNotFoundError,
+    InvalidOffsetError,
+    InvalidRecordError,
+    InvalidTopicError,
+    LogClosedError,
+    NotFoundError,
+    RecordTooLargeError,
+    SeglogError,
+    TopicExistsError,
+    UnknownTopicError,
+)
 
 __all__ = [
+    "CLUSTER_AUTHORIZATION_FAILED",
     "COORDINATOR_NOT_AVAILABLE",
     "CORRUPT_MESSAGE",
     "DUPLICATE_SEQUENCE_NUMBER",
+    "ELECTION_NOT_NEEDED",
+    "EXCEPTION_ERRORS",
+    "FENCED_INSTANCE_ID",
+    "FETCH_SESSION_ID_NOT_FOUND",
+    "GROUP_AUTHORIZATION_FAILED",
+    "GROUP_ID_NOT_FOUND",
+    "GROUP_SUBSCRIBED_TO_TOPIC",
+    "ILLEGAL_GENERATION",
+    "ILLEGAL_SASL_STATE",
+    "INCONSISTENT_GROUP_PROTOCOL",
     "INVALID_CONFIG",
+    "INVALID_GROUP_ID",
     "INVALID_PARTITIONS",
     "INVALID_PRODUCER_EPOCH",
     "INVALID_RECORD",
@@ -22,53 +51,117 @@ __all__ = [
     "INVALID_REPLICA_ASSIGNMENT",
     "INVALID_REQUEST",
     "INVALID_REQUIRED_ACKS",
+    "INVALID_SESSION_TIMEOUT",
     "INVALID_TOPIC_EXCEPTION",
     "KAFKA_STORAGE_ERROR",
+    "MEMBER_ID_REQUIRED",
     "MESSAGE_TOO_LARGE",
     "NONE",
+    "NON_EMPTY_GROUP",
+    "NOT_COORDINATOR",
+    "NO_REASSIGNMENT_IN_PROGRESS",
     "OFFSET_OUT_OF_RANGE",
     "OUT_OF_ORDER_SEQUENCE_NUMBER",
+    "REBALANCE_IN_PROGRESS",
+    "RESOURCE_NOT_FOUND",
+    "SASL_AUTHENTICATION_FAILED",
+    "SECURITY_DISABLED",
     "TOPIC_ALREADY_EXISTS",
+    "TOPIC_AUTHORIZATION_FAILED",
+    "UNACCEPTABLE_CREDENTIAL",
+    "UNKNOWN_MEMBER_ID",
     "UNKNOWN_SERVER_ERROR",
     "UNKNOWN_TOPIC_ID",
     "UNKNOWN_TOPIC_OR_PARTITION",
+    "UNSUPPORTED_ENDPOINT_TYPE",
+    "UNSUPPORTED_SASL_MECHANISM",
     "UNSUPPORTED_VERSION",
+    "TopicAuthorizationError",
     "error_code",
 ]
 
-UNKNOWN_SERVER_ERROR = -1
-NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-CORRUPT_MESSAGE = 2
-UNKNOWN_TOPIC_OR_PARTITION = 3
-MESSAGE_TOO_LARGE = 10
-COORDINATOR_NOT_AVAILABLE = 15
-INVALID_TOPIC_EXCEPTION = 17
-INVALID_REQUIRED_ACKS = 21
-UNSUPPORTED_VERSION = 35
-TOPIC_ALREADY_EXISTS = 36
-INVALID_PARTITIONS = 37
-INVALID_REPLICATION_FACTOR = 38
-INVALID_REPLICA_ASSIGNMENT = 39
-INVALID_REQUEST = 42
-TOPIC_AUTHORIZATION_FAILED = 29
-GROUP_AUTHORIZATION_FAILED = 30
-CLUSTER_AUTHORIZATION_FAILED = 31
-INVALID_CONFIG = 40
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-DUPLICATE_SEQUENCE_NUMBER = 46
-INVALID_PRODUCER_EPOCH = 47
-KAFKA_STORAGE_ERROR = 56
-INVALID_RECORD = 87
-UNKNOWN_TOPIC_ID = 100
+UNKNOWN_SERVER_ERROR: int = ke.UnknownError.errno
+NONE: int = ke.NoError.errno
+OFFSET_OUT_OF_RANGE: int = ke.OffsetOutOfRangeError.errno
+CORRUPT_MESSAGE: int = ke.CorruptRecordError.errno
+UNKNOWN_TOPIC_OR_PARTITION: int = ke.UnknownTopicOrPartitionError.errno
+MESSAGE_TOO_LARGE: int = ke.MessageSizeTooLargeError.errno
+COORDINATOR_NOT_AVAILABLE: int = ke.CoordinatorNotAvailableError.errno
+NOT_COORDINATOR: int = ke.NotCoordinatorError.errno
+INVALID_TOPIC_EXCEPTION: int = ke.InvalidTopicError.errno
+INVALID_REQUIRED_ACKS: int = ke.InvalidRequiredAcksError.errno
+ILLEGAL_GENERATION: int = ke.IllegalGenerationError.errno
+INCONSISTENT_GROUP_PROTOCOL: int = ke.InconsistentGroupProtocolError.errno
+INVALID_GROUP_ID: int = ke.InvalidGroupIdError.errno
+UNKNOWN_MEMBER_ID: int = ke.UnknownMemberIdError.errno
+INVALID_SESSION_TIMEOUT: int = ke.InvalidSessionTimeoutError.errno
+REBALANCE_IN_PROGRESS: int = ke.RebalanceInProgressError.errno
+TOPIC_AUTHORIZATION_FAILED: int = ke.TopicAuthorizationFailedError.errno
+GROUP_AUTHORIZATION_FAILED: int = ke.GroupAuthorizationFailedError.errno
+CLUSTER_AUTHORIZATION_FAILED: int = ke.ClusterAuthorizationFailedError.errno
+UNSUPPORTED_SASL_MECHANISM: int = ke.UnsupportedSaslMechanismError.errno
+ILLEGAL_SASL_STATE: int = ke.IllegalSaslStateError.errno
+UNSUPPORTED_VERSION: int = ke.UnsupportedVersionError.errno
+TOPIC_ALREADY_EXISTS: int = ke.TopicAlreadyExistsError.errno
+INVALID_PARTITIONS: int = ke.InvalidPartitionsError.errno
+INVALID_REPLICATION_FACTOR: int = ke.InvalidReplicationFactorError.errno
+INVALID_REPLICA_ASSIGNMENT: int = ke.InvalidReplicationAssignmentError.errno
+INVALID_CONFIG: int = ke.InvalidConfigurationError.errno
+INVALID_REQUEST: int = ke.InvalidRequestError.errno
+OUT_OF_ORDER_SEQUENCE_NUMBER: int = ke.OutOfOrderSequenceNumberError.errno
+DUPLICATE_SEQUENCE_NUMBER: int = ke.DuplicateSequenceNumberError.errno
+INVALID_PRODUCER_EPOCH: int = ke.InvalidProducerEpochError.errno
+SECURITY_DISABLED: int = ke.SecurityDisabledError.errno
+KAFKA_STORAGE_ERROR: int = ke.KafkaStorageError.errno
+SASL_AUTHENTICATION_FAILED: int = ke.SaslAuthenticationFailedError.errno
+NON_EMPTY_GROUP: int = ke.NonEmptyGroupError.errno
+GROUP_ID_NOT_FOUND: int = ke.GroupIdNotFoundError.errno
+FETCH_SESSION_ID_NOT_FOUND: int = ke.FetchSessionIdNotFoundError.errno
+MEMBER_ID_REQUIRED: int = ke.MemberIdRequiredError.errno
+FENCED_INSTANCE_ID: int = ke.FencedInstanceIdError.errno
+ELECTION_NOT_NEEDED: int = ke.ElectionNotNeededError.errno
+NO_REASSIGNMENT_IN_PROGRESS: int = ke.NoReassignmentInProgressError.errno
+GROUP_SUBSCRIBED_TO_TOPIC: int = ke.GroupSubscribedToTopicError.errno
+INVALID_RECORD: int = ke.InvalidRecordError.errno
+RESOURCE_NOT_FOUND: int = ke.ResourceNotFoundError.errno
+UNACCEPTABLE_CREDENTIAL: int = ke.UnacceptableCredentialError.errno
+UNKNOWN_TOPIC_ID: int = ke.UnknownTopicIdError.errno
+UNSUPPORTED_ENDPOINT_TYPE: int = ke.UnsupportedEndpointTypeError.errno
+
+
+class TopicAuthorizationError(BrokerError):
+    """The client may not act on the topic (DeleteTopics without DELETE)."""
+
+
+EXCEPTION_ERRORS: dict[type[SeglogError], type[ke.BrokerResponseError]] = {
+    CorruptRecordError: ke.CorruptRecordError,
+    InvalidRecordError: ke.InvalidRecordError,
+    RecordTooLargeError: ke.MessageSizeTooLargeError,
+    InvalidOffsetError: ke.OffsetOutOfRangeError,
+    # a vanished log or data directory is disk trouble, not an offset the client may reset
+    DirectoryNotFoundError: ke.KafkaStorageError,
+    NotFoundError: ke.OffsetOutOfRangeError,
+    LogClosedError: ke.KafkaStorageError,
+    InvalidTopicError: ke.InvalidTopicError,
+    TopicExistsError: ke.TopicAlreadyExistsError,
+    UnknownTopicError: ke.UnknownTopicOrPartitionError,
+    TopicAuthorizationError: ke.TopicAuthorizationFailedError,
+}
+"""seglog exception class -> the Kafka error a client gets for it; a class not listed
+takes its nearest listed base class's, else UNKNOWN_SERVER_ERROR."""
 
 
 def error_code(exc: BaseException) -> int:
-    """Kafka error code for ``exc``: its ``kafka_code`` for a :class:`SeglogError`,
-    40 INVALID_CONFIG for a ``ValueError`` (bad topic config), 56 KAFKA_STORAGE_ERROR for
-    an ``OSError`` (disk trouble), else -1 UNKNOWN_SERVER_ERROR."""
+    """Kafka error code for ``exc``: from :data:`EXCEPTION_ERRORS` (its class or nearest
+    listed base class) for a :class:`SeglogError`, 40 INVALID_CONFIG for a ``ValueError``
+    (bad topic config), 56 KAFKA_STORAGE_ERROR for an ``OSError`` (disk trouble), else -1
+    UNKNOWN_SERVER_ERROR."""
     if isinstance(exc, SeglogError):
-        return exc.kafka_code
+        for cls in type(exc).__mro__:
+            kafka_error = EXCEPTION_ERRORS.get(cls)
+            if kafka_error is not None:
+                return int(kafka_error.errno)
+        return UNKNOWN_SERVER_ERROR
     if isinstance(exc, ValueError):
         return INVALID_CONFIG
     if isinstance(exc, OSError):

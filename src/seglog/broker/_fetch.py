@@ -29,11 +29,11 @@ from seglog.broker import _errors
 from seglog.broker._authorizer import Op, Res
 from seglog.broker._context import BrokerContext
 from seglog.broker._protocol import encode_response
+from seglog.broker._reader import uvarint_bytes
 from seglog.errors import SeglogError
 
 __all__ = ["handle_fetch"]
 
-_FETCH_SESSION_ID_NOT_FOUND = 70
 _MARK_BYTES = 16
 _I32 = struct.Struct(">i")
 Pieces = list[bytes | bytearray | memoryview]
@@ -137,15 +137,6 @@ def _response(
     )
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _encode(version: int, correlation_id: int, entries: list[Any], error_code: int = 0) -> Pieces:
     """The framed response: kafka-python's encoding with each placeholder (and its length
     prefix: compact uvarint 17 in flexible versions, else int32 16) replaced by the real
@@ -164,7 +155,7 @@ def _encode(version: int, correlation_id: int, entries: list[Any], error_code: i
     for at, _mark, data in found:
         if at < pos:  # cannot happen: 16 random bytes do not occur elsewhere by chance
             raise RuntimeError("fetch records placeholder not found in the encoded response")
-        length = _uvarint(len(data) + 1) if flexible else _I32.pack(len(data))
+        length = uvarint_bytes(len(data) + 1) if flexible else _I32.pack(len(data))
         pieces += (view[pos : at - prefix_bytes], length, data)
         size += len(length) - prefix_bytes + len(data) - _MARK_BYTES
         pos = at + _MARK_BYTES
@@ -183,7 +174,7 @@ def handle_fetch(
     UNKNOWN_TOPIC_ID) or ``max_wait_ms`` <= 0; else a coroutine long-polling for it. A
     fetch session id other than 0 gets 70."""
     if version >= 7 and req.session_id != 0:
-        return _encode(version, correlation_id, [], _FETCH_SESSION_ID_NOT_FOUND)
+        return _encode(version, correlation_id, [], _errors.FETCH_SESSION_ID_NOT_FOUND)
     wanted = _plan(ctx, req, version)
     max_bytes = req.max_bytes if version >= 3 else 0x7FFFFFFF
     entries, total, erred = _read(ctx, wanted, max_bytes)

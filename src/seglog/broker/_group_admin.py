@@ -17,14 +17,16 @@ from kafka.protocol.consumer import OffsetDeleteResponse
 
 from seglog.broker._authorizer import Op, Res
 from seglog.broker._context import BrokerContext
+from seglog.broker._errors import (
+    GROUP_AUTHORIZATION_FAILED,
+    GROUP_ID_NOT_FOUND,
+    GROUP_SUBSCRIBED_TO_TOPIC,
+    INVALID_GROUP_ID,
+    NON_EMPTY_GROUP,
+)
 from seglog.broker._group_model import Group
 
 __all__ = ["handle_delete_groups", "handle_offset_delete"]
-
-INVALID_GROUP_ID = 24
-NON_EMPTY_GROUP = 68
-GROUP_ID_NOT_FOUND = 69
-GROUP_SUBSCRIBED_TO_TOPIC = 86
 
 
 def _known(ctx: BrokerContext, group_id: str) -> bool:
@@ -39,7 +41,7 @@ def handle_delete_groups(ctx: BrokerContext, req: Any, version: int) -> Any:
         if not group_id:
             code = INVALID_GROUP_ID
         elif not ctx.allowed(Op.DELETE, Res.GROUP, group_id):
-            code = 30  # GROUP_AUTHORIZATION_FAILED
+            code = GROUP_AUTHORIZATION_FAILED
         elif group is not None and (group.members or group.pending):
             code = NON_EMPTY_GROUP
         elif not _known(ctx, group_id):
@@ -83,7 +85,7 @@ def handle_offset_delete(ctx: BrokerContext, req: Any, version: int) -> Any:
     if not req.group_id:
         return resp(error_code=INVALID_GROUP_ID, throttle_time_ms=0, topics=[])
     if not ctx.allowed(Op.DELETE, Res.GROUP, req.group_id):
-        return resp(error_code=30, throttle_time_ms=0, topics=[])  # GROUP_AUTHORIZATION_FAILED
+        return resp(error_code=GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
     if not _known(ctx, req.group_id):
         return resp(error_code=GROUP_ID_NOT_FOUND, throttle_time_ms=0, topics=[])
     group = ctx.groups.groups.get(req.group_id)

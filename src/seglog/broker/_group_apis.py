@@ -20,7 +20,8 @@ from kafka.protocol.consumer import (
 
 from seglog.broker._authorizer import Op, Res
 from seglog.broker._context import BrokerContext
-from seglog.broker._group_model import FENCED_INSTANCE_ID, NONE, GroupState
+from seglog.broker._errors import FENCED_INSTANCE_ID, GROUP_AUTHORIZATION_FAILED, NONE
+from seglog.broker._group_model import GroupState
 
 __all__ = [
     "GROUP_HANDLERS",
@@ -33,7 +34,6 @@ __all__ = [
 ]
 
 CLASSIC = "classic"
-GROUP_AUTHORIZATION_FAILED = 30  # ListGroups v5 group type of every group here
 
 
 async def handle_join_group(

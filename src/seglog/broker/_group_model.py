@@ -8,33 +8,12 @@ import dataclasses
 import enum
 
 __all__ = [
-    "ILLEGAL_GENERATION",
-    "INCONSISTENT_GROUP_PROTOCOL",
-    "INVALID_GROUP_ID",
-    "INVALID_SESSION_TIMEOUT",
-    "MEMBER_ID_REQUIRED",
-    "NONE",
-    "NOT_COORDINATOR",
-    "REBALANCE_IN_PROGRESS",
-    "UNKNOWN_MEMBER_ID",
     "Group",
     "GroupState",
     "JoinResult",
     "Member",
     "SyncResult",
 ]
-
-# Kafka error codes (org.apache.kafka.common.protocol.Errors) of group membership
-NONE = 0
-NOT_COORDINATOR = 16
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-REBALANCE_IN_PROGRESS = 27
-MEMBER_ID_REQUIRED = 79
-FENCED_INSTANCE_ID = 82
 
 
 class GroupState(enum.Enum):

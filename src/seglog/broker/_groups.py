@@ -21,7 +21,7 @@ import logging
 import uuid
 from typing import TypeVar
 
-from seglog.broker._group_model import (
+from seglog.broker._errors import (
     FENCED_INSTANCE_ID,
     ILLEGAL_GENERATION,
     INCONSISTENT_GROUP_PROTOCOL,
@@ -32,6 +32,8 @@ from seglog.broker._group_model import (
     NOT_COORDINATOR,
     REBALANCE_IN_PROGRESS,
     UNKNOWN_MEMBER_ID,
+)
+from seglog.broker._group_model import (
     Group,
     GroupState,
     JoinResult,

@@ -16,6 +16,7 @@ from kafka.protocol.consumer import ListOffsetsResponse, OffsetCommitResponse, O
 from seglog.broker import _errors
 from seglog.broker._authorizer import Op, Res
 from seglog.broker._context import BrokerContext
+from seglog.broker._errors import FENCED_INSTANCE_ID, INVALID_GROUP_ID
 from seglog.errors import LogClosedError, SeglogError
 
 __all__ = ["handle_list_offsets", "handle_offset_commit", "handle_offset_fetch"]
@@ -24,8 +25,6 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
-INVALID_GROUP_ID = 24
-_UNAVAILABLE = 15  # COORDINATOR_NOT_AVAILABLE
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +101,7 @@ def handle_offset_commit(ctx: BrokerContext, req: Any, version: int) -> Any:
     elif req.group_id and ctx.groups.fenced(
         req.group_id, req.member_id, getattr(req, "group_instance_id", None)
     ):
-        group_code = 82  # FENCED_INSTANCE_ID
+        group_code = FENCED_INSTANCE_ID
     elif req.group_id:
         group_code = ctx.groups.validate_commit(
             req.group_id, req.generation_id_or_member_epoch, req.member_id
@@ -144,7 +143,9 @@ def _failed(version: int, topics: list[Any]) -> Any:
         _OCTopic(
             name=t.name,
             partitions=[
-                _OCPartition(partition_index=p.partition_index, error_code=_UNAVAILABLE)
+                _OCPartition(
+                    partition_index=p.partition_index, error_code=_errors.COORDINATOR_NOT_AVAILABLE
+                )
                 for p in t.partitions
             ],
         )

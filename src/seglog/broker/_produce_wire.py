@@ -17,7 +17,8 @@ tagged fields after every struct):
     topic_data: [name: string, partition_data: [index: int32, records: nullable bytes]]
 
 Every length and array count is checked against the bytes left in the frame before it is
-used (an element takes at least one byte), so nothing is allocated from a length field.
+used (an element takes at least one byte), so nothing is allocated from a length field:
+the fields are read with the broker's one bounded reader, ``_reader.WireReader``.
 Raises ``ProtocolError`` on anything malformed (the connection is then closed).
 """
 
@@ -27,6 +28,7 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
+from seglog.broker._reader import WireReader, uvarint_bytes
 from seglog.errors import ProtocolError
 
 __all__ = [
@@ -60,86 +62,25 @@ class ProduceBody(NamedTuple):
     topics: list[tuple[str, list[PartitionData]]]
 
 
-class _Reader:
-    __slots__ = ("data", "end", "pos")
-
-    def __init__(self, data: memoryview, pos: int) -> None:
-        self.data = data
-        self.pos = pos
-        self.end = len(data)
-
-    def need(self, n: int) -> int:
-        pos = self.pos
-        if n < 0 or pos + n > self.end:
-            raise ProtocolError(f"produce request truncated: {n} bytes wanted at {pos}")
-        self.pos = pos + n
-        return pos
-
-    def uvarint(self) -> int:
-        data, pos, end = self.data, self.pos, self.end
-        value = shift = 0
-        while True:
-            if pos >= end or shift > 28:
-                raise ProtocolError("truncated or overlong varint in produce request")
-            byte = data[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                self.pos = pos
-                return value
-            shift += 7
-
-    def length(self, flexible: bool, wide: bool) -> int:
-        """A string/bytes/array length: -1 for null."""
-        if flexible:
-            return self.uvarint() - 1
-        if wide:
-            return int(_I32.unpack_from(self.data, self.need(4))[0])
-        return int(_I16.unpack_from(self.data, self.need(2))[0])
-
-    def count(self, flexible: bool, min_element: int) -> int:
-        n = self.length(flexible, wide=True)
-        if n < 0:
-            return 0  # a null array holds nothing
-        if n * min_element > self.end - self.pos:
-            raise ProtocolError(f"array of {n} elements cannot fit in the produce request")
-        return n
-
-    def string(self, flexible: bool) -> str | None:
-        n = self.length(flexible, wide=False)
-        if n < 0:
-            return None
-        pos = self.need(n)
-        try:
-            return str(self.data[pos : pos + n], "utf-8")
-        except UnicodeDecodeError as exc:
-            raise ProtocolError("string in produce request is not UTF-8") from exc
-
-    def tagged_fields(self) -> None:
-        for _ in range(self.count(True, 2)):
-            self.uvarint()  # tag
-            self.need(self.uvarint())
-
-
 def parse_produce(frame: memoryview, pos: int, version: int) -> ProduceBody:
     """Parse the body of a Produce request of ``version`` (3-12) starting at ``pos``.
     Raises ProtocolError."""
     flexible = version >= FIRST_FLEXIBLE
-    r = _Reader(frame, pos)
-    transactional_id = r.string(flexible)
+    r = WireReader(frame, pos, flexible, "produce request")
+    transactional_id = r.string()
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, r.need(6))
     topics: list[tuple[str, list[PartitionData]]] = []
     # smallest topic: name length + partition count (+ tags); smallest partition: index +
     # records length (+ tags)
     min_topic, min_partition = (3, 6) if flexible else (6, 8)
-    for _ in range(r.count(flexible, min_topic)):
-        name = r.string(flexible)
+    for _ in range(r.count(min_topic)):
+        name = r.string()
         if name is None:
             raise ProtocolError("null topic name in produce request")
         partitions: list[PartitionData] = []
-        for _ in range(r.count(flexible, min_partition)):
+        for _ in range(r.count(min_partition)):
             (index,) = _I32.unpack_from(frame, r.need(4))
-            n = r.length(flexible, wide=True)
+            n = r.length(wide=True)
             records = None
             if n >= 0:
                 start = r.need(n)
@@ -190,15 +131,6 @@ class PartitionResponse(Protocol):
     def log_start_offset(self) -> int: ...
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def encode_produce_response(
     version: int,
     correlation_id: int,
@@ -209,15 +141,15 @@ def encode_produce_response(
     out = bytearray(8)
     if flexible:
         out += b"\x00"  # response header v1 tagged fields
-        out += _uvarint(len(topics) + 1)
+        out += uvarint_bytes(len(topics) + 1)
     else:
         out += _I32.pack(len(topics))
     for name, partitions in topics:
         raw = name.encode()
         if flexible:
-            out += _uvarint(len(raw) + 1)
+            out += uvarint_bytes(len(raw) + 1)
             out += raw
-            out += _uvarint(len(partitions) + 1)
+            out += uvarint_bytes(len(partitions) + 1)
         else:
             out += _I16.pack(len(raw))
             out += raw

@@ -106,6 +106,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
+from seglog.broker._reader import WireReader
 from seglog.errors import ProtocolError
 
 __all__ = [
@@ -224,19 +225,6 @@ class RequestHeader(NamedTuple):
     body_offset: int
 
 
-def _read_uvarint(data: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data) or shift > 28:
-            raise ProtocolError("truncated or overlong varint in request header")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
 def _flexible_request(api_key: int, api_version: int) -> bool:
     spec = APIS.get(api_key)
     if spec is None:
@@ -266,13 +254,9 @@ def parse_request_header(frame: memoryview) -> RequestHeader:
     elif client_len != -1:
         raise ProtocolError(f"bad client id length {client_len}")
     if _flexible_request(api_key, api_version):
-        count, pos = _read_uvarint(frame, pos)
-        for _ in range(count):
-            _tag, pos = _read_uvarint(frame, pos)
-            size, pos = _read_uvarint(frame, pos)
-            pos += size
-            if pos > len(frame):
-                raise ProtocolError("truncated tagged field in request header")
+        reader = WireReader(frame, pos, True, "request header")
+        reader.tagged_fields()
+        pos = reader.pos
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 

@@ -31,11 +31,10 @@ from seglog.broker import _errors
 from seglog.broker._authorizer import CLUSTER_NAME, Op, Res
 from seglog.broker._committed import OFFSETS_TOPIC
 from seglog.broker._context import BrokerContext
+from seglog.broker._errors import ELECTION_NOT_NEEDED, NO_REASSIGNMENT_IN_PROGRESS
 
 __all__ = ["REPLICA_HANDLERS"]
 
-ELECTION_NOT_NEEDED = 84
-NO_REASSIGNMENT_IN_PROGRESS = 85
 UNKNOWN = _errors.UNKNOWN_TOPIC_OR_PARTITION
 
 

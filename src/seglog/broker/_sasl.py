@@ -37,6 +37,11 @@ import scramp
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from seglog.broker._context import BrokerContext
+from seglog.broker._errors import (
+    ILLEGAL_SASL_STATE,
+    SASL_AUTHENTICATION_FAILED,
+    UNSUPPORTED_SASL_MECHANISM,
+)
 from seglog.errors import ProtocolError
 
 __all__ = [
@@ -48,9 +53,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-UNSUPPORTED_SASL_MECHANISM = 33
-ILLEGAL_SASL_STATE = 34
-SASL_AUTHENTICATION_FAILED = 58
 SASL_HANDSHAKE_KEY = 17
 SASL_AUTHENTICATE_KEY = 36
 MIN_REAUTH_INTERVAL_S = 1.0  # Kafka: one re-authentication per second at most

@@ -19,15 +19,17 @@ from kafka.protocol.admin import (
 from seglog.broker import _errors
 from seglog.broker._authorizer import CLUSTER_NAME, Op, Res
 from seglog.broker._context import BrokerContext
+from seglog.broker._errors import (
+    RESOURCE_NOT_FOUND,
+    UNACCEPTABLE_CREDENTIAL,
+    UNSUPPORTED_SASL_MECHANISM,
+)
 from seglog.broker._scram_store import CredentialStore
 
 __all__ = ["SCRAM_HANDLERS"]
 
 _MECHANISM_CODES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 _CODES = {name: code for code, name in _MECHANISM_CODES.items()}
-RESOURCE_NOT_FOUND = 91
-UNSUPPORTED_SASL_MECHANISM = 33
-UNACCEPTABLE_CREDENTIAL = 93
 
 
 def _store(ctx: BrokerContext) -> CredentialStore:

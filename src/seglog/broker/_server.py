@@ -40,7 +40,7 @@ from seglog.broker._connection import Connection, Response
 from seglog.broker._context import BrokerContext
 from seglog.broker._delete_records import handle_delete_records
 from seglog.broker._durability import DurabilityWaiters
-from seglog.broker._errors import UNSUPPORTED_VERSION
+from seglog.broker._errors import GROUP_AUTHORIZATION_FAILED, UNSUPPORTED_VERSION
 from seglog.broker._fetch import handle_fetch
 from seglog.broker._group_admin import handle_delete_groups, handle_offset_delete
 from seglog.broker._group_apis import GROUP_HANDLERS
@@ -70,7 +70,6 @@ log = logging.getLogger("seglog.broker")
 _SNAPSHOT_INTERVAL_S = 60.0
 _BEFORE_AUTHENTICATION = {18, 17, 36}  # ApiVersions, SaslHandshake, SaslAuthenticate
 _MEMBERSHIP = {11, 12, 13, 14}  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup: READ on the group
-GROUP_AUTHORIZATION_FAILED = 30
 SASL_HANDLERS = {17: handle_sasl_handshake, 36: handle_sasl_authenticate}
 
 

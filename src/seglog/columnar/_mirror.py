@@ -122,6 +122,8 @@ def mirrors_of(plog: Log) -> list[Mirror]:
 
 
 def _fsync_dir(directory: Path) -> None:
+    # as seglog.storage.atomic_write does after its rename (storage does not export its
+    # fsync_dir, and upper layers import only seglog.storage's public names)
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -130,6 +132,12 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def _write_mirror(plog: Log, topic: str, partition: int, seg: tuple[int, int, int]) -> Path:
+    """Write one mirror atomically. Not ``seglog.storage.atomic_write``: that takes the
+    whole content as one bytes object, and a mirror is streamed (a Parquet file of up to a
+    segment, 1 GiB by default, written a chunk at a time by ``pq.ParquetWriter``). The
+    steps are the helper's: write a temporary file, fsync it, rename it into place, fsync
+    the directory; on any error the temporary file is removed. Its name is fixed
+    (``.<name>.tmp``, not random) so a sync after a crash finds and deletes it."""
     base, next_offset, size = seg
     directory = Path(plog.directory)
     final = directory / _name(base, next_offset, size)

@@ -37,6 +37,7 @@ import pyarrow as pa
 from kafka.errors import (
     KafkaConfigurationError,
     SaslAuthenticationFailedError,
+    UnknownTopicOrPartitionError,
     UnsupportedSaslMechanismError,
     for_code,
 )
@@ -247,9 +248,10 @@ class RawFetcher:
                 for p in t.partitions
                 if p.partition_index == partition
             ]
-            if not leaders or leaders[0][0]:
-                code = leaders[0][0] if leaders else 3  # UNKNOWN_TOPIC_OR_PARTITION
-                raise for_code(code)(f"Metadata of {topic}-{partition}")
+            if not leaders:
+                raise UnknownTopicOrPartitionError(f"Metadata of {topic}-{partition}")
+            if leaders[0][0]:
+                raise for_code(leaders[0][0])(f"Metadata of {topic}-{partition}")
             leader = leaders[0][1]
         except BaseException:
             conn.close()

@@ -34,7 +34,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from seglog.columnar import decode_batches
-from seglog.errors import SeglogError
+from seglog.errors import DataLossError, SeglogError
 from seglog.spark._options import (
     EARLIEST,
     LATEST,
@@ -60,11 +60,6 @@ __all__ = [
 
 CHUNK_BYTES = 4 << 20
 """Bytes of stored record batches decoded into one Arrow batch."""
-
-
-class DataLossError(RuntimeError):
-    """Offsets to read are gone (below the log start offset, or the partition vanished) and
-    ``failOnDataLoss`` is true (Spark's Kafka source raises the same way)."""
 
 
 @dataclass(frozen=True)

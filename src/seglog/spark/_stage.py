@@ -50,7 +50,7 @@ from seglog.spark._encode import (
     key_columns,
     records_of,
 )
-from seglog.storage import DataDir
+from seglog.storage import DataDir, atomic_write
 
 __all__ = [
     "SINK_ROOT",
@@ -138,11 +138,19 @@ def stage(
         fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             for data, _ in build_batches(records, CODECS[compression]):
-                os.write(fd, data)
+                view = memoryview(data)
+                while view:  # os.write may write less than asked
+                    view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)
         files.append(StagedFile(topic, partition, name, len(records)))
+    if files:  # the new files' entries too: the driver's commit plan will name them
+        dir_fd = os.open(staged, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
     return StagedFiles(tuple(files))
 
 
@@ -198,19 +206,7 @@ def _plan(data_dir: Any, files: list[StagedFile], partitions: int) -> list[dict[
 
 
 def _write_json(path: pathlib.Path, value: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, json.dumps(value, sort_keys=True).encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    atomic_write(path, json.dumps(value, sort_keys=True).encode())
 
 
 def open_writer(path: str) -> DataDir:

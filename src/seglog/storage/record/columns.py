@@ -33,6 +33,7 @@ from seglog.storage.record.varint import I64, U8, decode_varints, gather
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import codec as kafka_codec
+    from kafka.record.util import decode_varint
 
 __all__ = [
     "BATCH_HEADER",
@@ -41,7 +42,6 @@ __all__ = [
     "decode_columns",
     "decompress",
     "empty_columns",
-    "read_varint",
 ]
 
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -174,37 +174,22 @@ class RecordColumns:
         return gather(np.frombuffer(self.buffer, np.uint8), self.key_positions, self.key_lengths)
 
 
-def read_varint(body: bytes, pos: int) -> tuple[int, int]:
-    """One zigzag varint at ``body[pos:]``: ``(value, position after it)``. IndexError at
-    the end of ``body``, CorruptRecordError if longer than 10 bytes."""
-    value = shift = 0
-    while True:
-        b = body[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes")
-
-
 def _parse_headers(raw: bytes, p: int, count: int, end: int) -> Headers:
     out: list[tuple[str, bytes | None]] = []
     try:
         for _ in range(count):
-            klen, p = read_varint(raw, p)
+            klen, p = decode_varint(raw, p)
             if klen < 0:
                 raise CorruptRecordError(f"negative header key length {klen}")
             name = raw[p : p + klen].decode("utf-8")
             p += klen
-            vlen, p = read_varint(raw, p)
+            vlen, p = decode_varint(raw, p)
             if vlen >= 0:
                 out.append((name, raw[p : p + vlen]))
                 p += vlen
             else:
                 out.append((name, None))
-    except (IndexError, UnicodeDecodeError) as exc:
+    except (IndexError, ValueError) as exc:  # ValueError: bad UTF-8, varint over 10 bytes
         raise CorruptRecordError(f"bad record header: {exc}") from None
     if p != end:
         raise CorruptRecordError("record length disagrees with its headers")
@@ -235,12 +220,14 @@ def _walk_python(raw: bytes, p: int, end: int, count: int, out: list[int]) -> in
             if b < 0x80 and not b & 1:  # a one-byte, non-negative length
                 p += 1 + (b >> 1)
                 continue
-            length, p = read_varint(raw, p)
+            length, p = decode_varint(raw, p)
             if length < 0:
                 raise CorruptRecordError(f"negative record length {length}")
             p += length
     except IndexError:
         raise CorruptRecordError("record batch ends inside a record") from None
+    except ValueError:  # kafka-python: a varint over 10 bytes
+        raise CorruptRecordError("varint longer than 10 bytes") from None
     if p > end:
         raise CorruptRecordError("record batch ends inside a record")
     return p
@@ -255,9 +242,11 @@ def _walk(buf: U8, raw: bytes, p: int, end: int, count: int, parts: list[_Part])
     ``parts``. CorruptRecordError when the records do not tile the body exactly."""
     while count >= _MIN_RUN:
         try:
-            length, after = read_varint(raw, p)
+            length, after = decode_varint(raw, p)
         except IndexError:
             raise CorruptRecordError("record batch ends inside a record") from None
+        except ValueError:  # kafka-python: a varint over 10 bytes
+            raise CorruptRecordError("varint longer than 10 bytes") from None
         stride = after - p + length
         if length < _MIN_RECORD or p + stride > end:
             raise CorruptRecordError(f"record length {length} disagrees with the batch")

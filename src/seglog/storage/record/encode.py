@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 import crc32c
 import numpy as np
+from kafka.record.util import encode_varint
 
 from seglog.errors import RecordTooLargeError
 from seglog.storage.record.varint import I64, U8, encode_varints, scatter, varint_sizes
@@ -40,25 +41,18 @@ _NO_HEADERS = b"\x00"
 def _headers_blob(headers: HeaderList) -> bytes:
     """headerCount varint + headers, as kafka-python writes them."""
     out = bytearray()
-    _varint_into(out, len(headers))
+    write = out.append
+    encode_varint(len(headers), write)
     for name, value in headers:
         raw = name.encode("utf-8")
-        _varint_into(out, len(raw))
+        encode_varint(len(raw), write)
         out += raw
         if value is None:
-            out.append(1)
+            write(1)  # -1 as a zigzag varint: null
         else:
-            _varint_into(out, len(value))
+            encode_varint(len(value), write)
             out += value
     return bytes(out)
-
-
-def _varint_into(out: bytearray, n: int) -> None:
-    z = (n << 1) ^ (n >> 63)
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
 
 
 def _join(items: Sequence[bytes | None]) -> bytes:
@@ -217,7 +211,7 @@ _OD_LIMITS = [1 << (7 * g - 1) for g in range(1, 10)]
 
 def _varint_bytes(n: int) -> bytes:
     out = bytearray()
-    _varint_into(out, n)
+    encode_varint(n, out.append)
     return bytes(out)
 
 

@@ -5,6 +5,12 @@ varints: ``z = (n << 1) ^ (n >> 63)``, 7 bits per byte, least significant group 
 high bit set on every byte but the last (1 to 10 bytes). Everything here works on numpy
 arrays of many values at once; the only Python loops are over the byte index of a varint
 (at most 10) and over runs of equally spaced fields (``_runs``).
+
+One varint at a time (record headers, the record walk of a batch whose records all differ
+in size) is kafka-python's: ``kafka.record.util.encode_varint`` / ``decode_varint``, used
+directly, no seglog copy. Measured against the seglog loops they replaced (timeit, this
+machine, 2 vCPU): decode 160-840 ns against 205-810 ns, encode into a bytearray 260-950 ns
+against 200-700 ns (1- to 6-byte varints): within a third, off the hot path.
 """
 
 from __future__ import annotations
