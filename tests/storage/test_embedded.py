@@ -151,6 +151,7 @@ def test_storage_public_names_pinned():
             "I64",
             "POLL_S",
             "encode_records",
+            "fsync_dir",
             "log_directories",
             "new_batch_builder",
             "start_offset",

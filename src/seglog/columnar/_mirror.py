@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from seglog.columnar._decode import decode_batches
 from seglog.columnar._schema import arrow_schema
-from seglog.storage import DataDir, Log
+from seglog.storage import DataDir, Log, fsync_dir
 
 __all__ = [
     "MIRROR_CONFIG",
@@ -121,16 +121,6 @@ def mirrors_of(plog: Log) -> list[Mirror]:
     return sorted(found, key=lambda m: m.base_offset)
 
 
-def _fsync_dir(directory: Path) -> None:
-    # as seglog.storage.atomic_write does after its rename (storage does not export its
-    # fsync_dir, and upper layers import only seglog.storage's public names)
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_mirror(plog: Log, topic: str, partition: int, seg: tuple[int, int, int]) -> Path:
     """Write one mirror atomically. Not ``seglog.storage.atomic_write``: that takes the
     whole content as one bytes object, and a mirror is streamed (a Parquet file of up to a
@@ -168,7 +158,7 @@ def _write_mirror(plog: Log, topic: str, partition: int, seg: tuple[int, int, in
         finally:
             os.close(fd)
         os.replace(tmp, final)
-        _fsync_dir(directory)
+        fsync_dir(directory)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -192,7 +182,7 @@ def sync_log_mirrors(plog: Log, topic: str, partition: int) -> MirrorReport:
         (directory / name).unlink(missing_ok=True)
         report.removed.append(directory / name)
     if report.removed:
-        _fsync_dir(directory)
+        fsync_dir(directory)
     report.kept = len(present)
     for seg in current:
         if seg not in present:

@@ -50,7 +50,7 @@ from seglog.spark._encode import (
     key_columns,
     records_of,
 )
-from seglog.storage import DataDir, atomic_write
+from seglog.storage import DataDir, atomic_write, fsync_dir
 
 __all__ = [
     "SINK_ROOT",
@@ -146,11 +146,7 @@ def stage(
             os.close(fd)
         files.append(StagedFile(topic, partition, name, len(records)))
     if files:  # the new files' entries too: the driver's commit plan will name them
-        dir_fd = os.open(staged, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        fsync_dir(staged)
     return StagedFiles(tuple(files))
 
 

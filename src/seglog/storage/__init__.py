@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     # Logs and their configuration
     from seglog.storage.config import AppendInfo, LogConfig
     from seglog.storage.fileio.counters import FileCounters
+    from seglog.storage.fileio.files import fsync_dir
     from seglog.storage.fileio.files import write_small_file as atomic_write
 
     # Blocking consume (cancellation token for the sync variant)
@@ -123,6 +124,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "decode_columns": ("seglog.storage.record.columns", "decode_columns"),
     "delete_offsets": ("seglog.storage.retention.delete", "delete_offsets"),
     "encode_records": ("seglog.storage.record.encode", "encode_records"),
+    "fsync_dir": ("seglog.storage.fileio.files", "fsync_dir"),
     "log_directories": ("seglog.storage.tools.check", "log_directories"),
     "migrate": ("seglog.storage.tools.migrate", "migrate"),
     "new_batch_builder": ("seglog.storage.record.message", "new_batch_builder"),
@@ -213,6 +215,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
     "I64",
     "POLL_S",
     "encode_records",
+    "fsync_dir",
     "log_directories",
     "new_batch_builder",
     "start_offset",

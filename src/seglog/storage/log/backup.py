@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from seglog.errors import NotFoundError, StorageError
+from seglog.errors import DirectoryNotFoundError, StorageError
 from seglog.storage.fileio import files
 from seglog.storage.index.offset_time import OffsetIndex, TimeIndex
 
@@ -230,7 +230,7 @@ def write_plan(
     if target.exists():
         raise FileExistsError(f"backup destination {target} exists")
     if not target.parent.is_dir():
-        raise NotFoundError(f"no directory {target.parent}")
+        raise DirectoryNotFoundError(f"no directory {target.parent}")
     tmp = partial_dir(target)
     report = BackupReport(source=source, dest=str(target))
     with make_plan() as p:

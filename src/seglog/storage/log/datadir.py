@@ -28,8 +28,8 @@ from typing import NamedTuple
 
 from seglog.errors import (
     DataDirLockedError,
+    DirectoryNotFoundError,
     InvalidTopicError,
-    NotFoundError,
     ReadOnlyError,
     StorageError,
     TopicExistsError,
@@ -98,7 +98,7 @@ class DataDir:
         self._closed = False
         if not self.path.is_dir():
             if not create or read_only:
-                raise NotFoundError(f"no data directory {self.path}")
+                raise DirectoryNotFoundError(f"no data directory {self.path}")
             self.path.mkdir(parents=True, exist_ok=True)
         if not read_only:
             fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)

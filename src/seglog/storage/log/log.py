@@ -26,7 +26,13 @@ from dataclasses import fields
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from seglog.errors import InvalidOffsetError, LogClosedError, NotFoundError, StorageError
+from seglog.errors import (
+    DirectoryNotFoundError,
+    InvalidOffsetError,
+    LogClosedError,
+    NotFoundError,
+    StorageError,
+)
 from seglog.storage.api import LogAPI
 from seglog.storage.config import AppendInfo, LogConfig
 from seglog.storage.fileio import files
@@ -124,7 +130,7 @@ class Log(LogAPI):
         config = config or LogConfig()
         if not path.is_dir():
             if not create or read_only:
-                raise NotFoundError(f"no log directory {path}")
+                raise DirectoryNotFoundError(f"no log directory {path}")
             path.mkdir(parents=True, exist_ok=True)
             files.fsync_dir(path.parent)
         lock_fd = None if read_only else files.lock_log_dir(path)

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
+from kafka.record.util import decode_varint, encode_varint
+
 from seglog.storage.log.blocking import CancelToken
 from seglog.storage.log.log import Log, open_log
 from seglog.storage.record.message import Message
@@ -94,24 +96,18 @@ class VarintCodec:
     def encode(self, value: int) -> bytes:
         if not -(1 << 63) <= value < (1 << 63):
             raise ValueError(f"{value} outside the signed 64-bit range")
-        z = ((value << 1) ^ (value >> 63)) & ((1 << 64) - 1)
         out = bytearray()
-        while z >= 0x80:
-            out.append((z & 0x7F) | 0x80)
-            z >>= 7
-        out.append(z)
+        encode_varint(value, out.append)  # kafka-python's zigzag varint (Kafka's encoding)
         return bytes(out)
 
     def decode(self, data: bytes) -> int:
-        z = shift = 0
-        for i, b in enumerate(data):
-            z |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                if i != len(data) - 1 or i >= 10:
-                    raise ValueError(f"bad varint of {len(data)} bytes")
-                return (z >> 1) ^ -(z & 1)
-        raise ValueError("truncated varint")
+        try:
+            value, end = decode_varint(data, 0)
+        except (IndexError, ValueError) as e:
+            raise ValueError(f"bad varint of {len(data)} bytes") from e
+        if end != len(data):
+            raise ValueError(f"bad varint of {len(data)} bytes")
+        return int(value)
 
 
 BYTES = BytesCodec()

@@ -10,7 +10,7 @@ import os
 import pathlib
 from dataclasses import asdict, dataclass, field
 
-from seglog.errors import DataDirLockedError, NotFoundError
+from seglog.errors import DataDirLockedError, DirectoryNotFoundError, NotFoundError
 from seglog.storage.config import LogConfig
 from seglog.storage.fileio import files
 from seglog.storage.log.log import Log
@@ -64,7 +64,7 @@ def log_directories(path: str | os.PathLike[str]) -> list[pathlib.Path]:
     subdirectories holding ``.log`` files, sorted. NotFoundError when there is none."""
     p = pathlib.Path(path)
     if not p.is_dir():
-        raise NotFoundError(f"no directory {p}")
+        raise DirectoryNotFoundError(f"no directory {p}")
     if files.list_segment_bases(p):
         return [p]
     subs = sorted(

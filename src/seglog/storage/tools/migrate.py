@@ -8,7 +8,7 @@ import os
 import pathlib
 from collections.abc import Callable
 
-from seglog.errors import FormatVersionError, NotFoundError
+from seglog.errors import DirectoryNotFoundError, FormatVersionError
 from seglog.storage.fileio import files
 from seglog.storage.segment.format_version import (
     FORMAT_FILE,
@@ -35,7 +35,7 @@ def migrate(
     out = []
     p = pathlib.Path(path)
     if not p.is_dir():
-        raise NotFoundError(f"no directory {p}")
+        raise DirectoryNotFoundError(f"no directory {p}")
     for d in log_directories(p):
         lock = files.lock_log_dir(d)
         try:
