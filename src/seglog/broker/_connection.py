@@ -24,7 +24,7 @@ import collections
 import logging
 import struct
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from seglog.errors import ProtocolError
 
@@ -102,7 +102,8 @@ class Connection(asyncio.BufferedProtocol):
     # -- asyncio protocol ---------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # a stream transport (uvloop's does not derive from asyncio.Transport)
+        transport = cast("asyncio.Transport", transport)
         self._transport = transport
         self.peer = transport.get_extra_info("peername")
         if not self._on_open(self):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import signal
 import socket
 import ssl
@@ -531,4 +532,18 @@ async def _serve(config: BrokerConfig) -> None:
 
 def run_broker(config: BrokerConfig) -> None:
     """Run a broker until SIGINT or SIGTERM, then shut down cleanly and return."""
-    asyncio.run(_serve(config))
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(_serve(config))
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop when installed (libuv, and TLS in Cython rather than asyncio's
+    pure-Python SSL protocol: benchmarks/security_bench.py), else asyncio's default.
+    ``SEGLOG_EVENT_LOOP=asyncio`` forces the default."""
+    if os.environ.get("SEGLOG_EVENT_LOOP", "") == "asyncio":
+        return None
+    try:
+        import uvloop  # noqa: PLC0415
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
