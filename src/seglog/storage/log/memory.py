@@ -13,7 +13,12 @@ given). When none is available ``memory_log`` raises :class:`NoMemoryFilesystemE
 instead of silently writing to disk. The page cache *is* the storage there: fsync has
 nothing to do, so the log opens with a relaxed flush (``flush_ms``, unless the caller
 sets ``flush_messages`` or ``flush_ms`` itself): ``publish`` returns without waiting for
-the fsync thread, and what is appended is visible at once.
+the fsync thread, and what is appended is visible at once. The one thing the relaxed flush
+would change beyond that, rolled segments waiting for a background round before retention,
+compaction or ``delete_offsets`` may touch them, is undone by :meth:`MemoryLog.append`
+(it waits for that round when it rolls a segment), so maintenance sees what it sees on a
+log under the default policy. ``flush_ms=None`` gives exactly the default policy (readers
+see appends once "fsynced", ``fsync_count`` counts rounds); on tmpfs it costs no more.
 
 What it means:
 
@@ -40,7 +45,7 @@ from dataclasses import fields
 from typing import Any
 
 from seglog.errors import StorageError
-from seglog.storage.config import LogConfig
+from seglog.storage.config import AppendInfo, LogConfig
 from seglog.storage.log.log import Log
 from seglog.storage.log.state import LogState
 
@@ -157,9 +162,21 @@ def _discard(state: LogState, root: str) -> None:
 
 class MemoryLog(Log):
     """A :class:`Log` in a private directory on tmpfs, removed when it closes (see
-    :func:`memory_log`). Everything but ``close`` is ``Log``'s."""
+    :func:`memory_log`). Everything but ``close`` (and the roll wait of ``append``) is
+    ``Log``'s."""
 
     _discard: weakref.finalize[[LogState, str], MemoryLog] | None = None
+
+    def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """As ``Log.append``; when it rolled a segment, wait for the group commit round
+        that closes the rolled one (microseconds on tmpfs). Under the relaxed flush a
+        rolled segment is left to the next background round, and until then retention,
+        compaction and ``delete_offsets`` skip it: this keeps them as prompt as on a log
+        under the default policy (``publish``/``publish_values`` append through here)."""
+        info = super().append(records)
+        if self.state.rolled_unsynced and self.state.group_commit is not None:
+            self.sync()
+        return info
 
     def close(self) -> None:
         """As ``Log.close``, then remove the log's directory and everything in it (the data
