@@ -17,14 +17,27 @@ from typing import Any
 import pytest
 
 import seglog.storage  # noqa: F401  (imports kafka-python quietly, see storage/record/message.py)
-from seglog.storage import Log, memory_log, open_log
+from seglog.storage import Log, NoMemoryFilesystemError, memory_log, open_log
+from seglog.storage.log.memory import default_ram_dir
 
 BACKENDS = ("disk", "memory")
 
 
+def no_ram_filesystem() -> str | None:
+    """Why memory logs cannot run here (no tmpfs or ramfs), or None."""
+    try:
+        default_ram_dir()
+    except NoMemoryFilesystemError as e:
+        return str(e)
+    return None
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
-    """The log backend a ``make_log`` test runs on (``disk`` or ``memory``)."""
+    """The log backend a ``make_log`` test runs on (``disk`` or ``memory``; memory is
+    skipped where there is no tmpfs)."""
+    if request.param == "memory" and (why := no_ram_filesystem()) is not None:
+        pytest.skip(why)
     return str(request.param)
 
 

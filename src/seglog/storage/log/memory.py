@@ -36,6 +36,7 @@ What it means:
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 import shutil
@@ -53,6 +54,7 @@ __all__ = [
     "MEMORY_FLUSH_MS",
     "MemoryLog",
     "NoMemoryFilesystemError",
+    "default_ram_dir",
     "memory_log",
     "ram_filesystem",
 ]
@@ -60,6 +62,8 @@ __all__ = [
 MEMORY_FLUSH_MS = 60_000
 """flush.ms a memory log opens with unless told otherwise: readers see appends at once and
 the background "fsync" (nothing to do on tmpfs) runs at most once a minute."""
+
+_logger = logging.getLogger(__name__)
 
 _RAM_FS_TYPES = frozenset({"tmpfs", "ramfs"})
 _PREFIX = "seglog-mem-"
@@ -121,6 +125,13 @@ def _candidates() -> list[str]:
     return out
 
 
+def default_ram_dir() -> str:
+    """The directory memory logs are created in by default: ``/dev/shm``, else
+    ``$XDG_RUNTIME_DIR``, if on tmpfs or ramfs and writable; NoMemoryFilesystemError
+    otherwise (what ``memory_log`` would raise)."""
+    return _ram_dir(None)
+
+
 def _ram_dir(ram_dir: str | os.PathLike[str] | None) -> str:
     """The directory to create the log's private directory in: ``ram_dir`` (checked) or
     the first usable default; NoMemoryFilesystemError otherwise."""
@@ -151,12 +162,18 @@ def _ram_dir(ram_dir: str | os.PathLike[str] | None) -> str:
 def _discard(state: LogState, root: str) -> None:
     """Close the log's state (idempotent) and remove its directory: run by ``close``, by
     the finalizer when the log is garbage collected unclosed, or at exit. Holds no
-    reference to the Log object itself (a finalizer must not)."""
+    reference to the Log object itself (a finalizer must not). Never raises: the data is
+    being thrown away (e.g. the clean-shutdown marker not written on a full tmpfs)."""
     try:
         shell = object.__new__(Log)  # Log.close is a function of the state only
         shell.state = state
         Log.close(shell)
+    except Exception as e:  # a finalizer: report, never raise
+        _logger.warning("closing memory log %s: %s", root, e)
     finally:
+        if state.lock_fd is not None:  # a close that failed half-way
+            os.close(state.lock_fd)
+            state.lock_fd = None
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -180,10 +197,12 @@ class MemoryLog(Log):
 
     def close(self) -> None:
         """As ``Log.close``, then remove the log's directory and everything in it (the data
-        is gone). Idempotent."""
-        super().close()
-        if self._discard is not None:
-            self._discard()
+        is gone), even when ``Log.close`` raises (its error is raised after). Idempotent."""
+        try:
+            super().close()
+        finally:
+            if self._discard is not None:
+                self._discard()
 
     def __repr__(self) -> str:
         return "Memory" + super().__repr__()
