@@ -1,7 +1,8 @@
 """memory_log: a log held in RAM only (NATS's memory store, aof's anonymous file).
 
 ``memory_log(**config)`` returns the same :class:`~seglog.storage.log.log.Log` as
-``open_log`` (a :class:`MemoryLog`, its subclass that only adds the cleanup), so every
+``open_log`` (a :class:`MemoryLog`, its subclass adding only the cleanup and a wait at a
+segment roll, below), so every
 method and function of the embedded contract (``seglog.storage.api``: publish, consume,
 get, by key, by time, blocking consume, the trims, ``compact``, ``delete_offsets``,
 ``stats``, ``backup``...) behaves exactly as on disk: there is no second engine.
@@ -22,9 +23,11 @@ see appends once "fsynced", ``fsync_count`` counts rounds); on tmpfs it costs no
 
 What it means:
 
-- memory only: everything is lost at ``close`` (the directory is removed) or when the
-  process exits (an ``atexit`` hook), and also when the log is garbage collected without
-  ``close`` (a ``weakref.finalize``); nothing is left behind and nothing touches a disk;
+- memory only: everything is lost at ``close`` (the directory is removed), when the log is
+  garbage collected without ``close`` or when the process exits (a ``weakref.finalize``,
+  which also runs at exit); nothing is left behind and nothing is written to a disk
+  (unless you ``backup`` it there). A process killed by a signal leaves its directory on
+  the tmpfs until reboot or removal (``seglog-mem-*``), as any tmpfs file;
 - bounded by the filesystem's size, i.e. RAM (``/dev/shm`` is half of it by default, 64
   MiB in a default Docker container): a full tmpfs raises StorageError like a full disk
   (nothing stored is damaged); tmpfs pages may go to swap like any anonymous memory;
