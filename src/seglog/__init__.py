@@ -7,6 +7,9 @@ The embedded API (one ``Log`` is one partition, a directory of segments)::
         next_offset = log.publish([seglog.Message(key=b"k", value=b"v")])
         next_offset, messages = log.consume(seglog.OFFSET_OLDEST, max_count=1000)
 
+``seglog.memory_log(**config)`` gives the same log in RAM only (a private tmpfs directory,
+gone at close or exit).
+
 See ``seglog.storage`` for the engine, ``seglog.broker`` for ``seglog serve`` and
 ``seglog.spark`` for the PySpark data source ``format("seglog")``.
 """
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
         TopicInfo,
         TypedLog,
         TypedMessage,
+        memory_log,
         open_log,
         open_typed_log,
     )
@@ -40,7 +44,7 @@ _STORAGE_NAMES = frozenset(
     {
         "OFFSET_NEWEST", "OFFSET_OLDEST", "AppendInfo", "CancelToken", "DataDir", "Log",
         "LogConfig", "Message", "RecordColumns", "TopicInfo", "TypedLog", "TypedMessage",
-        "open_log", "open_typed_log",
+        "memory_log", "open_log", "open_typed_log",
     }
 )  # fmt: skip
 
@@ -72,6 +76,7 @@ __all__ = [  # noqa: PLE0604  (errors re-exported from seglog.errors)
     "TypedLog",
     "TypedMessage",
     "__version__",
+    "memory_log",
     "open_log",
     "open_typed_log",
 ]

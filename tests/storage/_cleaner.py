@@ -36,11 +36,20 @@ def abandon(log: Log) -> None:
 
 
 def keyed_log(
-    path: Path, n: int = 120, keys: int = 10, *, ts0: int = 1_000, segment_bytes: int = 1024
+    where: Path | Callable[..., Log],
+    n: int = 120,
+    keys: int = 10,
+    *,
+    ts0: int = 1_000,
+    segment_bytes: int = 1024,
 ) -> Log:
     """A log of ``n`` messages with keys k0..k{keys-1} in turn, timestamps ts0 + i,
-    one publish each (many small segments)."""
-    log = seglog.open_log(path, create=True, segment_bytes=segment_bytes)
+    one publish each (many small segments); ``where``: a new directory on disk, or the
+    ``make_log`` fixture (disk and memory)."""
+    if isinstance(where, Path):
+        log = seglog.open_log(where, create=True, segment_bytes=segment_bytes)
+    else:
+        log = where(segment_bytes=segment_bytes)
     for i in range(n):
         log.publish([Message(key=b"k%d" % (i % keys), value=b"v%d" % i, timestamp=ts0 + i)])
     return log

@@ -40,8 +40,8 @@ async def _until_waiting(log, waiters: int) -> None:
         await asyncio.sleep(0.001)
 
 
-def test_sync_woken_by_writer_and_timeout(tmp_path):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_sync_woken_by_writer_and_timeout(make_log):
+    with make_log() as log:
         t0 = time.monotonic()
         assert log.consume_blocking(OFFSET_OLDEST, 10, 0.05) == (0, [])
         assert time.monotonic() - t0 >= 0.04
@@ -52,8 +52,8 @@ def test_sync_woken_by_writer_and_timeout(tmp_path):
         assert len(log.state.notifier) == 0  # no waiter left behind
 
 
-def test_sync_cancel_and_close(tmp_path):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_sync_cancel_and_close(make_log):
+    with make_log() as log:
         token = CancelToken()
         t = _when_waiting(log, token.cancel)
         with pytest.raises(CancelledError):
@@ -67,10 +67,10 @@ def test_sync_cancel_and_close(tmp_path):
         t.join()
 
 
-def test_fifty_thread_tailers(tmp_path):
+def test_fifty_thread_tailers(make_log):
     n_tailers, n_msgs = 50, 30
     got: dict[int, list[bytes]] = {}
-    with open_log(tmp_path / "p", create=True) as log:
+    with make_log() as log:
 
         def tail(i: int) -> None:
             offset, seen = 0, []
@@ -91,9 +91,9 @@ def test_fifty_thread_tailers(tmp_path):
         assert len(log.state.notifier) == 0
 
 
-async def test_fifty_async_tailers_and_cancel(tmp_path):
+async def test_fifty_async_tailers_and_cancel(make_log):
     n_tailers, n_msgs = 50, 20
-    with open_log(tmp_path / "p", create=True) as log:
+    with make_log() as log:
 
         async def tail() -> list[bytes]:
             offset, seen = 0, []
@@ -132,9 +132,8 @@ async def test_fifty_async_tailers_and_cancel(tmp_path):
             await waiter
 
 
-async def test_async_read_only_tailer_polls_other_writer(tmp_path):
-    p = tmp_path / "p"
-    with open_log(p, create=True) as writer, open_log(p, read_only=True) as ro:
+async def test_async_read_only_tailer_polls_other_writer(make_log):
+    with make_log() as writer, open_log(writer.directory, read_only=True) as ro:
         t = _when_waiting(ro, lambda: writer.publish([Message(value=b"x")]))
         nxt, msgs = await consume_blocking_async(ro, 0, 10, 30)
         t.join()

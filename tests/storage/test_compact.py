@@ -1,10 +1,12 @@
 """Compaction: last record per key, tombstones, min.compaction.lag.ms, the active segment,
-offsets kept with gaps, batch properties, crash at each step of the swap."""
+offsets kept with gaps, batch properties, crash at each step of the swap. Tests taking
+``make_log`` run on disk and in memory; reopen and crash tests are disk-only."""
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from seglog.storage.record.batch import parse_header
 from seglog.storage.segment.swap import stepping
 
 NOW = 10**12  # far after every test timestamp
+MakeLog = Callable[..., seglog.Log]
 
 
 def _last_per_key(msgs: list[Message]) -> dict[bytes | None, Message]:
@@ -63,15 +66,15 @@ def test_keeps_the_last_record_per_key_with_offsets_and_gaps(tmp_path: Path) -> 
     assert all(r.ok and not r.index_problems for r in check(path))
 
 
-def test_active_segment_and_unkeyed_records_untouched(tmp_path: Path) -> None:
-    log = seglog.open_log(tmp_path / "t-0", create=True, segment_bytes=1 << 20)
+def test_active_segment_and_unkeyed_records_untouched(make_log: MakeLog) -> None:
+    log = make_log(segment_bytes=1 << 20)
     for i in range(20):
         log.publish([Message(key=b"same", value=b"%d" % i), Message(value=b"nokey%d" % i)])
     before = all_messages(log)
     assert compact(log, now_ms=NOW).offsets == []  # one segment: the active one
     assert all_messages(log) == before
     log.close()
-    log = keyed_log(tmp_path / "t-1", 60, keys=3)
+    log = keyed_log(make_log, 60, keys=3)
     log.publish([Message(value=b"unkeyed", timestamp=5)])
     active = log.state.segments[-1]
     active_bytes = os.pread(active.fd, active.size, 0)
@@ -81,8 +84,8 @@ def test_active_segment_and_unkeyed_records_untouched(tmp_path: Path) -> None:
     log.close()
 
 
-def test_tombstones_dropped_only_after_delete_retention(tmp_path: Path) -> None:
-    log = keyed_log(tmp_path / "t-0", 60, keys=3)
+def test_tombstones_dropped_only_after_delete_retention(make_log: MakeLog) -> None:
+    log = keyed_log(make_log, 60, keys=3)
     log.publish([Message(key=b"k0", value=None, timestamp=2_000)])  # tombstone for k0
     for _ in range(30):  # later segments: the tombstone's segment becomes cleanable
         log.publish([Message(key=b"k1", value=b"x" * 40, timestamp=2_001)])
@@ -99,8 +102,8 @@ def test_tombstones_dropped_only_after_delete_retention(tmp_path: Path) -> None:
     log.close()
 
 
-def test_min_compaction_lag_is_honoured(tmp_path: Path) -> None:
-    log = keyed_log(tmp_path / "t-0", 150, keys=10, ts0=1_000)
+def test_min_compaction_lag_is_honoured(make_log: MakeLog) -> None:
+    log = keyed_log(make_log, 150, keys=10, ts0=1_000)
     segs = log.state.segments
     young = segs[5].max_timestamp  # segments from 5 on are younger than the lag
     lag = 100
@@ -112,8 +115,8 @@ def test_min_compaction_lag_is_honoured(tmp_path: Path) -> None:
     log.close()
 
 
-def test_before_bounds_updates_and_klevdb_forms(tmp_path: Path) -> None:
-    log = keyed_log(tmp_path / "t-0", 100, keys=5, ts0=1_000)
+def test_before_bounds_updates_and_klevdb_forms(make_log: MakeLog) -> None:
+    log = keyed_log(make_log, 100, keys=5, ts0=1_000)
     res = compact_updates(log, before_ms=1_040)  # only superseded records before t=1040
     assert res.offsets
     assert all(o < 40 for o in res.offsets)
@@ -147,8 +150,8 @@ def _batch(*, codec: int, pid: int, records: list[tuple[bytes, bytes | None]], t
     return bytes(b.build())
 
 
-def test_rebuilt_batches_keep_their_properties(tmp_path: Path) -> None:
-    log = seglog.open_log(tmp_path / "t-0", create=True, segment_bytes=4096)
+def test_rebuilt_batches_keep_their_properties(make_log: MakeLog) -> None:
+    log = make_log(segment_bytes=4096)
     recs = [(b"a", b"1"), (b"b", b"2"), (b"a", b"3"), (b"c", b"4")]
     info = log.append(_batch(codec=1, pid=42, records=recs, ts=5_000))  # gzip
     log.sync()
@@ -170,10 +173,8 @@ def test_rebuilt_batches_keep_their_properties(tmp_path: Path) -> None:
     log.close()
 
 
-def test_log_append_time_batches_keep_their_time(tmp_path: Path) -> None:
-    log = seglog.open_log(
-        tmp_path / "t-0", create=True, segment_bytes=1024, message_timestamp_type="LogAppendTime"
-    )
+def test_log_append_time_batches_keep_their_time(make_log: MakeLog) -> None:
+    log = make_log(segment_bytes=1024, message_timestamp_type="LogAppendTime")
     log.publish([Message(key=b"a", value=b"1"), Message(key=b"b", value=b"2")])
     stamp = parse_header(log.read(0, 1 << 20)).max_timestamp
     for _ in range(30):

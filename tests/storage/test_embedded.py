@@ -23,8 +23,8 @@ def test_public_names():
     assert OFFSET_NEWEST == -1
 
 
-def test_publish_consume_get(tmp_path):
-    with open_log(tmp_path / "events", create=True) as log:
+def test_publish_consume_get(make_log):
+    with make_log() as log:
         assert isinstance(log, seglog.Log)
         assert log.next_offset() == 0
         assert log.consume(OFFSET_OLDEST, 10) == (0, [])
@@ -65,8 +65,8 @@ def test_publish_consume_get(tmp_path):
         log.publish([Message(value=b"x")])
 
 
-def test_publish_splits_large_batches(tmp_path):
-    with open_log(tmp_path / "p", create=True, max_message_bytes=2000) as log:
+def test_publish_splits_large_batches(make_log):
+    with make_log(max_message_bytes=2000) as log:
         assert log.publish([Message(value=b"x" * 300) for _ in range(20)]) == 20
         assert len(list(log.batches())) > 3
         assert [m.offset for m in log.consume(0, 100)[1]] == list(range(20))
@@ -75,7 +75,7 @@ def test_publish_splits_large_batches(tmp_path):
         assert log.next_offset() == 20
 
 
-def test_open_log_options(tmp_path):
+def test_open_log_options(tmp_path):  # disk only: open_log's directory options, a reopen
     with pytest.raises(TypeError):
         open_log(tmp_path / "p", create=True, no_such_setting=1)
     with pytest.raises(seglog.NotFoundError):
@@ -90,15 +90,15 @@ def test_open_log_options(tmp_path):
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-def test_consume_compressed(tmp_path, codec):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_consume_compressed(make_log, codec):
+    with make_log() as log:
         log.append(make_batch(4, codec=codec, tag=b"c"))
         log.sync()
         _, got = log.consume(OFFSET_OLDEST, 10)
         assert [m.value[:4] for m in got if m.value] == [b"c-0-", b"c-1-", b"c-2-", b"c-3-"]
 
 
-def test_key_index(tmp_path):
+def test_key_index(tmp_path):  # disk only: the key index rebuilt at a reopen
     p = tmp_path / "p"
     with open_log(p, create=True, key_index=True, segment_bytes=300) as log:
         log.publish([Message(key=b"a", value=b"1"), Message(key=b"b", value=b"1")])
@@ -192,14 +192,18 @@ def test_storage_public_names_pinned():
             "trim_by_count",
             "trim_by_offset",
             "trim_by_size",
+            # logs in RAM (a private tmpfs directory removed at close)
+            "MemoryLog",
+            "NoMemoryFilesystemError",
+            "memory_log",
         ]
     )
     for name in seglog.storage.__all__:
         assert getattr(seglog.storage, name) is not None
 
 
-def test_consume_blocking(tmp_path):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_consume_blocking(make_log):
+    with make_log() as log:
         log.publish([Message(value=b"old")])
         t0 = time.monotonic()
         assert log.consume_blocking(1, 10, 0.05) == (1, [])
@@ -217,7 +221,7 @@ def test_consume_blocking(tmp_path):
         nxt, msgs = log.consume_blocking(OFFSET_NEWEST, 10, 10)
         t.join()
         assert (nxt, [m.value for m in msgs]) == (2, [b"new"])
-        with open_log(tmp_path / "p", read_only=True) as ro:
+        with open_log(log.directory, read_only=True) as ro:
             t = threading.Thread(target=later, args=(ro,))
             t.start()
             nxt, msgs = ro.consume_blocking(2, 10, 10)

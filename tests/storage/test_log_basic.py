@@ -1,4 +1,7 @@
-"""Append/read round trips, offsets, roll, reopen."""
+"""Append/read round trips, offsets, roll, reopen.
+
+Tests taking ``make_log`` run on disk and in memory (``memory_log``); the reopen, lock and
+closed-log tests are about a directory on disk and stay disk-only (``tmp_path``)."""
 
 from __future__ import annotations
 
@@ -23,8 +26,8 @@ def _records(data: bytes) -> list[tuple[int, bytes | None]]:
     return out
 
 
-def test_append_assigns_offsets_and_reads_back(tmp_path):
-    with Log.open(tmp_path / "p", create=True) as log:
+def test_append_assigns_offsets_and_reads_back(make_log):
+    with make_log() as log:
         infos = [log.append(make_batch(3, tag=b"%d" % i)) for i in range(5)]
         assert [i.base_offset for i in infos] == [0, 3, 6, 9, 12]
         assert infos[-1].last_offset == 14
@@ -48,9 +51,9 @@ def test_append_assigns_offsets_and_reads_back(tmp_path):
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
-def test_compressed_batches_stored_unchanged_except_base_offset(tmp_path, codec):
+def test_compressed_batches_stored_unchanged_except_base_offset(make_log, codec):
     batch = make_batch(10, codec=codec, value_size=200)
-    with Log.open(tmp_path / "p", create=True) as log:
+    with make_log() as log:
         log.append(make_batch(2))
         info = log.append(batch)
         log.sync()
@@ -61,40 +64,41 @@ def test_compressed_batches_stored_unchanged_except_base_offset(tmp_path, codec)
         assert [o for o, _ in _records(stored)] == list(range(2, 12))
 
 
-def test_multi_batch_append_is_one_unit(tmp_path):
-    with Log.open(tmp_path / "p", create=True) as log:
+def test_multi_batch_append_is_one_unit(make_log):
+    with make_log() as log:
         info = log.append(make_batch(2) + make_batch(3) + make_batch(1))
         assert (info.base_offset, info.last_offset, info.record_count) == (0, 5, 6)
         log.sync()
         assert [o for o, _ in _records(log.read(0, 1 << 20))] == list(range(6))
 
 
-def test_roll_by_segment_bytes(tmp_path):
+def test_roll_by_segment_bytes(make_log, backend):
     cfg = LogConfig(segment_bytes=1000, index_interval_bytes=100)
-    with Log.open(tmp_path / "p", cfg, create=True) as log:
+    with make_log(segment_bytes=1000, index_interval_bytes=100) as log:
         for _ in range(30):
             log.append(make_batch(2, value_size=50))
         log.sync()
         assert log.stat()["segments"] > 3
-        for name in os.listdir(tmp_path / "p"):
+        for name in os.listdir(log.directory):
             if name.endswith(".log"):
-                assert os.path.getsize(tmp_path / "p" / name) <= 1000
+                assert os.path.getsize(log.directory / name) <= 1000
         assert [o for b in log.batches() for o, _ in _records(bytes(b))] == list(range(60))
-    with Log.open(tmp_path / "p", cfg) as log:
+    if backend == "memory":
+        return  # gone with the close; on disk, a reopen finds every offset
+    with Log.open(log.directory, cfg) as log:
         assert log.log_end_offset == 60
         for off in range(60):
             assert parse_header(log.read(off, 1)).base_offset == off - off % 2
 
 
-def test_roll_by_segment_ms(tmp_path):
-    cfg = LogConfig(segment_ms=30)
-    with Log.open(tmp_path / "p", cfg, create=True) as log:
+def test_roll_by_segment_ms(make_log):
+    with make_log(segment_ms=30) as log:
         log.append(make_batch(1))
         log.append(make_batch(1))
         time.sleep(0.05)
         log.append(make_batch(1))
         assert log.stat()["segments"] == 2
-        assert (tmp_path / "p" / "00000000000000000002.log").exists()
+        assert (log.directory / "00000000000000000002.log").exists()
 
 
 def test_reopen_after_clean_close(tmp_path):
@@ -126,8 +130,8 @@ def test_closed_and_read_only_errors(tmp_path):
         assert ro.log_end_offset == 1
 
 
-def test_offset_for_time(tmp_path):
-    with Log.open(tmp_path / "p", LogConfig(index_interval_bytes=64), create=True) as log:
+def test_offset_for_time(make_log, backend):
+    with make_log(index_interval_bytes=64) as log:
         for i in range(20):
             log.append(make_batch(3, timestamp=1000 * (i + 1)))
         log.sync()
@@ -139,13 +143,14 @@ def test_offset_for_time(tmp_path):
         assert log.offset_for_time(5003) == (15, 6000)
         assert log.offset_for_time(20002) == (59, 20002)
         assert log.offset_for_time(20003) is None
-    with Log.open(tmp_path / "p") as log:
+    if backend == "memory":
+        return  # gone with the close; on disk, the time index survives a reopen
+    with Log.open(log.directory) as log:
         assert log.offset_for_time(5003) == (15, 6000)
 
 
-def test_log_append_time(tmp_path):
-    cfg = LogConfig(message_timestamp_type="LogAppendTime")
-    with Log.open(tmp_path / "p", cfg, create=True) as log:
+def test_log_append_time(make_log):
+    with make_log(message_timestamp_type="LogAppendTime") as log:
         before = time.time_ns() // 1_000_000
         info = log.append(make_batch(2, timestamp=5))
         assert info.log_append_time_ms >= before
@@ -170,10 +175,11 @@ def test_one_writer_per_log_directory(tmp_path):
         assert again.log_end_offset == 0
 
 
-def test_readers_see_only_durable_data(tmp_path):
+def test_readers_see_only_durable_data(make_log):
     """Hold back the fsync thread (it needs the log lock for its sync point): appended
-    data stays invisible to readers until it is fsynced."""
-    with Log.open(tmp_path / "p", create=True) as log:
+    data stays invisible to readers until it is fsynced (a memory log relaxes flush by
+    default; ``flush_ms=None`` asks for the default policy on both)."""
+    with make_log(flush_ms=None) as log:
         log.append(make_batch(2))
         log.sync()
         with log.state.lock:
@@ -189,16 +195,15 @@ def test_readers_see_only_durable_data(tmp_path):
         assert log.read(2, 1000) != b""
 
 
-def test_batch_larger_than_segment_bytes_gets_its_own_segment(tmp_path):
-    cfg = LogConfig(segment_bytes=500)
-    with Log.open(tmp_path / "p", cfg, create=True) as log:
+def test_batch_larger_than_segment_bytes_gets_its_own_segment(make_log):
+    with make_log(segment_bytes=500) as log:
         log.append(make_batch(1))
         big = make_batch(10, value_size=100)
         assert len(big) > 500
         assert log.append(big).base_offset == 1
         log.append(make_batch(1))
         log.sync()
-        assert [n for n in sorted(os.listdir(tmp_path / "p")) if n.endswith(".log")] == [
+        assert [n for n in sorted(os.listdir(log.directory)) if n.endswith(".log")] == [
             f"{0:020d}.log",
             f"{1:020d}.log",
             f"{11:020d}.log",

@@ -1,10 +1,12 @@
 """Retention: trim by age, size, count and offset; the log start offset; archive hook;
-crash at each step."""
+crash at each step. Tests taking ``make_log`` run on disk and in memory; reopen, archive
+and crash tests are disk-only."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,13 +24,15 @@ from seglog.storage import (
 )
 from seglog.storage.segment.swap import stepping
 
+MakeLog = Callable[..., seglog.Log]
+
 
 def _bases(log: seglog.Log) -> list[int]:
     return [s.base_offset for s in log.state.segments]
 
 
-def test_trim_by_age_removes_old_segments_never_the_active(tmp_path: Path) -> None:
-    log = keyed_log(tmp_path / "t-0", 120)
+def test_trim_by_age_removes_old_segments_never_the_active(make_log: MakeLog) -> None:
+    log = keyed_log(make_log, 120)
     bases = _bases(log)
     assert len(bases) > 5
     # every record is old: all closed segments go, the active one stays
@@ -43,12 +47,12 @@ def test_trim_by_age_removes_old_segments_never_the_active(tmp_path: Path) -> No
         log.read(0, 1 << 20)
     with pytest.raises(InvalidOffsetError):
         log.get(bases[-1] - 1)
-    assert not [f for f in os.listdir(tmp_path / "t-0") if f.startswith(f"{bases[0]:020d}")]
+    assert not [f for f in os.listdir(log.directory) if f.startswith(f"{bases[0]:020d}")]
     log.close()
 
 
-def test_trim_by_age_stops_at_the_first_young_segment(tmp_path: Path) -> None:
-    log = keyed_log(tmp_path / "t-0", 120)
+def test_trim_by_age_stops_at_the_first_young_segment(make_log: MakeLog) -> None:
+    log = keyed_log(make_log, 120)
     segs = log.state.segments
     cut = segs[3].max_timestamp  # segments 0..3 are older than or at cut
     res = trim_by_age(log, 0, now_ms=cut + 1)
@@ -60,8 +64,8 @@ def test_trim_by_age_stops_at_the_first_young_segment(tmp_path: Path) -> None:
     log.close()
 
 
-def test_trim_by_size_keeps_at_least_retention_bytes(tmp_path: Path) -> None:
-    log = keyed_log(tmp_path / "t-0", 120)
+def test_trim_by_size_keeps_at_least_retention_bytes(make_log: MakeLog) -> None:
+    log = keyed_log(make_log, 120)
     total = sum(s.size for s in log.state.segments)
     limit = total // 2
     res = trim_by_size(log, limit)
@@ -75,8 +79,8 @@ def test_trim_by_size_keeps_at_least_retention_bytes(tmp_path: Path) -> None:
     log.close()
 
 
-def test_trim_by_count_moves_the_start_inside_a_segment(tmp_path: Path) -> None:
-    log = keyed_log(tmp_path / "t-0", 120)
+def test_trim_by_count_moves_the_start_inside_a_segment(make_log: MakeLog) -> None:
+    log = keyed_log(make_log, 120)
     res = trim_by_count(log, 50)
     assert res.log_start_offset == 70 == log.log_start_offset
     assert [m.offset for m in all_messages(log)] == list(range(70, 120))

@@ -16,7 +16,6 @@ from seglog.storage import (
     VARINT,
     TypedLog,
     TypedMessage,
-    open_log,
     open_typed_log,
 )
 
@@ -40,8 +39,16 @@ def test_builtin_codecs_round_trip():
         JSON.decode(b"{nope")
 
 
-def test_typed_log_publish_consume_get_by_key(tmp_path):
+def test_open_typed_log(tmp_path):
     with open_typed_log(tmp_path / "t", STR, JSON, create=True, key_index=True) as log:
+        assert isinstance(log, TypedLog)
+        assert log.publish([TypedMessage(key="k", value={"a": 1})]) == 1
+    with open_typed_log(tmp_path / "t", STR, JSON, key_index=True) as log:
+        assert log.get_by_key("k").value == {"a": 1}
+
+
+def test_typed_log_publish_consume_get_by_key(make_log):
+    with TypedLog(make_log(key_index=True), STR, JSON) as log:
         assert isinstance(log, TypedLog)
         nxt = log.publish(
             [
@@ -72,7 +79,7 @@ def test_typed_log_publish_consume_get_by_key(tmp_path):
         assert (raw.key, raw.value) == (b"user-1", b'{"clicks":1}')
 
 
-async def test_typed_async_and_custom_codec(tmp_path):
+async def test_typed_async_and_custom_codec(make_log):
     class Upper:
         """A custom codec: any object with encode/decode."""
 
@@ -82,7 +89,7 @@ async def test_typed_async_and_custom_codec(tmp_path):
         def decode(self, data: bytes) -> str:
             return data.decode().lower()
 
-    log = TypedLog(open_log(tmp_path / "t", create=True), VARINT, Upper())
+    log = TypedLog(make_log(), VARINT, Upper())
     with log:
         log.publish([TypedMessage(key=-5, value="abc", timestamp=1000)])
         assert log.log.get(0).value == b"ABC"

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from seglog.storage.log.datadir import DataDir, TopicInfo, validate_topic_name
     from seglog.storage.log.keys import rebuild_key_index
     from seglog.storage.log.log import FileSlice, Log, open_log
+
+    # Logs in RAM (a private tmpfs directory, removed at close)
+    from seglog.storage.log.memory import MemoryLog, NoMemoryFilesystemError, memory_log
     from seglog.storage.log.stats import LogStats, SegmentStats
 
     # Typed logs (key/value codecs)
@@ -100,8 +103,10 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Log": ("seglog.storage.log.log", "Log"),
     "LogConfig": ("seglog.storage.config", "LogConfig"),
     "LogStats": ("seglog.storage.log.stats", "LogStats"),
+    "MemoryLog": ("seglog.storage.log.memory", "MemoryLog"),
     "Message": ("seglog.storage.record.message", "Message"),
     "OFFSET_NEWEST": ("seglog.storage.record.message", "OFFSET_NEWEST"),
+    "NoMemoryFilesystemError": ("seglog.storage.log.memory", "NoMemoryFilesystemError"),
     "OFFSET_OLDEST": ("seglog.storage.record.message", "OFFSET_OLDEST"),
     "POLL_S": ("seglog.storage.log.blocking", "POLL_S"),
     "RecordColumns": ("seglog.storage.record.columns", "RecordColumns"),
@@ -126,6 +131,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "encode_records": ("seglog.storage.record.encode", "encode_records"),
     "fsync_dir": ("seglog.storage.fileio.files", "fsync_dir"),
     "log_directories": ("seglog.storage.tools.check", "log_directories"),
+    "memory_log": ("seglog.storage.log.memory", "memory_log"),
     "migrate": ("seglog.storage.tools.migrate", "migrate"),
     "new_batch_builder": ("seglog.storage.record.message", "new_batch_builder"),
     "open_log": ("seglog.storage.log.log", "open_log"),
@@ -151,6 +157,10 @@ __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
     "Log",
     "LogConfig",
     "open_log",
+    # logs in RAM (memory only: a private tmpfs directory removed at close)
+    "MemoryLog",
+    "NoMemoryFilesystemError",
+    "memory_log",
     # messages (embedded API)
     "Message",
     "OFFSET_NEWEST",
