@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from seglog.storage.log.log import FileSlice, Log, open_log
     from seglog.storage.log.stats import LogStats, SegmentStats
 
+    # Durable subscriptions (NATS Streaming's durable subscribers)
+    from seglog.storage.log.subscription import Delivery, Subscription
+
     # Typed logs (key/value codecs)
     from seglog.storage.log.typed import (
         BYTES,
@@ -92,6 +95,7 @@ _LAZY: dict[str, tuple[str, str]] = {
         "DEFAULT_DELETE_RETENTION_MS",
     ),
     "DataDir": ("seglog.storage.log.datadir", "DataDir"),
+    "Delivery": ("seglog.storage.log.subscription", "Delivery"),
     "FORMAT_VERSION": ("seglog.storage.segment.format_version", "FORMAT_VERSION"),
     "FileCounters": ("seglog.storage.fileio.counters", "FileCounters"),
     "FileSlice": ("seglog.storage.log.log", "FileSlice"),
@@ -108,6 +112,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Removed": ("seglog.storage.retention.rewrite", "Removed"),
     "RestoreReport": ("seglog.storage.tools.snapshot", "RestoreReport"),
     "STR": ("seglog.storage.log.typed", "STR"),
+    "Subscription": ("seglog.storage.log.subscription", "Subscription"),
     "SegmentStats": ("seglog.storage.log.stats", "SegmentStats"),
     "SnapshotError": ("seglog.storage.tools.snapshot", "SnapshotError"),
     "TopicInfo": ("seglog.storage.log.datadir", "TopicInfo"),
@@ -175,6 +180,9 @@ __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
     "rebuild_key_index",
     # blocking consume
     "CancelToken",
+    # durable subscriptions
+    "Delivery",
+    "Subscription",
     # typed logs
     "BYTES",
     "JSON",
