@@ -196,7 +196,9 @@ class Subscription:
     @property
     def position(self) -> int:
         """The next offset to deliver for the first time."""
-        return self._position
+        with self._lock:
+            self._drop_below_log_start()
+            return self._position
 
     @property
     def closed(self) -> bool:
@@ -206,6 +208,7 @@ class Subscription:
     def pending(self) -> dict[int, int]:
         """Delivered but not yet acknowledged offsets -> their redelivery count so far."""
         with self._lock:
+            self._drop_below_log_start()
             return {o: c for o, (c, _) in sorted(self._pending.items())}
 
     # -- fetching --------------------------------------------------------------------------
@@ -390,6 +393,7 @@ class Subscription:
             batch = [operator.index(offsets)]
         with self._lock:
             self._check_open()
+            self._drop_below_log_start()
             never = [o for o in batch if o >= self._position]
             if never:
                 raise ValueError(
