@@ -13,7 +13,14 @@ import pytest
 
 import seglog.aio
 from seglog import OFFSET_NEWEST, Message, open_log
-from seglog.errors import InvalidOffsetError, LogClosedError, NotFoundError, ReadOnlyError
+from seglog.errors import (
+    InvalidOffsetError,
+    LogClosedError,
+    LogCorruptedError,
+    NotFoundError,
+    ReadOnlyError,
+    StorageError,
+)
 from seglog.storage import Delivery, Subscription, delete_offsets, trim_by_offset
 from seglog.storage.log import subscription as subscription_module
 
@@ -401,3 +408,39 @@ def test_aio_fetch_waits_for_an_expiry(tmp_path):
     with open_log(tmp_path / "p", create=True) as log:
         _publish(log, 1)
         asyncio.run(main(log))
+
+
+def test_a_damaged_snapshot_line_is_an_error_not_a_silent_restart(tmp_path):
+    with open_log(tmp_path / "p", create=True) as log:
+        _publish(log, 3)
+        log.subscribe("w").fetch(2, 0)
+    journal = tmp_path / "p" / "subscriptions" / "w.sub"
+    journal.write_bytes(b"00000000 " + journal.read_bytes()[9:])  # a bad CRC
+    with open_log(tmp_path / "p") as log:
+        with pytest.raises(LogCorruptedError, match="damaged"):
+            log.subscribe("w")
+        log.unsubscribe("w")  # the way out: start over
+        assert log.subscribe("w").position == 0
+
+
+def test_a_failed_journal_write_is_cut_back(tmp_path, monkeypatch, fake_clock):
+    with open_log(tmp_path / "p", create=True) as log:
+        _publish(log, 4)
+        sub = log.subscribe("w")
+        sub.fetch(4, 0)
+        real_write = os.write
+
+        def half_then_enospc(fd: int, data) -> int:
+            real_write(fd, bytes(data)[: len(data) // 2])
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(subscription_module.os, "write", half_then_enospc)
+        with pytest.raises(StorageError, match="cannot write"):
+            sub.ack(0)
+        monkeypatch.setattr(subscription_module.os, "write", real_write)
+        assert sub.pending() == {0: 0, 1: 0, 2: 0, 3: 0}  # the failed ack changed nothing
+        assert sub.ack([1, 2]) == 2  # appended after the cut, not after a torn line
+        crashed = _crash_copy(log, tmp_path / "crashed")
+    with open_log(crashed) as log:
+        # 0's ack never returned: delivered again
+        assert log.subscribe("w").pending() == {0: 0, 3: 0}

@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import json
+import logging
 import operator
 import os
 import pathlib
@@ -52,7 +53,13 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from seglog.errors import InvalidOffsetError, LogClosedError, NotFoundError
+from seglog.errors import (
+    InvalidOffsetError,
+    LogClosedError,
+    LogCorruptedError,
+    NotFoundError,
+    StorageError,
+)
 from seglog.storage.fileio import files
 from seglog.storage.log.message_ops import consume
 from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST, Message
@@ -76,6 +83,8 @@ _NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
 _COMPACT_MIN_BYTES = 64 << 10
 _MAX_GAP = 16
 """Redeliveries read runs of pending offsets at most this far apart with one consume."""
+
+_logger = logging.getLogger(__name__)
 
 clock: Callable[[], float] = time.monotonic
 """Monotonic seconds for ack-wait deadlines (a module attribute so tests can fake it)."""
@@ -386,7 +395,8 @@ class Subscription:
         not in flight (already acknowledged, or dropped by retention) are ignored; an
         offset at or above ``position`` was never delivered: ValueError, and nothing of
         this call is acknowledged. Returns how many were in flight (now acknowledged).
-        LogClosedError when closed."""
+        LogClosedError when closed; StorageError when the state cannot be written
+        (nothing of this call acknowledged then)."""
         if isinstance(offsets, Iterable):
             batch = [operator.index(o) for o in offsets]
         else:
@@ -400,12 +410,14 @@ class Subscription:
                     f"subscription {self._name}: offsets {never[:5]} were never delivered "
                     f"(position {self._position})"
                 )
-            acked = []
-            for o in batch:
-                if self._pending.pop(o, None) is not None:
-                    acked.append(o)
+            popped = {o: self._pending.pop(o) for o in batch if o in self._pending}
+            acked = list(popped)
             if acked:
-                self._append([{"a": acked}], sync=True)
+                try:
+                    self._append([{"a": acked}], sync=True)
+                except BaseException:
+                    self._pending.update(popped)  # not acknowledged: delivered again
+                    raise
         if acked:
             self._wake_all()
         return len(acked)
@@ -414,16 +426,42 @@ class Subscription:
 
     def _append(self, records: list[dict[str, Any]], *, sync: bool) -> None:
         """Append ``records`` to the journal (one write); fsync it when ``sync`` under the
-        default policy; compact when the journal outgrew its snapshot."""
+        default policy; compact when the journal outgrew its snapshot. On a write error
+        the journal is cut back to its last whole line (a torn line would hide every
+        later one from the next load) and StorageError raised; an fsync error closes the
+        subscription (the kernel may have dropped the pages: reopen it)."""
         data = b"".join(_line(r) for r in records)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view) :]
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as e:
+            try:
+                os.ftruncate(self._fd, self._journal_bytes)
+            except OSError:
+                self._fail()
+            raise StorageError(f"subscription {self._name}: cannot write its state: {e}") from e
         self._journal_bytes += len(data)
         if self._journal_bytes > 4 * self._snapshot_bytes + _COMPACT_MIN_BYTES:
-            self._compact()  # fsyncs (atomic writer)
-        elif sync and self._durable:
-            os.fdatasync(self._fd)
+            try:
+                self._compact()  # fsyncs (atomic writer)
+                return
+            except OSError as e:  # the journal is intact: keep appending to it
+                _logger.warning("cannot compact subscription %s: %s", self._path, e)
+        if sync and self._durable:
+            try:
+                os.fdatasync(self._fd)
+            except OSError as e:
+                self._fail()
+                raise StorageError(f"subscription {self._name}: fsync failed: {e}") from e
+
+    def _fail(self) -> None:
+        """Stop using the journal after an error that leaves it uncertain."""
+        self._closed = True
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._wake_all(LogClosedError(f"subscription {self._name} failed: reopen it"))
 
     def _compact(self) -> None:
         """Replace the journal with one snapshot line (atomic writer), reopen it for appends."""
@@ -498,14 +536,18 @@ def _chain(source: Future[int], target: Future[None]) -> None:
 
 def _load(path: pathlib.Path) -> tuple[int, dict[int, int]] | None:
     """(position, pending offset -> redelivery count) replayed from a journal; None when
-    the file is missing or holds no valid snapshot."""
+    the file is missing. LogCorruptedError when its first line (a snapshot, written
+    whole by the atomic writer) is unreadable: never a silent restart from scratch."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return None
     records, _ = _parse(data)
-    if not records or records[0].get("v") != 1:
-        return None
+    if not records or records[0].get("v") != 1 or "position" not in records[0]:
+        raise LogCorruptedError(
+            f"subscription state {path} is damaged (no valid snapshot line): "
+            "remove it with Log.unsubscribe to start over"
+        )
     snap = records[0]
     position = int(snap["position"])
     pending = {int(o): int(c) for o, c in snap["pending"]}
@@ -549,7 +591,7 @@ class Subscriptions:
         st.check_writable()
         with self._lock:
             live = self._live.get(name)
-            if live is not None:
+            if live is not None and not live.closed:
                 if (live.ack_wait_ms, live.max_in_flight) != (ack_wait_ms, max_in_flight):
                     raise ValueError(f"subscription {name} is open with other settings")
                 return live
@@ -611,7 +653,7 @@ class Subscriptions:
             return []
         names = []
         for entry in entries:
-            if entry.endswith(SUFFIX) and not entry.startswith(".tmp"):
+            if entry.endswith(SUFFIX):
                 name = entry[: -len(SUFFIX)]
                 if _NAME.fullmatch(name) and name not in (".", ".."):
                     names.append(name)
@@ -622,7 +664,10 @@ class Subscriptions:
         with self._lock:
             live = list(self._live.values())
         for sub in live:
-            sub.close()
+            try:
+                sub.close()
+            except OSError as e:  # its journal is intact: the next open replays it
+                _logger.warning("cannot compact subscription %s at close: %s", sub.name, e)
 
 
 def _start_position(log: Log, start: int) -> int:
