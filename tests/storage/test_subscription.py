@@ -444,3 +444,45 @@ def test_a_failed_journal_write_is_cut_back(tmp_path, monkeypatch, fake_clock):
     with open_log(crashed) as log:
         # 0's ack never returned: delivered again
         assert log.subscribe("w").pending() == {0: 0, 3: 0}
+
+
+def test_concurrent_fetchers_get_disjoint_deliveries(tmp_path):
+    with open_log(tmp_path / "p", create=True) as log:
+        _publish(log, 400)
+        sub = log.subscribe("w", max_in_flight=50)
+        seen: list[list[int]] = [[] for _ in range(4)]
+
+        def work(i: int) -> None:
+            while True:
+                got = sub.fetch(7, 0.05)
+                if not got and sub.position == 400 and not sub.pending():
+                    return
+                seen[i].extend(d.offset for d in got)
+                assert all(d.redelivery_count == 0 for d in got)
+                sub.ack([d.offset for d in got])
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        everything = sorted(o for part in seen for o in part)
+        assert everything == list(range(400))  # each exactly once (ack wait: 30 s)
+
+
+def test_a_failed_redelivery_read_leaves_the_offsets_due(tmp_path, monkeypatch, fake_clock):
+    with open_log(tmp_path / "p", create=True) as log:
+        _publish(log, 2)
+        sub = log.subscribe("w", max_in_flight=2)
+        sub.fetch(2, 0)
+        fake_clock.advance_ms(60_000)
+        real_consume = subscription_module.consume
+
+        def broken(*args, **kwargs):
+            raise StorageError("EIO")
+
+        monkeypatch.setattr(subscription_module, "consume", broken)
+        with pytest.raises(StorageError, match="EIO"):
+            sub.fetch(10, 0)
+        monkeypatch.setattr(subscription_module, "consume", real_consume)
+        assert _offsets(sub.fetch(10, 0)) == [(0, 1), (1, 1)]

@@ -290,7 +290,12 @@ class Subscription:
                 due.append(offset)
         if not due:
             return []
-        messages = self._read_offsets(sorted(due))
+        try:
+            messages = self._read_offsets(sorted(due))
+        except BaseException:  # CorruptRecordError, LogClosedError...: still due later
+            for offset in due:
+                heapq.heappush(heap, (self._pending[offset][1], offset))
+            raise
         new_deadline = now + self._ack_wait_ms / 1000.0
         out: list[Delivery] = []
         gone: list[int] = []
