@@ -6,6 +6,7 @@ loop-agnostic wake-up futures (``Log.wait_for_offset``) to asyncio::
     async for message in seglog.aio.tail(log, seglog.OFFSET_OLDEST):
         ...
     next_offset, messages = await seglog.aio.consume_blocking_async(log, offset, 100, 5)
+    deliveries = await seglog.aio.fetch(log.subscribe("workers"), 100, 5)
 
 Waiting costs no thread and no polling: the writer (in this process) completes the
 future, and ``asyncio.wrap_future`` wakes the task on its own loop. A read-only log written
@@ -17,18 +18,19 @@ reads plus record decoding of at most ``max_count`` messages).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from seglog.storage import POLL_S, Message, TypedLog, TypedMessage, start_offset
 
 if TYPE_CHECKING:
-    from seglog.storage import Log
+    from seglog.storage import Delivery, Log, Subscription
 
 K = TypeVar("K")
 V = TypeVar("V")
 
-__all__ = ["consume_blocking_async", "tail"]
+__all__ = ["consume_blocking_async", "fetch", "tail"]
 
 
 @overload
@@ -86,3 +88,29 @@ async def tail(
         offset, msgs = await consume_blocking_async(log, offset, max_count, idle_timeout_s)
         for m in msgs:
             yield m
+
+
+async def fetch(subscription: Subscription, max_count: int, timeout_s: float) -> list[Delivery]:
+    """As ``Subscription.fetch``, awaiting instead of blocking: up to ``max_count``
+    deliveries (expired ones redelivered first, then new messages within
+    ``max_in_flight``), waiting up to ``timeout_s`` seconds for new data, an ack or an
+    expiry; ``[]`` on timeout. Raises LogClosedError (the subscription or its log
+    closed, also while waiting), ``asyncio.CancelledError`` when cancelled. The journal
+    write (and its fsync under the default policy) runs on the loop thread."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        wake = subscription.wake_future()  # before looking: no wake-up lost in between
+        try:
+            out = subscription.fetch_now(max_count)
+            if out:
+                return out
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return []
+            expiry = subscription.next_expiry_s()
+            wait = remaining if expiry is None else min(remaining, expiry)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.wrap_future(wake), max(wait, 0.0))
+        finally:
+            wake.cancel()

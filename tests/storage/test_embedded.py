@@ -160,6 +160,9 @@ def test_storage_public_names_pinned():
             "BackupReport",
             "CancelToken",
             "Codec",
+            # durable subscriptions (NATS Streaming's durable subscribers)
+            "Delivery",
+            "Subscription",
             "FORMAT_VERSION",
             "FileCounters",
             "JSON",

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from seglog.storage.log.memory import MemoryLog, NoMemoryFilesystemError, memory_log
     from seglog.storage.log.stats import LogStats, SegmentStats
 
+    # Durable subscriptions (NATS Streaming's durable subscribers)
+    from seglog.storage.log.subscription import Delivery, Subscription
+
     # Typed logs (key/value codecs)
     from seglog.storage.log.typed import (
         BYTES,
@@ -95,6 +98,7 @@ _LAZY: dict[str, tuple[str, str]] = {
         "DEFAULT_DELETE_RETENTION_MS",
     ),
     "DataDir": ("seglog.storage.log.datadir", "DataDir"),
+    "Delivery": ("seglog.storage.log.subscription", "Delivery"),
     "FORMAT_VERSION": ("seglog.storage.segment.format_version", "FORMAT_VERSION"),
     "FileCounters": ("seglog.storage.fileio.counters", "FileCounters"),
     "FileSlice": ("seglog.storage.log.log", "FileSlice"),
@@ -113,6 +117,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Removed": ("seglog.storage.retention.rewrite", "Removed"),
     "RestoreReport": ("seglog.storage.tools.snapshot", "RestoreReport"),
     "STR": ("seglog.storage.log.typed", "STR"),
+    "Subscription": ("seglog.storage.log.subscription", "Subscription"),
     "SegmentStats": ("seglog.storage.log.stats", "SegmentStats"),
     "SnapshotError": ("seglog.storage.tools.snapshot", "SnapshotError"),
     "TopicInfo": ("seglog.storage.log.datadir", "TopicInfo"),
@@ -185,6 +190,9 @@ __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
     "rebuild_key_index",
     # blocking consume
     "CancelToken",
+    # durable subscriptions
+    "Delivery",
+    "Subscription",
     # typed logs
     "BYTES",
     "JSON",

@@ -72,6 +72,7 @@ if TYPE_CHECKING:  # names for the signatures only (api.py sits below the log pa
     from seglog.storage.log.blocking import CancelToken
     from seglog.storage.log.reader import FileSlice
     from seglog.storage.log.stats import LogStats
+    from seglog.storage.log.subscription import Subscription
     from seglog.storage.record.columns import RecordColumns
     from seglog.storage.record.message import Message
 
@@ -280,6 +281,38 @@ class LogAPI(Protocol):
     def next_offset(self) -> int:
         """Alias of :attr:`log_end_offset` (klevdb's NextOffset): the offset the next
         published message gets. LogClosedError when closed."""
+        ...
+
+    def subscribe(
+        self,
+        name: str,
+        *,
+        ack_wait_ms: int = 30_000,
+        max_in_flight: int = 1024,
+        start: int = OFFSET_OLDEST,
+    ) -> Subscription:
+        """A durable subscription (NATS Streaming's durable subscriber): ``fetch`` returns
+        ``Delivery`` objects (message + ``redelivery_count``): first those unacknowledged
+        for ``ack_wait_ms``, then new messages from its position, at most
+        ``max_in_flight`` unacknowledged; ``ack(offset | offsets)`` settles them. Its
+        state (position, unacknowledged offsets and their redelivery counts) lives in
+        ``subscriptions/<name>.sub`` under the log's fsync policy: after a restart or a
+        kill -9 every unacknowledged message is redelivered, none whose ack returned is.
+        ``start`` (OFFSET_OLDEST, OFFSET_NEWEST or an offset) applies when the name is
+        new; an existing name resumes (the open one is returned when still open, with the
+        same settings). ``name`` must match ``[A-Za-z0-9._-]{1,200}`` (else ValueError).
+        Raises ReadOnlyError, LogClosedError, InvalidOffsetError (``start`` outside [log
+        start, log end]), ValueError (settings < 1, or open with other settings)."""
+        ...
+
+    def unsubscribe(self, name: str) -> None:
+        """Delete a subscription's state (closing it if open: its calls then raise
+        LogClosedError). NotFoundError when there is no such subscription, ValueError on
+        an invalid name, ReadOnlyError."""
+        ...
+
+    def subscriptions(self) -> list[str]:
+        """The names of the log's durable subscriptions (open or not), sorted."""
         ...
 
     def sync(self) -> int:

@@ -47,6 +47,7 @@ from seglog.storage.log import (
     message_ops,
     reader,
     stats,
+    subscription,
 )
 from seglog.storage.log.backup import BackupReport, backup_log
 from seglog.storage.log.keys import load_key_index
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
 
     from seglog.storage.log.blocking import CancelToken
     from seglog.storage.log.stats import LogStats
+    from seglog.storage.log.subscription import Subscription
     from seglog.storage.record.columns import RecordColumns
     from seglog.storage.record.message import Message
 
@@ -91,6 +93,7 @@ class Log(LogAPI):
         """The log's internal state, shared with storage's own modules (not part of the
         embedded contract: ``seglog.storage.api``)."""
         self.on_append(st.notifier.notify)
+        self._subscriptions = subscription.Subscriptions(self)
         if config.key_index:
             st.keys = load_key_index(st, st.log_end_offset)
         if not read_only:
@@ -293,6 +296,26 @@ class Log(LogAPI):
         self.state.check_open()
         return self.state.log_end_offset
 
+    # -- durable subscriptions (subscription.py) --------------------------------------------
+
+    def subscribe(
+        self,
+        name: str,
+        *,
+        ack_wait_ms: int = 30_000,
+        max_in_flight: int = 1024,
+        start: int = OFFSET_OLDEST,
+    ) -> Subscription:
+        return self._subscriptions.subscribe(
+            name, ack_wait_ms=ack_wait_ms, max_in_flight=max_in_flight, start=start
+        )
+
+    def unsubscribe(self, name: str) -> None:
+        self._subscriptions.unsubscribe(name)
+
+    def subscriptions(self) -> list[str]:
+        return self._subscriptions.names()
+
     # -- durability ------------------------------------------------------------------------
 
     def sync(self) -> int:
@@ -356,6 +379,7 @@ class Log(LogAPI):
             if self.state.closed:
                 return
             self.state.closed = True
+        self._subscriptions.close_all()
         if self.state.stop_gc is not None:
             self.state.stop_gc()
         if self.state.group_commit is not None:
