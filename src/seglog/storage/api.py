@@ -18,13 +18,18 @@ log start and the high watermark wherever an offset is taken.
 as received on the wire (validated: length, magic 2, CRC-32C, offsets, size).
 
 **Configuration** ``LogConfig`` (Kafka's topic config names): ``segment_bytes``,
-``segment_ms``, ``index_interval_bytes``, ``max_message_bytes``, ``flush_messages``,
-``flush_ms``, ``message_timestamp_type``, ``key_index``; ``AppendInfo`` is what ``append``
-returns (first and last offset, log append time, record count, max timestamp).
+``segment_messages`` (roll by record count), ``segment_ms``, ``index_interval_bytes``,
+``max_message_bytes``, ``flush_messages``, ``flush_ms``, ``message_timestamp_type``,
+``key_index``, ``check_crcs`` (verify CRC-32C on the decoding read paths, default True);
+``AppendInfo`` is what ``append`` returns (first and last offset, log append time, record
+count, max timestamp).
 
 **Durability**: ``publish``/``publish_values`` return once the records are durable (group
 commit: one fsync thread per log, concurrent writers share fsyncs); ``append`` returns
-once written to the page cache, ``sync``/``sync_future`` make it durable. ``close`` marks a
+once written to the page cache, ``sync``/``sync_future`` make it durable. Under
+``flush_messages`` / ``flush_ms`` everything is acknowledged and visible at once;
+``flush_messages >= FLUSH_NEVER`` (2**62, Kafka's default Long.MAX_VALUE) never fsyncs on a
+count (rolled segments, ``sync`` and ``close`` still do). ``close`` marks a
 clean shutdown; a crash is recovered at the next open (torn tail cut, indexes rebuilt).
 
 **Threads and processes**: one writer per directory (an flock: DataDirLockedError in any
@@ -45,7 +50,8 @@ DataDirLockedError, StorageError (I/O: disk full...; nothing already stored is d
   (whole segments removed; Kafka's retention.ms / retention.bytes / DeleteRecords);
 - the cleaner: ``compact(log, ...)`` (keep each key's last record, tombstones after
   ``delete.retention.ms``), ``compact_updates``, ``compact_deletes``, and
-  ``delete_offsets(log, offsets)`` → ``Removed``;
+  ``delete_offsets(log, offsets)`` → ``Removed`` (rolls the active segment first when it
+  holds one of the offsets);
 - tools: ``check(dir)`` / ``recover(dir)`` → ``CheckReport`` per partition (klevdb's
   Check / Recover), ``stat(dir)``, ``backup(log | dir, dest)`` → ``BackupReport``,
   ``snapshot(src, file)`` / ``restore(file, dest)``, ``migrate(dir)``;
