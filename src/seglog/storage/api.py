@@ -42,6 +42,8 @@ without ``key_index``), CorruptRecordError / InvalidRecordError / RecordTooLarge
 batch refused by ``append``), LogCorruptedError (damage below the tail at open: use
 ``recover``), LogClosedError (closed, or offline after an fsync error), ReadOnlyError,
 DataDirLockedError, StorageError (I/O: disk full...; nothing already stored is damaged).
+CorruptRecordError also comes from the decoding reads (``consume``, ``get``...) when a
+stored batch fails its CRC-32C (``check_crcs``, on by default; Kafka's ``check.crcs``).
 
 **Functions over a log or a directory** (each documented where it is defined):
 
@@ -210,13 +212,16 @@ class LogAPI(Protocol):
         ``next_offset`` is where to continue. Decoded vectorised (control batches skipped,
         compressed batches through kafka-python's codecs). OFFSET_OLDEST / OFFSET_NEWEST
         as ``consume``; InvalidOffsetError outside [log start, log end];
-        CorruptRecordError on undecodable records."""
+        CorruptRecordError on undecodable records or, under ``check_crcs`` (default), a
+        batch whose CRC-32C does not match (the message names its offset)."""
         ...
 
     def consume(self, offset: int, max_count: int) -> tuple[int, list[Message]]:
         """Up to ``max_count`` messages from ``offset``; returns ``(next offset, messages)``.
         OFFSET_OLDEST starts at the log start; OFFSET_NEWEST returns ``(next offset, [])``.
-        InvalidOffsetError outside [log start, log end]."""
+        InvalidOffsetError outside [log start, log end]; CorruptRecordError as
+        ``consume_columns`` (a damaged batch: its CRC-32C checked unless ``check_crcs`` is
+        False)."""
         ...
 
     def consume_blocking(
@@ -248,12 +253,14 @@ class LogAPI(Protocol):
         allowed): ``(next offset, messages)``. Returns at once (next offset = high
         watermark) when the key index shows no later message with that key; else scans
         and decodes the batches in between. NoIndexError without ``key_index``,
-        InvalidOffsetError outside [log start, log end]."""
+        InvalidOffsetError outside [log start, log end], CorruptRecordError as
+        ``consume``."""
         ...
 
     def get(self, offset: int) -> Message:
         """The message at ``offset``: InvalidOffsetError outside [log start, high
-        watermark), NotFoundError if that offset is not stored (compacted away)."""
+        watermark), NotFoundError if that offset is not stored (compacted away),
+        CorruptRecordError if its batch fails the CRC-32C check (``check_crcs``)."""
         ...
 
     def get_by_key(self, key: bytes) -> Message:
