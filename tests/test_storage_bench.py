@@ -26,6 +26,8 @@ def test_storage_bench_rows(tmp_path: Path) -> None:
     assert any(n.startswith("consume") for n in names)
     assert any(n.startswith("open after kill -9") for n in names)
     assert any(n.startswith("compaction") for n in names)
+    crc = [r for r in rows if r.metric.endswith("CRC checks vs without")]
+    assert [r.reference_name for r in crc] == ["check_crcs=False"] * 2
     for r in rows:
         assert r.seglog > 0, r
         assert math.isfinite(r.seglog), r

@@ -103,6 +103,48 @@ def test_incremental_alter_is_live_and_persists(
         assert plog.next_offset() == 21  # every record kept
 
 
+def test_segment_messages_topic_config(
+    broker_factory: Callable[..., BrokerProcess], topic: str
+) -> None:
+    proc = broker_factory()
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    config = {"seglog.segment.messages": "3"}
+    admin.create_topics([NewTopic(topic, 1, config=config)])[topic].result(10)
+    entries = _describe(admin, topic)
+    assert entries["seglog.segment.messages"].value == "3"
+    assert entries["seglog.segment.messages"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 0})
+    for _ in range(7):
+        producer.produce(topic, value=b"x")
+        assert producer.flush(10) == 0  # one record per batch
+    logs = sorted(p.name for p in (proc.data_dir / f"{topic}-0").glob("*.log"))
+    assert logs == [f"{base:020d}.log" for base in (0, 3, 6)]
+
+    res = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("seglog.segment.messages", "0", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    assert _code(admin.incremental_alter_configs([res])[res]) == 40
+    res = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry(
+                "seglog.segment.messages", None, incremental_operation=AlterConfigOpType.DELETE
+            )
+        ],
+    )
+    admin.incremental_alter_configs([res])[res].result(10)
+    assert _describe(admin, topic)["seglog.segment.messages"].value is None  # no limit
+    for _ in range(5):  # live: no more rolls
+        producer.produce(topic, value=b"y")
+        assert producer.flush(10) == 0
+    assert len(list((proc.data_dir / f"{topic}-0").glob("*.log"))) == 3
+
+
 def test_bad_configs_are_invalid_config(broker: str, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": broker})
     assert _code(admin.create_topics([NewTopic(topic, 1, config={"no.such": "1"})])[topic]) == 40

@@ -249,3 +249,39 @@ def test_raw_fetch_of_an_unknown_partition_is_a_kafka_error(broker: BrokerProces
     for topic, partition in (("wire-one-partition", 5), ("wire-no-such-topic", 0)):
         with pytest.raises(UnknownTopicOrPartitionError):
             list(read_raw_range(kafka, topic, partition, 0, 1, include_headers=False))
+
+
+def test_raw_fetch_checks_crcs_unless_told_not_to(tmp_path: Path) -> None:
+    """A bit flipped in a stored batch (below what a reopen rescans) reaches the raw Fetch
+    reader unchanged: it fails with CorruptRecordError naming the offset (checkCrcs,
+    default true), and reads the flipped value with check_crcs=False."""
+    from seglog.errors import CorruptRecordError  # noqa: PLC0415
+    from seglog.spark._fetch import read_raw_range  # noqa: PLC0415
+    from seglog.storage import DataDir, Message  # noqa: PLC0415
+
+    data = tmp_path / "data"
+    with DataDir(data) as data_dir:
+        data_dir.create_topic("crc", 1, {"segment.bytes": "1024"})
+        log = data_dir.log("crc", 0)
+        for i in range(0, 60, 5):
+            log.publish([Message(value=b"value-%04d" % j) for j in range(i, i + 5)])
+    seg = data / "crc-0" / f"{0:020d}.log"
+    raw = bytearray(seg.read_bytes())
+    first = int.from_bytes(raw[8:12], "big") + 12
+    raw[first + int.from_bytes(raw[first + 8 : first + 12], "big") + 12 - 2] ^= 0x01
+    seg.write_bytes(bytes(raw))  # the second batch's last value byte (offsets 5-9)
+    proc = start_broker(data)
+    try:
+        kafka = {"bootstrap.servers": proc.bootstrap}
+        with pytest.raises(CorruptRecordError, match="offset 5: CRC-32C"):
+            list(read_raw_range(kafka, "crc", 0, 0, 60, include_headers=False, timeout_s=30))
+        rows = list(
+            read_raw_range(
+                kafka, "crc", 0, 0, 60, include_headers=False, timeout_s=30, check_crcs=False
+            )
+        )
+        values = [v for batch in rows for v in batch.column("value").to_pylist()]
+        assert len(values) == 60
+        assert values[9] == b"value-0008"  # "9" with its low bit flipped
+    finally:
+        assert proc.stop() == 0, proc.log_text()

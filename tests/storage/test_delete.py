@@ -13,7 +13,7 @@ from tests.storage._cleaner import Crash, abandon, all_messages, crash_at, keyed
 
 import seglog
 from seglog.errors import NotFoundError
-from seglog.storage import check, delete_offsets
+from seglog.storage import Message, check, delete_offsets
 from seglog.storage.fileio.files import CLEANER_CHECKPOINT
 from seglog.storage.segment.swap import stepping
 
@@ -25,16 +25,16 @@ def test_delete_offsets_returns_what_was_deleted(make_log: MakeLog, backend: str
     path = log.directory
     before = all_messages(log)
     active = log.state.segments[-1].base_offset
-    wanted = {0, 1, 17, 18, 19, 42, 99, active, 1000, -5}
+    wanted = {0, 1, 17, 18, 19, 42, 98, active, 1000, -5}
     res = delete_offsets(log, wanted)
-    assert set(res.offsets) == {o for o in wanted if 0 <= o < active}
+    assert set(res.offsets) == {o for o in wanted if 0 <= o < 100}  # the active one too
     assert res.bytes_freed > 0
     after = all_messages(log)
     assert after == [m for m in before if m.offset not in set(res.offsets)]
     for o in res.offsets:
         with pytest.raises(NotFoundError):
             log.get(o)
-    assert log.get(active).offset == active  # active segment never rewritten
+    assert log.get(99).offset == 99
     assert (log.log_start_offset, log.log_end_offset) == (0, 100)  # offset 0 gone: start stays
     assert delete_offsets(log, res.offsets).offsets == []  # already gone
     log.close()
@@ -42,6 +42,65 @@ def test_delete_offsets_returns_what_was_deleted(make_log: MakeLog, backend: str
         return  # gone with the close; on disk, a reopen finds the same records
     with seglog.open_log(path) as log:
         assert all_messages(log) == after
+    assert all(r.ok for r in check(path))
+
+
+def test_delete_in_the_active_segment_rolls_it_first(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = keyed_log(path, 30, segment_bytes=1 << 20)  # one segment: all of it active
+    assert [s.base_offset for s in log.state.segments] == [0]
+    before = all_messages(log)
+    res = delete_offsets(log, [5, 6, 29, 30])
+    assert res.offsets == [5, 6, 29]  # 30 is the log end: not stored
+    assert res.bytes_freed > 0
+    assert [s.base_offset for s in log.state.segments] == [0, 30]  # rolled at the end
+    assert log.counters.rolls == 1
+    after = all_messages(log)
+    assert after == [m for m in before if m.offset not in {5, 6, 29}]
+    for o in (5, 6, 29):
+        with pytest.raises(NotFoundError):
+            log.get(o)
+    assert (log.log_start_offset, log.log_end_offset) == (0, 30)
+    # later appends continue at the right offsets, in the new active segment
+    assert log.publish([Message(key=b"k0", value=b"v30")]) == 31
+    assert log.get(30).value == b"v30"
+    assert delete_offsets(log, [31]).offsets == []  # past the end: no roll
+    assert [s.base_offset for s in log.state.segments] == [0, 30]
+    log.close()
+    with seglog.open_log(path) as log:
+        assert [m.offset for m in all_messages(log)] == [
+            o for o in range(31) if o not in {5, 6, 29}
+        ]
+        assert log.publish([Message(key=None, value=b"v31")]) == 32
+    assert all(r.ok for r in check(path))
+
+
+def test_delete_in_an_empty_active_segment_does_not_roll(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    with seglog.open_log(path, create=True) as log:
+        assert delete_offsets(log, [0, 1]).offsets == []
+        assert log.counters.rolls == 0
+
+
+@pytest.mark.parametrize("step", ["cleaned", "swap", "log-live", "indexes-live"])
+def test_crash_deleting_in_the_active_segment(tmp_path: Path, step: str) -> None:
+    path = tmp_path / "t-0"
+    log = keyed_log(path, 20, segment_bytes=1 << 20)
+    doomed = {3, 17}
+    with pytest.raises(Crash), stepping(crash_at(step)):
+        delete_offsets(log, doomed)
+    abandon(log)
+    with seglog.open_log(path) as log:
+        assert leftover_files(path) == []
+        got = {m.offset for m in all_messages(log)}
+        if step == "cleaned":
+            assert got == set(range(20))  # not committed: old state
+        else:
+            assert got == set(range(20)) - doomed  # committed: new state
+        assert log.log_end_offset == 20
+        assert log.publish([Message(key=None, value=b"v20")]) == 21
+        delete_offsets(log, doomed)
+        assert {m.offset for m in all_messages(log)} == set(range(21)) - doomed
     assert all(r.ok for r in check(path))
 
 

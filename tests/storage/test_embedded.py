@@ -128,6 +128,7 @@ def test_storage_public_names_pinned():
     assert sorted(seglog.storage.__all__) == sorted(
         [
             "AppendInfo",
+            "FLUSH_NEVER",
             "LogAPI",
             "CheckReport",
             "DataDir",

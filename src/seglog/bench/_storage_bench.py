@@ -9,7 +9,11 @@ Rows (medians of ``repeat`` runs; rates per second of wall-clock time, MB = 10^6
   relaxed policy (``flush_ms``) vs ``os.write`` alone. Goal: >= 1 M msg/s.
 - consume of the same log 1000 at a time: ``Log.consume_columns`` (numpy columns) and
   ``Log.consume`` (Message objects), vs kafka-python's ``MemoryRecords`` decoding the same
-  batches from memory (the decoder seglog used before). Goal: >= 3.5 M msg/s.
+  batches from memory (the decoder seglog used before). Goal: >= 3.5 M msg/s. These
+  run with the default ``check_crcs=True`` (every batch's CRC-32C verified); two more rows
+  give the cost of that check: the same consumes with CRC checks vs ``check_crcs=False``,
+  alternated ``CRC_PAIRS`` times per repeat in the same run, each repeat's sample the
+  median of its pairs (ratio < 1: the fraction of the speed kept).
 - open after kill -9: a writer subprocess publishes ``size`` bytes and is SIGKILLed in the
   middle of publishing; the files are dropped from the page cache (fsync +
   ``posix_fadvise(DONTNEED)``) before timing ``Log.open`` and, the same way, before timing
@@ -33,6 +37,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -49,6 +54,9 @@ __all__ = ["StorageRow", "storage_bench"]
 MIB = 1 << 20
 BATCH = 1000
 VALUE_BYTES = 100
+CRC_PAIRS = 5
+"""With/without CRC check consume pairs per repeat (alternated: the difference is small
+next to a shared machine's drift)."""
 Progress = Callable[[str], None]
 
 
@@ -195,6 +203,18 @@ def publish_consume_rows(
             add("cons_cols", _consume(log, count, columnar=True))
             add("cons_cols_10k", _consume(log, count, columnar=True, per_call=10 * BATCH))
             add("cons_msgs", _consume(log, count, columnar=False))
+            # the CRC-32C check's cost: with / without, alternated, same log, warm cache
+            checked, unchecked = log.config, replace(log.config, check_crcs=False)
+            pairs: dict[str, list[float]] = {}
+            for _ in range(CRC_PAIRS):
+                for name, columnar in (("cols", True), ("msgs", False)):
+                    for prefix, config in (("crc", checked), ("nocrc", unchecked)):
+                        log.config = config
+                        rate = _consume(log, count, columnar=columnar)
+                        pairs.setdefault(f"{prefix}_{name}", []).append(rate)
+            log.config = checked
+            for name, rates in pairs.items():  # one sample per repeat, as every row
+                add(name, statistics.median(rates))
         shutil.rmtree(d)
     pub_goal, cons_goal = ">= 1 M msg/s", ">= 3.5 M msg/s"
 
@@ -220,6 +240,10 @@ def publish_consume_rows(
              cons_goal, cons_ok),
         _row("consume x1000 (consume Messages)", "msg/s", s["cons_msgs"], kp_ref, s["kp"],
              cons_goal, cons_ok),
+        _row("consume x1000 (consume_columns), CRC checks vs without", "msg/s", s["crc_cols"],
+             "check_crcs=False", s["nocrc_cols"]),
+        _row("consume x1000 (consume Messages), CRC checks vs without", "msg/s", s["crc_msgs"],
+             "check_crcs=False", s["nocrc_msgs"]),
     ]  # fmt: skip
 
 

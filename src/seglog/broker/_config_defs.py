@@ -150,6 +150,12 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             "bytes of the active segment before a new one is rolled",
         ),
         TopicConfigDef(
+            "seglog.segment.messages", LONG, None, None,
+            _const(None), _int_in(1, _LONG_MAX),
+            "seglog: records of the active segment before a new one is rolled "
+            "(NATS's max msgs per block; unset: no limit)",
+        ),
+        TopicConfigDef(
             "segment.ms", LONG, "log.roll.ms", _WEEK_MS,
             _const(_WEEK_MS), _int_in(1, _LONG_MAX),
             "ms after the active segment's first append before a new one is rolled",
@@ -167,7 +173,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         TopicConfigDef(
             "flush.messages", LONG, "log.flush.interval.messages", None,
             _field("log_flush_interval_messages"), _int_in(1, _LONG_MAX),
-            "fsync every N messages instead of before each acknowledgement",
+            "fsync every N messages instead of before each acknowledgement "
+            "(>= 2^62, e.g. Kafka's default Long.MAX_VALUE: never on a count)",
         ),
         TopicConfigDef(
             "flush.ms", LONG, "log.flush.interval.ms", None,

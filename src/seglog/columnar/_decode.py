@@ -66,15 +66,18 @@ def decode_batches(
     start: int,
     end: int,
     include_headers: bool = False,
+    check_crcs: bool = True,
 ) -> pa.RecordBatch:
     """Decode the records with ``start <= offset < end`` of whole record batches v2.
 
     Returns one ``pyarrow.RecordBatch`` of ``arrow_schema(include_headers)`` (possibly empty),
     rows in offset order. The caller bounds the input (a few MiB of batches per call): every
     field offset must fit an int32. Raises ``CorruptRecordError`` on a malformed batch or
-    record (magic != 2, lengths that disagree, varint overrun, bad header UTF-8).
+    record (magic != 2, lengths that disagree, varint overrun, bad header UTF-8) and,
+    with ``check_crcs`` (the default; Spark option ``checkCrcs``), on a batch whose
+    CRC-32C does not match (the message names its offset).
     """
-    cols = decode_columns(batches, start, end)
+    cols = decode_columns(batches, start, end, check_crcs=check_crcs)
     n = len(cols)
     if n == 0:
         return empty_batch(include_headers)

@@ -23,12 +23,14 @@ after it; that precedence over ``startingOffsets``, as Spark's) with
 ``endingOffsetsByTimestamp`` (batch); ``maxOffsetsPerTrigger``; ``minOffsetsPerTrigger``
 with ``maxTriggerDelay`` (default ``15m``); ``includeHeaders``; ``failOnDataLoss`` (default
 true: offsets below the log start offset raise; false skips to the log start);
-``minPartitions``. Or ``kafka.bootstrap.servers`` instead of ``path``: the same reads
-through any Kafka-protocol broker (Fetch into the numpy decoder over PLAINTEXT, TLS and SASL
-PLAIN/SCRAM; other ``kafka.*`` options: a confluent-kafka consumer; security options
-below). Streaming offsets are checkpointed as ``{"topic": {"partition": next offset}}``.
-``read_topic(spark, path, topic, ...)``: a batch read that scans the topic's Parquet
-mirrors natively (``seglog.columnar``).
+``minPartitions``; ``checkCrcs`` (default true, as Kafka's ``check.crcs``: a stored or
+fetched batch whose CRC-32C does not match fails the task with CorruptRecordError naming
+its offset; false skips the check). Or ``kafka.bootstrap.servers`` instead of ``path``:
+the same reads through any Kafka-protocol broker (Fetch into the numpy decoder over
+PLAINTEXT, TLS and SASL PLAIN/SCRAM; other ``kafka.*`` options: a confluent-kafka consumer;
+security options below). Streaming offsets are checkpointed as ``{"topic": {"partition":
+next offset}}``. ``read_topic(spark, path, topic, ...)``: a batch read that scans the
+topic's Parquet mirrors natively (``seglog.columnar``).
 
 Write options: ``topic`` (or a ``topic`` column); ``path`` (data directory) or
 ``kafka.bootstrap.servers``; ``partitions`` (count for a topic created by the sink, default

@@ -326,6 +326,7 @@ def read_raw_range(
     *,
     include_headers: bool,
     timeout_s: float = 120.0,
+    check_crcs: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches of the records ``start <= offset < end``, fetched and decoded whole.
     RuntimeError when the broker returns nothing new for ``timeout_s`` seconds."""
@@ -347,7 +348,7 @@ def read_raw_range(
             quiet_since = time.monotonic()
             yield decode_batches(
                 batches, topic=topic, partition=partition, start=position, end=end,
-                include_headers=include_headers,
+                include_headers=include_headers, check_crcs=check_crcs,
             )  # fmt: skip
             position = after
     finally:

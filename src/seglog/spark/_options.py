@@ -152,6 +152,7 @@ class ReadOptions:
     ending: str | dict[TopicPartition, int] = "latest"
     max_offsets_per_trigger: int | None = None
     include_headers: bool = False
+    check_crcs: bool = True
     fail_on_data_loss: bool = True
     min_partitions: int | None = None
     kafka: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a password
@@ -228,6 +229,7 @@ class ReadOptions:
                 _get(options, "maxOffsetsPerTrigger"), "maxOffsetsPerTrigger", 1
             ),
             include_headers=parse_bool(_get(options, "includeHeaders"), "includeHeaders", False),
+            check_crcs=parse_bool(_get(options, "checkCrcs"), "checkCrcs", True),
             fail_on_data_loss=parse_bool(_get(options, "failOnDataLoss"), "failOnDataLoss", True),
             min_partitions=_parse_int(_get(options, "minPartitions"), "minPartitions", 1),
             kafka=kafka,

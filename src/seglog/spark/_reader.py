@@ -72,6 +72,8 @@ class OffsetRangePartition(InputPartition):
     start: int
     end: int
     include_headers: bool
+    check_crcs: bool = True
+    """Verify each stored batch's CRC-32C (option ``checkCrcs``, default true)."""
 
 
 class _OpenLogs:
@@ -243,8 +245,12 @@ def bounds_of(options: ReadOptions) -> dict[TopicPartition, tuple[int, int]]:
 def range_of(options: ReadOptions, tp: TopicPartition, start: int, end: int) -> InputPartition:
     """The input partition reading ``start <= offset < end`` of ``tp``."""
     if options.path is not None:
-        return OffsetRangePartition(options.path, tp[0], tp[1], start, end, options.include_headers)
-    return WireRangePartition(tp[0], tp[1], start, end, options.include_headers, options.kafka)
+        return OffsetRangePartition(
+            options.path, tp[0], tp[1], start, end, options.include_headers, options.check_crcs
+        )
+    return WireRangePartition(
+        tp[0], tp[1], start, end, options.include_headers, options.kafka, options.check_crcs
+    )
 
 
 def read_any(part: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -282,6 +288,7 @@ def _decode(pending: list[bytes], part: OffsetRangePartition) -> pa.RecordBatch:
         start=part.start,
         end=part.end,
         include_headers=part.include_headers,
+        check_crcs=part.check_crcs,
     )
 
 

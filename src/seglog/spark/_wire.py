@@ -46,9 +46,12 @@ class WireRangePartition(InputPartition):
     end: int
     include_headers: bool
     kafka: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a password
+    check_crcs: bool = True
+    """Verify each fetched batch's CRC-32C (option ``checkCrcs``; librdkafka's
+    ``check.crcs`` on the consumer path unless ``kafka.check.crcs`` is given)."""
 
 
-def _consumer(kafka: dict[str, str], errors: ClientErrors) -> Any:
+def _consumer(kafka: dict[str, str], errors: ClientErrors, *, check_crcs: bool = True) -> Any:
     return Consumer(
         errors.settings(
             kafka,
@@ -57,6 +60,7 @@ def _consumer(kafka: dict[str, str], errors: ClientErrors) -> Any:
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "auto.offset.reset": "error",
+                "check.crcs": check_crcs,
             },
         )
     )
@@ -134,10 +138,11 @@ def read_wire_range(part: WireRangePartition, timeout_s: float = 120.0) -> Itera
         yield from read_raw_range(
             part.kafka, part.topic, part.partition, part.start, part.end,
             include_headers=part.include_headers, timeout_s=timeout_s,
+            check_crcs=part.check_crcs,
         )  # fmt: skip
         return
     errors = ClientErrors()
-    consumer = _consumer(part.kafka, errors)
+    consumer = _consumer(part.kafka, errors, check_crcs=part.check_crcs)
     where = f"seglog source: reading {part.topic}-{part.partition}"
     try:
         tp = KafkaTopicPartition(part.topic, part.partition, part.start)

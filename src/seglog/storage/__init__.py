@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     # Backup, snapshot, restore (InfluxDB's Snapshot/Restore)
     # Logs and their configuration
-    from seglog.storage.config import AppendInfo, LogConfig
+    from seglog.storage.config import FLUSH_NEVER, AppendInfo, LogConfig
     from seglog.storage.fileio.counters import FileCounters
     from seglog.storage.fileio.files import fsync_dir
     from seglog.storage.fileio.files import write_small_file as atomic_write
@@ -99,6 +99,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     ),
     "DataDir": ("seglog.storage.log.datadir", "DataDir"),
     "Delivery": ("seglog.storage.log.subscription", "Delivery"),
+    "FLUSH_NEVER": ("seglog.storage.config", "FLUSH_NEVER"),
     "FORMAT_VERSION": ("seglog.storage.segment.format_version", "FORMAT_VERSION"),
     "FileCounters": ("seglog.storage.fileio.counters", "FileCounters"),
     "FileSlice": ("seglog.storage.log.log", "FileSlice"),
@@ -157,6 +158,7 @@ _LAZY: dict[str, tuple[str, str]] = {
 __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
     # logs and their configuration (the contract: seglog.storage.api)
     "AppendInfo",
+    "FLUSH_NEVER",
     "LogAPI",
     "FileSlice",
     "Log",

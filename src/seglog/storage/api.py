@@ -18,13 +18,18 @@ log start and the high watermark wherever an offset is taken.
 as received on the wire (validated: length, magic 2, CRC-32C, offsets, size).
 
 **Configuration** ``LogConfig`` (Kafka's topic config names): ``segment_bytes``,
-``segment_ms``, ``index_interval_bytes``, ``max_message_bytes``, ``flush_messages``,
-``flush_ms``, ``message_timestamp_type``, ``key_index``; ``AppendInfo`` is what ``append``
-returns (first and last offset, log append time, record count, max timestamp).
+``segment_messages`` (roll by record count), ``segment_ms``, ``index_interval_bytes``,
+``max_message_bytes``, ``flush_messages``, ``flush_ms``, ``message_timestamp_type``,
+``key_index``, ``check_crcs`` (verify CRC-32C on the decoding read paths, default True);
+``AppendInfo`` is what ``append`` returns (first and last offset, log append time, record
+count, max timestamp).
 
 **Durability**: ``publish``/``publish_values`` return once the records are durable (group
 commit: one fsync thread per log, concurrent writers share fsyncs); ``append`` returns
-once written to the page cache, ``sync``/``sync_future`` make it durable. ``close`` marks a
+once written to the page cache, ``sync``/``sync_future`` make it durable. Under
+``flush_messages`` / ``flush_ms`` everything is acknowledged and visible at once;
+``flush_messages >= FLUSH_NEVER`` (2**62, Kafka's default Long.MAX_VALUE) never fsyncs on a
+count (rolled segments, ``sync`` and ``close`` still do). ``close`` marks a
 clean shutdown; a crash is recovered at the next open (torn tail cut, indexes rebuilt).
 
 **Threads and processes**: one writer per directory (an flock: DataDirLockedError in any
@@ -37,6 +42,8 @@ without ``key_index``), CorruptRecordError / InvalidRecordError / RecordTooLarge
 batch refused by ``append``), LogCorruptedError (damage below the tail at open: use
 ``recover``), LogClosedError (closed, or offline after an fsync error), ReadOnlyError,
 DataDirLockedError, StorageError (I/O: disk full...; nothing already stored is damaged).
+CorruptRecordError also comes from the decoding reads (``consume``, ``get``...) when a
+stored batch fails its CRC-32C (``check_crcs``, on by default; Kafka's ``check.crcs``).
 
 **Functions over a log or a directory** (each documented where it is defined):
 
@@ -45,7 +52,8 @@ DataDirLockedError, StorageError (I/O: disk full...; nothing already stored is d
   (whole segments removed; Kafka's retention.ms / retention.bytes / DeleteRecords);
 - the cleaner: ``compact(log, ...)`` (keep each key's last record, tombstones after
   ``delete.retention.ms``), ``compact_updates``, ``compact_deletes``, and
-  ``delete_offsets(log, offsets)`` → ``Removed``;
+  ``delete_offsets(log, offsets)`` → ``Removed`` (rolls the active segment first when it
+  holds one of the offsets);
 - tools: ``check(dir)`` / ``recover(dir)`` → ``CheckReport`` per partition (klevdb's
   Check / Recover), ``stat(dir)``, ``backup(log | dir, dest)`` → ``BackupReport``,
   ``snapshot(src, file)`` / ``restore(file, dest)``, ``migrate(dir)``;
@@ -205,13 +213,16 @@ class LogAPI(Protocol):
         ``next_offset`` is where to continue. Decoded vectorised (control batches skipped,
         compressed batches through kafka-python's codecs). OFFSET_OLDEST / OFFSET_NEWEST
         as ``consume``; InvalidOffsetError outside [log start, log end];
-        CorruptRecordError on undecodable records."""
+        CorruptRecordError on undecodable records or, under ``check_crcs`` (default), a
+        batch whose CRC-32C does not match (the message names its offset)."""
         ...
 
     def consume(self, offset: int, max_count: int) -> tuple[int, list[Message]]:
         """Up to ``max_count`` messages from ``offset``; returns ``(next offset, messages)``.
         OFFSET_OLDEST starts at the log start; OFFSET_NEWEST returns ``(next offset, [])``.
-        InvalidOffsetError outside [log start, log end]."""
+        InvalidOffsetError outside [log start, log end]; CorruptRecordError as
+        ``consume_columns`` (a damaged batch: its CRC-32C checked unless ``check_crcs`` is
+        False)."""
         ...
 
     def consume_blocking(
@@ -243,12 +254,14 @@ class LogAPI(Protocol):
         allowed): ``(next offset, messages)``. Returns at once (next offset = high
         watermark) when the key index shows no later message with that key; else scans
         and decodes the batches in between. NoIndexError without ``key_index``,
-        InvalidOffsetError outside [log start, log end]."""
+        InvalidOffsetError outside [log start, log end], CorruptRecordError as
+        ``consume``."""
         ...
 
     def get(self, offset: int) -> Message:
         """The message at ``offset``: InvalidOffsetError outside [log start, high
-        watermark), NotFoundError if that offset is not stored (compacted away)."""
+        watermark), NotFoundError if that offset is not stored (compacted away),
+        CorruptRecordError if its batch fails the CRC-32C check (``check_crcs``)."""
         ...
 
     def get_by_key(self, key: bytes) -> Message:

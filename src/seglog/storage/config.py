@@ -6,10 +6,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import NamedTuple
 
-__all__ = ["AppendInfo", "LogConfig"]
+__all__ = ["FLUSH_NEVER", "AppendInfo", "LogConfig"]
+
+FLUSH_NEVER = 1 << 62
+"""``flush_messages`` at or above this (Kafka's default is Long.MAX_VALUE, 2**63 - 1)
+means never fsync on a message count: background/OS flushing only."""
 
 _KAFKA_NAMES = {
     "segment_bytes": "segment.bytes",
+    "segment_messages": "seglog.segment.messages",
     "segment_ms": "segment.ms",
     "index_interval_bytes": "index.interval.bytes",
     "max_message_bytes": "max.message.bytes",
@@ -17,7 +22,9 @@ _KAFKA_NAMES = {
     "flush_ms": "flush.ms",
     "message_timestamp_type": "message.timestamp.type",
     "key_index": "seglog.key.index",
+    "check_crcs": "seglog.check.crcs",
 }
+_BOOLEANS = frozenset(("key_index", "check_crcs"))
 
 
 @dataclass(frozen=True)
@@ -28,11 +35,20 @@ class LogConfig:
     data becomes visible (high watermark) only once fsynced, and concurrent appends share
     one fsync (group commit). Setting either relaxes it: data is visible at once, and an
     fsync runs in the background every ``flush_messages`` messages and/or ``flush_ms`` ms.
+    ``flush_messages`` >= ``FLUSH_NEVER`` (2**62; Kafka's default Long.MAX_VALUE) never
+    fsyncs on a count: data is visible and acknowledged at once and reaches the disk
+    when the OS writes it back, at a roll (the rolled segment is fsynced in the
+    background, as Kafka does), on ``sync()`` and at ``close()`` (plus every
+    ``flush_ms`` ms if set).
     """
 
     segment_bytes: int = 1 << 30
     """segment.bytes: roll when the active segment would exceed this many bytes
     (at most 2**31 - 1: index positions are u32)."""
+    segment_messages: int | None = None
+    """seglog.segment.messages (NATS's max msgs per block): roll before an append would
+    take the active segment past this many offsets (records); None = no limit. An
+    append to an empty segment is never refused (one append may exceed it)."""
     segment_ms: int = 7 * 24 * 3600 * 1000
     """segment.ms: roll when the active segment's first append is this many ms old."""
     index_interval_bytes: int = 4096
@@ -41,7 +57,7 @@ class LogConfig:
     """max.message.bytes: largest record batch accepted, in bytes."""
     flush_messages: int | None = None
     """flush.messages: None = fsync before acknowledging (default); N = background fsync
-    every N messages."""
+    every N messages; N >= ``FLUSH_NEVER`` (2**62) = never on a count (OS / roll only)."""
     flush_ms: int | None = None
     """flush.ms: background fsync when unsynced data is this many ms old (relaxed)."""
     message_timestamp_type: str = "CreateTime"
@@ -49,10 +65,17 @@ class LogConfig:
     key_index: bool = False
     """seglog: keep an in-memory key index (last offset per key) for get_by_key; built at
     open by decoding every batch, updated on append (costs per-record decoding)."""
+    check_crcs: bool = True
+    """seglog.check.crcs (the Kafka consumer's check.crcs): ``consume``, ``get``,
+    ``consume_columns`` and ``consume_by_key`` verify the CRC-32C of every record batch
+    they decode and raise CorruptRecordError naming its offset on a mismatch (bit rot
+    below the recovery point, which open does not rescan). False skips the check."""
 
     def __post_init__(self) -> None:
         if not 64 <= self.segment_bytes <= (1 << 31) - 1:
             raise ValueError(f"segment.bytes {self.segment_bytes} outside [64, 2**31-1]")
+        if self.segment_messages is not None and self.segment_messages <= 0:
+            raise ValueError("seglog.segment.messages must be positive")
         if self.segment_ms <= 0 or self.index_interval_bytes <= 0:
             raise ValueError("segment.ms and index.interval.bytes must be positive")
         if self.max_message_bytes < 61:
@@ -69,10 +92,19 @@ class LogConfig:
         """True under the default durability policy (no flush.messages / flush.ms)."""
         return self.flush_messages is None and self.flush_ms is None
 
+    @property
+    def flush_every(self) -> int | None:
+        """Records between two background fsyncs: ``flush_messages``, None when it is
+        unset or at least ``FLUSH_NEVER`` (never on a count)."""
+        fm = self.flush_messages
+        return fm if fm is not None and fm < FLUSH_NEVER else None
+
     @classmethod
     def from_kafka_configs(cls, configs: Mapping[str, str]) -> LogConfig:
         """Build from Kafka names (``{"segment.bytes": "1048576"}``); unknown names are
-        ignored (retention.ms etc. belong to other layers). ValueError on bad values."""
+        ignored (retention.ms etc. belong to other layers). ValueError on bad values.
+        ``flush.messages`` >= 2**62 is kept (never fsync on a count, relaxed durability);
+        ``flush.ms`` >= 2**62 becomes None (no timer)."""
         kwargs: dict[str, object] = {}
         for f in fields(cls):
             raw = configs.get(_KAFKA_NAMES[f.name])
@@ -80,18 +112,18 @@ class LogConfig:
                 continue
             if f.name == "message_timestamp_type":
                 kwargs[f.name] = raw
-            elif f.name == "key_index":
+            elif f.name in _BOOLEANS:
                 kwargs[f.name] = raw.lower() == "true"
             else:
                 value = int(raw)
-                if f.name in ("flush_messages", "flush_ms") and value >= (1 << 62):
-                    kwargs[f.name] = None  # Kafka's "Long.MAX_VALUE" = never
+                if f.name == "flush_ms" and value >= FLUSH_NEVER:
+                    kwargs[f.name] = None  # Kafka's "Long.MAX_VALUE" = no timer
                 else:
                     kwargs[f.name] = value
         return cls(**kwargs)  # type: ignore[arg-type]
 
     def to_kafka_configs(self) -> dict[str, str]:
-        """Kafka names → string values for every setting (None flush settings omitted)."""
+        """Kafka names → string values for every setting (None settings omitted)."""
         out: dict[str, str] = {}
         for f in fields(self):
             value = getattr(self, f.name)

@@ -25,7 +25,16 @@ if TYPE_CHECKING:
     from seglog.storage.log.state import LogState
     from seglog.storage.log.sync import SyncPoint
 
-__all__ = ["append", "fire", "now_ms", "on_durable", "on_sync_error", "roll", "sync_point"]
+__all__ = [
+    "append",
+    "fire",
+    "now_ms",
+    "on_durable",
+    "on_sync_error",
+    "roll",
+    "roll_checked",
+    "sync_point",
+]
 
 _logger = logging.getLogger("seglog.storage.log.log")
 _U32 = (1 << 32) - 1
@@ -60,16 +69,9 @@ def append(st: LogState, records: bytes | bytearray | memoryview) -> AppendInfo:
         st.check_writable()
         now = now_ms()
         seg = st.segments[-1]
-        if seg.size > 0 and (
-            seg.size + len(data) > st.config.segment_bytes
-            or now - seg.first_append_ms >= st.config.segment_ms
-            or st.log_end_offset + span - 1 - seg.base_offset > _U32
-        ):
-            try:
-                seg = roll(st, now)
-            except (OSError, StorageError) as e:
-                st.counters.errors += 1
-                raise StorageError(f"cannot roll {st.directory}: {e}") from e
+        rolled = seg.size > 0 and _must_roll(st, seg, len(data), span, now)
+        if rolled:
+            seg = roll_checked(st, now)
         offset = st.log_end_offset
         placed: list[Placed] = []
         max_ts = -1
@@ -106,8 +108,10 @@ def append(st: LogState, records: bytes | bytearray | memoryview) -> AppendInfo:
         if relaxed:
             st.high_watermark = offset
             st.unflushed += count
-            fm = st.config.flush_messages
-            sync_now = fm is not None and st.unflushed >= fm
+            fm = st.config.flush_every  # None under flush.messages >= FLUSH_NEVER
+            # a roll fsyncs the rolled segment in the background (as Kafka does), so
+            # maintenance (closed_segments) gets it even when no count ever triggers
+            sync_now = rolled or (fm is not None and st.unflushed >= fm)
             if sync_now:
                 st.unflushed = 0
     assert st.group_commit is not None
@@ -115,6 +119,29 @@ def append(st: LogState, records: bytes | bytearray | memoryview) -> AppendInfo:
     if relaxed:
         fire(st, st.high_watermark)
     return AppendInfo(base, offset - 1, now if log_append else -1, count, max_ts)
+
+
+def _must_roll(st: LogState, seg: Segment, nbytes: int, span: int, now: int) -> bool:
+    """Whether ``nbytes`` holding ``span`` offsets go to a new segment rather than the
+    non-empty active ``seg``: segment.bytes, segment.ms, seglog.segment.messages, and
+    offsets relative to the base that must fit the index's u32."""
+    cfg = st.config
+    in_segment = st.log_end_offset - seg.base_offset  # offsets (records) already there
+    return (
+        seg.size + nbytes > cfg.segment_bytes
+        or now - seg.first_append_ms >= cfg.segment_ms
+        or (cfg.segment_messages is not None and in_segment + span > cfg.segment_messages)
+        or in_segment + span - 1 > _U32
+    )
+
+
+def roll_checked(st: LogState, now: int) -> Segment:
+    """``roll`` (under ``st.lock``), its failures counted and raised as StorageError."""
+    try:
+        return roll(st, now)
+    except (OSError, StorageError) as e:
+        st.counters.errors += 1
+        raise StorageError(f"cannot roll {st.directory}: {e}") from e
 
 
 def roll(st: LogState, now: int) -> Segment:

@@ -88,7 +88,9 @@ def consume_columns(log: Log, offset: int, max_count: int) -> RecordColumns:
         if not data or seg is None:
             break
         last = seg, pos, data
-        cols = decode_columns(data, start=nxt, max_count=max_count - have)
+        cols = decode_columns(
+            data, start=nxt, max_count=max_count - have, check_crcs=log.config.check_crcs
+        )
         parts.append(cols)
         have += len(cols)
         nxt = max(nxt, cols.next_offset)

@@ -93,7 +93,6 @@ class Log(LogAPI):
         """The log's internal state, shared with storage's own modules (not part of the
         embedded contract: ``seglog.storage.api``)."""
         self.on_append(st.notifier.notify)
-        self._subscriptions = subscription.Subscriptions(self)
         if config.key_index:
             st.keys = load_key_index(st, st.log_end_offset)
         if not read_only:
@@ -306,15 +305,24 @@ class Log(LogAPI):
         max_in_flight: int = 1024,
         start: int = OFFSET_OLDEST,
     ) -> Subscription:
-        return self._subscriptions.subscribe(
+        return self._registry().subscribe(
             name, ack_wait_ms=ack_wait_ms, max_in_flight=max_in_flight, start=start
         )
 
     def unsubscribe(self, name: str) -> None:
-        self._subscriptions.unsubscribe(name)
+        self._registry().unsubscribe(name)
 
     def subscriptions(self) -> list[str]:
-        return self._subscriptions.names()
+        return self._registry().names()
+
+    def _registry(self) -> subscription.Subscriptions:
+        """The log's durable subscriptions, made on first use (kept in the state, so a
+        close through the state alone closes them too)."""
+        st = self.state
+        with st.lock:
+            if st.subscriptions is None:
+                st.subscriptions = subscription.Subscriptions(self)
+            return st.subscriptions
 
     # -- durability ------------------------------------------------------------------------
 
@@ -379,7 +387,8 @@ class Log(LogAPI):
             if self.state.closed:
                 return
             self.state.closed = True
-        self._subscriptions.close_all()
+        if self.state.subscriptions is not None:
+            self.state.subscriptions.close_all()
         if self.state.stop_gc is not None:
             self.state.stop_gc()
         if self.state.group_commit is not None:

@@ -12,6 +12,7 @@ readable); a reader reopening it by path after that gets InvalidOffsetError.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import threading
@@ -20,6 +21,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from seglog.storage.fileio import files
+from seglog.storage.log import append
 
 if TYPE_CHECKING:
     from seglog.storage.log.log import Log
@@ -32,6 +34,7 @@ __all__ = [
     "drop_segments",
     "maintenance_lock",
     "replace_segment",
+    "roll_holding",
     "set_log_start",
 ]
 
@@ -59,6 +62,25 @@ def closed_segments(log: Log) -> list[Segment]:
         log.state.check_writable()
         unsynced = {id(s) for s in log.state.rolled_unsynced}
         return [s for s in log.state.segments[:-1] if id(s) not in unsynced]
+
+
+def roll_holding(log: Log, offsets: list[int]) -> bool:
+    """Roll the active segment if it holds one of ``offsets`` (sorted), as an append
+    past segment.bytes would (under the write lock), then wait for the fsync round that
+    makes the rolled segment durable, so ``closed_segments`` lists it. Returns whether
+    it rolled. Raises LogClosedError, ReadOnlyError, StorageError (the roll failed)."""
+    st = log.state
+    with st.lock:
+        st.check_writable()
+        seg = st.segments[-1]
+        i = bisect.bisect_left(offsets, max(seg.base_offset, st.log_start_offset))
+        if seg.size == 0 or i == len(offsets) or offsets[i] >= st.log_end_offset:
+            return False
+        append.roll_checked(st, append.now_ms())
+        assert st.group_commit is not None  # writable
+        done = st.group_commit.flush()
+    done.result()
+    return True
 
 
 def set_log_start(log: Log, offset: int) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from seglog.errors import InvalidOffsetError, NotFoundError
 from seglog.storage.log import fastpath
-from seglog.storage.record.batch import parse_header
+from seglog.storage.record.batch import check_batch_crcs, parse_header
 from seglog.storage.record.message import (
     OFFSET_NEWEST,
     Message,
@@ -52,6 +52,8 @@ def get(log: Log, offset: int) -> Message:
     if offset < log.log_start_offset or offset >= hw:
         raise InvalidOffsetError(f"offset {offset} outside [{log.log_start_offset}, {hw})")
     for batch in log.batches(offset):
+        if log.config.check_crcs:
+            check_batch_crcs(batch)  # CorruptRecordError naming the batch's offset
         for m in decode_batches(batch):
             if m.offset == offset:
                 return m

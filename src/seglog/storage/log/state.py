@@ -27,6 +27,7 @@ from seglog.storage.segment import checkpoints
 if TYPE_CHECKING:
     from seglog.storage.config import LogConfig
     from seglog.storage.index.key_index import KeyIndex
+    from seglog.storage.log.subscription import Subscriptions
     from seglog.storage.log.sync import GroupCommit
     from seglog.storage.segment.segment import Segment
 
@@ -85,6 +86,8 @@ class LogState:
         self.group_commit: GroupCommit | None = None
         """The fsync thread of a writer (None when read-only)."""
         self.stop_gc: Callable[[], None] | None = None
+        self.subscriptions: Subscriptions | None = None
+        """The durable subscriptions' registry (``Log.subscribe``), made on first use."""
         self.read_hint: tuple[int, list[Segment], Segment, int] | None = None
         """(offset, segment list, segment, position): the batch at ``position`` of
         ``segment`` holds ``offset``; valid while ``segments`` is that very list. Set by

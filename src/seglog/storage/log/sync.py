@@ -59,6 +59,7 @@ class GroupCommit:
         self._requested = durable
         self._appended = durable
         self._waiters: list[tuple[int, int, Future[int]]] = []
+        self._rounds: list[Future[int]] = []  # ``flush`` futures: want one more round
         self._seq = itertools.count()
         self._closing = False
         self.error: BaseException | None = None
@@ -101,6 +102,20 @@ class GroupCommit:
                 self._cond.notify()
         return fut
 
+    def flush(self) -> Future[int]:
+        """A future completing with the durable end offset after a whole fsync round
+        that starts after this call, even when nothing new was appended (it covers
+        rolled segments and directory changes made before the call)."""
+        fut: Future[int] = Future()
+        fut.set_running_or_notify_cancel()  # see wait_for
+        with self._cond:
+            if self.error is not None or self._closing:
+                fut.set_exception(LogClosedError(f"log offline or closed: {self.error}"))
+            else:
+                self._rounds.append(fut)
+                self._cond.notify()
+        return fut
+
     def close(self) -> None:
         """Make everything appended durable, then stop the thread (idempotent)."""
         with self._cond:
@@ -110,6 +125,8 @@ class GroupCommit:
             self._thread.join()
 
     def _pending(self) -> bool:
+        if self._rounds:
+            return True
         return self._appended > self._durable and (self._requested > self._durable or self._closing)
 
     def _run(self) -> None:
@@ -128,6 +145,7 @@ class GroupCommit:
                 if not self._pending() and self._closing:
                     self._fail_waiters(LogClosedError("log closed"))
                     return
+                rounds, self._rounds = self._rounds, []
             run, end = self._point()
             started = time.perf_counter()
             try:
@@ -137,6 +155,8 @@ class GroupCommit:
                 with self._cond:
                     self.error = e
                     self._fail_waiters(LogClosedError(f"log offline after fsync error: {e}"))
+                for fut in rounds:
+                    fut.set_exception(LogClosedError(f"log offline after fsync error: {e}"))
                 self._on_error(e)
                 return
             took = time.perf_counter() - started
@@ -147,6 +167,7 @@ class GroupCommit:
                 self._durable = max(self._durable, end)
                 while self._waiters and self._waiters[0][0] <= self._durable:
                     ready.append(heapq.heappop(self._waiters)[2])
+                ready.extend(rounds)
                 durable = self._durable
             # Publish the new durable end (the log's high watermark) before answering any
             # waiter: a producer acknowledged by a completed future must see its own write
@@ -166,5 +187,8 @@ class GroupCommit:
 
     def _fail_waiters(self, exc: BaseException) -> None:
         waiters, self._waiters = self._waiters, []
+        rounds, self._rounds = self._rounds, []
         for _, _, fut in waiters:
+            fut.set_exception(exc)
+        for fut in rounds:
             fut.set_exception(exc)

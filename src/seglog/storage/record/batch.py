@@ -39,7 +39,9 @@ __all__ = [
     "HEADER_SIZE",
     "LOG_OVERHEAD",
     "BatchHeader",
+    "check_batch_crcs",
     "check_stored_batch",
+    "crc_mismatch",
     "parse_header",
     "patch_base_offset",
     "patch_log_append_time",
@@ -142,6 +144,30 @@ def _structural_problem(h: BatchHeader, available: int, max_bytes: int) -> str |
 def _crc_ok(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> bool:
     mv = memoryview(buf)[pos + CRC_START : pos + h.size]
     return bool(crc32c.crc32c(mv) == h.crc)
+
+
+def check_batch_crcs(buf: bytes | bytearray | memoryview) -> None:
+    """Verify the CRC-32C of every whole record batch in ``buf`` (the read paths' check,
+    Kafka's consumer ``check.crcs``). Raises CorruptRecordError naming the base offset of
+    the first batch whose CRC does not match (or that is truncated)."""
+    pos, end = 0, len(buf)
+    while end - pos >= HEADER_SIZE:
+        h = parse_header(buf, pos)
+        if h.size < HEADER_SIZE or pos + h.size > end:
+            raise CorruptRecordError(
+                f"record batch at offset {h.base_offset}: size {h.size} malformed or truncated"
+            )
+        if not _crc_ok(buf, pos, h):
+            raise CorruptRecordError(crc_mismatch(h.base_offset))
+        pos += h.size
+
+
+def crc_mismatch(base_offset: int) -> str:
+    """The CorruptRecordError message of a stored batch failing its CRC-32C check."""
+    return (
+        f"record batch at offset {base_offset}: CRC-32C mismatch (stored data corrupted; "
+        "seglog check / seglog recover find and cut it)"
+    )
 
 
 def check_stored_batch(

@@ -23,10 +23,12 @@ import struct
 import warnings
 from collections.abc import Iterable
 
+import crc32c
 import numpy as np
 import numpy.typing as npt
 
 from seglog.errors import CorruptRecordError
+from seglog.storage.record.batch import crc_mismatch
 from seglog.storage.record.message import Message, new_messages
 from seglog.storage.record.varint import I64, U8, decode_varints, gather
 
@@ -49,6 +51,7 @@ BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 firstTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount (61 B)."""
 
 _CONTROL = 0x20
+_CRC_BEFORE_BODY = BATCH_HEADER.size - 21  # the CRC covers the header from byte 21 on
 _LOG_APPEND_TIME = 0x08
 _CODEC_MASK = 0x07
 _MIN_RECORD = 6  # attributes, timestampDelta, offsetDelta, keyLength, valueLength, headerCount
@@ -287,14 +290,15 @@ class _Batches:
         self.next_offset = -1
 
 
-def _scan_batches(raw: bytes, start: int, end: int, max_count: int) -> _Batches:
+def _scan_batches(raw: bytes, start: int, end: int, max_count: int, check_crcs: bool) -> _Batches:
     out = _Batches()
     pos, n = 0, len(raw)
+    view = memoryview(raw)
     have = 0  # records at or after start so far (at most; compaction leaves gaps)
     while pos < n and have < max_count:
         if n - pos < BATCH_HEADER.size:
             raise CorruptRecordError(f"record batch of {n - pos} bytes, below its header")
-        (base, blen, _, magic, _, attrs, last_delta, first, maximum, _, _, _, count) = (
+        (base, blen, _, magic, crc, attrs, last_delta, first, maximum, _, _, _, count) = (
             BATCH_HEADER.unpack_from(raw, pos)
         )
         size = blen + 12
@@ -308,6 +312,8 @@ def _scan_batches(raw: bytes, start: int, end: int, max_count: int) -> _Batches:
         body_pos, pos = pos + BATCH_HEADER.size, pos + size
         if attrs & _CONTROL or base + last_delta < start or count <= 0:
             continue
+        if check_crcs and crc32c.crc32c(view[body_pos - _CRC_BEFORE_BODY : pos]) != crc:
+            raise CorruptRecordError(crc_mismatch(base))
         codec = attrs & _CODEC_MASK
         out.bodies.append((body_pos, pos))
         if codec:
@@ -329,19 +335,24 @@ def decode_columns(
     start: int = 0,
     end: int = _NO_LIMIT,
     max_count: int | None = None,
+    *,
+    check_crcs: bool = True,
 ) -> RecordColumns:
     """Decode the records with ``start <= offset < end`` (at most ``max_count``, the
     first ones) of whole record batches v2: ``data`` is their concatenation or an
     iterable of them. Batches at or past ``end`` are not looked at. Raises
     CorruptRecordError on a malformed batch or record (magic != 2, truncation, lengths
-    that disagree, varint overrun); CRCs are not checked (the log checked them)."""
+    that disagree, varint overrun) and, with ``check_crcs`` (the default, as Kafka's
+    consumer ``check.crcs``), on a batch whose records are decoded and whose CRC-32C does
+    not match (the message names its base offset)."""
     if isinstance(data, bytes):
         raw = data
     elif isinstance(data, bytearray | memoryview):
         raw = bytes(data)
     else:
         raw = b"".join(data)
-    info = _scan_batches(raw, start, end, _NO_LIMIT if max_count is None else max_count)
+    limit = _NO_LIMIT if max_count is None else max_count
+    info = _scan_batches(raw, start, end, limit, check_crcs)
     if info.any_compressed:
         # one buffer of the record bodies in batch order (positions ascend with offsets)
         view = memoryview(raw)

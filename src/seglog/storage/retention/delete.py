@@ -21,13 +21,16 @@ __all__ = ["delete_offsets"]
 
 def delete_offsets(log: Log, offsets: Iterable[int]) -> Removed:
     """Remove the records at ``offsets``; returns ``(offsets actually removed, bytes
-    freed)``. Offsets not stored (below the log start, already gone, past the end) and
-    offsets in the active segment (never rewritten) or in a segment not yet fsynced are
-    left out of the result: check it. The log start and end offsets never move.
-    Raises ReadOnlyError, LogClosedError,
-    OSError."""
+    freed)``. Offsets not stored (below the log start, already gone, past the log end)
+    are left out of the result: check it. When the active segment holds one of them it
+    is rolled first (a normal roll under the write lock; the next append goes to the new
+    segment) and fsynced, so it is rewritten like any closed segment. A segment rolled
+    by appends but not yet fsynced by the group commit is left alone (its offsets are
+    left out). The log start and end offsets never move. Raises ReadOnlyError,
+    LogClosedError, StorageError (the roll failed), OSError."""
     wanted = sorted(set(offsets))
     with maint.maintenance_lock(log):
+        maint.roll_holding(log, wanted)
         removed: list[int] = []
         freed = 0
         start = log.log_start_offset
