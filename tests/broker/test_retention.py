@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 from kafka.protocol.admin import DeleteRecordsRequest
 from tests.broker._wire import Wire, api_versions, ensure_topic, fetch_request, produce, values
 
@@ -215,3 +221,120 @@ def test_delete_records_each_version_raw(broker_factory: Callable[..., BrokerPro
         part = w.call(fetch_request("raw", {0: 20})).responses[0].partitions[0]
         assert part.error_code == 0
         assert values(part.records)[-1] == b"v29"  # the whole batch, as Kafka sends it
+
+
+def _commit(bootstrap: str, group: str, offsets: dict[str, int]) -> None:
+    """Commit ``offsets`` (topic → offset of partition 0) for ``group`` in one request,
+    without joining the group (a standalone commit, as an admin tool does)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    try:
+        tps = [TopicPartition(t, 0, o) for t, o in offsets.items()]
+        done = consumer.commit(offsets=tps, asynchronous=False)
+        assert done is not None
+        assert all(tp.error is None for tp in done), done
+    finally:
+        consumer.close()
+
+
+def _two_passes(bootstrap: str, probe: str) -> None:
+    """Return once a whole retention pass ran after the call: ``probe`` trims below g1's
+    commits, so its earliest offset moving twice means two passes processed it after
+    this call, and the second one started after the first ended."""
+    for _ in range(2):
+        low = _watermarks(bootstrap, probe)[0]
+        _produce(bootstrap, probe, 40)
+        _commit(bootstrap, "g1", {probe: _watermarks(bootstrap, probe)[1]})
+        _wait(lambda low=low: _watermarks(bootstrap, probe)[0] > low)  # type: ignore[misc]
+
+
+def test_retention_below_the_groups_committed_offsets(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    broker = broker_factory(
+        ["--log-segment-bytes", "2048", "--log-retention-check-interval-ms", "100"]
+    )
+    bootstrap, data = broker.bootstrap, broker.data_dir
+    consumed = {"seglog.retention.consumed": "true", "retention.ms": "-1"}
+    _create(bootstrap, "eaten", {**consumed, "seglog.retention.consumed.groups": "g1,g2"})
+    _create(bootstrap, "probe", {**consumed, "seglog.retention.consumed.groups": "g1"})
+    _produce(bootstrap, "eaten", 150)
+    segments = _segments(data, "eaten")
+    bases = [int(f.split(".")[0]) for f in segments]
+    assert len(bases) > 5
+    # g1 far ahead, g2 has not committed: nothing goes
+    _commit(bootstrap, "g1", {"eaten": 140})
+    _two_passes(bootstrap, "probe")
+    assert _watermarks(bootstrap, "eaten") == (0, 150)
+    assert _segments(data, "eaten") == segments
+    # g2 commits less: the earliest offset moves to g2's segment boundary, not past it
+    g2 = bases[3] + 5
+    _commit(bootstrap, "g2", {"eaten": g2})
+    _wait(lambda: _watermarks(bootstrap, "eaten")[0] != 0)
+    assert _watermarks(bootstrap, "eaten") == (bases[3], 150)
+    _two_passes(bootstrap, "probe")
+    assert _watermarks(bootstrap, "eaten") == (bases[3], 150)
+    assert _segments(data, "eaten") == segments[3:]
+    assert "retention eaten-0" in broker.log_text()
+    # as after DeleteRecords: a fetch below it is OFFSET_OUT_OF_RANGE, consumers reset
+    with Wire(bootstrap) as w:
+        part = w.call(fetch_request("eaten", {0: 0})).responses[0].partitions[0]
+        assert part.error_code == 1
+        assert part.log_start_offset == bases[3]
+    msgs = _consume_all(bootstrap, "eaten", 0, 150)
+    assert [m.offset() for m in msgs] == list(range(bases[3], 150))
+    # g2 catches up past g1: g1 is now the lowest
+    _commit(bootstrap, "g2", {"eaten": 150})
+    _wait(lambda: _watermarks(bootstrap, "eaten")[0] != bases[3])
+    expected = max(b for b in bases if b <= 140)
+    assert _watermarks(bootstrap, "eaten") == (expected, 150)
+
+
+def test_consumed_retention_configs_are_validated(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    broker = broker_factory()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    # consumed=true without groups: refused, saying why
+    futures = admin.create_topics(
+        [NewTopic("nogroups", 1, 1, config={"seglog.retention.consumed": "true"})]
+    )
+    err = futures["nogroups"].exception(30)
+    assert err is not None
+    assert err.args[0].code() == KafkaError.INVALID_CONFIG
+    assert "names no consumer group" in err.args[0].str()
+    _create(broker.bootstrap, "withgroups", {"seglog.retention.consumed.groups": "a, b"})
+    resource = ConfigResource("topic", "withgroups")
+    configs = admin.describe_configs([resource])[resource].result(30)
+    assert configs["seglog.retention.consumed"].value == "false"
+    assert configs["seglog.retention.consumed.groups"].value == "a, b"
+
+    def alter(*entries: tuple[str, str | None, AlterConfigOpType]) -> Any:
+        res = ConfigResource(
+            "topic",
+            "withgroups",
+            incremental_configs=[
+                ConfigEntry(n, v, incremental_operation=op) for n, v, op in entries
+            ],
+        )
+        return admin.incremental_alter_configs([res])[res].exception(30)
+
+    set_, subtract = AlterConfigOpType.SET, AlterConfigOpType.SUBTRACT
+    err = alter(
+        ("seglog.retention.consumed", "true", set_), ("seglog.retention.consumed.groups", "", set_)
+    )
+    assert err is not None
+    assert "names no consumer group" in err.args[0].str()
+    err = alter(("seglog.retention.consumed.groups", "a,,b", set_))
+    assert err is not None
+    assert err.args[0].code() == KafkaError.INVALID_CONFIG
+    assert alter(("seglog.retention.consumed", "true", set_)) is None  # groups a, b
+    # removing the last group while consumed=true is refused too
+    assert alter(("seglog.retention.consumed.groups", "a", subtract)) is None
+    err = alter(("seglog.retention.consumed.groups", "b", subtract))
+    assert err is not None
+    assert "names no consumer group" in err.args[0].str()
+    configs = admin.describe_configs([resource])[resource].result(30)
+    assert configs["seglog.retention.consumed"].value == "true"
+    assert configs["seglog.retention.consumed.groups"].value == "b"

@@ -196,6 +196,9 @@ def test_storage_public_names_pinned():
             "trim_by_count",
             "trim_by_offset",
             "trim_by_size",
+            # retention below what every named reader has passed
+            "trim_consumed",
+            "trim_segments_below",
             # logs in RAM (a private tmpfs directory removed at close)
             "MemoryLog",
             "NoMemoryFilesystemError",

@@ -178,6 +178,20 @@ class CommittedOffsets:
         """Every committed offset of ``group``."""
         return self._groups.get(group, {})
 
+    def lowest(self, groups: Sequence[str], topic: str, partition: int) -> int | None:
+        """The lowest committed offset of ``groups`` for one partition; None when one of
+        them has none (or no group is given). Dictionary lookups only, so the retention
+        thread may call it while the loop commits: it sees each group's last applied
+        (durable) commit. A group that later commits back below what was removed gets
+        OFFSET_OUT_OF_RANGE and resets, as after DeleteRecords."""
+        lowest: int | None = None
+        for group in groups:
+            committed = self._groups.get(group, {}).get(topic, {}).get(partition)
+            if committed is None or committed[0] < 0:
+                return None
+            lowest = committed[0] if lowest is None else min(lowest, committed[0])
+        return lowest
+
     def groups(self) -> list[str]:
         """Every group with a committed offset."""
         return [g for g, topics in self._groups.items() if any(topics.values())]

@@ -251,7 +251,7 @@ def _incremental(ctx: BrokerContext, r: Any) -> Any:
                 if spec.type != 7:  # LIST
                     raise ValueError(f"Config {c.name} is not a list: APPEND/SUBTRACT need a list")
                 base = out.get(c.name, spec.broker_value(ctx.config))
-                items = [x for x in (base or "").split(",") if x]
+                items = [x.strip() for x in (base or "").split(",") if x.strip()]
                 given = [x.strip() for x in (c.value or "").split(",") if x.strip()]
                 if c.config_operation == APPEND:
                     items += [x for x in given if x not in items]

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BROKER_SETTINGS",
     "BROKER_SETTINGS_BY_NAME",
+    "CONSUMED",
+    "CONSUMED_GROUPS",
     "DEFAULT_CONFIG",
     "DYNAMIC_TOPIC_CONFIG",
     "STATIC_BROKER_CONFIG",
@@ -38,6 +40,7 @@ __all__ = [
     "BrokerSetting",
     "TopicConfigDef",
     "broker_entries",
+    "consumed_groups",
     "setting_default",
     "validate_broker_config",
     "validate_topic_configs",
@@ -83,6 +86,20 @@ def _cleanup_policy(value: str) -> None:
 def _boolean(value: str) -> None:
     if value.lower() not in ("true", "false"):
         raise ValueError(f"{value!r} is not true or false")
+
+
+def _group_list(value: str) -> None:
+    if value.strip() and any(not g.strip() for g in value.split(",")):
+        raise ValueError(f"{value!r}: a comma-separated list of consumer group ids")
+
+
+CONSUMED = "seglog.retention.consumed"
+CONSUMED_GROUPS = "seglog.retention.consumed.groups"
+
+
+def consumed_groups(value: str | None) -> tuple[str, ...]:
+    """The group ids of a ``seglog.retention.consumed.groups`` value (in order, once)."""
+    return tuple(dict.fromkeys(g.strip() for g in (value or "").split(",") if g.strip()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,6 +212,20 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             "seglog.parquet.mirror", BOOLEAN, None, "false",
             _const("false"), _boolean,
             "seglog: write a Parquet mirror of each closed segment (Spark read_topic)",
+        ),
+        TopicConfigDef(
+            CONSUMED, BOOLEAN, None, "false",
+            _const("false"), _boolean,
+            "seglog: retention also removes the closed segments wholly below the lowest "
+            "committed offset of the groups in seglog.retention.consumed.groups; a "
+            "partition is not trimmed while one of them has no committed offset for it, "
+            "nor when the list is empty",
+        ),
+        TopicConfigDef(
+            CONSUMED_GROUPS, LIST, None, "",
+            _const(""), _group_list,
+            "seglog: the consumer group ids (comma-separated) every one of which must have "
+            "committed past a segment before seglog.retention.consumed=true removes it",
         ),
     )
 }  # fmt: skip
@@ -491,3 +522,10 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
                 raise ValueError(
                     f"Invalid value {value!r} for configuration {name}: {exc}"
                 ) from None
+    consumed = configs.get(CONSUMED) or "false"
+    if consumed.lower() == "true" and not consumed_groups(configs.get(CONSUMED_GROUPS)):
+        raise ValueError(
+            f"Invalid value {consumed!r} for configuration {CONSUMED}: "
+            f"{CONSUMED_GROUPS} names no consumer group, so nothing would ever be "
+            "trimmed (a segment goes only once every named group committed past it)"
+        )

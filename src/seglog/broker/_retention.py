@@ -12,6 +12,13 @@ Per topic, its CreateTopics configs override the broker defaults (Kafka's names)
 - ``compact``: keep the last record per key, tombstones dropped after
   ``delete.retention.ms`` (default 1 day), segments younger than
   ``min.compaction.lag.ms`` (default 0) untouched;
+- ``seglog.retention.consumed=true`` (any ``cleanup.policy``): also remove the closed
+  segments wholly below the lowest committed offset (``__consumer_offsets``) of the groups
+  in ``seglog.retention.consumed.groups`` for that partition (InfluxDB's topic max index;
+  the storage's ``trim_segments_below``): the log start offset moves to a segment
+  boundary, as after DeleteRecords for fetchers and ListOffsets. A partition one of
+  the groups has no committed offset for is not trimmed this way, nor is any partition
+  when the list is empty (AlterConfigs and CreateTopics refuse that);
 - ``seglog.parquet.mirror=true``: after retention and cleaning, write a Parquet mirror of
   every closed segment that lacks one and delete mirrors of removed or rewritten segments
   (``seglog.columnar``; read by ``seglog.spark.read_topic``).
@@ -28,18 +35,31 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from seglog.broker._config import BrokerConfig
+from seglog.broker._config_defs import CONSUMED, CONSUMED_GROUPS, consumed_groups
 from seglog.errors import SeglogError
-from seglog.storage import DataDir, Log, compact, trim_by_age, trim_by_size
+from seglog.storage import DataDir, Log, compact, trim_by_age, trim_by_size, trim_segments_below
 
-__all__ = ["RetentionPolicy", "RetentionTask", "apply_policy", "policy_for", "start_retention"]
+__all__ = [
+    "CommittedFloor",
+    "RetentionPolicy",
+    "RetentionTask",
+    "apply_policy",
+    "consumed_policy",
+    "policy_for",
+    "start_retention",
+]
 
 log = logging.getLogger(__name__)
 
 DAY_MS = 24 * 3600 * 1000
+
+CommittedFloor = Callable[[Sequence[str], str, int], int | None]
+"""``(groups, topic, partition) -> lowest committed offset``, None when one of the groups
+has none (``CommittedOffsets.lowest``)."""
 
 
 class RetentionPolicy(NamedTuple):
@@ -119,6 +139,14 @@ def apply_policy(
     return removed, compacted
 
 
+def consumed_policy(topic_configs: Mapping[str, str]) -> tuple[str, ...] | None:
+    """The groups whose commits bound ``seglog.retention.consumed`` on a topic; None when
+    it is off. An empty tuple (on, but no group named) trims nothing."""
+    if topic_configs.get(CONSUMED, "false").strip().lower() != "true":
+        return None
+    return consumed_groups(topic_configs.get(CONSUMED_GROUPS))
+
+
 class RetentionTask:
     """The broker's retention thread: ``start()``, then ``stop()`` before the data
     directory closes (waits for the pass in progress to finish its current partition)."""
@@ -130,13 +158,17 @@ class RetentionTask:
         *,
         interval_ms: int,
         archive_command: str | None = None,
+        committed: CommittedFloor | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.committed = committed
+        """Committed offsets for ``seglog.retention.consumed`` (None: never trims so)."""
         self.defaults = defaults
         self.interval_s = max(interval_ms, 1) / 1000
         self.archive_command = archive_command
         self.passes = 0
         """Completed passes over every partition (tests wait on it)."""
+        self._warned: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="seglog-retention", daemon=True)
 
@@ -163,7 +195,8 @@ class RetentionTask:
             policy = policy_for(info.configs, self.defaults)
             mirrored = _mirror_enabled(info.configs)
             retains = policy.compact or policy.retention_ms >= 0 or policy.retention_bytes >= 0
-            if not retains and not mirrored:
+            groups = self._consumed_groups(name, info.configs)
+            if not retains and not mirrored and not groups:
                 continue
             for partition in range(info.partitions):
                 if self._stop.is_set():
@@ -175,6 +208,8 @@ class RetentionTask:
                         removed, compacted = apply_policy(
                             plog, policy, archive=self.archive_command
                         )
+                    if groups:
+                        removed += self._trim_consumed(plog, name, partition, groups)
                     if mirrored:  # after retention/compaction: drops what they made stale
                         _sync_mirrors(plog, name, partition)
                 except (SeglogError, OSError) as exc:  # deleted or closed meanwhile
@@ -191,6 +226,29 @@ class RetentionTask:
                         plog.log_start_offset,
                     )
         self.passes += 1
+
+    def _consumed_groups(self, topic: str, configs: Mapping[str, str]) -> tuple[str, ...]:
+        """The groups of ``seglog.retention.consumed`` on ``topic``; () when off (or on
+        without groups: logged once, nothing trimmed)."""
+        groups = consumed_policy(configs)
+        if groups is None or self.committed is None:
+            return ()
+        if not groups and topic not in self._warned:
+            self._warned.add(topic)
+            log.warning(
+                "topic %s: %s=true but %s names no group: nothing is trimmed by it",
+                topic, CONSUMED, CONSUMED_GROUPS,
+            )  # fmt: skip
+        return groups
+
+    def _trim_consumed(self, plog: Log, topic: str, partition: int, groups: Sequence[str]) -> int:
+        """Remove the closed segments every group of ``groups`` committed past; 0 segments
+        while one of them has no committed offset for the partition."""
+        assert self.committed is not None
+        floor = self.committed(groups, topic, partition)
+        if floor is None:
+            return 0
+        return len(trim_segments_below(plog, floor, archive=self.archive_command).segments)
 
 
 _MIRROR_CONFIG = "seglog.parquet.mirror"
@@ -217,8 +275,11 @@ def _sync_mirrors(plog: Log, topic: str, partition: int) -> None:
         )  # fmt: skip
 
 
-def start_retention(config: BrokerConfig, data_dir: DataDir) -> RetentionTask:
-    """The broker's retention thread from its flags, started."""
+def start_retention(
+    config: BrokerConfig, data_dir: DataDir, committed: CommittedFloor | None = None
+) -> RetentionTask:
+    """The broker's retention thread from its flags, started; ``committed`` serves
+    ``seglog.retention.consumed``."""
     parts = {p.strip() for p in config.log_cleanup_policy.split(",")}
     defaults = RetentionPolicy(
         delete="delete" in parts,
@@ -233,6 +294,7 @@ def start_retention(config: BrokerConfig, data_dir: DataDir) -> RetentionTask:
         defaults,
         interval_ms=config.log_retention_check_interval_ms,
         archive_command=config.log_archive_command,
+        committed=committed,
     )
     task.start()
     return task

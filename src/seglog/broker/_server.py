@@ -227,7 +227,7 @@ class Broker:
         topics.sync_observer = self._ctx.metrics.observe_sync
         self._schedule_idle_sweep()
         self._snapshot_timer = loop.call_later(_SNAPSHOT_INTERVAL_S, self._snapshot_producers)
-        self._retention = start_retention(config, self._data_dir)
+        self._retention = start_retention(config, self._data_dir, committed.lowest)
         if config.metrics_host is not None:
             self._start_metrics(loop)
         for lst in listeners:

@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from seglog.storage.retention.policy import ArchiveHook, TrimResult
     from seglog.storage.retention.rewrite import Removed
     from seglog.storage.retention.trim_age import trim_by_age
+    from seglog.storage.retention.trim_consumed import trim_consumed, trim_segments_below
     from seglog.storage.retention.trim_count import trim_by_count
     from seglog.storage.retention.trim_offset import trim_by_offset
     from seglog.storage.retention.trim_size import trim_by_size
@@ -152,6 +153,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "trim_by_count": ("seglog.storage.retention.trim_count", "trim_by_count"),
     "trim_by_offset": ("seglog.storage.retention.trim_offset", "trim_by_offset"),
     "trim_by_size": ("seglog.storage.retention.trim_size", "trim_by_size"),
+    "trim_consumed": ("seglog.storage.retention.trim_consumed", "trim_consumed"),
+    "trim_segments_below": ("seglog.storage.retention.trim_consumed", "trim_segments_below"),
     "validate_topic_name": ("seglog.storage.log.datadir", "validate_topic_name"),
 }
 
@@ -218,6 +221,8 @@ __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
     "trim_by_count",
     "trim_by_offset",
     "trim_by_size",
+    "trim_consumed",
+    "trim_segments_below",
     # compaction and delete by offsets
     "Removed",
     "compact",

@@ -50,6 +50,10 @@ stored batch fails its CRC-32C (``check_crcs``, on by default; Kafka's ``check.c
 - retention: ``trim_by_age(log, max_age_ms)``, ``trim_by_size(log, max_bytes)``,
   ``trim_by_count(log, max_records)``, ``trim_by_offset(log, offset)`` → ``TrimResult``
   (whole segments removed; Kafka's retention.ms / retention.bytes / DeleteRecords);
+  ``trim_consumed(log, subscription_names)`` (the closed segments every named durable
+  subscription has passed: below its lowest unacknowledged offset, else its position;
+  nothing while one of them does not exist yet) and ``trim_segments_below(log, floor)``
+  (the same rule for a given floor; the log start moves to a segment boundary);
 - the cleaner: ``compact(log, ...)`` (keep each key's last record, tombstones after
   ``delete.retention.ms``), ``compact_updates``, ``compact_deletes``, and
   ``delete_offsets(log, offsets)`` → ``Removed`` (rolls the active segment first when it

@@ -73,6 +73,7 @@ __all__ = [
     "Subscription",
     "Subscriptions",
     "clock",
+    "floor",
     "validate_subscription_name",
 ]
 
@@ -569,6 +570,22 @@ def _load(path: pathlib.Path) -> tuple[int, dict[int, int]] | None:
             for o in rec["a"]:
                 pending.pop(o, None)
     return position, pending
+
+
+def floor(log: Log, name: str) -> int | None:
+    """The lowest offset subscription ``name`` of ``log`` still needs (its lowest
+    unacknowledged offset, else its position), at least the log start offset; None when
+    it has no state file (never subscribed). Read-only: reads the journal, opens or
+    changes nothing (a live subscription writes every change to its journal before
+    returning, and a torn last line only reads as an older, lower state). Raises
+    ValueError (bad name), LogCorruptedError (damaged state file)."""
+    validate_subscription_name(name)
+    loaded = _load(log.directory / SUBSCRIPTIONS_DIR / (name + SUFFIX))
+    if loaded is None:
+        return None
+    position, pending = loaded
+    start = log.log_start_offset  # pending offsets below it are gone (the subscription drops them)
+    return max(start, min([position, *(o for o in pending if o >= start)]))
 
 
 class Subscriptions:
