@@ -153,3 +153,21 @@ def test_port_in_use_exits_2(broker_process: BrokerProcess, tmp_path: Path) -> N
     )
     assert result.returncode == 2
     assert b"address already in use" in result.stderr.lower()
+
+
+def test_event_loop_is_uvloop_unless_asked_for_asyncio(
+    broker_factory: Callable[..., BrokerProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's claim: uvloop runs the broker when installed (a dependency on Linux);
+    SEGLOG_EVENT_LOOP=asyncio selects asyncio's own loop, and both serve clients."""
+    for env, expected in ((None, "uvloop"), ("asyncio", "asyncio")):
+        if env is None:
+            monkeypatch.delenv("SEGLOG_EVENT_LOOP", raising=False)
+        else:
+            monkeypatch.setenv("SEGLOG_EVENT_LOOP", env)
+        broker = broker_factory()
+        with Wire(broker.bootstrap) as w:
+            ensure_topic(w, "loop")
+            produce(w, "loop", [b"x"])
+        assert f"event loop: {expected}" in broker.log_text()
+        assert broker.stop() == 0

@@ -515,10 +515,11 @@ class Broker:
 
 
 async def _serve(config: BrokerConfig) -> None:
+    loop = asyncio.get_running_loop()
+    log.info("event loop: %s", type(loop).__module__.partition(".")[0])  # uvloop / asyncio
     broker = Broker(config)
     await broker.start()
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
