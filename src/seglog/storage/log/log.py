@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from seglog.storage.record.columns import RecordColumns
     from seglog.storage.record.message import Message
 
-__all__ = ["FileSlice", "Log", "open_log"]  # FileSlice re-exported from _reader
+__all__ = ["FileSlice", "Log", "open_log"]  # FileSlice re-exported from reader.py
 
 _logger = logging.getLogger(__name__)
 
