@@ -45,7 +45,9 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def append(st: LogState, records: bytes | bytearray | memoryview) -> AppendInfo:
+def append(
+    st: LogState, records: bytes | bytearray | memoryview, *, caller_syncs: bool = False
+) -> AppendInfo:
     """Append one or more record batches v2 exactly as received on the wire.
 
     Each batch is validated (length, magic 2, CRC-32C, lastOffsetDelta + 1 ==
@@ -56,6 +58,10 @@ def append(st: LogState, records: bytes | bytearray | memoryview) -> AppendInfo:
     the page cache only; durability comes from ``sync``/``sync_future``. Raises
     CorruptRecordError, InvalidRecordError, RecordTooLargeError, LogClosedError,
     ReadOnlyError.
+
+    ``caller_syncs`` (the blocking ``publish``): under the default policy the fsync
+    thread is not asked for a round; the caller calls ``GroupCommit.sync`` next, which
+    runs the fsync in the calling thread when no round is under way.
     """
     st.check_writable()
     batches = validate_for_append(records, st.config.max_message_bytes)
@@ -104,7 +110,7 @@ def append(st: LogState, records: bytes | bytearray | memoryview) -> AppendInfo:
                 _logger.exception("key index: cannot decode batch at offset %d", base)
         st.append_count += 1
         relaxed = not st.config.fsync_before_ack
-        sync_now = True
+        sync_now = not caller_syncs
         if relaxed:
             st.high_watermark = offset
             st.unflushed += count

@@ -26,10 +26,7 @@ def publish(log: Log, messages: Sequence[Message]) -> int:
     if not messages:
         log.state.check_writable()
         return log.log_end_offset
-    info = log.append(encode_messages(messages, log.config.max_message_bytes))
-    if log.config.fsync_before_ack:
-        log.sync_future(info.last_offset + 1).result()
-    return info.last_offset + 1
+    return fastpath.publish_batches(log, encode_messages(messages, log.config.max_message_bytes))
 
 
 def consume(log: Log, offset: int, max_count: int) -> tuple[int, list[Message]]:

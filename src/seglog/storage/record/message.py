@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import itertools
-import operator
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -44,10 +43,6 @@ OFFSET_NEWEST = -1
 (Kafka ListOffsets' LATEST_TIMESTAMP, -1)."""
 
 _BATCH_OVERHEAD = 61
-_TIMESTAMP = operator.attrgetter("timestamp")
-_KEY = operator.attrgetter("key")
-_VALUE = operator.attrgetter("value")
-_HEADERS = operator.attrgetter("headers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,15 +132,23 @@ def encode_messages(messages: Sequence[Message], max_batch_bytes: int) -> bytes:
 
     Vectorised (``_encode.encode_records``); the bytes are identical to
     ``encode_messages_reference`` (kafka-python's builder)."""
+    if not messages:
+        return b""
     now = time.time_ns() // 1_000_000
-    ts = np.array(list(map(_TIMESTAMP, messages)), dtype=np.int64)
-    ts[ts < 0] = now
-    keys = list(map(_KEY, messages))
+    # list comprehensions: attribute loads specialised by the interpreter, ~3x faster
+    # than map(operator.attrgetter(...)) on this slotted class
+    stamps = [m.timestamp for m in messages]
+    if stamps.count(stamps[0]) == len(stamps):  # one timestamp (usually -1: now)
+        ts = np.full(len(stamps), stamps[0] if stamps[0] >= 0 else now, dtype=np.int64)
+    else:
+        ts = np.array(stamps, dtype=np.int64)
+        ts[ts < 0] = now
+    keys = [m.key for m in messages]
     return encode_records(
-        list(map(_VALUE, messages)),
+        [m.value for m in messages],
         None if keys.count(None) == len(keys) else keys,
         ts,
-        list(map(_HEADERS, messages)),
+        [m.headers for m in messages],
         max_batch_bytes,
     )
 
