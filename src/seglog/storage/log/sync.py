@@ -65,6 +65,8 @@ class GroupCommit:
         self._busy = False
         """A round runs (in the fsync thread or in a caller of ``sync``): one at a time."""
         self._leader = 0
+        self._thread_waits = False
+        """The fsync thread waits for the end of a caller's round (notify it then)."""
         """Thread id running the current round."""
         self.error: BaseException | None = None
         self.fsync_count = 0
@@ -168,6 +170,7 @@ class GroupCommit:
                     if self.error is not None:  # a caller's round failed: waiters failed
                         return
                     if self._busy:  # a caller runs a round: it notifies when done
+                        self._thread_waits = True
                         self._cond.wait()
                         continue
                     if self._pending():
@@ -245,7 +248,11 @@ class GroupCommit:
         finally:
             with self._cond:
                 self._busy = False
-                self._cond.notify()
+                # wake the fsync thread only when it has something to do: waking it for
+                # nothing costs the lone writer a GIL hand-off per round
+                if self._thread_waits or self._pending() or self._closing:
+                    self._thread_waits = False
+                    self._cond.notify()
         return None
 
     def _fail_waiters(self, exc: BaseException) -> None:

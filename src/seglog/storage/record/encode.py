@@ -296,57 +296,74 @@ def _encode_uniform(  # noqa: PLR0917 (internal)
     return True
 
 
-_OD_BYTES: dict[int, U8] = {}
-"""g -> the g-byte offset delta varints of [first delta of g bytes, _OD_LIMITS[g - 1]),
-one row each (g <= 2: 64 and 8128 rows)."""
+_Group = tuple[int, int, int, int]
+"""Records of one offset delta varint size in a batch: (first delta, end delta, byte
+position of the first in the batch, record width)."""
+
+_TEMPLATES: dict[tuple[int, int], tuple[bytes, int]] = {}
+"""(key length, value length) -> (records with those lengths, keys and values zero,
+offset deltas 0, 1, ..., as a batch body; its record count). A batch of m such records
+is a prefix of it."""
+_MAX_TEMPLATES = 8
 
 
-def _od_rows(g: int, a: int, b: int) -> U8:
-    """Rows of the ``g``-byte varints of offset deltas ``[a, b)``."""
-    first = 0 if g == 1 else _OD_LIMITS[g - 2]
-    if g > 2:
-        rows = np.zeros((b - a, g), dtype=np.uint8)
-        _varint_columns(rows, 0, np.arange(a, b, dtype=np.int64), g)
-        return rows
-    table = _OD_BYTES.get(g)
-    if table is None:
-        table = np.zeros((_OD_LIMITS[g - 1] - first, g), dtype=np.uint8)
-        _varint_columns(table, 0, np.arange(first, _OD_LIMITS[g - 1], dtype=np.int64), g)
-        _OD_BYTES[g] = table
-    return table[a - first : b - first]
+def _template(klen: int, vlen: int, fixed: int, groups: list[_Group], m: int) -> bytes:
+    """The body (from byte 61) of a batch of ``m`` records as ``_encode_same`` makes them,
+    keys and values left zero (cached per key and value length)."""
+    got = _TEMPLATES.get((klen, vlen))
+    if got is not None and got[1] >= m:
+        return got[0]
+    end = groups[-1][2] + (groups[-1][1] - groups[-1][0]) * groups[-1][3]
+    buf = bytearray(end)
+    out = np.frombuffer(buf, dtype=np.uint8)
+    klen_bytes = _varint_bytes(klen)
+    vlen_bytes = _varint_bytes(vlen)
+    for g, (a, b, pos, width) in enumerate(groups, 1):
+        block = out[pos - _HEADER_SIZE : pos - _HEADER_SIZE + (b - a) * width].reshape(b - a, width)
+        head = _varint_bytes(fixed + g)
+        c = len(head)
+        block[:, :c] = np.frombuffer(head, dtype=np.uint8)
+        c += 2  # attributes, timestampDelta: 0
+        _varint_columns(block, c, np.arange(a, b, dtype=np.int64), g)
+        c += g
+        block[:, c : c + len(klen_bytes)] = np.frombuffer(klen_bytes, dtype=np.uint8)
+        c += len(klen_bytes) + max(klen, 0)
+        block[:, c : c + len(vlen_bytes)] = np.frombuffer(vlen_bytes, dtype=np.uint8)
+    if len(_TEMPLATES) >= _MAX_TEMPLATES:
+        _TEMPLATES.clear()
+    _TEMPLATES[klen, vlen] = bytes(buf), m
+    return bytes(buf)
 
 
 def _encode_same(  # noqa: PLR0917 (internal)
     n: int, klen: int, kblob: bytes, vlen: int, vblob: bytes, ts: int, max_batch_bytes: int
 ) -> bytes | None:
     """Batches of ``n`` records whose keys all have length ``klen`` (-1: null), values
-    ``vlen`` (>= 0), one timestamp ``ts`` and no headers: every record of an offset delta
-    varint size is the same bytes but for its delta, key and value, so the batch split is
-    arithmetic and each group of records is one 2-D block (a few numpy copies per batch).
-    Byte-identical to the general path; None when one record alone exceeds
-    ``max_batch_bytes`` (the general path raises RecordTooLargeError)."""
+    ``vlen`` (>= 0), one timestamp ``ts`` and no headers: the records of one offset delta
+    varint size have one layout, so the batch split is arithmetic and a batch is a cached
+    template (``_template``) with the keys and values copied in, one strided copy each
+    per varint size. Byte-identical to the general path; None when one record alone
+    exceeds ``max_batch_bytes`` (the general path raises RecordTooLargeError)."""
     kn = max(klen, 0)
-    klen_bytes = np.frombuffer(_varint_bytes(klen), dtype=np.uint8)
-    vlen_bytes = np.frombuffer(_varint_bytes(vlen), dtype=np.uint8)
-    # attributes (0), timestampDelta (varint 0), key, value, headerCount (varint 0)
-    fixed = 2 + len(klen_bytes) + kn + len(vlen_bytes) + vlen + 1
-    keys = np.frombuffer(kblob, dtype=np.uint8).reshape(n, kn) if kn else None
-    values = np.frombuffer(vblob, dtype=np.uint8).reshape(n, vlen)
+    # record body: attributes, timestampDelta (0), key, value, headerCount (0)
+    fixed = 2 + len(_varint_bytes(klen)) + kn + len(_varint_bytes(vlen)) + vlen + 1
+    key_col = len(_varint_bytes(klen))  # from the offset delta's end
+    keys = np.frombuffer(kblob, dtype=f"V{kn}") if kn else None
+    values = np.frombuffer(vblob, dtype=f"V{vlen}") if vlen else None
     out: list[bytes] = []
     lo = 0
     while lo < n:
         room = max_batch_bytes - _HEADER_SIZE
-        groups: list[tuple[int, int, int, bytes, int]] = []  # delta a..b, g, head, width
+        groups: list[_Group] = []
         a = 0
         for g, limit in enumerate(_OD_LIMITS, 1):
             if a >= limit:
                 continue
-            head = _varint_bytes(fixed + g)
-            width = len(head) + fixed + g
+            width = len(_varint_bytes(fixed + g)) + fixed + g
             want = min(limit, n - lo) - a
             fit = min(want, room // width)
             if fit > 0:
-                groups.append((a, a + fit, g, head, width))
+                groups.append((a, a + fit, max_batch_bytes - room, width))
                 room -= fit * width
                 a += fit
             if fit < want or lo + a == n:
@@ -354,26 +371,18 @@ def _encode_same(  # noqa: PLR0917 (internal)
         if a == 0:
             return None
         total = max_batch_bytes - room
-        buf = bytearray(total)
-        block_bytes = np.frombuffer(buf, dtype=np.uint8)
-        pos = _HEADER_SIZE
-        for ga, gb, g, head, width in groups:
-            rows = gb - ga
-            block = block_bytes[pos : pos + rows * width].reshape(rows, width)
-            c = len(head)
-            block[:, :c] = np.frombuffer(head, dtype=np.uint8)
-            c += 2  # attributes and timestampDelta: the zero bytes already there
-            block[:, c : c + g] = _od_rows(g, ga, gb)
-            c += g
-            block[:, c : c + len(klen_bytes)] = klen_bytes
-            c += len(klen_bytes)
+        buf = bytearray(_HEADER_SIZE)
+        buf += memoryview(_template(klen, vlen, fixed, groups, a))[: total - _HEADER_SIZE]
+        for g, (ga, gb, pos, width) in enumerate(groups, 1):
+            # key at: length varint, attributes, timestampDelta, offsetDelta, keyLength
+            col = pos + len(_varint_bytes(fixed + g)) + 2 + g + key_col
             if keys is not None:
-                block[:, c : c + kn] = keys[lo + ga : lo + gb]
-                c += kn
-            block[:, c : c + len(vlen_bytes)] = vlen_bytes
-            c += len(vlen_bytes)
-            block[:, c : c + vlen] = values[lo + ga : lo + gb]
-            pos += rows * width  # headerCount: the zero byte already there
+                rows = np.ndarray((gb - ga,), keys.dtype, buf, col, (width,))
+                rows[:] = keys[lo + ga : lo + gb]
+            if values is not None:
+                vcol = col + kn + len(_varint_bytes(vlen))
+                rows = np.ndarray((gb - ga,), values.dtype, buf, vcol, (width,))
+                rows[:] = values[lo + ga : lo + gb]
         _HEADER.pack_into(buf, 0, 0, total - 12, 0, 2, 0, 0, a - 1, ts, ts, -1, -1, -1, a)
         _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
         out.append(bytes(buf))
