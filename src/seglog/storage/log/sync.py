@@ -8,7 +8,15 @@ sharing. On any fsync error the thread stops for good and every waiter, present 
 future, fails with LogClosedError: the error is never retried (fsyncgate, see
 RELIABILITY-NOTES).
 
-Thread-safety: ``request``, ``wait_for`` and ``close`` may be called from any thread.
+A blocking caller (``sync``: ``Log.sync``, ``publish``) runs the round itself when none is
+under way, so a lone writer pays one write + fdatasync and no thread hand-off; rounds are
+serialised (one at a time, whoever runs them), a caller's failed round takes the log
+offline as the thread's does, and callers arriving during a round wait for the thread's
+next round like ``wait_for`` (group commit). ``wait_for`` (the broker's event loop) always
+leaves the fsync to the thread.
+
+Thread-safety: ``appended``, ``sync``, ``wait_for``, ``flush`` and ``close`` may be called
+from any thread.
 """
 
 from __future__ import annotations

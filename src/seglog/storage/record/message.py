@@ -217,20 +217,23 @@ def encode_messages(messages: Sequence[Message], max_batch_bytes: int) -> bytes:
     if not messages:
         return b""
     now = time.time_ns() // 1_000_000
-    # list comprehensions: attribute loads specialised by the interpreter, ~3x faster
-    # than map(operator.attrgetter(...)) on this slotted class
-    stamps = [m.timestamp for m in messages]
+    if set(map(type, messages)) == {Message}:  # tuples: the columns by one C transpose
+        _, stamps, keys, values, headers = zip(*messages, strict=True)
+    else:  # any object with the five attributes
+        stamps = tuple(m.timestamp for m in messages)
+        keys = tuple(m.key for m in messages)
+        values = tuple(m.value for m in messages)
+        headers = tuple(m.headers for m in messages)
     if stamps.count(stamps[0]) == len(stamps):  # one timestamp (usually -1: now)
         ts = np.full(len(stamps), stamps[0] if stamps[0] >= 0 else now, dtype=np.int64)
     else:
         ts = np.array(stamps, dtype=np.int64)
         ts[ts < 0] = now
-    keys = [m.key for m in messages]
     return encode_records(
-        [m.value for m in messages],
+        values,
         None if keys.count(None) == len(keys) else keys,
         ts,
-        [m.headers for m in messages],
+        headers,
         max_batch_bytes,
     )
 
