@@ -46,7 +46,11 @@ def now_ms() -> int:
 
 
 def append(
-    st: LogState, records: bytes | bytearray | memoryview, *, caller_syncs: bool = False
+    st: LogState,
+    records: bytes | bytearray | memoryview,
+    *,
+    caller_syncs: bool = False,
+    take: bool = False,
 ) -> AppendInfo:
     """Append one or more record batches v2 exactly as received on the wire.
 
@@ -61,11 +65,12 @@ def append(
 
     ``caller_syncs`` (the blocking ``publish``): under the default policy the fsync
     thread is not asked for a round; the caller calls ``GroupCommit.sync`` next, which
-    runs the fsync in the calling thread when no round is under way.
+    runs the fsync in the calling thread when no round is under way. ``take``: a
+    bytearray ``records`` is the caller's to give (patched in place, not copied).
     """
     st.check_writable()
     batches = validate_for_append(records, st.config.max_message_bytes)
-    data = bytearray(records)
+    data = records if take and isinstance(records, bytearray) else bytearray(records)
     log_append = st.config.message_timestamp_type == "LogAppendTime"
     count = span = 0
     for _, h in batches:

@@ -47,29 +47,31 @@ def publish_values(
     if n == 0:
         log.state.check_writable()
         return log.log_end_offset
+    ts: int | npt.NDArray[np.int64]
     if timestamp_ms is None:
-        ts = np.full(n, time.time_ns() // 1_000_000, dtype=np.int64)
+        ts = time.time_ns() // 1_000_000
     elif isinstance(timestamp_ms, int):
-        ts = np.full(n, timestamp_ms, dtype=np.int64)
+        ts = timestamp_ms
     else:
         ts = np.asarray(timestamp_ms, dtype=np.int64)
         if ts.shape != (n,):
             raise ValueError(f"{len(ts)} timestamps for {n} values")
     if keys is not None and len(keys) != n:
         raise ValueError(f"{len(keys)} keys for {n} values")
-    data = encode_records(values, keys, ts, None, log.config.max_message_bytes)
+    data = encode_records(values, keys, ts, None, log.config.max_message_bytes, mutable=True)
     return publish_batches(log, data)
 
 
-def publish_batches(log: Log, data: bytes) -> int:
-    """Append encoded record batches and, under the default policy, wait until they are
-    durable, running the fsync in this thread when no other round is under way
-    (``GroupCommit.sync``); return the next offset. ``publish`` and ``publish_values``."""
+def publish_batches(log: Log, data: bytes | bytearray) -> int:
+    """Append encoded record batches (a bytearray is taken over: patched in place) and,
+    under the default policy, wait until they are durable, running the fsync in this
+    thread when no other round is under way (``GroupCommit.sync``); return the next
+    offset. ``publish`` and ``publish_values``."""
     st = log.state
     gc = st.group_commit
     if not st.config.fsync_before_ack or gc is None:
         return log.append(data).last_offset + 1  # through Log.append (MemoryLog's too)
-    end = append.append(st, data, caller_syncs=True).last_offset + 1
+    end = append.append(st, data, caller_syncs=True, take=True).last_offset + 1
     try:
         gc.sync(end)
     except BaseException:

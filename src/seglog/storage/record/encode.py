@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import Literal, overload
 
 import crc32c
 import numpy as np
@@ -76,21 +77,49 @@ def _same(lengths: list[int]) -> bool:
     return lengths.count(lengths[0]) == len(lengths)
 
 
+@overload
 def encode_records(
     values: Sequence[bytes | None],
     keys: Sequence[bytes | None] | None,
-    timestamps: I64,
+    timestamps: I64 | int,
     headers: Sequence[HeaderList] | None,
     max_batch_bytes: int,
-) -> bytes:
+    *,
+    mutable: Literal[False] = False,
+) -> bytes: ...
+
+
+@overload
+def encode_records(
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None,
+    timestamps: I64 | int,
+    headers: Sequence[HeaderList] | None,
+    max_batch_bytes: int,
+    *,
+    mutable: bool,
+) -> bytes | bytearray: ...
+
+
+def encode_records(
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None,
+    timestamps: I64 | int,
+    headers: Sequence[HeaderList] | None,
+    max_batch_bytes: int,
+    *,
+    mutable: bool = False,
+) -> bytes | bytearray:
     """Record batches v2 holding one record per value (offsets from 0 within each batch).
 
     ``values``/``keys`` (None entries are null; ``keys=None``: all null), ``timestamps``:
-    ms, one per record (int64 array), ``headers``: one sequence of ``(name, value)`` per
-    record or None for none. Records are split into batches of at most ``max_batch_bytes``
-    exactly as kafka-python's builder splits them (a batch always takes its first record).
-    Raises RecordTooLargeError if one record alone needs a bigger batch, TypeError on
-    keys/values that are not bytes-like.
+    ms, one per record (int64 array) or one int for all, ``headers``: one sequence of
+    ``(name, value)`` per record or None for none. Records are split into batches of at
+    most ``max_batch_bytes`` exactly as kafka-python's builder splits them (a batch always
+    takes its first record). ``mutable``: the result may be a new bytearray (no final copy;
+    the publish path hands it to ``append``, which patches it in place). Raises
+    RecordTooLargeError if one record alone needs a bigger batch, TypeError on keys/values
+    that are not bytes-like.
     """
     n = len(values)
     if n == 0:
@@ -100,17 +129,24 @@ def encode_records(
     no_headers = headers is None or not any(headers)
     vblob = _join(values)
     kblob = b"" if keys is None else _join(keys)
-    ts = np.asarray(timestamps, dtype=np.int64)
+    if isinstance(timestamps, int):
+        one_ts: int | None = timestamps
+        ts = np.full(n, timestamps, dtype=np.int64)
+    else:
+        ts = np.asarray(timestamps, dtype=np.int64)
+        one_ts = None
     # every key one length, every value one length, no headers: the usual case, encoded as
     # a few 2-D blocks of identical records (_encode_uniform); with one timestamp too (what
     # publish gets), the batch split is arithmetic (_encode_same)
     uniform = no_headers and _same(vl) and (kl is None or _same(kl))
     if uniform and vl[0] >= 0 and ts.shape == (n,) and len(vblob) == n * vl[0]:
-        t0, k0 = int(ts[0]), -1 if kl is None else kl[0]
-        if int(ts.min()) == t0 == int(ts.max()) and len(kblob) == n * max(k0, 0):
-            fast = _encode_same(n, k0, kblob, vl[0], vblob, t0, max_batch_bytes)
+        k0 = -1 if kl is None else kl[0]
+        if one_ts is None and int(ts.min()) == int(ts.max()):
+            one_ts = int(ts[0])
+        if one_ts is not None and len(kblob) == n * max(k0, 0):
+            fast = _encode_same(n, k0, kblob, vl[0], vblob, one_ts, max_batch_bytes)
             if fast is not None:
-                return fast
+                return fast if mutable or isinstance(fast, bytes) else bytes(fast)
     vlen = np.array(vl, dtype=np.int64)
     klen = np.full(n, -1, dtype=np.int64) if kl is None else np.array(kl, dtype=np.int64)
     if no_headers:
@@ -337,20 +373,21 @@ def _template(klen: int, vlen: int, fixed: int, groups: list[_Group], m: int) ->
 
 def _encode_same(  # noqa: PLR0917 (internal)
     n: int, klen: int, kblob: bytes, vlen: int, vblob: bytes, ts: int, max_batch_bytes: int
-) -> bytes | None:
+) -> bytearray | bytes | None:
     """Batches of ``n`` records whose keys all have length ``klen`` (-1: null), values
     ``vlen`` (>= 0), one timestamp ``ts`` and no headers: the records of one offset delta
     varint size have one layout, so the batch split is arithmetic and a batch is a cached
     template (``_template``) with the keys and values copied in, one strided copy each
     per varint size. Byte-identical to the general path; None when one record alone
-    exceeds ``max_batch_bytes`` (the general path raises RecordTooLargeError)."""
+    exceeds ``max_batch_bytes`` (the general path raises RecordTooLargeError). One batch:
+    the bytearray it was built in."""
     kn = max(klen, 0)
     # record body: attributes, timestampDelta (0), key, value, headerCount (0)
     fixed = 2 + len(_varint_bytes(klen)) + kn + len(_varint_bytes(vlen)) + vlen + 1
     key_col = len(_varint_bytes(klen))  # from the offset delta's end
     keys = np.frombuffer(kblob, dtype=f"V{kn}") if kn else None
     values = np.frombuffer(vblob, dtype=f"V{vlen}") if vlen else None
-    out: list[bytes] = []
+    out: list[bytearray] = []
     lo = 0
     while lo < n:
         room = max_batch_bytes - _HEADER_SIZE
@@ -385,6 +422,6 @@ def _encode_same(  # noqa: PLR0917 (internal)
                 rows[:] = values[lo + ga : lo + gb]
         _HEADER.pack_into(buf, 0, 0, total - 12, 0, 2, 0, 0, a - 1, ts, ts, -1, -1, -1, a)
         _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
-        out.append(bytes(buf))
+        out.append(buf)
         lo += a
     return out[0] if len(out) == 1 else b"".join(out)

@@ -15,7 +15,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import FrozenInstanceError, dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 with warnings.catch_warnings():
     # kafka-python 3.0's package import calls importlib.resources.read_text (deprecated);
@@ -25,6 +25,7 @@ with warnings.catch_warnings():
     from kafka.record.memory_records import MemoryRecords
 
 import numpy as np
+import numpy.typing as npt
 
 from seglog.errors import RecordTooLargeError
 from seglog.storage.record.encode import encode_records
@@ -207,13 +208,28 @@ def new_batch_builder(batch_size: int, compression_type: int = 0) -> DefaultReco
     )
 
 
-def encode_messages(messages: Sequence[Message], max_batch_bytes: int) -> bytes:
+@overload
+def encode_messages(
+    messages: Sequence[Message], max_batch_bytes: int, *, mutable: Literal[False] = False
+) -> bytes: ...
+
+
+@overload
+def encode_messages(
+    messages: Sequence[Message], max_batch_bytes: int, *, mutable: bool
+) -> bytes | bytearray: ...
+
+
+def encode_messages(
+    messages: Sequence[Message], max_batch_bytes: int, *, mutable: bool = False
+) -> bytes | bytearray:
     """Record batches v2 (uncompressed, offsets from 0 within each batch) holding
     ``messages``, split so each batch is at most ``max_batch_bytes``. Raises
     RecordTooLargeError if one message alone does not fit.
 
     Vectorised (``_encode.encode_records``); the bytes are identical to
-    ``encode_messages_reference`` (kafka-python's builder)."""
+    ``encode_messages_reference`` (kafka-python's builder). ``mutable``: as
+    ``encode_records``'s."""
     if not messages:
         return b""
     now = time.time_ns() // 1_000_000
@@ -224,8 +240,9 @@ def encode_messages(messages: Sequence[Message], max_batch_bytes: int) -> bytes:
         keys = tuple(m.key for m in messages)
         values = tuple(m.value for m in messages)
         headers = tuple(m.headers for m in messages)
+    ts: int | npt.NDArray[np.int64]
     if stamps.count(stamps[0]) == len(stamps):  # one timestamp (usually -1: now)
-        ts = np.full(len(stamps), stamps[0] if stamps[0] >= 0 else now, dtype=np.int64)
+        ts = stamps[0] if stamps[0] >= 0 else now
     else:
         ts = np.array(stamps, dtype=np.int64)
         ts[ts < 0] = now
@@ -235,6 +252,7 @@ def encode_messages(messages: Sequence[Message], max_batch_bytes: int) -> bytes:
         ts,
         headers,
         max_batch_bytes,
+        mutable=mutable,
     )
 
 
