@@ -366,3 +366,26 @@ def test_fsync_error_in_a_publishing_thread_takes_log_offline(tmp_path):
     assert not (tmp_path / "p" / ".clean_shutdown").exists()
     with Log.open(tmp_path / "p") as again:  # recovery on reopen: "b" was written
         assert again.log_end_offset == 2
+
+
+def test_interrupted_caller_round_is_no_fsync_error(tmp_path):
+    """A KeyboardInterrupt inside the round a publisher runs is raised to it, but the log
+    stays online and the fsync thread makes the records durable."""
+    with Log.open(tmp_path / "p", create=True) as log:
+        seg = log.state.segments[-1]
+        real = seg.sync
+        calls: list[str] = []
+
+        def interrupted() -> None:
+            calls.append(threading.current_thread().name)
+            if len(calls) == 1:
+                raise KeyboardInterrupt
+            real()
+
+        seg.sync = interrupted  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt):
+            log.publish([Message(value=b"a")] * 2)
+        assert log.sync_future(2).result(timeout=10) == 2  # the thread's round
+        assert calls[1].startswith("seglog-sync-")
+        assert log.high_watermark == 2
+        assert log.publish([Message(value=b"b")]) == 3

@@ -176,13 +176,24 @@ def sync_point(st: LogState) -> SyncPoint:
         active, end = st.segments[-1], st.log_end_offset
 
     def run() -> None:
-        for seg in rolled:
-            seg.sync_all()
-            seg.index.close()
-            seg.time_index.close()
-        if dir_dirty:
-            files.fsync_dir(st.directory)
-        active.sync()
+        done = 0
+        try:
+            for seg in rolled:
+                seg.sync_all()
+                seg.index.close()
+                seg.time_index.close()
+                done += 1
+            if dir_dirty:
+                files.fsync_dir(st.directory)
+            active.sync()
+        except Exception:  # an fsync error: the log goes offline (sync.py)
+            raise
+        except BaseException:  # interrupted (KeyboardInterrupt in a caller running the
+            # round): no fsync error; what is left goes to the next round
+            with st.lock:
+                st.rolled_unsynced = [*rolled[done:], *st.rolled_unsynced]
+                st.dir_dirty = st.dir_dirty or dir_dirty
+            raise
         if rolled:
             try:
                 files.write_small_file(
