@@ -161,6 +161,9 @@ else:
 
 
 _REPEAT = itertools.repeat
+_COLUMN: list[Callable[[Message], Any]] = [operator.itemgetter(i) for i in range(5)]  # type: ignore[misc]
+"""Field i of a Message (a tuple): C-level, no attribute lookup."""
+_GET_TIMESTAMP, _GET_KEY, _GET_VALUE, _GET_HEADERS = _COLUMN[1:]
 
 
 def new_message(
@@ -233,13 +236,18 @@ def encode_messages(
     if not messages:
         return b""
     now = time.time_ns() // 1_000_000
-    if set(map(type, messages)) == {Message}:  # tuples: the columns by one C transpose
-        _, stamps, keys, values, headers = zip(*messages, strict=True)
+    if set(map(type, messages)) == {Message}:  # tuples: each column by one C map
+        # (not zip(*messages): its 1,000 tuple iterators are garbage-collected objects,
+        # which trigger collections of a heap that holds the caller's messages)
+        stamps = list(map(_GET_TIMESTAMP, messages))
+        keys = list(map(_GET_KEY, messages))
+        values = list(map(_GET_VALUE, messages))
+        headers = list(map(_GET_HEADERS, messages))
     else:  # any object with the five attributes
-        stamps = tuple(m.timestamp for m in messages)
-        keys = tuple(m.key for m in messages)
-        values = tuple(m.value for m in messages)
-        headers = tuple(m.headers for m in messages)
+        stamps = [m.timestamp for m in messages]
+        keys = [m.key for m in messages]
+        values = [m.value for m in messages]
+        headers = [m.headers for m in messages]
     ts: int | npt.NDArray[np.int64]
     if stamps.count(stamps[0]) == len(stamps):  # one timestamp (usually -1: now)
         ts = stamps[0] if stamps[0] >= 0 else now
