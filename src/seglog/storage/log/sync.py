@@ -245,8 +245,9 @@ class GroupCommit:
                 self._on_durable(durable)
             except Exception:
                 _logger.exception("on_durable callback failed")
-            for fut in ready:
-                fut.set_result(durable)
+            finally:  # waiters of other threads are answered even if this one is interrupted
+                for fut in ready:
+                    fut.set_result(durable)
             observer = self.on_round
             if observer is not None:
                 try:
