@@ -4,6 +4,7 @@ lookup reads, also after roll, retention, compaction, delete, and reopen (recove
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import pickle
 from pathlib import Path
@@ -57,6 +58,44 @@ def test_new_message_is_a_message() -> None:
     assert dataclasses.astuple(m) == dataclasses.astuple(ref)
     with pytest.raises(dataclasses.FrozenInstanceError):
         m.offset = 8  # type: ignore[misc]
+
+
+def test_message_behaves_as_the_frozen_dataclass() -> None:
+    """Message is stored as a tuple (fast to build) but keeps the dataclass's contract."""
+    m = Message(offset=7, timestamp=1_000, key=b"k", value=None, headers=(("h", b"v"),))
+    row = (7, 1_000, b"k", None, (("h", b"v"),))
+    assert repr(m) == (
+        "Message(offset=7, timestamp=1000, key=b'k', value=None, headers=(('h', b'v'),))"
+    )
+    assert Message() == Message(-1, -1, None, None, ())
+    assert m == Message(*row)
+    assert m != row
+    assert row != m
+    assert not m == row  # noqa: SIM201 (__eq__ itself, not __ne__)
+    assert m != Message(*row[:4], ())
+    assert hash(m) == hash(row)  # the dataclass's hash((offset, ..., headers))
+    for proto in range(pickle.HIGHEST_PROTOCOL + 1):
+        again = pickle.loads(pickle.dumps(m, proto))
+        assert again == m
+        assert type(again) is Message
+    assert copy.copy(m) == m
+    assert copy.deepcopy(m) == m
+    assert dataclasses.is_dataclass(m)
+    assert [f.name for f in dataclasses.fields(Message)] == [
+        "offset", "timestamp", "key", "value", "headers"
+    ]  # fmt: skip
+    assert dataclasses.astuple(m) == row
+    assert dataclasses.asdict(m)["key"] == b"k"
+    assert dataclasses.replace(m, offset=8) == Message(8, *row[1:])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.key = b"x"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del m.value  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        _ = m < m  # type: ignore[operator]
+    match m:
+        case Message(offset=o, key=k):
+            assert (o, k) == (7, b"k")
 
 
 def test_new_messages_columns() -> None:

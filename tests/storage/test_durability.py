@@ -272,3 +272,120 @@ def test_acknowledged_append_is_visible_when_its_sync_future_completes(tmp_path)
             assert done.wait(30)
     assert len(seen) == 200
     assert [(end, hwm) for end, hwm in seen if hwm < end] == []
+
+
+def _round_threads(log: Log) -> list[str]:
+    """Names of the threads running each fsync round from now on."""
+    names: list[str] = []
+    log.set_sync_observer(lambda _took, _n: names.append(threading.current_thread().name))
+    return names
+
+
+def test_lone_publisher_runs_its_fsync_itself(tmp_path):
+    """No other writer waiting: publish / sync run the fsync round in the calling thread
+    (no hand-off to the fsync thread), and the round still does everything a round does:
+    high watermark, on_append callbacks, other waiters, fsync_count."""
+    seen: list[int] = []
+    with Log.open(tmp_path / "p", create=True) as log:
+        names = _round_threads(log)
+        log.on_append(seen.append)
+        for i in range(20):
+            end = log.publish([Message(value=b"v%d" % i)] * 3)
+            assert end == 3 * (i + 1)
+            assert log.high_watermark == end
+            assert seen[-1] == end
+        assert log.fsync_count >= 20
+        assert set(names) == {threading.current_thread().name}
+        log.publish_values([b"a", b"b"])
+        log.append(make_batch(2))
+        waiter = log.sync_future(log.log_end_offset)
+        assert log.sync() == 64
+        assert waiter.result(timeout=10) == 64
+        assert log.consume(0, 100)[0] == 64
+
+
+def test_sync_future_never_runs_the_fsync_in_the_caller(tmp_path):
+    """The broker calls append and sync_future from its event loop: those rounds always
+    run on the fsync thread."""
+    with Log.open(tmp_path / "p", create=True) as log:
+        names = _round_threads(log)
+        for _ in range(10):
+            info = log.append(make_batch(2))
+            log.sync_future(info.last_offset + 1).result(timeout=10)
+        assert names
+        assert all(n.startswith("seglog-sync-") for n in names)
+
+
+def test_concurrent_publishers_share_fsyncs(tmp_path):
+    threads, per_thread = 8, 30
+    with Log.open(tmp_path / "p", create=True) as log:
+
+        def work() -> None:
+            for _ in range(per_thread):
+                end = log.publish([Message(value=b"x")] * 2)
+                assert log.high_watermark >= end
+
+        ts = [threading.Thread(target=work) for _ in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert log.append_count == threads * per_thread
+        assert 0 < log.fsync_count < threads * per_thread
+        assert log.high_watermark == log.log_end_offset == 2 * threads * per_thread
+        assert len(log.consume(0, 10_000)[1]) == 2 * threads * per_thread
+
+
+def test_fsync_error_in_a_publishing_thread_takes_log_offline(tmp_path):
+    """The round run by the publisher itself fails: same as on the fsync thread (offline,
+    every waiter and later call LogClosedError, never retried)."""
+    log = Log.open(tmp_path / "p", create=True)
+    assert log.publish([Message(value=b"a")]) == 1
+    fsyncs = log.fsync_count
+    seg = log.state.segments[-1]
+    calls: list[str] = []
+
+    def failing_sync() -> None:
+        calls.append(threading.current_thread().name)
+        raise OSError(5, "Input/output error")
+
+    seg.sync = failing_sync  # type: ignore[method-assign]
+    with pytest.raises(LogClosedError):
+        log.publish([Message(value=b"b")])
+    assert calls == [threading.current_thread().name]
+    assert log.high_watermark == 1
+    with pytest.raises(LogClosedError):
+        log.sync()
+    with pytest.raises(LogClosedError):
+        log.publish([Message(value=b"c")])
+    assert isinstance(log.sync_future(1).exception(timeout=1), LogClosedError)
+    time.sleep(0.05)
+    assert log.fsync_count == fsyncs
+    assert len(calls) == 1  # never retried
+    log.close()
+    assert not (tmp_path / "p" / ".clean_shutdown").exists()
+    with Log.open(tmp_path / "p") as again:  # recovery on reopen: "b" was written
+        assert again.log_end_offset == 2
+
+
+def test_interrupted_caller_round_is_no_fsync_error(tmp_path):
+    """A KeyboardInterrupt inside the round a publisher runs is raised to it, but the log
+    stays online and the fsync thread makes the records durable."""
+    with Log.open(tmp_path / "p", create=True) as log:
+        seg = log.state.segments[-1]
+        real = seg.sync
+        calls: list[str] = []
+
+        def interrupted() -> None:
+            calls.append(threading.current_thread().name)
+            if len(calls) == 1:
+                raise KeyboardInterrupt
+            real()
+
+        seg.sync = interrupted  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt):
+            log.publish([Message(value=b"a")] * 2)
+        assert log.sync_future(2).result(timeout=10) == 2  # the thread's round
+        assert calls[1].startswith("seglog-sync-")
+        assert log.high_watermark == 2
+        assert log.publish([Message(value=b"b")]) == 3

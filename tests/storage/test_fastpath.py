@@ -145,6 +145,37 @@ def test_encoder_uniform_records(
     assert encode_messages(msgs, max_bytes) == encode_messages_reference(msgs, max_bytes)
 
 
+@pytest.mark.parametrize("n", [1, 2, 63, 64, 65, 200, 8191, 8193, 8300])
+@pytest.mark.parametrize("key_len", [None, 0, 8, 130])
+@pytest.mark.parametrize("value_len", [0, 100, 300])
+@pytest.mark.parametrize("max_bytes", [1 << 24, 70_000, 2_000, 400, 150])
+def test_encoder_same_size_records_one_timestamp(
+    n: int, key_len: int | None, value_len: int, max_bytes: int
+) -> None:
+    """The arithmetic batch split of ``_encode_same`` (one timestamp, every key and value
+    one length: what publish gets most) against kafka-python's builder, including batch
+    splits inside each offset delta varint size and records too large for any batch."""
+    if n > 300 and max_bytes < 2_000:
+        n = 300  # thousands of tiny batches through kafka-python's builder: slow
+    msgs = [
+        Message(
+            timestamp=1_700_000_000_123,
+            key=None if key_len is None else bytes([i % 251]) * key_len,
+            value=bytes([i % 256]) * value_len,
+        )
+        for i in range(n)
+    ]
+    try:
+        want: bytes | type[Exception] = encode_messages_reference(msgs, max_bytes)
+    except RecordTooLargeError:
+        want = RecordTooLargeError
+    try:
+        got: bytes | type[Exception] = encode_messages(msgs, max_bytes)
+    except RecordTooLargeError:
+        got = RecordTooLargeError
+    assert got == want
+
+
 def test_encoder_record_too_large() -> None:
     with pytest.raises(RecordTooLargeError):
         encode_messages([Message(value=b"x" * 500)], 300)

@@ -25,7 +25,9 @@ as received on the wire (validated: length, magic 2, CRC-32C, offsets, size).
 count, max timestamp).
 
 **Durability**: ``publish``/``publish_values`` return once the records are durable (group
-commit: one fsync thread per log, concurrent writers share fsyncs); ``append`` returns
+commit: one fsync thread per log, concurrent writers share fsyncs; a blocking ``publish``
+or ``sync`` with no fsync round under way runs the round in the calling thread instead of
+handing it to the fsync thread and back — ``sync_future`` never does); ``append`` returns
 once written to the page cache, ``sync``/``sync_future`` make it durable. Under
 ``flush_messages`` / ``flush_ms`` everything is acknowledged and visible at once;
 ``flush_messages >= FLUSH_NEVER`` (2**62, Kafka's default Long.MAX_VALUE) never fsyncs on a
@@ -99,7 +101,8 @@ class LogAPI(Protocol):
 
     @property
     def fsync_count(self) -> int:
-        """fsync rounds run so far by the group commit thread (0 when read-only)."""
+        """fsync rounds run so far, by the group commit thread or by a blocking
+        ``publish``/``sync`` caller (0 when read-only)."""
         ...
 
     @property
@@ -334,7 +337,9 @@ class LogAPI(Protocol):
 
     def sync(self) -> int:
         """Block until everything appended so far is fsynced; return the durable end
-        offset. Concurrent callers share one fsync. LogClosedError after an fsync error."""
+        offset. With no fsync round under way the round runs in the calling thread (on
+        the fsync thread otherwise); concurrent callers share one fsync. LogClosedError
+        after an fsync error."""
         ...
 
     def sync_future(self, offset: int) -> Future[int]:

@@ -45,7 +45,13 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def append(st: LogState, records: bytes | bytearray | memoryview) -> AppendInfo:
+def append(
+    st: LogState,
+    records: bytes | bytearray | memoryview,
+    *,
+    caller_syncs: bool = False,
+    take: bool = False,
+) -> AppendInfo:
     """Append one or more record batches v2 exactly as received on the wire.
 
     Each batch is validated (length, magic 2, CRC-32C, lastOffsetDelta + 1 ==
@@ -56,10 +62,15 @@ def append(st: LogState, records: bytes | bytearray | memoryview) -> AppendInfo:
     the page cache only; durability comes from ``sync``/``sync_future``. Raises
     CorruptRecordError, InvalidRecordError, RecordTooLargeError, LogClosedError,
     ReadOnlyError.
+
+    ``caller_syncs`` (the blocking ``publish``): under the default policy the fsync
+    thread is not asked for a round; the caller calls ``GroupCommit.sync`` next, which
+    runs the fsync in the calling thread when no round is under way. ``take``: a
+    bytearray ``records`` is the caller's to give (patched in place, not copied).
     """
     st.check_writable()
     batches = validate_for_append(records, st.config.max_message_bytes)
-    data = bytearray(records)
+    data = records if take and isinstance(records, bytearray) else bytearray(records)
     log_append = st.config.message_timestamp_type == "LogAppendTime"
     count = span = 0
     for _, h in batches:
@@ -104,7 +115,7 @@ def append(st: LogState, records: bytes | bytearray | memoryview) -> AppendInfo:
                 _logger.exception("key index: cannot decode batch at offset %d", base)
         st.append_count += 1
         relaxed = not st.config.fsync_before_ack
-        sync_now = True
+        sync_now = not caller_syncs
         if relaxed:
             st.high_watermark = offset
             st.unflushed += count
@@ -165,13 +176,24 @@ def sync_point(st: LogState) -> SyncPoint:
         active, end = st.segments[-1], st.log_end_offset
 
     def run() -> None:
-        for seg in rolled:
-            seg.sync_all()
-            seg.index.close()
-            seg.time_index.close()
-        if dir_dirty:
-            files.fsync_dir(st.directory)
-        active.sync()
+        done = 0
+        try:
+            for seg in rolled:
+                seg.sync_all()
+                seg.index.close()
+                seg.time_index.close()
+                done += 1
+            if dir_dirty:
+                files.fsync_dir(st.directory)
+            active.sync()
+        except Exception:  # an fsync error: the log goes offline (sync.py)
+            raise
+        except BaseException:  # interrupted (KeyboardInterrupt in a caller running the
+            # round): no fsync error; what is left goes to the next round
+            with st.lock:
+                st.rolled_unsynced = [*rolled[done:], *st.rolled_unsynced]
+                st.dir_dirty = st.dir_dirty or dir_dirty
+            raise
         if rolled:
             try:
                 files.write_small_file(

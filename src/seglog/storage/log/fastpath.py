@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from seglog.storage.log import reader
+from seglog.storage.log import append, reader
 from seglog.storage.record.columns import (
     RecordColumns,
     concat_columns,
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from seglog.storage.log.log import Log
     from seglog.storage.segment.segment import Segment
 
-__all__ = ["consume_columns", "publish_values"]
+__all__ = ["consume_columns", "publish_batches", "publish_values"]
 
 _MIN_READ = 64 << 10
 _MAX_READ = 8 << 20
@@ -47,20 +47,37 @@ def publish_values(
     if n == 0:
         log.state.check_writable()
         return log.log_end_offset
+    ts: int | npt.NDArray[np.int64]
     if timestamp_ms is None:
-        ts = np.full(n, time.time_ns() // 1_000_000, dtype=np.int64)
+        ts = time.time_ns() // 1_000_000
     elif isinstance(timestamp_ms, int):
-        ts = np.full(n, timestamp_ms, dtype=np.int64)
+        ts = timestamp_ms
     else:
         ts = np.asarray(timestamp_ms, dtype=np.int64)
         if ts.shape != (n,):
             raise ValueError(f"{len(ts)} timestamps for {n} values")
     if keys is not None and len(keys) != n:
         raise ValueError(f"{len(keys)} keys for {n} values")
-    info = log.append(encode_records(values, keys, ts, None, log.config.max_message_bytes))
-    if log.config.fsync_before_ack:
-        log.sync_future(info.last_offset + 1).result()
-    return info.last_offset + 1
+    data = encode_records(values, keys, ts, None, log.config.max_message_bytes, mutable=True)
+    return publish_batches(log, data)
+
+
+def publish_batches(log: Log, data: bytes | bytearray) -> int:
+    """Append encoded record batches (a bytearray is taken over: patched in place) and,
+    under the default policy, wait until they are durable, running the fsync in this
+    thread when no other round is under way (``GroupCommit.sync``); return the next
+    offset. ``publish`` and ``publish_values``."""
+    st = log.state
+    gc = st.group_commit
+    if not st.config.fsync_before_ack or gc is None:
+        return log.append(data).last_offset + 1  # through Log.append (MemoryLog's too)
+    end = append.append(st, data, caller_syncs=True, take=True).last_offset + 1
+    try:
+        gc.sync(end)
+    except BaseException:
+        gc.appended(end, sync_now=True)  # interrupted: the fsync thread makes it durable
+        raise
+    return end
 
 
 def consume_columns(log: Log, offset: int, max_count: int) -> RecordColumns:

@@ -330,7 +330,8 @@ class Log(LogAPI):
         self.state.check_open()
         if self.state.group_commit is None:
             return self.state.log_end_offset
-        return self.sync_future(self.state.log_end_offset).result()
+        # blocking: the fsync runs in this thread when no round is under way
+        return self.state.group_commit.sync(self.state.log_end_offset)
 
     def sync_future(self, offset: int) -> Future[int]:
         if self.state.group_commit is None:

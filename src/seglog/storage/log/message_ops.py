@@ -26,10 +26,8 @@ def publish(log: Log, messages: Sequence[Message]) -> int:
     if not messages:
         log.state.check_writable()
         return log.log_end_offset
-    info = log.append(encode_messages(messages, log.config.max_message_bytes))
-    if log.config.fsync_before_ack:
-        log.sync_future(info.last_offset + 1).result()
-    return info.last_offset + 1
+    data = encode_messages(messages, log.config.max_message_bytes, mutable=True)
+    return fastpath.publish_batches(log, data)
 
 
 def consume(log: Log, offset: int, max_count: int) -> tuple[int, list[Message]]:

@@ -8,7 +8,15 @@ sharing. On any fsync error the thread stops for good and every waiter, present 
 future, fails with LogClosedError: the error is never retried (fsyncgate, see
 RELIABILITY-NOTES).
 
-Thread-safety: ``request``, ``wait_for`` and ``close`` may be called from any thread.
+A blocking caller (``sync``: ``Log.sync``, ``publish``) runs the round itself when none is
+under way, so a lone writer pays one write + fdatasync and no thread hand-off; rounds are
+serialised (one at a time, whoever runs them), a caller's failed round takes the log
+offline as the thread's does, and callers arriving during a round wait for the thread's
+next round like ``wait_for`` (group commit). ``wait_for`` (the broker's event loop) always
+leaves the fsync to the thread.
+
+Thread-safety: ``appended``, ``sync``, ``wait_for``, ``flush`` and ``close`` may be called
+from any thread.
 """
 
 from __future__ import annotations
@@ -62,6 +70,12 @@ class GroupCommit:
         self._rounds: list[Future[int]] = []  # ``flush`` futures: want one more round
         self._seq = itertools.count()
         self._closing = False
+        self._busy = False
+        """A round runs (in the fsync thread or in a caller of ``sync``): one at a time."""
+        self._leader = 0
+        self._thread_waits = False
+        """The fsync thread waits for the end of a caller's round (notify it then)."""
+        """Thread id running the current round."""
         self.error: BaseException | None = None
         self.fsync_count = 0
         """Number of fsync rounds run (each covers every waiter it reaches)."""
@@ -116,12 +130,39 @@ class GroupCommit:
                 self._cond.notify()
         return fut
 
+    def sync(self, offset: int) -> int:
+        """Block until the durable end offset is >= ``offset``; return it. When no fsync
+        round is running, the calling thread runs the round itself (no hand-off to the
+        fsync thread and back: the one-writer case costs what a write + fdatasync does);
+        otherwise it waits for the rounds under way and the next one, which the fsync
+        thread runs for every waiter at once (group commit). For blocking callers only
+        (``Log.sync``, ``publish``): an event loop uses ``wait_for``. LogClosedError as
+        ``wait_for``'s future."""
+        with self._cond:
+            if self.error is not None or (self._closing and offset > self._durable):
+                raise LogClosedError(f"log offline or closed: {self.error}")
+            if offset <= self._durable:
+                return self._durable
+            lead = not self._busy and offset <= self._appended
+            if lead:
+                self._busy = True
+                self._leader = threading.get_ident()
+                rounds, self._rounds = self._rounds, []
+        if not lead:
+            return self.wait_for(offset).result()
+        if self._round(rounds) is not None:
+            raise LogClosedError(f"log offline after fsync error: {self.error}")
+        if self._durable >= offset:
+            return self._durable
+        return self.wait_for(offset).result()  # pragma: no cover (the round reached it)
+
     def close(self) -> None:
         """Make everything appended durable, then stop the thread (idempotent)."""
         with self._cond:
             self._closing = True
             self._cond.notify()
-        if self._thread is not threading.current_thread():
+            leader = self._busy and self._leader == threading.get_ident()
+        if self._thread is not threading.current_thread() and not leader:
             self._thread.join()
 
     def _pending(self) -> bool:
@@ -133,7 +174,18 @@ class GroupCommit:
         while True:
             with self._cond:
                 deadline = None if self._interval is None else time.monotonic() + self._interval
-                while not self._pending() and not self._closing:
+                while True:
+                    if self.error is not None:  # a caller's round failed: waiters failed
+                        return
+                    if self._busy:  # a caller runs a round: it notifies when done
+                        self._thread_waits = True
+                        self._cond.wait()
+                        continue
+                    if self._pending():
+                        break
+                    if self._closing:
+                        self._fail_waiters(LogClosedError("log closed"))
+                        return
                     timeout = None if deadline is None else deadline - time.monotonic()
                     if timeout is not None and timeout <= 0:
                         if self._appended > self._durable:
@@ -142,25 +194,42 @@ class GroupCommit:
                         deadline = time.monotonic() + (self._interval or 0)
                         continue
                     self._cond.wait(timeout)
-                if not self._pending() and self._closing:
-                    self._fail_waiters(LogClosedError("log closed"))
-                    return
+                self._busy = True
+                self._leader = threading.get_ident()
                 rounds, self._rounds = self._rounds, []
+            if self._round(rounds) is not None:
+                return
+
+    def _round(self, rounds: list[Future[int]]) -> BaseException | None:
+        """Run one fsync round (``_busy`` set by the caller, cleared here), complete the
+        waiters it covers and ``rounds``; return the fsync error (the log is then offline)
+        or None. An interruption that is no fsync error (KeyboardInterrupt in a caller
+        running the round) leaves everything as it was, for the next round, and is raised."""
+        try:
             run, end = self._point()
             started = time.perf_counter()
-            try:
-                run()
-            except BaseException as e:
-                _logger.error("fsync failed, log taken offline: %s", e)
-                with self._cond:
-                    self.error = e
-                    self._fail_waiters(LogClosedError(f"log offline after fsync error: {e}"))
-                for fut in rounds:
-                    fut.set_exception(LogClosedError(f"log offline after fsync error: {e}"))
-                self._on_error(e)
-                return
-            took = time.perf_counter() - started
-            ready: list[Future[int]] = []
+            run()
+        except Exception as e:
+            _logger.error("fsync failed, log taken offline: %s", e)
+            with self._cond:
+                self.error = e
+                self._fail_waiters(LogClosedError(f"log offline after fsync error: {e}"))
+                self._busy = False
+                self._cond.notify()
+            for fut in rounds:
+                fut.set_exception(LogClosedError(f"log offline after fsync error: {e}"))
+            self._on_error(e)
+            return e
+        except BaseException:
+            with self._cond:
+                self._rounds[:0] = rounds
+                self._requested = max(self._requested, self._appended)
+                self._busy = False
+                self._cond.notify()
+            raise
+        took = time.perf_counter() - started
+        ready: list[Future[int]] = []
+        try:
             with self._cond:
                 self.fsync_count += 1
                 covered = max(end - self._durable, 0)
@@ -176,14 +245,24 @@ class GroupCommit:
                 self._on_durable(durable)
             except Exception:
                 _logger.exception("on_durable callback failed")
-            for fut in ready:
-                fut.set_result(durable)
+            finally:  # waiters of other threads are answered even if this one is interrupted
+                for fut in ready:
+                    fut.set_result(durable)
             observer = self.on_round
             if observer is not None:
                 try:
                     observer(took, covered)
                 except Exception:
                     _logger.exception("on_round observer failed")
+        finally:
+            with self._cond:
+                self._busy = False
+                # wake the fsync thread only when it has something to do: waking it for
+                # nothing costs the lone writer a GIL hand-off per round
+                if self._thread_waits or self._pending() or self._closing:
+                    self._thread_waits = False
+                    self._cond.notify()
+        return None
 
     def _fail_waiters(self, exc: BaseException) -> None:
         waiters, self._waiters = self._waiters, []

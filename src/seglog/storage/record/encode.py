@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import Literal, overload
 
 import crc32c
 import numpy as np
@@ -63,51 +64,100 @@ def _join(items: Sequence[bytes | None]) -> bytes:
         return b"".join([x for x in items if x is not None])
 
 
-def _lengths(items: Sequence[bytes | None]) -> I64:
+def _lengths(items: Sequence[bytes | None]) -> list[int]:
     """Byte length of each item, -1 for None."""
     try:
-        return np.fromiter(map(len, items), np.int64, len(items))  # type: ignore[arg-type]
+        return list(map(len, items))  # type: ignore[arg-type]
     except TypeError:  # some None
-        return np.fromiter((-1 if x is None else len(x) for x in items), np.int64, len(items))
+        return [-1 if x is None else len(x) for x in items]
+
+
+def _same(lengths: list[int]) -> bool:
+    """Whether every length is the first one."""
+    return lengths.count(lengths[0]) == len(lengths)
+
+
+@overload
+def encode_records(
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None,
+    timestamps: I64 | int,
+    headers: Sequence[HeaderList] | None,
+    max_batch_bytes: int,
+    *,
+    mutable: Literal[False] = False,
+) -> bytes: ...
+
+
+@overload
+def encode_records(
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None,
+    timestamps: I64 | int,
+    headers: Sequence[HeaderList] | None,
+    max_batch_bytes: int,
+    *,
+    mutable: bool,
+) -> bytes | bytearray: ...
 
 
 def encode_records(
     values: Sequence[bytes | None],
     keys: Sequence[bytes | None] | None,
-    timestamps: I64,
+    timestamps: I64 | int,
     headers: Sequence[HeaderList] | None,
     max_batch_bytes: int,
-) -> bytes:
+    *,
+    mutable: bool = False,
+) -> bytes | bytearray:
     """Record batches v2 holding one record per value (offsets from 0 within each batch).
 
     ``values``/``keys`` (None entries are null; ``keys=None``: all null), ``timestamps``:
-    ms, one per record (int64 array), ``headers``: one sequence of ``(name, value)`` per
-    record or None for none. Records are split into batches of at most ``max_batch_bytes``
-    exactly as kafka-python's builder splits them (a batch always takes its first record).
-    Raises RecordTooLargeError if one record alone needs a bigger batch, TypeError on
-    keys/values that are not bytes-like.
+    ms, one per record (int64 array) or one int for all, ``headers``: one sequence of
+    ``(name, value)`` per record or None for none. Records are split into batches of at
+    most ``max_batch_bytes`` exactly as kafka-python's builder splits them (a batch always
+    takes its first record). ``mutable``: the result may be a new bytearray (no final copy;
+    the publish path hands it to ``append``, which patches it in place). Raises
+    RecordTooLargeError if one record alone needs a bigger batch, TypeError on keys/values
+    that are not bytes-like.
     """
     n = len(values)
     if n == 0:
         return b""
-    vlen = _lengths(values)
-    klen = np.full(n, -1, dtype=np.int64) if keys is None else _lengths(keys)
-    if headers is None or not any(headers):
+    vl = _lengths(values)
+    kl = None if keys is None else _lengths(keys)
+    no_headers = headers is None or not any(headers)
+    vblob = _join(values)
+    kblob = b"" if keys is None else _join(keys)
+    if isinstance(timestamps, int):
+        one_ts: int | None = timestamps
+        ts = np.full(n, timestamps, dtype=np.int64)
+    else:
+        ts = np.asarray(timestamps, dtype=np.int64)
+        one_ts = None
+    # every key one length, every value one length, no headers: the usual case, encoded as
+    # a few 2-D blocks of identical records (_encode_uniform); with one timestamp too (what
+    # publish gets), the batch split is arithmetic (_encode_same)
+    uniform = no_headers and _same(vl) and (kl is None or _same(kl))
+    if uniform and vl[0] >= 0 and ts.shape == (n,) and len(vblob) == n * vl[0]:
+        k0 = -1 if kl is None else kl[0]
+        if one_ts is None and int(ts.min()) == int(ts.max()):
+            one_ts = int(ts[0])
+        if one_ts is not None and len(kblob) == n * max(k0, 0):
+            fast = _encode_same(n, k0, kblob, vl[0], vblob, one_ts, max_batch_bytes)
+            if fast is not None:
+                return fast if mutable or isinstance(fast, bytes) else bytes(fast)
+    vlen = np.array(vl, dtype=np.int64)
+    klen = np.full(n, -1, dtype=np.int64) if kl is None else np.array(kl, dtype=np.int64)
+    if no_headers:
         hblobs: list[bytes] | None = None
         hlen = np.ones(n, dtype=np.int64)
     else:
+        assert headers is not None
         hblobs = [_headers_blob(h) if h else _NO_HEADERS for h in headers]
         hlen = np.fromiter(map(len, hblobs), np.int64, n)
-    vblob = _join(values)
-    kblob = b"" if keys is None else _join(keys)
-    ts = np.asarray(timestamps, dtype=np.int64)
     fixed = 1 + varint_sizes(klen) + np.maximum(klen, 0) + varint_sizes(vlen)
     fixed += np.maximum(vlen, 0) + hlen  # attributes + key + value + headers
-    # every key one length, every value one length, no headers: the usual case, encoded as
-    # a few 2-D blocks of identical records (_encode_uniform)
-    uniform = (
-        hblobs is None and int(klen.min()) == int(klen.max()) and int(vlen.min()) == int(vlen.max())
-    )
     out: list[bytes] = []
     lo = 0
     while lo < n:
@@ -280,3 +330,98 @@ def _encode_uniform(  # noqa: PLR0917 (internal)
         if a == m:
             break
     return True
+
+
+_Group = tuple[int, int, int, int]
+"""Records of one offset delta varint size in a batch: (first delta, end delta, byte
+position of the first in the batch, record width)."""
+
+_TEMPLATES: dict[tuple[int, int], tuple[bytes, int]] = {}
+"""(key length, value length) -> (records with those lengths, keys and values zero,
+offset deltas 0, 1, ..., as a batch body; its record count). A batch of m such records
+is a prefix of it."""
+_MAX_TEMPLATES = 8
+
+
+def _template(klen: int, vlen: int, fixed: int, groups: list[_Group], m: int) -> bytes:
+    """The body (from byte 61) of a batch of ``m`` records as ``_encode_same`` makes them,
+    keys and values left zero (cached per key and value length)."""
+    got = _TEMPLATES.get((klen, vlen))
+    if got is not None and got[1] >= m:
+        return got[0]
+    end = groups[-1][2] + (groups[-1][1] - groups[-1][0]) * groups[-1][3]
+    buf = bytearray(end)
+    out = np.frombuffer(buf, dtype=np.uint8)
+    klen_bytes = _varint_bytes(klen)
+    vlen_bytes = _varint_bytes(vlen)
+    for g, (a, b, pos, width) in enumerate(groups, 1):
+        block = out[pos - _HEADER_SIZE : pos - _HEADER_SIZE + (b - a) * width].reshape(b - a, width)
+        head = _varint_bytes(fixed + g)
+        c = len(head)
+        block[:, :c] = np.frombuffer(head, dtype=np.uint8)
+        c += 2  # attributes, timestampDelta: 0
+        _varint_columns(block, c, np.arange(a, b, dtype=np.int64), g)
+        c += g
+        block[:, c : c + len(klen_bytes)] = np.frombuffer(klen_bytes, dtype=np.uint8)
+        c += len(klen_bytes) + max(klen, 0)
+        block[:, c : c + len(vlen_bytes)] = np.frombuffer(vlen_bytes, dtype=np.uint8)
+    if len(_TEMPLATES) >= _MAX_TEMPLATES:
+        _TEMPLATES.clear()
+    _TEMPLATES[klen, vlen] = bytes(buf), m
+    return bytes(buf)
+
+
+def _encode_same(  # noqa: PLR0917 (internal)
+    n: int, klen: int, kblob: bytes, vlen: int, vblob: bytes, ts: int, max_batch_bytes: int
+) -> bytearray | bytes | None:
+    """Batches of ``n`` records whose keys all have length ``klen`` (-1: null), values
+    ``vlen`` (>= 0), one timestamp ``ts`` and no headers: the records of one offset delta
+    varint size have one layout, so the batch split is arithmetic and a batch is a cached
+    template (``_template``) with the keys and values copied in, one strided copy each
+    per varint size. Byte-identical to the general path; None when one record alone
+    exceeds ``max_batch_bytes`` (the general path raises RecordTooLargeError). One batch:
+    the bytearray it was built in."""
+    kn = max(klen, 0)
+    # record body: attributes, timestampDelta (0), key, value, headerCount (0)
+    fixed = 2 + len(_varint_bytes(klen)) + kn + len(_varint_bytes(vlen)) + vlen + 1
+    key_col = len(_varint_bytes(klen))  # from the offset delta's end
+    keys = np.frombuffer(kblob, dtype=f"V{kn}") if kn else None
+    values = np.frombuffer(vblob, dtype=f"V{vlen}") if vlen else None
+    out: list[bytearray] = []
+    lo = 0
+    while lo < n:
+        room = max_batch_bytes - _HEADER_SIZE
+        groups: list[_Group] = []
+        a = 0
+        for g, limit in enumerate(_OD_LIMITS, 1):
+            if a >= limit:
+                continue
+            width = len(_varint_bytes(fixed + g)) + fixed + g
+            want = min(limit, n - lo) - a
+            fit = min(want, room // width)
+            if fit > 0:
+                groups.append((a, a + fit, max_batch_bytes - room, width))
+                room -= fit * width
+                a += fit
+            if fit < want or lo + a == n:
+                break
+        if a == 0:
+            return None
+        total = max_batch_bytes - room
+        buf = bytearray(_HEADER_SIZE)
+        buf += memoryview(_template(klen, vlen, fixed, groups, a))[: total - _HEADER_SIZE]
+        for g, (ga, gb, pos, width) in enumerate(groups, 1):
+            # key at: length varint, attributes, timestampDelta, offsetDelta, keyLength
+            col = pos + len(_varint_bytes(fixed + g)) + 2 + g + key_col
+            if keys is not None:
+                rows = np.ndarray((gb - ga,), keys.dtype, buf, col, (width,))
+                rows[:] = keys[lo + ga : lo + gb]
+            if values is not None:
+                vcol = col + kn + len(_varint_bytes(vlen))
+                rows = np.ndarray((gb - ga,), values.dtype, buf, vcol, (width,))
+                rows[:] = values[lo + ga : lo + gb]
+        _HEADER.pack_into(buf, 0, 0, total - 12, 0, 2, 0, 0, a - 1, ts, ts, -1, -1, -1, a)
+        _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
+        out.append(buf)
+        lo += a
+    return out[0] if len(out) == 1 else b"".join(out)

@@ -8,13 +8,14 @@ codec); the vectorised decoder is ``record/columns.py``.
 
 from __future__ import annotations
 
-import collections
+import copy
 import itertools
 import operator
 import time
 import warnings
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import FrozenInstanceError, dataclass
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 with warnings.catch_warnings():
     # kafka-python 3.0's package import calls importlib.resources.read_text (deprecated);
@@ -24,6 +25,7 @@ with warnings.catch_warnings():
     from kafka.record.memory_records import MemoryRecords
 
 import numpy as np
+import numpy.typing as npt
 
 from seglog.errors import RecordTooLargeError
 from seglog.storage.record.encode import encode_records
@@ -44,14 +46,10 @@ OFFSET_NEWEST = -1
 (Kafka ListOffsets' LATEST_TIMESTAMP, -1)."""
 
 _BATCH_OVERHEAD = 61
-_TIMESTAMP = operator.attrgetter("timestamp")
-_KEY = operator.attrgetter("key")
-_VALUE = operator.attrgetter("value")
-_HEADERS = operator.attrgetter("headers")
 
 
 @dataclass(frozen=True, slots=True)
-class Message:
+class _MessageFields:
     """One record of a log."""
 
     offset: int = -1
@@ -66,10 +64,106 @@ class Message:
     """Record headers as ``(name, value)`` pairs."""
 
 
-_NEW = object.__new__
-_SET_OFFSET, _SET_TIMESTAMP, _SET_KEY, _SET_VALUE, _SET_HEADERS = (
-    Message.__dict__[name].__set__ for name in ("offset", "timestamp", "key", "value", "headers")
-)
+_FIELDS = ("offset", "timestamp", "key", "value", "headers")
+_TUPLE_NEW: Callable[..., Any] = tuple.__new__
+_TUPLE_EQ = tuple.__eq__
+
+if TYPE_CHECKING:
+    Message = _MessageFields
+else:
+    try:  # CPython's C field accessor of namedtuple: as fast as a slot
+        from _collections import _tuplegetter
+    except ImportError:  # pragma: no cover (other interpreters)
+
+        def _tuplegetter(index: int, doc: str) -> property:
+            return property(operator.itemgetter(index), doc=doc)
+
+    class Message(tuple):
+        """One record of a log: ``Message(offset=-1, timestamp=-1, key=None, value=None,
+        headers=())``.
+
+        A frozen dataclass to its users (``dataclasses.fields``, ``replace``, ``asdict``,
+        ``astuple`` work; same constructor, fields, equality, hash, repr, pickling;
+        assigning a field raises ``dataclasses.FrozenInstanceError``) stored as a tuple, so
+        the decoders build thousands of them without a Python call each. Equal only to
+        another Message with equal fields (never to a plain tuple); no ordering. Being a
+        tuple, it also iterates as ``(offset, timestamp, key, value, headers)``."""
+
+        __slots__ = ()
+        __match_args__ = _FIELDS
+        __dataclass_fields__ = _MessageFields.__dataclass_fields__  # type: ignore[attr-defined]
+        __dataclass_params__ = _MessageFields.__dataclass_params__  # type: ignore[attr-defined]
+
+        def __new__(
+            cls,
+            offset: int = -1,
+            timestamp: int = -1,
+            key: bytes | None = None,
+            value: bytes | None = None,
+            headers: Sequence[tuple[str, bytes | None]] = (),
+        ) -> Message:
+            return _TUPLE_NEW(cls, (offset, timestamp, key, value, headers))
+
+        offset = _tuplegetter(0, "Offset in the log; -1 before publish (assigned by the log).")
+        timestamp = _tuplegetter(
+            1, "Timestamp in ms since the epoch; -1 = set to the publish time."
+        )
+        key = _tuplegetter(2, "Record key, or None.")
+        value = _tuplegetter(3, "Record value, or None (a tombstone in a compacted log).")
+        headers = _tuplegetter(4, "Record headers as ``(name, value)`` pairs.")
+
+        def __repr__(self) -> str:
+            return (
+                f"Message(offset={self[0]!r}, timestamp={self[1]!r}, key={self[2]!r}, "
+                f"value={self[3]!r}, headers={self[4]!r})"
+            )
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return _TUPLE_EQ(self, other)
+            if isinstance(other, tuple):  # else tuple.__eq__ (reflected) would say equal
+                return False
+            return NotImplemented
+
+        def __ne__(self, other: object) -> bool:
+            eq = self.__eq__(other)
+            return eq if eq is NotImplemented else not eq
+
+        __hash__ = tuple.__hash__  # == the dataclass's hash((offset, ..., headers))
+
+        def __lt__(self, other: object) -> bool:
+            return NotImplemented
+
+        __le__ = __gt__ = __ge__ = __lt__
+
+        def __add__(self, other: object) -> tuple:
+            return NotImplemented
+
+        def __mul__(self, other: object) -> tuple:
+            return NotImplemented
+
+        __rmul__ = __mul__
+
+        def __setattr__(self, name: str, value: object) -> None:
+            raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+        def __delattr__(self, name: str) -> None:
+            raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+        def __getnewargs__(self) -> tuple:
+            return tuple(self)
+
+        def __copy__(self) -> Message:
+            return self
+
+        def __deepcopy__(self, memo: dict) -> Message:
+            return Message(*(copy.deepcopy(x, memo) for x in self))
+
+
+_REPEAT = itertools.repeat
+_COLUMN: list[Callable[[Message], Any]] = [operator.itemgetter(i) for i in range(5)]  # type: ignore[misc]
+"""Field i of a Message (a tuple): C-level, no attribute lookup."""
+_GET_TIMESTAMP, _GET_KEY, _GET_VALUE, _GET_HEADERS = _COLUMN[1:]
 
 
 def new_message(
@@ -79,17 +173,9 @@ def new_message(
     value: bytes | None,
     headers: Sequence[tuple[str, bytes | None]],
 ) -> Message:
-    """``Message(offset, timestamp, key, value, headers)`` without the dataclass
-    ``__init__`` (which goes through ``object.__setattr__`` once per field): the slots are
-    set through their descriptors. Same type, equal, hashable and frozen as one built by
-    ``Message(...)``; about twice as fast (the decoders build one per record)."""
-    m = _NEW(Message)
-    _SET_OFFSET(m, offset)
-    _SET_TIMESTAMP(m, timestamp)
-    _SET_KEY(m, key)
-    _SET_VALUE(m, value)
-    _SET_HEADERS(m, headers)
-    return m
+    """``Message(offset, timestamp, key, value, headers)`` without the keyword handling of
+    its constructor (the decoders build one per record)."""
+    return cast("Message", _TUPLE_NEW(Message, (offset, timestamp, key, value, headers)))
 
 
 def new_messages(
@@ -99,20 +185,15 @@ def new_messages(
     values: Sequence[bytes | None],
     headers: Sequence[Sequence[tuple[str, bytes | None]]],
 ) -> list[Message]:
-    """``new_message`` for columns of equal length (no Python call per message: each
-    column goes into its slot through ``map``), as ``RecordColumns.messages`` needs."""
-    out = list(map(_NEW, itertools.repeat(Message, len(offsets))))
-    for setter, column in (
-        (_SET_OFFSET, offsets),
-        (_SET_TIMESTAMP, timestamps),
-        (_SET_KEY, keys),
-        (_SET_VALUE, values),
-        (_SET_HEADERS, headers),
-    ):
-        if len(column) != len(out):
-            raise ValueError(f"{len(column)} items in a column of {len(out)} messages")
-        collections.deque(map(setter, out, column), 0)
-    return out
+    """``new_message`` for columns of equal length (no Python call per message: rows
+    zipped from the columns become messages through ``map``), as
+    ``RecordColumns.messages`` needs."""
+    n = len(offsets)
+    for column in (timestamps, keys, values, headers):
+        if len(column) != n:
+            raise ValueError(f"{len(column)} items in a column of {n} messages")
+    rows = zip(offsets, timestamps, keys, values, headers, strict=True)
+    return list(map(_TUPLE_NEW, _REPEAT(Message, n), rows))
 
 
 def new_batch_builder(batch_size: int, compression_type: int = 0) -> DefaultRecordBatchBuilder:
@@ -130,23 +211,56 @@ def new_batch_builder(batch_size: int, compression_type: int = 0) -> DefaultReco
     )
 
 
-def encode_messages(messages: Sequence[Message], max_batch_bytes: int) -> bytes:
+@overload
+def encode_messages(
+    messages: Sequence[Message], max_batch_bytes: int, *, mutable: Literal[False] = False
+) -> bytes: ...
+
+
+@overload
+def encode_messages(
+    messages: Sequence[Message], max_batch_bytes: int, *, mutable: bool
+) -> bytes | bytearray: ...
+
+
+def encode_messages(
+    messages: Sequence[Message], max_batch_bytes: int, *, mutable: bool = False
+) -> bytes | bytearray:
     """Record batches v2 (uncompressed, offsets from 0 within each batch) holding
     ``messages``, split so each batch is at most ``max_batch_bytes``. Raises
     RecordTooLargeError if one message alone does not fit.
 
     Vectorised (``_encode.encode_records``); the bytes are identical to
-    ``encode_messages_reference`` (kafka-python's builder)."""
+    ``encode_messages_reference`` (kafka-python's builder). ``mutable``: as
+    ``encode_records``'s."""
+    if not messages:
+        return b""
     now = time.time_ns() // 1_000_000
-    ts = np.array(list(map(_TIMESTAMP, messages)), dtype=np.int64)
-    ts[ts < 0] = now
-    keys = list(map(_KEY, messages))
+    if set(map(type, messages)) == {Message}:  # tuples: each column by one C map
+        # (not zip(*messages): its 1,000 tuple iterators are garbage-collected objects,
+        # which trigger collections of a heap that holds the caller's messages)
+        stamps = list(map(_GET_TIMESTAMP, messages))
+        keys = list(map(_GET_KEY, messages))
+        values = list(map(_GET_VALUE, messages))
+        headers = list(map(_GET_HEADERS, messages))
+    else:  # any object with the five attributes
+        stamps = [m.timestamp for m in messages]
+        keys = [m.key for m in messages]
+        values = [m.value for m in messages]
+        headers = [m.headers for m in messages]
+    ts: int | npt.NDArray[np.int64]
+    if stamps.count(stamps[0]) == len(stamps):  # one timestamp (usually -1: now)
+        ts = stamps[0] if stamps[0] >= 0 else now
+    else:
+        ts = np.array(stamps, dtype=np.int64)
+        ts[ts < 0] = now
     return encode_records(
-        list(map(_VALUE, messages)),
+        values,
         None if keys.count(None) == len(keys) else keys,
         ts,
-        list(map(_HEADERS, messages)),
+        headers,
         max_batch_bytes,
+        mutable=mutable,
     )
 
 
