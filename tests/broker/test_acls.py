@@ -71,10 +71,12 @@ def acled(tmp_path: Path) -> Iterator[Acled]:
             capture_output=True,
         )
     proc, sasl = _start(data)
+    acled = Acled(proc, sasl)
     try:
-        yield Acled(proc, sasl)
-    finally:
-        assert proc.stop() == 0, proc.log_text()
+        yield acled
+    finally:  # the broker in use at the end (a test may have restarted it)
+        for started in {id(p): p for p in (proc, acled.proc)}.values():
+            assert started.stop() == 0, started.log_text()
 
 
 def _allow(topic: str, user: str, op: AclOperation, pattern: Any = None, kind: Any = None) -> Any:
