@@ -221,29 +221,30 @@ def _encode_batch(  # noqa: PLR0917 (internal: the columns of one batch)
     p += ts_size
     encode_varints(out, p, np.arange(hi - lo, dtype=np.int64), od_size)
     p += od_size
-    k_size = varint_sizes(k)
-    encode_varints(out, p, k, k_size)
-    p += k_size
-    kn = np.maximum(k, 0)
-    if kn.any():
-        skip = int(np.maximum(klen[:lo], 0).sum()) if lo else 0
-        chunk = np.frombuffer(kblob, dtype=np.uint8)[skip : skip + int(kn.sum())]
-        scatter(out, p, chunk, kn)
-    p += kn
-    v_size = varint_sizes(v)
-    encode_varints(out, p, v, v_size)
-    p += v_size
-    vn = np.maximum(v, 0)
-    if vn.any():
-        skip = int(np.maximum(vlen[:lo], 0).sum()) if lo else 0
-        chunk = np.frombuffer(vblob, dtype=np.uint8)[skip : skip + int(vn.sum())]
-        scatter(out, p, chunk, vn)
-    p += vn
+    p = _length_and_bytes(out, p, k, klen, kblob, lo)
+    p = _length_and_bytes(out, p, v, vlen, vblob, lo)
     if hblobs is not None:
         h = np.fromiter(map(len, hblobs[lo:hi]), np.int64, hi - lo)
         scatter(out, p, np.frombuffer(b"".join(hblobs[lo:hi]), dtype=np.uint8), h)
     # else every headerCount is varint 0: the zero bytes already there
     return _finish(buf, ts, lo, hi, total)
+
+
+def _length_and_bytes(  # noqa: PLR0917 (internal: one column of one batch)
+    out: U8, p: I64, lens: I64, all_lens: I64, blob: bytes, lo: int
+) -> I64:
+    """Write each record's keyLength/valueLength varint (``lens``: this batch's, -1 null)
+    and its bytes (from ``blob``, which holds every record's from record 0: ``all_lens``)
+    at positions ``p``; returns the positions after them."""
+    size = varint_sizes(lens)
+    encode_varints(out, p, lens, size)
+    p = p + size
+    n = np.maximum(lens, 0)
+    if n.any():
+        skip = int(np.maximum(all_lens[:lo], 0).sum()) if lo else 0
+        chunk = np.frombuffer(blob, dtype=np.uint8)[skip : skip + int(n.sum())]
+        scatter(out, p, chunk, n)
+    return p + n
 
 
 def _finish(buf: bytearray, ts: I64, lo: int, hi: int, total: int) -> bytes:
