@@ -9,6 +9,7 @@ and stale mirrors are never read.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ from seglog.broker._testing import BrokerProcess, start_broker
 from seglog.columnar import arrow_schema, mirrors_of, sync_mirrors
 from seglog.spark import read_topic
 from seglog.spark._read_topic import plan_topic_read
+from seglog.spark._tail import TAIL_DIR, TAIL_TTL_S
 from seglog.storage import DataDir, Message, compact, trim_by_offset
 
 TOPIC = "mirrored"
@@ -141,6 +143,58 @@ def test_offset_ranges_cut_into_mirrored_segments(spark: Any, mirrored: Path) ->
         )
     )
     assert [(p, o) for p, o, *_ in inside] == [(0, 21), (0, 22), (0, 23)]
+
+
+def _leaf_relations(df: Any) -> str:
+    return str(df._jdf.queryExecution().optimizedPlan().toString())
+
+
+def test_tail_snapshot_makes_one_parquet_scan(spark: Any, mirrored: Path) -> None:
+    expected = _rows(_seglog(spark, mirrored))
+    df = read_topic(spark, mirrored, TOPIC)
+    snapshots = list((mirrored / TAIL_DIR).glob("*.parquet"))
+    assert len(snapshots) == 1  # both partitions' tails in one file
+    tail = pq.read_table(snapshots[0])
+    assert tail.schema == arrow_schema(include_headers=True)
+    assert sorted(tail.column("offset").to_pylist()) == sorted(
+        o
+        for p, o, *_ in expected
+        if o
+        >= min(
+            piece.start
+            for piece in plan_topic_read(mirrored, TOPIC)
+            if piece.mirror is None and piece.partition == p
+        )
+    )
+    plan = _leaf_relations(df)
+    assert "Union" not in plan  # one Parquet relation, no second one for the tail
+    assert "LocalRelation" not in plan
+    assert _rows(df) == expected
+    # the same tail again: the file is reused (no new file), its use time refreshed
+    old = time.time() - 2 * TAIL_TTL_S
+    os.utime(snapshots[0], (old, old))
+    assert _rows(read_topic(spark, mirrored, TOPIC)) == expected
+    assert list((mirrored / TAIL_DIR).glob("*.parquet")) == snapshots
+    assert snapshots[0].stat().st_mtime > old + TAIL_TTL_S
+    # records appended: a new snapshot; the old one, unused for over TAIL_TTL_S, is deleted
+    os.utime(snapshots[0], (old, old))
+    with DataDir(mirrored) as data_dir:
+        data_dir.log(TOPIC, 1).publish([Message(key=b"late", value=b"appended")])
+    grown = _rows(read_topic(spark, mirrored, TOPIC))
+    assert grown == _rows(_seglog(spark, mirrored))
+    assert (1, PER_PARTITION, b"late", b"appended") in [r[:4] for r in grown]
+    now = list((mirrored / TAIL_DIR).glob("*.parquet"))
+    assert len(now) == 1
+    assert now != snapshots
+
+
+def test_tail_without_a_writable_snapshot_dir_is_still_read(spark: Any, mirrored: Path) -> None:
+    (mirrored / TAIL_DIR).write_text("a file where the snapshot directory would go")
+    df = read_topic(spark, mirrored, TOPIC)
+    plan = _leaf_relations(df)
+    assert "Union" in plan  # the tail handed over as an Arrow table, beside the mirrors
+    assert "LocalRelation" in plan
+    assert _rows(df) == _rows(_seglog(spark, mirrored))
 
 
 def test_retention_and_compaction_never_read_stale_mirrors(spark: Any, tmp_path: Path) -> None:

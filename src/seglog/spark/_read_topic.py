@@ -4,8 +4,12 @@ Spark's own Parquet scan reads the mirrored (closed) segments — past the Pytho
 ceiling — and ``format("seglog")`` reads what has no mirror (the active segment, segments
 not mirrored yet), each offset range exactly once: for every partition, the offsets
 ``[start, end)`` are cut at the mirrors' bounds; each mirrored piece is a Parquet file
-filtered to its piece, every other piece a ``format("seglog")`` range. The union has the
-Kafka source's schema and no offset lost or duplicated at the seams.
+(filtered to its piece only where a mirror is cut by the asked offsets), every other piece a
+``format("seglog")`` range. A small tail (at most ``LOCAL_TAIL_BYTES`` of stored batches)
+is decoded on the driver into a tail snapshot (``_tail``: one Parquet file in
+``<data dir>/__spark_tail``), scanned with the mirrors: then the whole read is one Parquet
+relation. The result has the Kafka source's schema and no offset lost or duplicated at the
+seams.
 """
 
 from __future__ import annotations
@@ -22,14 +26,16 @@ from seglog.columnar import arrow_schema, mirrors_of
 from seglog.spark._options import EARLIEST, LATEST, TopicPartition, offsets_option
 from seglog.spark._reader import OffsetRangePartition, read_range, resolve_offset
 from seglog.spark._schema import spark_schema
+from seglog.spark._tail import tail_snapshot
 from seglog.storage import DataDir
 
 __all__ = ["plan_topic_read", "read_topic"]
 
 LOCAL_TAIL_BYTES = 32 << 20
 """Unmirrored ranges up to this many bytes of stored batches in all are decoded on the driver
-and handed to Spark as one Arrow table (no Python data source to plan and start: measured
-~0.25 s of fixed cost per read); larger ones are read by ``format("seglog")`` tasks."""
+into a tail snapshot (a Parquet file read with the mirrors; an Arrow table handed to Spark
+when the data directory takes no file) — no Python data source to plan and start: measured
+~0.25 s of fixed cost per read; larger ones are read by ``format("seglog")`` tasks."""
 
 
 class Piece(NamedTuple):
@@ -128,7 +134,9 @@ def read_topic(
     Mirrored segments (topic config ``seglog.parquet.mirror=true``, or ``seglog mirror``) are
     read by Spark's Parquet scan, never past the segment's last offset; the rest (the active
     segment...) decoded on the driver when it holds at most ``local_tail_bytes`` bytes of
-    batches, else through ``format("seglog")`` tasks. Offsets are resolved when this is
+    batches (written as a tail snapshot, ``<path>/__spark_tail/*.parquet``, scanned with the
+    mirrors; kept ``TAIL_TTL_S`` = 1 h after its last use), else through ``format("seglog")``
+    tasks. Offsets are resolved when this is
     called (like a batch read's planning). Raises ``UnknownTopicError`` for an unknown
     topic, ValueError for bad offsets.
     """
@@ -140,28 +148,37 @@ def read_topic(
     ]
     mirrored = [p for p in plan if p.mirror is not None]
     rest = [p for p in plan if p.mirror is None]
-    if mirrored:
-        scan = spark.read.parquet(*[p.mirror for p in mirrored if p.mirror is not None])
-        if not all(p.whole for p in mirrored):  # cut first/last mirrors (pushed down to Parquet)
-            condition: Any = None
-            for p in mirrored:
-                piece = (F.col("partition") == p.partition) & F.col("offset").between(
-                    p.start, p.end - 1
-                )
-                condition = piece if condition is None else condition | piece
-            scan = scan.where(condition)
-        frames.append(scan.select(*columns))
+    whole = [str(p.mirror) for p in mirrored if p.whole]
+    cut = [p for p in mirrored if not p.whole]
     if rest and sum(p.log_bytes for p in rest) <= local_tail_bytes:
-        batches: list[pa.RecordBatch] = []
-        for p in rest:
-            part = OffsetRangePartition(
-                str(path), topic, p.partition, p.start, p.end, include_headers
-            )
-            batches.extend(read_range(part))
-        table = pa.Table.from_batches(batches, schema=arrow_schema(include_headers))
-        frames.append(spark.createDataFrame(table, schema=schema))
+        ranges = [(p.partition, p.start, p.end, p.log_bytes) for p in rest]
+        snapshot = tail_snapshot(path, topic, ranges)
+        if snapshot is not None:  # the tail joins the one Parquet scan
+            whole.append(str(snapshot))
+        else:  # a directory that takes no file: the tail as an Arrow table
+            batches: list[pa.RecordBatch] = []
+            for p in rest:
+                part = OffsetRangePartition(
+                    str(path), topic, p.partition, p.start, p.end, include_headers
+                )
+                batches.extend(read_range(part))
+            table = pa.Table.from_batches(batches, schema=arrow_schema(include_headers))
+            frames.append(spark.createDataFrame(table, schema=schema))
     elif rest:
         frames.extend(_log_reads(spark, path, topic, rest, include_headers))
+    # the mirrors' schema given, not inferred: planning reads no Parquet footer
+    parquet = spark.read.schema(spark_schema(include_headers=True))
+    if cut:  # first/last mirrors cut to the asked offsets (pushed down to Parquet)
+        condition: Any = None
+        for p in cut:
+            piece = (F.col("partition") == p.partition) & F.col("offset").between(
+                p.start, p.end - 1
+            )
+            condition = piece if condition is None else condition | piece
+        frames.insert(0, parquet.parquet(*[str(p.mirror) for p in cut]).where(condition)
+                      .select(*columns))  # fmt: skip
+    if whole:  # whole mirrors and the tail snapshot: read as they are, no filter
+        frames.insert(0, parquet.parquet(*whole).select(*columns))
     if not frames:
         return spark.createDataFrame([], schema)
     result = frames[0]
