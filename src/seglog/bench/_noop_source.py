@@ -34,13 +34,13 @@ class _Slice(InputPartition):
 
 
 @functools.cache
-def _batch(value_size: int, keys: int) -> pa.RecordBatch:
+def _batch(value_size: int, keys: int, topic: str = "noop") -> pa.RecordBatch:
     n = BATCH_ROWS
     filler = (b"abcdefghijklmnopqrstuvwxyz0123456789" * (value_size // 36 + 1))[:value_size]
     columns = [
         pa.array([b"key-%04d" % (i % keys) for i in range(n)], pa.binary()),
         pa.array([filler] * n, pa.binary()),
-        pa.array(["noop"] * n, pa.string()),
+        pa.array([topic] * n, pa.string()),
         pa.array(np.zeros(n, dtype=np.int32)),
         pa.array(np.arange(n, dtype=np.int64)),
         pa.array(np.full(n, 1_700_000_000_000_000, dtype=np.int64), pa.timestamp("us", tz="UTC")),
@@ -50,8 +50,9 @@ def _batch(value_size: int, keys: int) -> pa.RecordBatch:
 
 
 class _Reader(DataSourceReader):
-    def __init__(self, rows: int, partitions: int, value_size: int, keys: int) -> None:
+    def __init__(self, rows: int, partitions: int, value_size: int, keys: int, topic: str) -> None:
         self.rows, self.parts, self.value_size, self.keys = rows, partitions, value_size, keys
+        self.topic = topic
 
     def partitions(self) -> Sequence[InputPartition]:
         share, extra = divmod(self.rows, self.parts)
@@ -59,7 +60,7 @@ class _Reader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _Slice)
-        batch = _batch(self.value_size, self.keys)
+        batch = _batch(self.value_size, self.keys, self.topic)
         left = partition.rows
         while left >= BATCH_ROWS:
             yield batch
@@ -70,7 +71,8 @@ class _Reader(DataSourceReader):
 
 class NoopArrowSource(DataSource):
     """``format("seglog-noop")``; options ``rows``, ``partitions`` (2), ``valueSize``
-    (100 bytes), ``keys`` (1000)."""
+    (100 bytes), ``keys`` (1000), ``topic`` (the ``topic`` column, "noop"; the benchmark
+    passes the measured topic's name so both sources hand Spark the same bytes)."""
 
     @classmethod
     def name(cls) -> str:
@@ -88,4 +90,5 @@ class NoopArrowSource(DataSource):
             int(self.options.get("partitions", "2")),
             int(self.options.get("valueSize", "100")),
             int(self.options.get("keys", "1000")),
+            self.options.get("topic", "noop"),
         )

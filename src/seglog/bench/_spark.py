@@ -154,6 +154,7 @@ def _readers(
             .option("partitions", partitions)
             .option("valueSize", value_size)
             .option("keys", KEYS)
+            .option("topic", topic)
             .load()
         ),
         "mirrors": lambda: seglog.spark.read_topic(spark, data_dir, MIRRORED_TOPIC),

@@ -49,7 +49,10 @@ def _cut(data: pa.Buffer, pos: I64, length: I64) -> pa.Array:
     # are monotonic because fields come in buffer order. Taking the even slots copies out
     # exactly the fields, with a null where the index is masked.
     spans = pa.Array.from_buffers(pa.binary(), 2 * n, [None, pa.py_buffer(bounds), data])
-    index = pa.array(np.arange(0, 2 * n, 2, dtype=np.int32), mask=~valid)
+    # no mask when no field is null: the result then has no validity bitmap for Spark's
+    # Arrow reader to consult
+    mask = None if valid.all() else ~valid
+    index = pa.array(np.arange(0, 2 * n, 2, dtype=np.int32), mask=mask)
     return spans.take(index)
 
 
