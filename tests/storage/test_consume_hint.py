@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import pickle
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from seglog.storage import (
     trim_by_count,
     trim_by_offset,
 )
-from seglog.storage.record.message import new_message, new_messages
+from seglog.storage.record.message import GC_PAUSE_MIN, new_message, new_messages
 
 
 def _fresh(log: Log, offset: int, count: int) -> list[Message]:
@@ -106,6 +107,36 @@ def test_new_messages_columns() -> None:
     assert new_messages([], [], [], [], []) == []
     with pytest.raises(ValueError, match="column"):
         new_messages([1, 2], [10], [None, None], [None, None], [(), ()])
+
+
+def test_new_messages_pauses_the_garbage_collector() -> None:
+    n = 20 * GC_PAUSE_MIN
+    cols = (list(range(n)), [0] * n, [b"k"] * n, [b"v"] * n, [()] * n)
+    collections: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.callbacks.append(seen)
+    try:
+        got = new_messages(*cols)
+        assert len(got) == n
+        # 20 k tracked tuples would start ~28 young collections without the pause
+        assert collections == []
+        assert gc.isenabled()  # resumed
+        gc.disable()  # a caller that turned it off keeps it off
+        try:
+            assert len(new_messages(*cols)) == n
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+        with pytest.raises(ValueError, match="column"):  # resumed after an error too
+            new_messages(*cols[:4], [()] * (n - 1))
+        assert gc.isenabled()
+        assert len(new_messages(*(c[:10] for c in cols))) == 10  # few: no pause needed
+    finally:
+        gc.callbacks.remove(seen)
 
 
 @pytest.mark.parametrize("per_call", [1, 3, 7, 50])

@@ -9,6 +9,7 @@ codec); the vectorised decoder is ``record/columns.py``.
 from __future__ import annotations
 
 import copy
+import gc
 import itertools
 import operator
 import time
@@ -161,6 +162,10 @@ else:
 
 
 _REPEAT = itertools.repeat
+
+GC_PAUSE_MIN = 1024
+"""``new_messages`` pauses the cyclic garbage collector while it builds at least this many
+messages (see there)."""
 _COLUMN: list[Callable[[Message], Any]] = [operator.itemgetter(i) for i in range(5)]  # type: ignore[misc]
 """Field i of a Message (a tuple): C-level, no attribute lookup."""
 _GET_TIMESTAMP, _GET_KEY, _GET_VALUE, _GET_HEADERS = _COLUMN[1:]
@@ -187,13 +192,28 @@ def new_messages(
 ) -> list[Message]:
     """``new_message`` for columns of equal length (no Python call per message: rows
     zipped from the columns become messages through ``map``), as
-    ``RecordColumns.messages`` needs."""
+    ``RecordColumns.messages`` needs. From ``GC_PAUSE_MIN`` messages on, the cyclic garbage
+    collector is paused while they are built (``gc.disable``/``gc.enable``; left alone
+    when it is already off). ValueError on columns of unequal lengths."""
     n = len(offsets)
     for column in (timestamps, keys, values, headers):
         if len(column) != n:
             raise ValueError(f"{len(column)} items in a column of {n} messages")
     rows = zip(offsets, timestamps, keys, values, headers, strict=True)
-    return list(map(_TUPLE_NEW, _REPEAT(Message, n), rows))
+    if n < GC_PAUSE_MIN or not gc.isenabled():
+        return list(map(_TUPLE_NEW, _REPEAT(Message, n), rows))
+    # Each Message is a GC-tracked tuple: building thousands triggers a young collection
+    # every 700 and, as they survive, full collections that walk the whole heap. They hold
+    # only ints, bytes and header tuples (no reference cycle can form), so the collector is
+    # paused while the list is built and resumed after (untouched if the caller disabled
+    # it). Measured (200 k messages of 100 B, consume in chunks of 10 k, interleaved
+    # medians of 9): 1.06 -> 1.72 M msg/s with only 42 k objects on the heap; more with a
+    # bigger heap.
+    gc.disable()
+    try:
+        return list(map(_TUPLE_NEW, _REPEAT(Message, n), rows))
+    finally:
+        gc.enable()
 
 
 def new_batch_builder(batch_size: int, compression_type: int = 0) -> DefaultRecordBatchBuilder:
