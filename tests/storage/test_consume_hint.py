@@ -122,7 +122,7 @@ def test_new_messages_pauses_the_garbage_collector() -> None:
     try:
         got = new_messages(*cols)
         assert len(got) == n
-        # 20 k tracked tuples would start ~28 young collections without the pause
+        # 5 k tracked tuples would start ~7 young collections without the pause
         assert collections == []
         assert gc.isenabled()  # resumed
         gc.disable()  # a caller that turned it off keeps it off
