@@ -51,6 +51,9 @@ def _session() -> Any:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        # the reference files are written from one pandas frame of every row: 2 M rows
+        # overflowed the default 1 GiB driver heap (OutOfMemoryError, then a hung job)
+        .config("spark.driver.memory", "4g")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .getOrCreate()
     )
