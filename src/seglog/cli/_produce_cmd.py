@@ -207,7 +207,11 @@ def produce(  # noqa: PLR0917 (typer maps each parameter to an option)
                 # a local queue as deep as kcat's use of it: the loop below rarely waits
                 "queue.buffering.max.messages": 1_000_000,
                 "queue.buffering.max.kbytes": 1_048_576,
-                "enable.idempotence": acks == "all",
+                # no idempotence, as kcat and librdkafka's default: librdkafka 2.16 asks for a
+                # producer id only once a broker connection is up and otherwise retries on a
+                # 500 ms timer, and the bootstrap connection is dropped as soon as the cluster
+                # metadata names the brokers, so an idempotent start waited 0.1-1.0 s (half of
+                # a 1 M-line run). -X enable.idempotence=true turns it on.
                 "on_delivery": delivered,  # one callback for all records, not one per call
                 "delivery.report.only.error": not json_out,
             }
