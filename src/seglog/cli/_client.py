@@ -13,12 +13,8 @@ timed out or a delivery failed; 2 bad usage (typer's own, and bad option values)
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
-import json
-import os
-import sys
 import typing
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,6 +22,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+
+from seglog.cli._client_config import ClientOptions, print_json
 
 __all__ = [
     "Brokers",
@@ -44,7 +42,6 @@ __all__ = [
     "print_json",
 ]
 
-DEFAULT_BROKERS = "127.0.0.1:9092"
 _SECURITY = "Security (Kafka's client config names)"
 
 Brokers = Annotated[
@@ -115,44 +112,6 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-@dataclasses.dataclass(frozen=True)
-class ClientOptions:
-    """The connection options every client command takes (see :func:`client_command`)."""
-
-    brokers: str | None = None
-    extra: tuple[str, ...] = ()
-    security_protocol: str | None = None
-    sasl_mechanism: str | None = None
-    sasl_username: str | None = None
-    sasl_password: str | None = None
-    ssl_ca_location: str | None = None
-
-    def config(self, **overrides: Any) -> dict[str, Any]:
-        """The librdkafka configuration; ``overrides`` first, then the options, then
-        ``-X`` entries (which win). Raises ``typer.Exit(2)`` on a ``-X`` without ``=``."""
-        conf: dict[str, Any] = {
-            "bootstrap.servers": self.brokers
-            or os.environ.get("SEGLOG_BROKERS")
-            or DEFAULT_BROKERS,
-            **overrides,
-        }
-        for key, value in (
-            ("security.protocol", self.security_protocol),
-            ("sasl.mechanism", self.sasl_mechanism),
-            ("sasl.username", self.sasl_username),
-            ("sasl.password", self.sasl_password),
-            ("ssl.ca.location", self.ssl_ca_location),
-        ):
-            if value is not None:
-                conf[key] = value
-        for item in self.extra:
-            key, sep, value = item.partition("=")
-            if not sep or not key:
-                raise fail(f"-X {item!r}: expected key=value", 2)
-            conf[key.strip()] = value
-        return conf
-
-
 _OPTION_PARAMS = {
     "brokers": Brokers,
     "extra": ExtraConfig,
@@ -219,9 +178,3 @@ def kafka_errors_exit_1() -> Iterator[None]:
         raise fail(text) from None
     except TimeoutError:
         raise fail("timed out waiting for the broker") from None
-
-
-def print_json(value: object) -> None:
-    """One JSON document on stdout (a line)."""
-    sys.stdout.write(json.dumps(value, sort_keys=True) + "\n")
-    sys.stdout.flush()

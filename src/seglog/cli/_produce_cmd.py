@@ -1,147 +1,20 @@
 """``seglog produce TOPIC``: records from stdin or files to any Kafka-protocol broker
-(kcat's ``-P``).
-
-Input is split into records on a delimiter (newline by default, ``-D`` to change, bytes
-kept exactly: no decoding, so binary values survive with a delimiter that is not in them);
-``-K DELIM`` splits each record into key and value at the first DELIM; ``--json-input``
-reads JSON lines ``{"key": ..., "value": ..., "headers": {...}, "partition": N}`` instead.
-With ``--json`` one line per delivered record reports topic, partition and offset.
-"""
+(kcat's ``-P``). What it does is ``_produce.produce_records``; this module declares the
+typer command (help, usage errors). ``seglog produce ...`` itself usually starts through
+``_produce.run_fast``, which parses the same options with argparse and falls back to this
+command for ``--help`` and anything it does not accept."""
 
 from __future__ import annotations
 
-import json
-import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO
+from typing import Annotated
 
 import typer
 
-from seglog.cli._client import ClientOptions, client_command, fail, print_json
+from seglog.cli._client import ClientOptions, client_command
+from seglog.cli._produce import produce_records
 
 __all__ = ["register"]
-
-
-def _unescape(text: str) -> bytes:
-    return text.encode().decode("unicode_escape").encode("latin-1")
-
-
-def _blocks(stream: BinaryIO, delimiter: bytes) -> Iterator[list[bytes]]:
-    """Records split on ``delimiter``, a list per 1 MiB read (a loop over lists costs less
-    per record than a generator of single records)."""
-    pending = b""
-    while True:
-        block = stream.read(1 << 20)
-        if not block:
-            break
-        records = (pending + block).split(delimiter) if pending else block.split(delimiter)
-        pending = records.pop()
-        yield records
-    if pending:
-        yield [pending]
-
-
-def _chunks(stream: BinaryIO, delimiter: bytes) -> Iterator[bytes]:
-    for records in _blocks(stream, delimiter):
-        yield from records
-
-
-def _json_record(line: bytes, number: int) -> dict[str, Any]:
-    try:
-        doc = json.loads(line)
-    except ValueError as exc:
-        raise fail(f"line {number}: not JSON ({exc})", 2) from None
-    if not isinstance(doc, dict):
-        raise fail(f"line {number}: expected a JSON object with key/value/headers", 2)
-
-    def as_bytes(value: object) -> bytes | None:
-        if value is None:
-            return None
-        if isinstance(value, str):
-            return value.encode()
-        return json.dumps(value).encode()
-
-    headers = doc.get("headers") or {}
-    return {
-        "key": as_bytes(doc.get("key")),
-        "value": as_bytes(doc.get("value")),
-        "headers": [(str(k), as_bytes(v)) for k, v in dict(headers).items()],
-        "partition": doc.get("partition"),
-    }
-
-
-_Record = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int | None]
-
-
-def _records(  # noqa: PLR0917 (internal: the options that shape a record)
-    chunks: Iterator[bytes],
-    json_input: bool,
-    key_split: bytes | None,
-    fixed_key: bytes | None,
-    headers: list[tuple[str, bytes | None]],
-    partition: int | None,
-) -> Iterator[_Record]:
-    """(key, value, headers, partition) per input record, for the general case."""
-    for number, chunk in enumerate(chunks, 1):
-        if json_input:
-            if not chunk.strip():
-                continue
-            rec = _json_record(chunk, number)
-            target = rec["partition"]
-            yield (
-                rec["key"], rec["value"], headers + rec["headers"],
-                partition if target is None else int(target),
-            )  # fmt: skip
-        elif key_split is not None:
-            k_part, found, v_part = chunk.partition(key_split)
-            yield (
-                (k_part, v_part, headers, partition) if found else (None, chunk, headers, partition)
-            )
-        else:
-            yield fixed_key, chunk, headers, partition
-
-
-def _produce_each(producer: Any, topic: str, records: Iterator[_Record]) -> int:
-    """Produce records with their own key, headers and partition; returns the count."""
-    count = 0
-    for k, v, extra, target in records:
-        while True:
-            try:
-                producer.produce(
-                    topic, v, k, partition=-1 if target is None else target, headers=extra or None
-                )
-                break
-            except BufferError:
-                producer.poll(0.1)  # local queue full: serve deliveries, then retry
-        count += 1
-        if not count % 1024:
-            producer.poll(0)  # serve delivery reports (--json prints them) as they come
-    return count
-
-
-def _produce_values(
-    producer: Any, topic: str, blocks: Iterator[list[bytes]], key: bytes | None
-) -> int:
-    """The common case (values, one optional key, the partitioner's choice) in a loop with
-    nothing but the produce call: confluent-kafka's per-call cost (~0.7 us) is the floor of
-    ``seglog produce`` (benchmarks/cli_vs_kcat.py). Returns the count."""
-    produce, poll = producer.produce, producer.poll
-    count = 0
-    for values in blocks:
-        for value in values:
-            try:
-                produce(topic, value, key)
-            except BufferError:
-                while True:
-                    poll(0.1)  # local queue full: serve deliveries, then retry
-                    try:
-                        produce(topic, value, key)
-                        break
-                    except BufferError:
-                        continue
-        count += len(values)
-    return count
 
 
 @client_command
@@ -170,7 +43,13 @@ def produce(  # noqa: PLR0917 (typer maps each parameter to an option)
             "-z", "--compression", help="compression.type: none, gzip, snappy, lz4, zstd."
         ),
     ] = "none",
-    acks: Annotated[str, typer.Option("--acks", help="acks: 0, 1 or all.")] = "all",
+    acks: Annotated[
+        str,
+        typer.Option(
+            "--acks",
+            help="acks: 0, 1 or all. Not idempotent (as kcat): -X enable.idempotence=true.",
+        ),
+    ] = "all",
     json_input: Annotated[
         bool,
         typer.Option("--json-input", help="Input is JSON lines {key, value, headers, partition}."),
@@ -182,71 +61,10 @@ def produce(  # noqa: PLR0917 (typer maps each parameter to an option)
     client: ClientOptions,
 ) -> None:
     """Produce records from stdin or files (one per line by default)."""
-    from confluent_kafka import KafkaError, KafkaException, Producer  # noqa: PLC0415
-
-    headers: list[tuple[str, bytes | None]] = []
-    for item in header or ():
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise fail(f"-H {item!r}: expected key=value", 2)
-        headers.append((name, value.encode()))
-    failures: list[str] = []
-
-    def delivered(err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            failures.append(err.str())
-        elif json_out:
-            print_json({"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset()})
-
-    producer = Producer(
-        client.config(
-            **{
-                "compression.type": compression,
-                "acks": acks,
-                "linger.ms": 20,
-                # a local queue as deep as kcat's use of it: the loop below rarely waits
-                "queue.buffering.max.messages": 1_000_000,
-                "queue.buffering.max.kbytes": 1_048_576,
-                # no idempotence, as kcat and librdkafka's default: librdkafka 2.16 asks for a
-                # producer id only once a broker connection is up and otherwise retries on a
-                # 500 ms timer, and the bootstrap connection is dropped as soon as the cluster
-                # metadata names the brokers, so an idempotent start waited 0.1-1.0 s (half of
-                # a 1 M-line run). -X enable.idempotence=true turns it on.
-                "on_delivery": delivered,  # one callback for all records, not one per call
-                "delivery.report.only.error": not json_out,
-            }
-        )
-    )
-    split = _unescape(delimiter)
-    key_split = None if key_delimiter is None else _unescape(key_delimiter)
-    fixed_key = None if key is None else key.encode()
-    sources: list[BinaryIO] = [sys.stdin.buffer] if not files else []
-    count = 0
-    try:
-        for path in files or ():
-            try:
-                sources.append(path.open("rb"))
-            except OSError as exc:
-                raise fail(f"{path}: {exc.strerror}", 2) from None
-        for source in sources:
-            if json_out or json_input or key_split is not None or headers or partition is not None:
-                records = _records(
-                    _chunks(source, split), json_input, key_split, fixed_key, headers, partition
-                )
-                count += _produce_each(producer, topic, records)
-            else:
-                count += _produce_values(producer, topic, _blocks(source, split), fixed_key)
-        remaining = producer.flush(60)
-    except KafkaException as exc:
-        raise fail(str(exc.args[0])) from None
-    finally:
-        for source in sources:
-            if source is not sys.stdin.buffer:
-                source.close()
-    if remaining:
-        raise fail(f"{remaining} record(s) not delivered within 60 s")
-    if failures:
-        raise fail(f"{len(failures)} of {count} record(s) failed: {failures[0]}")
+    produce_records(
+        topic, files, key, key_delimiter, delimiter, header, partition, compression, acks,
+        json_input, json_out, client,
+    )  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,321 @@
+"""What ``seglog produce`` does, without typer: the command (``_produce_cmd``) and the
+fast start (:func:`run_fast`) both call :func:`produce_records`.
+
+Input is split into records on a delimiter (newline by default, ``-D`` to change, bytes
+kept exactly: no decoding, so binary values survive with a delimiter that is not in them);
+``-K DELIM`` splits each record into key and value at the first DELIM; ``--json-input``
+reads JSON lines ``{"key": ..., "value": ..., "headers": {...}, "partition": N}`` instead.
+With ``--json`` one line per delivered record reports topic, partition and offset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO, NoReturn
+
+from seglog.cli._client_config import ClientOptions, print_json
+
+__all__ = ["parse_fast", "produce_records", "run_fast"]
+
+
+def _fail(message: str, code: int = 1) -> Exception:
+    """``_client.fail``, imported on the error path only (it brings typer and rich)."""
+    from seglog.cli._client import fail  # noqa: PLC0415
+
+    return fail(message, code)
+
+
+def _unescape(text: str) -> bytes:
+    return text.encode().decode("unicode_escape").encode("latin-1")
+
+
+def _blocks(stream: BinaryIO, delimiter: bytes) -> Iterator[list[bytes]]:
+    """Records split on ``delimiter``, a list per 1 MiB read (a loop over lists costs less
+    per record than a generator of single records)."""
+    pending = b""
+    while True:
+        block = stream.read(1 << 20)
+        if not block:
+            break
+        records = (pending + block).split(delimiter) if pending else block.split(delimiter)
+        pending = records.pop()
+        yield records
+    if pending:
+        yield [pending]
+
+
+def _chunks(stream: BinaryIO, delimiter: bytes) -> Iterator[bytes]:
+    for records in _blocks(stream, delimiter):
+        yield from records
+
+
+def _json_record(line: bytes, number: int) -> dict[str, Any]:
+    try:
+        doc = json.loads(line)
+    except ValueError as exc:
+        raise _fail(f"line {number}: not JSON ({exc})", 2) from None
+    if not isinstance(doc, dict):
+        raise _fail(f"line {number}: expected a JSON object with key/value/headers", 2)
+
+    def as_bytes(value: object) -> bytes | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return value.encode()
+        return json.dumps(value).encode()
+
+    headers = doc.get("headers") or {}
+    return {
+        "key": as_bytes(doc.get("key")),
+        "value": as_bytes(doc.get("value")),
+        "headers": [(str(k), as_bytes(v)) for k, v in dict(headers).items()],
+        "partition": doc.get("partition"),
+    }
+
+
+_Record = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int | None]
+
+
+def _records(  # noqa: PLR0917 (internal: the options that shape a record)
+    chunks: Iterator[bytes],
+    json_input: bool,
+    key_split: bytes | None,
+    fixed_key: bytes | None,
+    headers: list[tuple[str, bytes | None]],
+    partition: int | None,
+) -> Iterator[_Record]:
+    """(key, value, headers, partition) per input record, for the general case."""
+    for number, chunk in enumerate(chunks, 1):
+        if json_input:
+            if not chunk.strip():
+                continue
+            rec = _json_record(chunk, number)
+            target = rec["partition"]
+            yield (
+                rec["key"], rec["value"], headers + rec["headers"],
+                partition if target is None else int(target),
+            )  # fmt: skip
+        elif key_split is not None:
+            k_part, found, v_part = chunk.partition(key_split)
+            yield (
+                (k_part, v_part, headers, partition) if found else (None, chunk, headers, partition)
+            )
+        else:
+            yield fixed_key, chunk, headers, partition
+
+
+def _produce_each(producer: Any, topic: str, records: Iterator[_Record]) -> int:
+    """Produce records with their own key, headers and partition; returns the count."""
+    count = 0
+    for k, v, extra, target in records:
+        while True:
+            try:
+                producer.produce(
+                    topic, v, k, partition=-1 if target is None else target, headers=extra or None
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)  # local queue full: serve deliveries, then retry
+        count += 1
+        if not count % 1024:
+            producer.poll(0)  # serve delivery reports (--json prints them) as they come
+    return count
+
+
+def _produce_values(
+    producer: Any, topic: str, blocks: Iterator[list[bytes]], key: bytes | None
+) -> int:
+    """The common case (values, one optional key, the partitioner's choice) in a loop with
+    nothing but the produce call: confluent-kafka's per-call cost (~0.7 us) is the floor of
+    ``seglog produce`` (benchmarks/cli_vs_kcat.py). Returns the count."""
+    produce, poll = producer.produce, producer.poll
+    count = 0
+    for values in blocks:
+        for value in values:
+            try:
+                produce(topic, value, key)
+            except BufferError:
+                while True:
+                    poll(0.1)  # local queue full: serve deliveries, then retry
+                    try:
+                        produce(topic, value, key)
+                        break
+                    except BufferError:
+                        continue
+        count += len(values)
+    return count
+
+
+def produce_records(  # noqa: PLR0917 (the command's options, one by one)
+    topic: str,
+    files: Sequence[Path] | None,
+    key: str | None,
+    key_delimiter: str | None,
+    delimiter: str,
+    header: Sequence[str] | None,
+    partition: int | None,
+    compression: str,
+    acks: str,
+    json_input: bool,
+    json_out: bool,
+    client: ClientOptions,
+) -> None:
+    """Produce the records of ``files`` (stdin when empty) to ``topic`` and wait for every
+    delivery (60 s at most). Raises ``typer.Exit``: 2 on bad input (``-H`` without ``=``,
+    a file that cannot be opened, a JSON line that is not an object), 1 on a Kafka error or
+    a failed or late delivery."""
+    from confluent_kafka import KafkaError, KafkaException, Producer  # noqa: PLC0415
+
+    headers: list[tuple[str, bytes | None]] = []
+    for item in header or ():
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise _fail(f"-H {item!r}: expected key=value", 2)
+        headers.append((name, value.encode()))
+    failures: list[str] = []
+
+    def delivered(err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            failures.append(err.str())
+        elif json_out:
+            print_json({"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset()})
+
+    producer = Producer(
+        client.config(
+            **{
+                "compression.type": compression,
+                "acks": acks,
+                "linger.ms": 20,
+                # a local queue as deep as kcat's use of it: the loop below rarely waits
+                "queue.buffering.max.messages": 1_000_000,
+                "queue.buffering.max.kbytes": 1_048_576,
+                # no idempotence, as kcat and librdkafka's default: librdkafka 2.16 asks for a
+                # producer id only once a broker connection is up and otherwise retries on a
+                # 500 ms timer, and the bootstrap connection is dropped as soon as the cluster
+                # metadata names the brokers, so an idempotent start waited 0.1-1.0 s (half of
+                # a 1 M-line run). -X enable.idempotence=true turns it on.
+                "on_delivery": delivered,  # one callback for all records, not one per call
+                "delivery.report.only.error": not json_out,
+            }
+        )
+    )
+    split = _unescape(delimiter)
+    key_split = None if key_delimiter is None else _unescape(key_delimiter)
+    fixed_key = None if key is None else key.encode()
+    sources: list[BinaryIO] = [sys.stdin.buffer] if not files else []
+    count = 0
+    try:
+        for path in files or ():
+            try:
+                sources.append(path.open("rb"))
+            except OSError as exc:
+                raise _fail(f"{path}: {exc.strerror}", 2) from None
+        for source in sources:
+            if json_out or json_input or key_split is not None or headers or partition is not None:
+                records = _records(
+                    _chunks(source, split), json_input, key_split, fixed_key, headers, partition
+                )
+                count += _produce_each(producer, topic, records)
+            else:
+                count += _produce_values(producer, topic, _blocks(source, split), fixed_key)
+        remaining = producer.flush(60)
+    except KafkaException as exc:
+        raise _fail(str(exc.args[0])) from None
+    finally:
+        for source in sources:
+            if source is not sys.stdin.buffer:
+                source.close()
+    if remaining:
+        raise _fail(f"{remaining} record(s) not delivered within 60 s")
+    if failures:
+        raise _fail(f"{len(failures)} of {count} record(s) failed: {failures[0]}")
+
+
+class _NotFastError(Exception):
+    """argparse met something it leaves to typer (help, a usage error, ...)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _NotFastError(message)
+
+
+def _fast_parser() -> _Parser:
+    """The options of ``seglog produce`` (``_produce_cmd.produce``) and of every client
+    command (``_client._OPTION_PARAMS``), with their dests named as typer names them;
+    tests/cli/test_produce_fast.py checks that both accept the same options."""
+    parser = _Parser(prog="seglog produce", add_help=False, allow_abbrev=False)
+    add = parser.add_argument
+    add("topic")
+    add("files", nargs="*", type=Path)
+    add("-k", "--key")
+    add("-K", dest="key_delimiter")
+    add("-D", "--delimiter", default="\\n")
+    add("-H", "--header", action="append")
+    add("-p", "--partition", type=int)
+    add("-z", "--compression", default="none")
+    add("--acks", default="all")
+    add("--json-input", action="store_true")
+    add("--json", dest="json_out", action="store_true")
+    add("-b", "--brokers", "--bootstrap-server")
+    add("-X", dest="extra", action="append")
+    add("--security-protocol")
+    add("--sasl-mechanism")
+    add("--sasl-username")
+    add("--sasl-password", default=os.environ.get("SEGLOG_SASL_PASSWORD"))
+    add("--ssl-ca-location")
+    return parser
+
+
+def parse_fast(argv: Sequence[str]) -> dict[str, Any] | None:
+    """``produce_records``'s arguments for the words after ``seglog produce``, or None
+    when argparse leaves them to typer (``--help``, any usage error: typer then prints
+    its own help and messages)."""
+    try:
+        args = vars(_fast_parser().parse_intermixed_args(argv))
+    except _NotFastError:
+        return None
+    client = {name: args.pop(name) for name in _CLIENT_FIELDS}
+    client["extra"] = tuple(client["extra"] or ())
+    return {**args, "client": ClientOptions(**client)}
+
+
+_CLIENT_FIELDS = (
+    "brokers",
+    "extra",
+    "security_protocol",
+    "sasl_mechanism",
+    "sasl_username",
+    "sasl_password",
+    "ssl_ca_location",
+)
+
+
+def run_fast(argv: Sequence[str]) -> bool:
+    """Run ``seglog produce`` without building the typer app; False (nothing done) when
+    :func:`parse_fast` leaves ``argv`` to typer. Exits like typer would: the command's
+    exit code, "Aborted!" and 1 on Ctrl-C.
+
+    Why: typer 0.29 imports pydantic and builds a TypeAdapter per option before a command
+    runs, 0.11 s of a 0.17 s start; that is a tenth of producing 1 M lines
+    (benchmarks/cli_vs_kcat.py), so the common invocation is parsed by argparse."""
+    params = parse_fast(argv)
+    if params is None:
+        return False
+    try:
+        produce_records(**params)
+    except KeyboardInterrupt:
+        sys.stderr.write("\nAborted!\n")
+        sys.exit(1)
+    except Exception as exc:
+        from typer import Exit  # noqa: PLC0415 - the error path only
+
+        if isinstance(exc, Exit):
+            sys.exit(exc.exit_code)
+        raise
+    return True
