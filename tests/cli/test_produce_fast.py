@@ -1,0 +1,112 @@
+"""``seglog produce``'s fast start (argparse, ``_produce.run_fast``) against its typer
+command: the same options, the same parsed values, typer for help and usage errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+
+from seglog.cli import build_app
+from seglog.cli._produce import _fast_parser, parse_fast
+
+from .conftest import Seglog
+
+
+def _typer_command() -> Any:
+    return typer.main.get_command(build_app(client_only=True)).commands["produce"]  # type: ignore[attr-defined]
+
+
+def test_fast_parser_knows_every_option_of_the_command() -> None:
+    typer_opts = {
+        p.name: (sorted(p.opts + p.secondary_opts), p.default) for p in _typer_command().params
+    }
+    fast_opts = {
+        a.dest: (sorted(a.option_strings) or [a.dest], a.default)
+        for a in _fast_parser()._actions  # argparse lists its actions nowhere public
+    }
+    # positionals: typer names them by their parameter, argparse by their dest
+    typer_opts = {k: ([k], d) if opts == [k] else (opts, d) for k, (opts, d) in typer_opts.items()}
+    assert fast_opts == typer_opts
+
+
+def _normal(params: dict[str, Any]) -> dict[str, Any]:
+    lists = {"files", "header", "extra"}  # None (typer, argparse) or () (typer) when absent
+    return {k: list(v or ()) if k in lists else v for k, v in params.items()}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["t"],
+        ["t", "a.txt", "b.txt", "-b", "h:1"],
+        ["t", "-b", "h:1", "a.txt", "-k", "key", "-H", "a=b", "--header", "c=d", "-p", "2"],
+        ["t", "-K", ":", "-D", "\\0", "-z", "zstd", "--acks", "1", "--json-input", "--json"],
+        ["t", "--key=k", "-Xlinger.ms=5", "-X", "acks=0", "--bootstrap-server", "x:9"],
+        ["t", "--security-protocol", "SASL_SSL", "--sasl-mechanism", "PLAIN"],
+        ["t", "--sasl-username", "u", "--sasl-password", "p", "--ssl-ca-location", "ca.pem"],
+        ["t", "-p", "-1", "--", "-file-with-dash"],
+    ],
+)
+def test_fast_parse_equals_typer_parse(argv: list[str]) -> None:
+    fast = parse_fast(argv)
+    assert fast is not None
+    client = fast.pop("client")
+    fast.update(vars(client))
+    expected = _typer_command().make_context("produce", list(argv)).params
+    assert _normal(fast) == _normal(expected)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["t", "-h"],
+        [],
+        ["t", "-p", "two"],
+        ["t", "--jso"],  # click takes no abbreviations
+        ["t", "--json=yes"],
+        ["t", "--no-such-option"],
+    ],
+)
+def test_fast_parse_leaves_help_and_usage_errors_to_typer(argv: list[str]) -> None:
+    assert parse_fast(argv) is None
+
+
+def test_help_and_usage_errors_come_from_typer(seglog: Seglog) -> None:
+    help_text = seglog("produce", "--help").stdout.decode()
+    assert "Produce records from stdin or files" in help_text
+    assert "enable.idempotence" in help_text
+    bad = seglog("produce", "t", "-p", "two", check=False)
+    assert bad.returncode == 2
+    assert b"'-p' / '--partition'" in bad.stderr
+
+
+def test_fast_start_imports_neither_typer_nor_pydantic(broker: str, topic: str) -> None:
+    code = (
+        "import sys\n"
+        f"sys.argv = ['seglog', 'produce', {topic!r}, '-b', {broker!r}]\n"
+        "from seglog.cli import main\n"
+        "main()\n"
+        "print(sorted(m for m in ('typer', 'pydantic', 'rich') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], input=b"a\nb\n", capture_output=True, timeout=60, check=True
+    )
+    assert done.stdout.decode().strip() == "[]"
+
+
+def test_fast_start_keeps_the_exit_codes(seglog: Seglog, tmp_path: Path, topic: str) -> None:
+    assert seglog("produce", topic, "-H", "no-equals", check=False).returncode == 2
+    assert seglog("produce", topic, "-X", "no-equals", check=False).returncode == 2
+    missing = seglog("produce", topic, str(tmp_path / "missing.txt"), check=False)
+    assert missing.returncode == 2
+    assert b"No such file or directory" in missing.stderr
+    two = tmp_path / "two.txt"
+    two.write_bytes(b"1\n2\n")
+    assert seglog("produce", topic, str(two), str(two)).returncode == 0
+    assert seglog("consume", topic, "-e", "-f", "%v\\n").stdout == b"1\n2\n1\n2\n"
