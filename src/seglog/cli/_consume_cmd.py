@@ -139,6 +139,35 @@ def _store(consumer: Any, batch: list[Any]) -> None:
         consumer.store_offsets(offsets=[TopicPartition(t, p, o + 1) for (t, p), o in last.items()])
 
 
+def _print_in_order(
+    batch: list[Any], at_end: set[tuple[str, int]], out: Any, template: bytes, json_out: bool
+) -> int:
+    """Print a batch that holds partition-end events (or errors) record by record, keeping
+    ``at_end`` in order (an end event, then a newer record, means not at the end); raises
+    ``typer.Exit(1)`` on an error. Returns the number of records printed."""
+    from confluent_kafka import KafkaError  # noqa: PLC0415
+
+    chunks: list[bytes] = []
+    printed = 0
+    for msg in batch:
+        err = msg.error()
+        if err is not None:
+            if err.code() == KafkaError._PARTITION_EOF:
+                at_end.add((str(msg.topic()), int(msg.partition())))
+                continue
+            raise fail(err.str())
+        at_end.discard((str(msg.topic()), int(msg.partition())))
+        if json_out:
+            print_json(_as_json(msg))
+        else:
+            chunks.append(_render(template, msg))
+        printed += 1
+    if chunks:
+        out.write(b"".join(chunks))
+        out.flush()
+    return printed
+
+
 @client_command
 def consume(  # noqa: PLR0917 (one loop, kcat's options)
     topic: Annotated[str, typer.Argument(help="Topic to consume.")],
@@ -165,7 +194,7 @@ def consume(  # noqa: PLR0917 (one loop, kcat's options)
     client: ClientOptions,
 ) -> None:
     """Consume records and print them (value per line by default)."""
-    from confluent_kafka import Consumer, KafkaError, KafkaException  # noqa: PLC0415
+    from confluent_kafka import Consumer, KafkaException  # noqa: PLC0415
 
     try:
         kind, number = parse_offset_spec(offset)
@@ -208,26 +237,23 @@ def consume(  # noqa: PLR0917 (one loop, kcat's options)
         while count is None or printed < count:
             want = 1000 if count is None else min(1000, count - printed)
             batch = consumer.consume(want, 0.5)
-            chunks: list[bytes] = []
-            for msg in batch:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        at_end.add((str(msg.topic()), int(msg.partition())))
-                        continue
-                    raise fail(err.str())
-                at_end.discard((str(msg.topic()), int(msg.partition())))
+            if any(msg.error() is not None for msg in batch):
+                printed += _print_in_order(batch, at_end, out, template, json_out)
+            elif batch:
+                # records only (the common case): a list per batch, no per-record branches
+                if at_end:
+                    for msg in batch:
+                        at_end.discard((str(msg.topic()), int(msg.partition())))
                 if json_out:
-                    print_json(_as_json(msg))
+                    for msg in batch:
+                        print_json(_as_json(msg))
                 elif plain_values:
-                    chunks.append(msg.value() or b"")
-                    chunks.append(b"\n")
+                    out.write(b"\n".join([msg.value() or b"" for msg in batch]) + b"\n")
+                    out.flush()
                 else:
-                    chunks.append(_render(template, msg))
-                printed += 1
-            if chunks:
-                out.write(b"".join(chunks))
-                out.flush()
+                    out.write(b"".join([_render(template, msg) for msg in batch]))
+                    out.flush()
+                printed += len(batch)
             if group is not None and batch:
                 _store(consumer, batch)
             if exit_at_end and at_end:
