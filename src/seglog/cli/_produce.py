@@ -1,5 +1,5 @@
 """What ``seglog produce`` does, without typer: the command (``_produce_cmd``) and the
-fast start (:func:`run_fast`) both call :func:`produce_records`.
+argparse start (:func:`run_fast`, see ``_fast``) both call :func:`produce_records`.
 
 Input is split into records on a delimiter (newline by default, ``-D`` to change, bytes
 kept exactly: no decoding, so binary values survive with a delimiter that is not in them);
@@ -10,17 +10,16 @@ With ``--json`` one line per delivered record reports topic, partition and offse
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, NoReturn
+from typing import Any, BinaryIO
 
 from seglog.cli._client_config import ClientOptions, print_json
+from seglog.cli._fast import Parser, parse, run
 
-__all__ = ["parse_fast", "produce_records", "run_fast"]
+__all__ = ["produce_records", "run_fast"]
 
 
 def _fail(message: str, code: int = 1) -> Exception:
@@ -236,20 +235,10 @@ def produce_records(  # noqa: PLR0917 (the command's options, one by one)
         raise _fail(f"{len(failures)} of {count} record(s) failed: {failures[0]}")
 
 
-class _NotFastError(Exception):
-    """argparse met something it leaves to typer (help, a usage error, ...)."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _NotFastError(message)
-
-
-def _fast_parser() -> _Parser:
-    """The options of ``seglog produce`` (``_produce_cmd.produce``) and of every client
-    command (``_client._OPTION_PARAMS``), with their dests named as typer names them;
-    tests/cli/test_produce_fast.py checks that both accept the same options."""
-    parser = _Parser(prog="seglog produce", add_help=False, allow_abbrev=False)
+def _fast_parser() -> Parser:
+    """The options of ``_produce_cmd.produce``, with their dests named as typer names them
+    (tests/cli/test_fast_start.py checks both accept the same options)."""
+    parser = Parser("seglog produce")
     add = parser.add_argument
     add("topic")
     add("files", nargs="*", type=Path)
@@ -262,60 +251,14 @@ def _fast_parser() -> _Parser:
     add("--acks", default="all")
     add("--json-input", action="store_true")
     add("--json", dest="json_out", action="store_true")
-    add("-b", "--brokers", "--bootstrap-server")
-    add("-X", dest="extra", action="append")
-    add("--security-protocol")
-    add("--sasl-mechanism")
-    add("--sasl-username")
-    add("--sasl-password", default=os.environ.get("SEGLOG_SASL_PASSWORD"))
-    add("--ssl-ca-location")
     return parser
 
 
-def parse_fast(argv: Sequence[str]) -> dict[str, Any] | None:
-    """``produce_records``'s arguments for the words after ``seglog produce``, or None
-    when argparse leaves them to typer (``--help``, any usage error: typer then prints
-    its own help and messages)."""
-    try:
-        args = vars(_fast_parser().parse_intermixed_args(argv))
-    except _NotFastError:
-        return None
-    client = {name: args.pop(name) for name in _CLIENT_FIELDS}
-    client["extra"] = tuple(client["extra"] or ())
-    return {**args, "client": ClientOptions(**client)}
-
-
-_CLIENT_FIELDS = (
-    "brokers",
-    "extra",
-    "security_protocol",
-    "sasl_mechanism",
-    "sasl_username",
-    "sasl_password",
-    "ssl_ca_location",
-)
-
-
 def run_fast(argv: Sequence[str]) -> bool:
-    """Run ``seglog produce`` without building the typer app; False (nothing done) when
-    :func:`parse_fast` leaves ``argv`` to typer. Exits like typer would: the command's
-    exit code, "Aborted!" and 1 on Ctrl-C.
-
-    Why: typer 0.29 imports pydantic and builds a TypeAdapter per option before a command
-    runs, 0.11 s of a 0.17 s start; that is a tenth of producing 1 M lines
-    (benchmarks/cli_vs_kcat.py), so the common invocation is parsed by argparse."""
-    params = parse_fast(argv)
+    """Run ``seglog produce ARGV`` without typer (``_fast``); False (nothing done) when
+    argparse leaves ``argv`` to typer."""
+    params = parse(_fast_parser(), argv)
     if params is None:
         return False
-    try:
-        produce_records(**params)
-    except KeyboardInterrupt:
-        sys.stderr.write("\nAborted!\n")
-        sys.exit(1)
-    except Exception as exc:
-        from typer import Exit  # noqa: PLC0415 - the error path only
-
-        if isinstance(exc, Exit):
-            sys.exit(exc.exit_code)
-        raise
+    run(produce_records, params)
     return True

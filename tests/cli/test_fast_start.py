@@ -1,5 +1,6 @@
-"""``seglog produce``'s fast start (argparse, ``_produce.run_fast``) against its typer
-command: the same options, the same parsed values, typer for help and usage errors."""
+"""The argparse start of ``seglog produce`` and ``seglog consume`` (``cli._fast``) against
+their typer commands: the same options, the same parsed values, typer for help and usage
+errors, the same exit codes."""
 
 from __future__ import annotations
 
@@ -11,23 +12,31 @@ from typing import Any
 import pytest
 import typer.main
 
-from seglog.cli import build_app
-from seglog.cli._produce import _fast_parser, parse_fast
+from seglog.cli import _consume, _produce, build_app
+from seglog.cli._fast import Parser, parse
 
 from .conftest import Seglog
 
-
-def _typer_command() -> Any:
-    return typer.main.get_command(build_app(client_only=True)).commands["produce"]  # type: ignore[attr-defined]
+_PARSERS = {"produce": _produce._fast_parser, "consume": _consume._fast_parser}
 
 
-def test_fast_parser_knows_every_option_of_the_command() -> None:
+def _typer_command(name: str) -> Any:
+    return typer.main.get_command(build_app(client_only=True)).commands[name]  # type: ignore[attr-defined]
+
+
+def parse_fast(argv: list[str], name: str = "produce") -> dict[str, Any] | None:
+    parser: Parser = _PARSERS[name]()
+    return parse(parser, argv)
+
+
+@pytest.mark.parametrize("name", ["produce", "consume"])
+def test_fast_parser_knows_every_option_of_the_command(name: str) -> None:
     typer_opts = {
-        p.name: (sorted(p.opts + p.secondary_opts), p.default) for p in _typer_command().params
+        p.name: (sorted(p.opts + p.secondary_opts), p.default) for p in _typer_command(name).params
     }
     fast_opts = {
         a.dest: (sorted(a.option_strings) or [a.dest], a.default)
-        for a in _fast_parser()._actions  # argparse lists its actions nowhere public
+        for a in _PARSERS[name]()._actions  # argparse lists its actions nowhere public
     }
     # positionals: typer names them by their parameter, argparse by their dest
     typer_opts = {k: ([k], d) if opts == [k] else (opts, d) for k, (opts, d) in typer_opts.items()}
@@ -35,7 +44,12 @@ def test_fast_parser_knows_every_option_of_the_command() -> None:
 
 
 def _normal(params: dict[str, Any]) -> dict[str, Any]:
-    lists = {"files", "header", "extra"}  # None (typer, argparse) or () (typer) when absent
+    lists = {
+        "files",
+        "header",
+        "extra",
+        "partitions",
+    }  # None (typer, argparse) or () (typer) when absent
     return {k: list(v or ()) if k in lists else v for k, v in params.items()}
 
 
@@ -53,12 +67,29 @@ def _normal(params: dict[str, Any]) -> dict[str, Any]:
     ],
 )
 def test_fast_parse_equals_typer_parse(argv: list[str]) -> None:
-    fast = parse_fast(argv)
+    _same_parse("produce", argv)
+
+
+def _same_parse(name: str, argv: list[str]) -> None:
+    fast = parse_fast(argv, name)
     assert fast is not None
     client = fast.pop("client")
     fast.update(vars(client))
-    expected = _typer_command().make_context("produce", list(argv)).params
+    expected = _typer_command(name).make_context(name, list(argv)).params
     assert _normal(fast) == _normal(expected)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["t"],
+        ["t", "-e", "-b", "h:1", "-o", "-10", "-p", "0", "--partition", "2", "-c", "5"],
+        ["t", "--offset=@1700000000000", "-G", "g", "-f", "%k %v\\n", "--json", "-Xa=b"],
+        ["-e", "t", "--exit", "--group", "g", "--format", "%v", "--count", "0"],
+    ],
+)
+def test_fast_parse_equals_typer_parse_consume(argv: list[str]) -> None:
+    _same_parse("consume", argv)
 
 
 @pytest.mark.parametrize(
@@ -75,6 +106,7 @@ def test_fast_parse_equals_typer_parse(argv: list[str]) -> None:
 )
 def test_fast_parse_leaves_help_and_usage_errors_to_typer(argv: list[str]) -> None:
     assert parse_fast(argv) is None
+    assert parse_fast(argv, "consume") is None
 
 
 def test_help_and_usage_errors_come_from_typer(seglog: Seglog) -> None:
@@ -84,20 +116,28 @@ def test_help_and_usage_errors_come_from_typer(seglog: Seglog) -> None:
     bad = seglog("produce", "t", "-p", "two", check=False)
     assert bad.returncode == 2
     assert b"'-p' / '--partition'" in bad.stderr
+    assert "Consume records and print them" in seglog("consume", "--help").stdout.decode()
+    bad = seglog("consume", "t", "-c", "many", check=False)
+    assert bad.returncode == 2
+    assert b"'-c' / '--count'" in bad.stderr
 
 
 def test_fast_start_imports_neither_typer_nor_pydantic(broker: str, topic: str) -> None:
-    code = (
-        "import sys\n"
-        f"sys.argv = ['seglog', 'produce', {topic!r}, '-b', {broker!r}]\n"
-        "from seglog.cli import main\n"
-        "main()\n"
-        "print(sorted(m for m in ('typer', 'pydantic', 'rich') if m in sys.modules))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], input=b"a\nb\n", capture_output=True, timeout=60, check=True
-    )
-    assert done.stdout.decode().strip() == "[]"
+    def run(*argv: str, stdin: bytes = b"") -> list[str]:
+        code = (
+            "import sys\n"
+            f"sys.argv = ['seglog', *{argv!r}, '-b', {broker!r}]\n"
+            "from seglog.cli import main\n"
+            "main()\n"
+            "print(sorted(m for m in ('typer', 'pydantic', 'rich') if m in sys.modules))\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], input=stdin, capture_output=True, timeout=60, check=True
+        )
+        return done.stdout.decode().splitlines()
+
+    assert run("produce", topic, stdin=b"a\nb\n") == ["[]"]
+    assert run("consume", topic, "-e") == ["a", "b", "[]"]
 
 
 def test_fast_start_keeps_the_exit_codes(seglog: Seglog, tmp_path: Path, topic: str) -> None:
@@ -110,6 +150,9 @@ def test_fast_start_keeps_the_exit_codes(seglog: Seglog, tmp_path: Path, topic: 
     two.write_bytes(b"1\n2\n")
     assert seglog("produce", topic, str(two), str(two)).returncode == 0
     assert seglog("consume", topic, "-e", "-f", "%v\\n").stdout == b"1\n2\n1\n2\n"
+    assert seglog("consume", topic, "-o", "soon", check=False).returncode == 2
+    assert seglog("consume", topic, "-p", "9", "-e", check=False).returncode == 2
+    assert seglog("consume", topic, "-o", "stored", check=False).returncode == 2
 
 
 @pytest.mark.parametrize("key", [None, "k"])
