@@ -15,7 +15,7 @@ import typer.main
 from seglog.cli import _consume, _produce, build_app
 from seglog.cli._fast import Parser, parse
 
-from .conftest import Seglog
+from .conftest import SEGLOG, Seglog
 
 _PARSERS = {"produce": _produce._fast_parser, "consume": _consume._fast_parser}
 
@@ -165,3 +165,23 @@ def test_a_full_local_queue_loses_and_reorders_nothing(
     seglog("produce", topic, *key_args, "-X", "queue.buffering.max.messages=7", stdin=lines)
     out = seglog("consume", topic, "-e", "-f", "%k|%v\\n").stdout
     assert out == b"".join(b"%s|%d\n" % ((key or "").encode(), i) for i in range(3000))
+
+
+def test_a_reader_that_goes_away_ends_consume_with_1_and_no_traceback(
+    seglog: Seglog, broker: str, topic: str
+) -> None:
+    # 5 MB of output: far more than a pipe holds, so consume is still writing when the
+    # reader closes its end
+    seglog("produce", topic, stdin=b"".join(b"%05d" % i + b"x" * 995 + b"\n" for i in range(5000)))
+    with subprocess.Popen(
+        [*SEGLOG, "consume", topic, "-e", "-b", broker],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        assert proc.stdout.readline().startswith(b"00000x")
+        proc.stdout.close()
+        err = proc.stderr.read()
+        assert proc.wait(60) == 1
+    assert b"Traceback" not in err

@@ -49,7 +49,8 @@ class Parser(argparse.ArgumentParser):
         add("--security-protocol")
         add("--sasl-mechanism")
         add("--sasl-username")
-        add("--sasl-password", default=os.environ.get("SEGLOG_SASL_PASSWORD"))
+        # click ignores an empty variable
+        add("--sasl-password", default=os.environ.get("SEGLOG_SASL_PASSWORD") or None)
         add("--ssl-ca-location")
 
     def error(self, message: str) -> NoReturn:
@@ -70,9 +71,15 @@ def parse(parser: Parser, argv: Sequence[str]) -> dict[str, Any] | None:
 
 def run(command: Callable[..., None], params: dict[str, Any]) -> None:
     """Call ``command(**params)`` and exit as typer would: the ``typer.Exit`` code of a
-    failure (``_client.fail``), "Aborted!" and 1 on a Ctrl-C the command let through."""
+    failure (``_client.fail``), "Aborted!" and 1 on a Ctrl-C the command let through, 1
+    and no traceback when stdout's reader has gone."""
     try:
         command(**params)
+    except BrokenPipeError:
+        # the reader went away (``seglog consume ... | head``): exit 1 without a traceback,
+        # as click does, with stdout on /dev/null so the interpreter's last flush succeeds
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     except KeyboardInterrupt:
         sys.stderr.write("\nAborted!\n")
         sys.exit(1)
