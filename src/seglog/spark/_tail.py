@@ -29,7 +29,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from seglog.columnar import arrow_schema
@@ -84,13 +83,12 @@ def tail_snapshot(
         if final.exists():
             os.utime(final, (now, now))
         else:
-            batches: list[pa.RecordBatch] = []
-            for partition, start, end, _ in ranges:
-                part = OffsetRangePartition(os.fspath(path), topic, partition, start, end, True)
-                batches.extend(read_range(part))
-            table = pa.Table.from_batches(batches, schema=arrow_schema(True))
-            sink = io.BytesIO()
-            pq.write_table(table, sink, compression="snappy")
+            sink = io.BytesIO()  # compressed Parquet; the decoded rows a chunk at a time
+            with pq.ParquetWriter(sink, arrow_schema(True), compression="snappy") as writer:
+                for partition, start, end, _ in ranges:
+                    part = OffsetRangePartition(os.fspath(path), topic, partition, start, end, True)
+                    for batch in read_range(part):
+                        writer.write_batch(batch)
             directory.mkdir(exist_ok=True)
             atomic_write(final, sink.getvalue())
         _expire(directory, final, now)
