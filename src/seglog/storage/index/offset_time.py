@@ -43,7 +43,7 @@ import struct
 import threading
 from array import array
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -60,6 +60,9 @@ BLOCK_ENTRIES = 512
 """Entries per block read by one lookup (4 KiB of offset index, 6 KiB of time index)."""
 
 Block = tuple["array[int]", "array[int]"]
+View = tuple["np.ndarray[Any, Any]", "np.ndarray[Any, Any]"]
+"""A block as read: zero-copy big-endian views ``(keys, values)`` of the file's bytes
+(``bisect`` on them costs about what it does on native arrays; no decoding per miss)."""
 
 
 class BlockCache:
@@ -69,14 +72,14 @@ class BlockCache:
     def __init__(self, max_blocks: int) -> None:
         self.max_blocks = max_blocks
         self._lock = threading.Lock()
-        self._blocks: OrderedDict[tuple[object, int], Block] = OrderedDict()
+        self._blocks: OrderedDict[tuple[object, int], View] = OrderedDict()
         self.misses = 0
         """Blocks read from a file (cache misses), since the start."""
 
     def __len__(self) -> int:
         return len(self._blocks)
 
-    def get(self, key: tuple[object, int]) -> Block | None:
+    def get(self, key: tuple[object, int]) -> View | None:
         """The block cached under ``key`` (now the most recent), None if absent."""
         with self._lock:
             block = self._blocks.get(key)
@@ -84,7 +87,7 @@ class BlockCache:
                 self._blocks.move_to_end(key)
             return block
 
-    def put(self, key: tuple[object, int], block: Block) -> None:
+    def put(self, key: tuple[object, int], block: View) -> None:
         """Cache ``block``, dropping the least recently used beyond ``max_blocks``."""
         with self._lock:
             self.misses += 1
@@ -292,7 +295,7 @@ class _IndexFile:
         finally:
             os.close(fd)
 
-    def _block(self, st: _Paged, k: int) -> Block | None:
+    def _block(self, st: _Paged, k: int) -> View | None:
         """Block ``k`` of ``st``'s file part; None if the file no longer holds it (removed
         by retention, rewritten by a truncation)."""
         cache_key = (st.token, k)
@@ -306,7 +309,8 @@ class _IndexFile:
                 return None
             if len(data) != count * self.entry_size:
                 return None
-            block = self._decode(data)
+            rec = np.frombuffer(data, dtype=self._dtype)
+            block = rec["k"], rec["v"]
             if block[0][0] != st.keys[k]:
                 return None
             BLOCK_CACHE.put(cache_key, block)
@@ -328,7 +332,7 @@ class _IndexFile:
         if block is None:
             return -1, -1
         i = search(block[0], key) - 1
-        return block[0][i], block[1][i]
+        return int(block[0][i]), int(block[1][i])
 
     def entries(self) -> Block:
         """Every entry, ``(keys, values)`` in memory (maintenance: backup, truncation,
