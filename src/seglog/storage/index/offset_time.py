@@ -43,7 +43,7 @@ import struct
 import threading
 from array import array
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -60,9 +60,6 @@ BLOCK_ENTRIES = 512
 """Entries per block read by one lookup (4 KiB of offset index, 6 KiB of time index)."""
 
 Block = tuple["array[int]", "array[int]"]
-View = tuple["np.ndarray[Any, Any]", "np.ndarray[Any, Any]"]
-"""A block as read: zero-copy big-endian views ``(keys, values)`` of the file's bytes
-(``bisect`` on them costs about what it does on native arrays; no decoding per miss)."""
 
 
 class BlockCache:
@@ -72,22 +69,25 @@ class BlockCache:
     def __init__(self, max_blocks: int) -> None:
         self.max_blocks = max_blocks
         self._lock = threading.Lock()
-        self._blocks: OrderedDict[tuple[object, int], View] = OrderedDict()
+        self._blocks: OrderedDict[tuple[object, int], Block] = OrderedDict()
         self.misses = 0
         """Blocks read from a file (cache misses), since the start."""
 
     def __len__(self) -> int:
         return len(self._blocks)
 
-    def get(self, key: tuple[object, int]) -> View | None:
+    def get(self, key: tuple[object, int]) -> Block | None:
         """The block cached under ``key`` (now the most recent), None if absent."""
-        with self._lock:
-            block = self._blocks.get(key)
-            if block is not None:
-                self._blocks.move_to_end(key)
-            return block
+        # no lock: each OrderedDict call is atomic under the GIL; a block evicted between
+        # the two is a miss
+        try:
+            block = self._blocks[key]
+            self._blocks.move_to_end(key)
+        except KeyError:
+            return None
+        return block
 
-    def put(self, key: tuple[object, int], block: View) -> None:
+    def put(self, key: tuple[object, int], block: Block) -> None:
         """Cache ``block``, dropping the least recently used beyond ``max_blocks``."""
         with self._lock:
             self.misses += 1
@@ -295,7 +295,7 @@ class _IndexFile:
         finally:
             os.close(fd)
 
-    def _block(self, st: _Paged, k: int) -> View | None:
+    def _block(self, st: _Paged, k: int) -> Block | None:
         """Block ``k`` of ``st``'s file part; None if the file no longer holds it (removed
         by retention, rewritten by a truncation)."""
         cache_key = (st.token, k)
@@ -309,8 +309,7 @@ class _IndexFile:
                 return None
             if len(data) != count * self.entry_size:
                 return None
-            rec = np.frombuffer(data, dtype=self._dtype)
-            block = rec["k"], rec["v"]
+            block = self._decode(data)
             if block[0][0] != st.keys[k]:
                 return None
             BLOCK_CACHE.put(cache_key, block)
@@ -332,7 +331,7 @@ class _IndexFile:
         if block is None:
             return -1, -1
         i = search(block[0], key) - 1
-        return int(block[0][i]), int(block[1][i])
+        return block[0][i], block[1][i]
 
     def entries(self) -> Block:
         """Every entry, ``(keys, values)`` in memory (maintenance: backup, truncation,
