@@ -140,8 +140,9 @@ class Filler:
 
 
 def index_bytes(data: Path) -> int:
-    """Bytes of the offset and time index files under ``data``: the broker holds the same
-    entries in memory (``array``s, see storage/index/offset_time.py)."""
+    """Bytes of the offset and time index files under ``data`` (the broker keeps only a
+    summary of them in memory plus a bounded block cache, see storage/index/offset_time.py;
+    before issue 7 it held every entry)."""
     return sum(f.stat().st_size for pat in ("*/*.index", "*/*.timeindex") for f in data.glob(pat))
 
 

@@ -23,6 +23,10 @@ Per topic, its CreateTopics configs override the broker defaults (Kafka's names)
   every closed segment that lacks one and delete mirrors of removed or rewritten segments
   (``seglog.columnar``; read by ``seglog.spark.read_topic``).
 
+Each pass also closes the ``.log`` handles of segments nobody read for ``idle_handle_s``
+(``Log.gc``, default :data:`IDLE_HANDLE_S`; never the active segment; a read reopens
+them), so the broker holds a handle per recently read segment, not one per segment.
+
 Never the active segment. Removed segments go through ``--log-archive-command`` when
 set. The work runs on one daemon thread (``seglog-retention``), never on the event
 loop; it coordinates with appends through each log's locks, and with the loop through
@@ -44,6 +48,7 @@ from seglog.errors import SeglogError
 from seglog.storage import DataDir, Log, compact, trim_by_age, trim_by_size, trim_segments_below
 
 __all__ = [
+    "IDLE_HANDLE_S",
     "CommittedFloor",
     "RetentionPolicy",
     "RetentionTask",
@@ -56,6 +61,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DAY_MS = 24 * 3600 * 1000
+IDLE_HANDLE_S = 600.0
+"""Segment handles unused for this long are closed by the retention pass (seconds)."""
 
 CommittedFloor = Callable[[Sequence[str], str, int], int | None]
 """``(groups, topic, partition) -> lowest committed offset``, None when one of the groups
@@ -159,8 +166,11 @@ class RetentionTask:
         interval_ms: int,
         archive_command: str | None = None,
         committed: CommittedFloor | None = None,
+        idle_handle_s: float = IDLE_HANDLE_S,
     ) -> None:
         self.data_dir = data_dir
+        self.idle_handle_s = idle_handle_s
+        """Each pass closes segment handles unused for this long (``Log.gc``)."""
         self.committed = committed
         """Committed offsets for ``seglog.retention.consumed`` (None: never trims so)."""
         self.defaults = defaults
@@ -196,13 +206,14 @@ class RetentionTask:
             mirrored = _mirror_enabled(info.configs)
             retains = policy.compact or policy.retention_ms >= 0 or policy.retention_bytes >= 0
             groups = self._consumed_groups(name, info.configs)
-            if not retains and not mirrored and not groups:
-                continue
             for partition in range(info.partitions):
                 if self._stop.is_set():
                     return
                 try:
                     plog = self.data_dir.log(name, partition)
+                    plog.gc(self.idle_handle_s)
+                    if not retains and not mirrored and not groups:
+                        continue
                     removed = compacted = 0
                     if retains:
                         removed, compacted = apply_policy(

@@ -5,12 +5,12 @@ the copy or hard link of each file, the hidden partial directory renamed into pl
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import pathlib
 import shutil
 import uuid
-from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -100,17 +100,15 @@ class Plan:
 
 
 def _offset_index_bytes(index: OffsetIndex, limit: int) -> bytes:
-    tmp = OffsetIndex(index.path)
-    n = sum(1 for p in index.positions if p < limit)
-    tmp.offsets, tmp.positions = array("I", index.offsets[:n]), array("I", index.positions[:n])
-    return tmp.to_bytes()
+    offsets, positions = index.entries()
+    n = bisect.bisect_left(positions, limit)  # positions ascend: the entries below limit
+    return index.image(offsets[:n], positions[:n])
 
 
 def _time_index_bytes(index: TimeIndex, rel_limit: int) -> bytes:
-    tmp = TimeIndex(index.path)
-    n = sum(1 for o in index.offsets if o < rel_limit)
-    tmp.timestamps, tmp.offsets = array("q", index.timestamps[:n]), array("I", index.offsets[:n])
-    return tmp.to_bytes()
+    timestamps, offsets = index.entries()
+    n = bisect.bisect_left(offsets, rel_limit)  # offsets ascend (not strictly)
+    return index.image(timestamps[:n], offsets[:n])
 
 
 def small_files(directory: pathlib.Path, prefix: str) -> Iterator[BackupItem]:

@@ -98,6 +98,10 @@ def set_log_start(log: Log, offset: int) -> None:
 def _retire(log: Log, seg: Segment) -> None:
     # a reader reopening it by path (after an idle-handle GC) must not find the new file
     seg.path = seg.path.with_name(seg.path.name + ".retired")
+    # nor its index files (a cleaner swap put the new segment's there): its lookups find
+    # no file and search the segment from its start (correct; only late readers pay)
+    for index in (seg.index, seg.time_index):
+        index.path = index.path.with_name(index.path.name + ".retired")
     log.state.retired.append((time.monotonic(), seg))
 
 

@@ -83,7 +83,10 @@ def refresh(st: LogState) -> int:
             st.counters.opens += 1
             seg.scan(st.config.index_interval_bytes, verify_crc=True, max_bytes=1 << 31)
             segs = [*segs, seg]
+        old_tail = st.segments[-1] if st.segments else None
         st.segments = segs
+        if old_tail is not None and segs[-1] is not old_tail:
+            old_tail.seal_indexes()  # complete now: its indexes can live in their files
         end = segs[-1].next_offset if segs else 0
         old_end = st.log_end_offset
         st.log_end_offset = st.high_watermark = max(old_end, end)

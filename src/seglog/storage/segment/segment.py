@@ -190,16 +190,12 @@ class Segment:
         when they agree with the data their entries are kept, else
         ``indexes_match_files()`` turns False (files untouched here)."""
         file_size = os.fstat(self.fd).st_size
-        files = OffsetIndex(self.index.path), TimeIndex(self.time_index.path)
-        idata, tdata = files[0].read_file(), files[1].read_file()
-        ok = (
-            idata is not None
-            and tdata is not None
-            and files[0].load(idata, max(file_size, 1))
-            and files[1].load(tdata, _U32)
-        )
-        f_off, f_pos = files[0].offsets, files[0].positions
-        f_ts, f_toff = files[1].timestamps, files[1].offsets
+        idata, tdata = self.index.read_file(), self.time_index.read_file()
+        fidx = OffsetIndex.parse(idata, max(file_size, 1)) if idata is not None else None
+        ftix = TimeIndex.parse(tdata, _U32) if tdata is not None else None
+        ok = fidx is not None and ftix is not None
+        f_off, f_pos = fidx if fidx is not None else (array("I"), array("I"))
+        f_ts, f_toff = ftix if ftix is not None else (array("q"), array("I"))
         i = j = since = 0
         self.index.reset(array("I"), array("I"), write=False)
         self.time_index.reset(array("q"), array("I"), write=False)
@@ -233,9 +229,9 @@ class Segment:
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, write=False)
         ok = ok and i == len(f_pos) and j == len(f_toff)
         ok = ok and (f_ts[-1] if len(f_ts) else -1) == self.max_timestamp
-        if ok:
-            self.index.offsets, self.index.positions = f_off, f_pos
-            self.time_index.timestamps, self.time_index.offsets = f_ts, f_toff
+        if ok:  # the files are right: entries read from them on lookup
+            self.index.adopt_file(f_off, f_pos)
+            self.time_index.adopt_file(f_ts, f_toff)
         _fadvise(self.fd, os.POSIX_FADV_NORMAL)
         self._files_consistent = ok
         reason = "" if self.size == file_size else f"invalid bytes at position {self.size}"
@@ -248,23 +244,29 @@ class Segment:
         CRC. True if index and data agree; False leaves state undefined (rescan)."""
         file_size = os.fstat(self.fd).st_size
         idata, tdata = self.index.read_file(), self.time_index.read_file()
-        if idata is None or tdata is None or not self.index.load(idata, max(file_size, 1)):
+        fidx = OffsetIndex.parse(idata, max(file_size, 1)) if idata is not None else None
+        ftix = TimeIndex.parse(tdata, _U32) if tdata is not None else None
+        if fidx is None or ftix is None:
             return False
-        if not self.time_index.load(tdata, _U32):
-            return False
-        floor = len(self.index) - 1
-        if len(self.time_index):
-            floor = bisect.bisect_right(self.index.offsets, self.time_index.offsets[-1]) - 1
+        offs, positions = fidx
+        t_ts, t_offs = ftix
+        n_idx, n_tix = len(offs), len(t_ts)
+        last_ts = t_ts[-1] if n_tix else -1
+        floor = n_idx - 1
+        if n_tix:
+            floor = bisect.bisect_right(offs, t_offs[-1]) - 1
         if floor >= 0:
-            rel, pos = self.index.offsets[floor], self.index.positions[floor]
+            rel, pos = offs[floor], positions[floor]
         else:
             rel, pos = 0, 0
         next_entry = floor + 1
         if file_size == 0:
             self.size, self.next_offset = 0, self.base_offset
-            return not len(self.index) and not len(self.time_index)
-        self.max_timestamp = self.time_index.last_timestamp
-        self.offset_of_max_timestamp = self.time_index.offsets[-1] if len(self.time_index) else 0
+            self.index.adopt_file(offs, positions)
+            self.time_index.adopt_file(t_ts, t_offs)
+            return not n_idx and not n_tix
+        self.max_timestamp = last_ts
+        self.offset_of_max_timestamp = t_offs[-1] if n_tix else 0
         self.size, self.bytes_since_index = pos, 0
         first = True
         for p, base, size, mts, nxt in self.walk(
@@ -276,12 +278,12 @@ class Segment:
             if mts > self.max_timestamp:
                 self.max_timestamp = mts
                 self.offset_of_max_timestamp = base - self.base_offset
-            if next_entry < len(self.index) and p >= self.index.positions[next_entry]:
-                if p > self.index.positions[next_entry]:
+            if next_entry < n_idx and p >= positions[next_entry]:
+                if p > positions[next_entry]:
                     return False  # an entry pointing inside a batch
-                if self.index.offsets[next_entry] != base - self.base_offset:
+                if offs[next_entry] != base - self.base_offset:
                     return False
-                if self.max_timestamp > self.time_index.last_timestamp:
+                if self.max_timestamp > last_ts:
                     return False  # the time index entry written with this one is missing
                 next_entry += 1
                 self.bytes_since_index = 0
@@ -289,12 +291,17 @@ class Segment:
                 return False  # an index entry is missing here: rebuild
             self.bytes_since_index += size
             self.size, self.next_offset = p + size, nxt
-        if first or self.size != file_size or next_entry != len(self.index):
+        if first or self.size != file_size or next_entry != n_idx:
             return False
-        if self.max_timestamp > self.time_index.last_timestamp:
+        if self.max_timestamp > last_ts:
             return False  # the final time index entry (written at roll/close) is missing
         last_rel = self.next_offset - 1 - self.base_offset
-        return not len(self.time_index) or self.time_index.offsets[-1] <= last_rel
+        if n_tix and t_offs[-1] > last_rel:
+            return False
+        # the files agree with the data: only their summaries stay in memory
+        self.index.adopt_file(offs, positions)
+        self.time_index.adopt_file(t_ts, t_offs)
+        return True
 
     def extend(self, interval: int) -> int:
         """Read-only segments: take in whole valid batches another process appended after
@@ -308,10 +315,24 @@ class Segment:
             self.size = pos + size
         return self.size
 
+    def seal_indexes(self) -> bool:
+        """A read-only segment no longer at the tail: if its index files hold exactly the
+        entries in memory (plus the final time index entry the writer added at roll),
+        keep only their summaries (lookups read the files); True if sealed."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, write=False)
+        if not self.index.heap_entries() and not self.time_index.heap_entries():
+            return True
+        idata, tdata = self.index.read_file(), self.time_index.read_file()
+        if idata != self.index.to_bytes() or tdata != self.time_index.to_bytes():
+            return False
+        return self.index.load(idata or b"", max(self.size, 1)) and self.time_index.load(
+            tdata or b"", _U32
+        )
+
     def write_indexes(self) -> None:
         """Rewrite both index files from memory (after a rebuild)."""
-        self.index.reset(self.index.offsets, self.index.positions, write=True)
-        self.time_index.reset(self.time_index.timestamps, self.time_index.offsets, write=True)
+        self.index.reset(*self.index.entries(), write=True)
+        self.time_index.reset(*self.time_index.entries(), write=True)
 
     def indexes_match_files(self) -> bool:
         """After ``scan``: did the index files agree with the data?"""
@@ -370,8 +391,7 @@ class Segment:
     def find(self, offset: int, size: int) -> tuple[int, BatchHeader] | None:
         """``(position, header)`` of the first batch in ``[0, size)`` whose last offset is
         >= ``offset``; None if there is none. Raises StorageError on unparsable data."""
-        n = len(self.index.positions)
-        rel_entry, pos = _lookup(self.index, max(0, offset - self.base_offset), n)
+        rel_entry, pos = self.index.lookup(max(0, offset - self.base_offset))
         if pos >= size:
             pos = 0
         check_first = pos > 0
@@ -444,14 +464,6 @@ class Segment:
                 fd, self._fd = self._fd, -1
             if fd >= 0:
                 os.close(fd)
-
-
-def _lookup(index: OffsetIndex, rel: int, n: int) -> tuple[int, int]:
-    """Floor lookup over the first ``n`` entries only (a reader's consistent prefix)."""
-    i = bisect.bisect_right(index.offsets, rel, 0, n) - 1
-    if i < 0:
-        return 0, 0
-    return index.offsets[i], index.positions[i]
 
 
 def _fadvise(fd: int, advice: int) -> None:
