@@ -7,8 +7,11 @@ import pathlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
@@ -241,6 +244,64 @@ def test_router_partitions_as_kafka_with_its_hash_cache(monkeypatch: pytest.Monk
     got = [router.partition("t", _encode.Record(None, -1, k, b"v", [])) for k in keys]
     assert got == [(murmur2(k) & 0x7FFFFFFF) % 5 for k in keys]
     assert len(router._hashes) <= 7
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    keys=st.lists(st.one_of(st.none(), st.binary(max_size=6)), max_size=60),
+    count=st.integers(1, 7),
+    start=st.integers(0, 6),
+)
+def test_router_partitions_a_column_as_one_call_per_record(
+    keys: list[bytes | None], count: int, start: int
+) -> None:
+    """The column-wise router (murmur2 once per distinct key, nulls round robin in row
+    order) answers what one ``partition`` call per record answers, and keeps the turn."""
+    from seglog.spark import _encode  # noqa: PLC0415
+
+    by_column, by_record = _encode.Router(lambda t: count), _encode.Router(lambda t: count)
+    by_column._next["t"] = by_record._next["t"] = start
+    column = by_column.partitions("t", pa.array(keys, pa.binary())).tolist()
+    rows = [by_record.partition("t", _encode.Record(None, -1, k, b"v", [])) for k in keys]
+    assert column == rows
+    if count > 1:
+        assert by_column._next["t"] == by_record._next["t"]
+    for k, p in zip(keys, column, strict=True):
+        if k is not None:
+            assert p == (murmur2(k) & 0x7FFFFFFF) % count
+
+
+@settings(max_examples=100, deadline=None)
+@given(parts=st.lists(st.integers(0, 4), max_size=50))
+def test_split_by_partition_keeps_each_partitions_row_order(parts: list[int]) -> None:
+    from seglog.spark._encode import split_by_partition  # noqa: PLC0415
+
+    keys = [None if i % 3 == 0 else b"k%d" % i for i in range(len(parts))]
+    values = [b"v%d" % i for i in range(len(parts))]
+    got = {
+        p: list(zip(k, v, strict=True))
+        for p, k, v in split_by_partition(
+            pa.array(keys, pa.binary()), pa.array(values, pa.binary()), np.array(parts, np.int64)
+        )
+    }
+    want: dict[int, list[tuple[bytes | None, bytes]]] = {}
+    for p, k, v in zip(parts, keys, values, strict=True):
+        want.setdefault(p, []).append((k, v))
+    assert got == want
+
+
+def test_key_and_value_columns_as_string_or_binary_only() -> None:
+    from seglog.spark._encode import key_columns  # noqa: PLC0415
+
+    batch = pa.RecordBatch.from_pydict({"key": ["é", None], "value": [b"1", b"2"]})
+    keys, values = key_columns(batch)  # type: ignore[misc]
+    assert keys.to_pylist() == ["é".encode(), None]
+    assert values.to_pylist() == [b"1", b"2"]
+    only_values = key_columns(pa.RecordBatch.from_pydict({"value": ["x"]}))
+    assert only_values is not None
+    assert only_values[0].to_pylist() == [None]
+    with pytest.raises(TypeError, match="column value must be binary or string"):
+        key_columns(pa.RecordBatch.from_pydict({"value": [1, 2]}))
 
 
 def test_staged_batches_keep_headers_aligned_across_input_batches(tmp_path: Path) -> None:

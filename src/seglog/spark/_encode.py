@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from seglog.storage import encode_records, new_batch_builder
@@ -37,6 +38,7 @@ __all__ = [
     "build_batches",
     "key_columns",
     "records_of",
+    "split_by_partition",
 ]
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -129,50 +131,96 @@ class Router:
                 )
             return record.partition
         if record.key is not None:
-            hashed = self._hashes.get(record.key)
-            if hashed is None:
-                if len(self._hashes) >= _HASH_CACHE:
-                    self._hashes.clear()
-                hashed = self._hashes[record.key] = int(murmur2(record.key) & 0x7FFFFFFF)
-            return hashed % count
+            return self._hash(record.key) % count
         turn = self._next.get(topic)
         if turn is None:
             turn = random.randrange(count)
         self._next[topic] = turn + 1
         return turn % count
 
-    def partitions(self, topic: str, keys: list[bytes | None]) -> list[int]:
-        """``partition`` of a record with each key (no partition column): the same answers
-        as one call per record, in one loop."""
+    def _hash(self, key: bytes) -> int:
+        hashed = self._hashes.get(key)
+        if hashed is None:
+            if len(self._hashes) >= _HASH_CACHE:
+                self._hashes.clear()
+            hashed = self._hashes[key] = int(murmur2(key) & 0x7FFFFFFF)
+        return hashed
+
+    def partitions(self, topic: str, keys: pa.Array) -> npt.NDArray[np.int64]:
+        """``partition`` of a record with each key of a binary Arrow column (no partition
+        column): the same answers as one call per record, in order. murmur2 runs once per
+        distinct key of the column (``dictionary_encode``), null keys take their
+        round-robin turns in row order."""
         count = self.partition_count(topic)
-        hashes = self._hashes
-        out = []
-        for key in keys:
-            if key is None:
-                out.append(self.partition(topic, Record(None, -1, None, None, [])))
-                continue
-            hashed = hashes.get(key)
-            if hashed is None:
-                if len(hashes) >= _HASH_CACHE:
-                    hashes.clear()
-                hashed = hashes[key] = int(murmur2(key) & 0x7FFFFFFF)
-            out.append(hashed % count)
+        n = len(keys)
+        if count == 1:
+            return np.zeros(n, dtype=np.int64)
+        out = np.empty(n, dtype=np.int64)
+        nulls = keys.null_count
+        if nulls < n:
+            encoded = keys.dictionary_encode()
+            distinct = encoded.dictionary.to_pylist()
+            hashed = np.fromiter(map(self._hash, distinct), np.int64, len(distinct)) % count
+            out[:] = hashed[encoded.indices.fill_null(0).to_numpy()]
+        if nulls:
+            is_null = keys.is_null().to_numpy(zero_copy_only=False)
+            turn = self._next.get(topic)
+            if turn is None:
+                turn = random.randrange(count)
+            self._next[topic] = turn + nulls
+            out[is_null] = (turn + np.arange(nulls)) % count
         return out
 
 
-def key_columns(batch: pa.RecordBatch) -> tuple[list[bytes | None], list[bytes | None]] | None:
+def _binary_column(batch: pa.RecordBatch, name: str) -> pa.Array:
+    """Column ``name`` as a binary Arrow array (strings: their UTF-8 bytes, no copy);
+    TypeError on any other type, as Spark's Kafka sink."""
+    column = batch.column(name)
+    kind = column.type
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return column
+    if pa.types.is_string(kind):
+        return column.cast(pa.binary())
+    if pa.types.is_large_string(kind):
+        return column.cast(pa.large_binary())
+    if pa.types.is_null(kind):
+        return pa.nulls(len(column), pa.binary())
+    raise TypeError(f"column {name} must be binary or string, got {kind}")
+
+
+def key_columns(batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array] | None:
     """``(keys, values)`` of a batch with only ``key``/``value`` columns (the usual sink
-    input), for routing and encoding column-wise; None when it has ``topic``,
-    ``partition`` or ``headers`` columns (use ``records_of``). Raises as ``records_of``."""
+    input) as binary Arrow arrays (keys all null without a key column), for routing and
+    encoding column-wise; None when it has ``topic``, ``partition`` or ``headers`` columns
+    (use ``records_of``). Raises as ``records_of``."""
     names = batch.schema.names
     if {"topic", "partition", "headers"} & set(names):
         return None
     if "value" not in names:
         raise ValueError("the DataFrame written to seglog needs a value column (binary/string)")
-    values = _as_bytes(batch.column("value").to_pylist(), "value")
+    values = _binary_column(batch, "value")
     if "key" not in names:
-        return [None] * batch.num_rows, values
-    return _as_bytes(batch.column("key").to_pylist(), "key"), values
+        return pa.nulls(batch.num_rows, pa.binary()), values
+    return _binary_column(batch, "key"), values
+
+
+def split_by_partition(
+    keys: pa.Array, values: pa.Array, parts: npt.NDArray[np.int64]
+) -> Iterator[tuple[int, list[bytes | None], list[bytes | None]]]:
+    """``(partition, keys, values)`` per partition of ``parts`` (one per row), rows in their
+    order within each partition; the Python lists are made by Arrow (``to_pylist``)."""
+    if len(parts) == 0:
+        return
+    first = int(parts[0])
+    if (parts == first).all():
+        yield first, keys.to_pylist(), values.to_pylist()
+        return
+    order = np.argsort(parts, kind="stable")
+    ordered = parts[order]
+    bounds = np.flatnonzero(np.diff(ordered)) + 1
+    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)], strict=True):
+        index = pa.array(order[lo:hi])
+        yield int(ordered[lo]), keys.take(index).to_pylist(), values.take(index).to_pylist()
 
 
 @dataclass
@@ -205,17 +253,14 @@ def build_batches(pending: Pending, codec: int) -> Iterator[tuple[bytes, int]]:
     compressed: kafka-python's builder, batch by batch."""
     now = int(time.time() * 1000)
     n = len(pending)
-    headers = [*pending.headers, *([] for _ in range(n - len(pending.headers)))]
+    headers: list[list[Header]] | None = None
+    if pending.headers:  # one list per record (the ones after the last with headers: none)
+        headers = [*pending.headers, *([] for _ in range(n - len(pending.headers)))]
     if codec == 0 and n:
-        data = encode_records(
-            pending.values,
-            pending.keys,
-            np.full(n, now, dtype=np.int64),
-            headers if pending.headers else None,
-            BATCH_BYTES,
-        )
-        yield data, n
+        yield encode_records(pending.values, pending.keys, now, headers, BATCH_BYTES), n
         return
+    if headers is None:
+        headers = [[] for _ in range(n)]
     builder = None
     count = 0
     for key, value, record_headers in zip(pending.keys, pending.values, headers, strict=True):

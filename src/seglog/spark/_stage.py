@@ -49,6 +49,7 @@ from seglog.spark._encode import (
     build_batches,
     key_columns,
     records_of,
+    split_by_partition,
 )
 from seglog.storage import DataDir, atomic_write, fsync_dir
 
@@ -119,12 +120,12 @@ def stage(
         if columns is not None and default_topic:  # key/value only: route column-wise
             keys, values = columns
             parts = router.partitions(default_topic, keys)
-            for key, value, part in zip(keys, values, parts, strict=True):
+            for part, part_keys, part_values in split_by_partition(keys, values, parts):
                 pending = by_partition.get((default_topic, part))
                 if pending is None:
                     pending = by_partition[(default_topic, part)] = Pending()
-                pending.keys.append(key)
-                pending.values.append(value)
+                pending.keys.extend(part_keys)
+                pending.values.extend(part_values)
             continue
         for record in records_of(batch):
             topic = record.topic or default_topic
