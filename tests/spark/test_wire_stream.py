@@ -213,7 +213,7 @@ def test_raw_fetch_and_confluent_consumer_read_the_same_rows(
 
 
 def test_whole_batches_stop_at_a_partial_batch() -> None:
-    from seglog.spark._fetch import _whole_batches, raw_fetch_applies  # noqa: PLC0415
+    from seglog.spark._fetch import raw_fetch_applies, whole_batches  # noqa: PLC0415
 
     from ._data import record_batch  # noqa: PLC0415
 
@@ -223,13 +223,13 @@ def test_whole_batches_stop_at_a_partial_batch() -> None:
         batch[0:8] = base.to_bytes(8, "big")  # baseOffset is outside the CRC
         chunks.append(bytes(batch))
     data = b"".join(chunks)
-    batches, after = _whole_batches(data)
+    batches, after = whole_batches(data)
     assert [len(b) for b in batches] == [len(c) for c in chunks]
     assert after == 10
-    batches, after = _whole_batches(data[:-3])  # the second batch cut at the byte limit
+    batches, after = whole_batches(data[:-3])  # the second batch cut at the byte limit
     assert len(batches) == 1
     assert after == 5
-    assert _whole_batches(data[:10]) == ([], -1)
+    assert whole_batches(data[:10]) == ([], -1)
     assert raw_fetch_applies({"bootstrap.servers": "h:1"})
     assert raw_fetch_applies({"bootstrap.servers": "h:1", "security.protocol": "plaintext"})
     assert raw_fetch_applies({"bootstrap.servers": "h:1", "security.protocol": "SSL"})

@@ -29,6 +29,7 @@ import socket
 import ssl
 import struct
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,16 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from seglog.columnar import decode_batches
 
-__all__ = ["RAW_OPTIONS", "RawFetcher", "Security", "raw_fetch_applies", "read_raw_range"]
+__all__ = [
+    "RAW_OPTIONS",
+    "Connection",
+    "RawFetcher",
+    "Security",
+    "raw_fetch_applies",
+    "read_raw_range",
+    "split_host_port",
+    "whole_batches",
+]
 
 RAW_OPTIONS = frozenset(
     {
@@ -139,12 +149,13 @@ def _ssl_context(kafka: Mapping[str, str]) -> ssl.SSLContext:
     return ctx
 
 
-class _Connection:
+class Connection:
     def __init__(
         self, host: str, port: int, client_id: str, timeout_s: float, security: Security
     ) -> None:
         self.client_id = client_id
         self.correlation_id = 0
+        self._sent: deque[tuple[int, Any]] = deque()
         self.sock: socket.socket = socket.create_connection((host, port), timeout_s)
         try:
             if security.context is not None:
@@ -185,13 +196,27 @@ class _Connection:
             )
 
     def call(self, request: Any) -> Any:
+        """Send ``request`` and return its decoded response."""
+        self.send(request)
+        return self.receive()
+
+    def send(self, request: Any) -> int:
+        """Send ``request`` without waiting for its answer (``receive`` reads answers in
+        the order requests were sent, as Kafka answers on one connection); returns its
+        correlation id."""
         self.correlation_id += 1
         request.with_header(correlation_id=self.correlation_id, client_id=self.client_id)
         payload = bytes(request.encode(header=True))
         self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        self._sent.append((self.correlation_id, request))
+        return self.correlation_id
+
+    def receive(self) -> Any:
+        """The decoded answer to the oldest request sent and not yet answered."""
+        correlation_id, request = self._sent.popleft()
         size = struct.unpack(">i", self._exactly(4))[0]
         frame = self._exactly(size)
-        if struct.unpack_from(">i", frame, 0)[0] != self.correlation_id:
+        if struct.unpack_from(">i", frame, 0)[0] != correlation_id:
             raise ConnectionError("response to another request (correlation id mismatch)")
         response = request.header.get_response_class()
         flexible = response.flexible_version_q(request.API_VERSION)
@@ -211,7 +236,7 @@ class _Connection:
         self.sock.close()
 
 
-def _split_host_port(text: str) -> tuple[str, int]:
+def split_host_port(text: str) -> tuple[str, int]:
     host, _, port = text.strip().rpartition(":")
     return host.strip("[]") or "127.0.0.1", int(port or 9092)
 
@@ -229,7 +254,7 @@ class RawFetcher:
         client_id = kafka.get("client.id", "seglog-spark")
         security = Security(kafka)
         first = kafka["bootstrap.servers"].split(",")[0]
-        conn = _Connection(*_split_host_port(first), client_id, timeout_s, security)
+        conn = Connection(*split_host_port(first), client_id, timeout_s, security)
         try:
             req = MetadataRequest[8]
             meta = conn.call(
@@ -257,9 +282,9 @@ class RawFetcher:
             conn.close()
             raise
         address = brokers.get(leader)
-        if address is not None and address != _split_host_port(first):
+        if address is not None and address != split_host_port(first):
             conn.close()
-            conn = _Connection(address[0], address[1], client_id, timeout_s, security)
+            conn = Connection(address[0], address[1], client_id, timeout_s, security)
         self.conn = conn
 
     def fetch(self, offset: int, max_wait_ms: int = 500) -> tuple[bytes, int]:
@@ -300,7 +325,7 @@ class RawFetcher:
         self.conn.close()
 
 
-def _whole_batches(data: bytes) -> tuple[list[memoryview], int]:
+def whole_batches(data: bytes) -> tuple[list[memoryview], int]:
     """The complete record batches of ``data`` and the offset after the last of them
     (-1 when there is none)."""
     view = memoryview(data)
@@ -336,7 +361,7 @@ def read_raw_range(
         quiet_since = time.monotonic()
         while position < end:
             data, high = fetcher.fetch(position)
-            batches, after = _whole_batches(data)
+            batches, after = whole_batches(data)
             if not batches or after <= position:
                 waited = time.monotonic() - quiet_since
                 if high <= position or waited > timeout_s:

@@ -20,6 +20,8 @@ import pyarrow as pa
 from confluent_kafka import Producer
 
 from seglog.spark._encode import records_of
+from seglog.spark._fetch import raw_fetch_applies
+from seglog.spark._produce_raw import produce_raw
 from seglog.spark._security import ClientErrors
 
 __all__ = ["produce"]
@@ -31,7 +33,13 @@ FLUSH_TIMEOUT_S = 120.0
 def produce(batches: Iterator[pa.RecordBatch], config: dict[str, str], default_topic: str | None
             ) -> int:  # fmt: skip
     """Produce every row of ``batches``; returns the record count. Raises RuntimeError with
-    the first delivery error (after flushing), ValueError for a row without a topic."""
+    the first delivery error (after flushing), ValueError for a row without a topic.
+
+    Options the raw client knows (``_fetch.RAW_OPTIONS``: PLAINTEXT, SSL, SASL PLAIN and
+    SCRAM; no compression): record batches encoded column-wise and sent whole
+    (``_produce_raw``, raising ``kafka.errors`` classes); otherwise confluent-kafka."""
+    if raw_fetch_applies(config):
+        return produce_raw(batches, config, default_topic)
     failures = ClientErrors()
     where = f"seglog sink: broker {config.get('bootstrap.servers')}"
     producer = Producer(failures.settings(config, acks="all", partitioner="murmur2_random"))
