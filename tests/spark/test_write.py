@@ -347,3 +347,27 @@ def test_staged_batches_keep_headers_aligned_across_input_batches(tmp_path: Path
             (b"c", b"3", [("h", b"x")]),
             (b"d", b"4", []),
         ], codec
+
+
+def test_pending_extend_keeps_headers_aligned() -> None:
+    """Rows gathered across input batches (the raw wire sink) keep their own headers."""
+    from seglog.spark._encode import Pending, Record  # noqa: PLC0415
+
+    def rows(specs: list[tuple[bytes, list[tuple[str, bytes | None]]]]) -> Pending:
+        pending = Pending()
+        for value, headers in specs:
+            pending.add(Record(None, -1, None, value, headers))
+        return pending
+
+    gathered = rows([(b"a", [("h", b"1")]), (b"b", []), (b"c", [])])
+    gathered.extend(rows([(b"d", []), (b"e", [])]))
+    gathered.extend(rows([(b"f", []), (b"g", [("h", b"2")])]))
+    plain = Pending([None], [b"x"])
+    plain.extend(rows([(b"y", [("h", b"3")])]))
+    for pending, want in (
+        (gathered, {0: [("h", b"1")], 6: [("h", b"2")]}),
+        (plain, {1: [("h", b"3")]}),
+    ):
+        padded = [*pending.headers, *([] for _ in range(len(pending) - len(pending.headers)))]
+        assert len(padded) == len(pending)
+        assert {i: h for i, h in enumerate(padded) if h} == want

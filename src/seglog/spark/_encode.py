@@ -242,6 +242,14 @@ class Pending:
         if self.headers or record.headers:
             self.headers.append(record.headers)
 
+    def extend(self, other: Pending) -> None:
+        """Append ``other``'s records after these."""
+        if other.headers:  # pad ours to our records first: theirs align from there
+            self.headers.extend([] for _ in range(len(self.keys) - len(self.headers)))
+            self.headers.extend(other.headers)
+        self.keys.extend(other.keys)
+        self.values.extend(other.values)
+
     def __len__(self) -> int:
         return len(self.values)
 

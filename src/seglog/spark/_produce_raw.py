@@ -32,6 +32,7 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
 from seglog.spark._encode import (
+    BATCH_BYTES,
     Pending,
     Router,
     build_batches,
@@ -49,6 +50,9 @@ client's ``max.in.flight.requests.per.connection`` default)."""
 
 RETRIES = 5
 """Tries of a batch whose partition answers a retriable error (then the task fails)."""
+
+GATHER_BYTES = 4 * BATCH_BYTES
+"""Value bytes gathered for one partition before they are encoded and sent."""
 
 TIMEOUT_MS = 30_000
 """``timeout_ms`` of each Produce request (the Java client's ``request.timeout.ms``)."""
@@ -208,14 +212,33 @@ def produce_raw(
 
     router = Router(lambda topic: producer(topic).partitions)
     count = 0
+    # rows gathered per partition across input batches (Spark hands ~10 k rows at a
+    # time) until they fill whole record batches: fewer, fuller Produce requests
+    gathered: dict[tuple[str, int], tuple[Pending, int]] = {}
+
+    def send(topic: str, part: int, pending: Pending) -> int:
+        target = producer(topic)
+        sent = 0
+        for data, n in build_batches(pending, 0):
+            for one in whole_batches(data)[0]:
+                target.send(part, one)
+            sent += n
+        return sent
+
     try:
         for batch in batches:
-            for topic, part, pending in _grouped(batch, default_topic, router):
-                target = producer(topic)
-                for data, n in build_batches(pending, 0):
-                    for one in whole_batches(data)[0]:
-                        target.send(part, one)
-                    count += n
+            for topic, part, rows in _grouped(batch, default_topic, router):
+                size = sum(map(len, filter(None, rows.values)))
+                pending, held = gathered.pop((topic, part), (rows, 0))
+                if pending is not rows:
+                    pending.extend(rows)
+                size += held
+                if size >= GATHER_BYTES:
+                    count += send(topic, part, pending)
+                else:
+                    gathered[(topic, part)] = (pending, size)
+        for (topic, part), (pending, _) in gathered.items():
+            count += send(topic, part, pending)
         for target in producers.values():
             target.flush()
     finally:
