@@ -11,14 +11,19 @@ directory's writer lock:
    its staged files are dropped and nothing is appended.
 2. writes the *intent* ``{"batch": N+1, "done": false, "plan": [...]}``: per partition, the
    log end offset before appending, the record count and the staged files, in task order;
-3. appends each partition's staged batches (``Log.append``) and ``sync()``s the log;
-4. writes ``{"batch": N+1, "done": true}`` and deletes the staged files.
+3. appends each partition's staged files in plan order and ``sync()``s the log: a file of
+   at least ``ADOPT_MIN_BYTES`` is moved into the log as a segment (``Log.adopt``: its
+   offsets patched in place, no second write of its bytes), a smaller one is copied
+   (``Log.append``);
+4. writes ``{"batch": N+1, "done": true}`` and deletes the staged files left.
 
 A commit that finds an unfinished intent (the driver died in step 3) finishes *that* plan:
 per partition it skips the records already appended (log end offset - start, always whole
-record batches since an append is batch-aligned) and appends the rest from the staged files,
-which are kept until step 4. So every record of a committed micro-batch is appended once, as
-long as nothing else appends to those partitions between the crash and the replay.
+record batches since an append is batch-aligned; the plan keeps each file's record count,
+so the files already adopted, gone from the staging directory, are skipped whole) and
+appends the rest from the staged files, which are kept until step 4. So every record of a
+committed micro-batch is appended once, as long as nothing else appends to those
+partitions between the crash and the replay.
 ``commit.json`` is replaced atomically (write, fsync, rename, fsync directory).
 
 Batch (non-streaming) writes use the same staging under ``__spark_sink/job-<uuid>/`` without
@@ -167,7 +172,15 @@ def _skip_records(data: bytes, skip: int) -> bytes:
     return data[pos:]
 
 
+ADOPT_MIN_BYTES = 8 << 20
+"""A staged file at least this big (or half of segment.bytes, if smaller) is moved into
+the log as a segment (``Log.adopt``: no second write of its bytes); smaller ones are
+copied, so small micro-batches do not make a segment each."""
+
+
 def _append(data_dir: Any, directory: str, item: dict[str, Any]) -> None:
+    """Append the item's staged files not yet in the log (all, or after a crash the rest:
+    the log end offset says how many records made it, always whole staged batches)."""
     log = data_dir.log(item["topic"], item["partition"])
     done = log.log_end_offset - item["start"]
     if done >= item["records"]:
@@ -177,15 +190,33 @@ def _append(data_dir: Any, directory: str, item: dict[str, Any]) -> None:
             f"log {item['topic']}-{item['partition']} ends at {log.log_end_offset}, before the "
             f"offset {item['start']} this commit started appending at"
         )
-    data = b"".join(pathlib.Path(directory, name).read_bytes() for name in item["files"])
-    rest = _skip_records(data, done)
-    if rest:
-        log.append(rest)
-        log.sync()
+    counts = item.get("counts")
+    if counts is None:  # an intent written before per-file counts: one copy of the rest
+        data = b"".join(pathlib.Path(directory, name).read_bytes() for name in item["files"])
+        rest = _skip_records(data, done)
+        if rest:
+            log.append(rest)
+            log.sync()
+        return
+    adopt_min = min(ADOPT_MIN_BYTES, log.config.segment_bytes // 2)
+    first = 0  # records of the item before this file
+    for name, records in zip(item["files"], counts, strict=True):
+        if done < first + records:  # not (wholly) in the log yet: an adopted file is gone
+            path = pathlib.Path(directory, name)
+            skip = max(done - first, 0)
+            if skip == 0 and path.stat().st_size >= adopt_min:
+                log.adopt(path)
+            else:
+                rest = _skip_records(path.read_bytes(), skip)
+                if rest:
+                    log.append(rest)
+        first += records
+    log.sync()
 
 
 def _plan(data_dir: Any, files: list[StagedFile], partitions: int) -> list[dict[str, Any]]:
-    """Per partition, in first-staged order: start offset, record count and staged files."""
+    """Per partition, in first-staged order: start offset, record count, staged files and
+    each file's record count."""
     existing = data_dir.topics()
     for topic in sorted({f.topic for f in files} - set(existing)):
         data_dir.create_topic(topic, partitions)
@@ -195,10 +226,11 @@ def _plan(data_dir: Any, files: list[StagedFile], partitions: int) -> list[dict[
         if item is None:
             start = data_dir.log(f.topic, f.partition).log_end_offset
             item = {"topic": f.topic, "partition": f.partition, "start": start, "records": 0,
-                    "files": []}  # fmt: skip
+                    "files": [], "counts": []}  # fmt: skip
             plan[(f.topic, f.partition)] = item
         item["records"] += f.records
         item["files"].append(f.name)
+        item["counts"].append(f.records)
     return list(plan.values())
 
 
