@@ -29,7 +29,15 @@ from kafka.record.util import encode_varint
 from seglog.errors import RecordTooLargeError
 from seglog.storage.record.varint import I64, U8, encode_varints, scatter, varint_sizes
 
-__all__ = ["encode_records"]
+__all__ = ["encode_record_columns", "encode_records"]
+
+Buffer = bytes | bytearray | memoryview
+"""Anything exposing the buffer protocol (an Arrow buffer too: typed as this for mypy)."""
+
+
+def _nbytes(blob: Buffer) -> int:
+    return memoryview(blob).nbytes
+
 
 HeaderList = Sequence[tuple[str, bytes | None]]
 
@@ -72,8 +80,10 @@ def _lengths(items: Sequence[bytes | None]) -> list[int]:
         return [-1 if x is None else len(x) for x in items]
 
 
-def _same(lengths: list[int]) -> bool:
+def _same(lengths: list[int] | I64) -> bool:
     """Whether every length is the first one."""
+    if isinstance(lengths, np.ndarray):
+        return bool((lengths == lengths[0]).all())
     return lengths.count(lengths[0]) == len(lengths)
 
 
@@ -126,9 +136,51 @@ def encode_records(
         return b""
     vl = _lengths(values)
     kl = None if keys is None else _lengths(keys)
-    no_headers = headers is None or not any(headers)
     vblob = _join(values)
     kblob = b"" if keys is None else _join(keys)
+    out = _encode(n, vl, kl, vblob, kblob, timestamps, headers, max_batch_bytes)
+    if len(out) > 1:
+        return b"".join(out)
+    return out[0] if mutable or isinstance(out[0], bytes) else bytes(out[0])
+
+
+def encode_record_columns(  # noqa: PLR0917 (the columns)
+    value_lengths: I64,
+    values: Buffer,
+    key_lengths: I64 | None,
+    keys: Buffer,
+    timestamps: I64 | int,
+    max_batch_bytes: int,
+) -> list[bytes | bytearray]:
+    """``encode_records`` for columns already laid out as Arrow lays out a binary column:
+    ``value_lengths`` (int64, one per record, -1 for null) and ``values`` (every non-null
+    value's bytes, back to back, in record order; any buffer: bytes, memoryview, Arrow
+    buffer), the same for keys (``key_lengths=None``: every key null). No headers. Returns
+    the record batches one by one (no joined copy; write them with ``os.writev``).
+    Byte-identical to ``encode_records`` on the same records. Raises
+    RecordTooLargeError, ValueError if a buffer's size disagrees with its lengths."""
+    n = len(value_lengths)
+    if n == 0:
+        return []
+    for lengths, blob, name in ((value_lengths, values, "values"), (key_lengths, keys, "keys")):
+        want = 0 if lengths is None else int(np.maximum(lengths, 0).sum())
+        if memoryview(blob).nbytes != want:
+            raise ValueError(f"{name}: {memoryview(blob).nbytes} bytes for lengths summing {want}")
+    return _encode(n, value_lengths, key_lengths, values, keys, timestamps, None, max_batch_bytes)
+
+
+def _encode(  # noqa: PLR0917 (internal: the columns)
+    n: int,
+    vl: list[int] | I64,
+    kl: list[int] | I64 | None,
+    vblob: Buffer,
+    kblob: Buffer,
+    timestamps: I64 | int,
+    headers: Sequence[HeaderList] | None,
+    max_batch_bytes: int,
+) -> list[bytes | bytearray]:
+    """The record batches of ``n`` records given as lengths and joined bytes."""
+    no_headers = headers is None or not any(headers)
     if isinstance(timestamps, int):
         one_ts: int | None = timestamps
         ts = np.full(n, timestamps, dtype=np.int64)
@@ -139,14 +191,14 @@ def encode_records(
     # a few 2-D blocks of identical records (_encode_uniform); with one timestamp too (what
     # publish gets), the batch split is arithmetic (_encode_same)
     uniform = no_headers and _same(vl) and (kl is None or _same(kl))
-    if uniform and vl[0] >= 0 and ts.shape == (n,) and len(vblob) == n * vl[0]:
-        k0 = -1 if kl is None else kl[0]
+    if uniform and vl[0] >= 0 and ts.shape == (n,) and _nbytes(vblob) == n * vl[0]:
+        k0 = -1 if kl is None else int(kl[0])
         if one_ts is None and int(ts.min()) == int(ts.max()):
             one_ts = int(ts[0])
-        if one_ts is not None and len(kblob) == n * max(k0, 0):
-            fast = _encode_same(n, k0, kblob, vl[0], vblob, one_ts, max_batch_bytes)
+        if one_ts is not None and _nbytes(kblob) == n * max(k0, 0):
+            fast = _encode_same(n, k0, kblob, int(vl[0]), vblob, one_ts, max_batch_bytes)
             if fast is not None:
-                return fast if mutable or isinstance(fast, bytes) else bytes(fast)
+                return fast
     vlen = np.array(vl, dtype=np.int64)
     klen = np.full(n, -1, dtype=np.int64) if kl is None else np.array(kl, dtype=np.int64)
     if no_headers:
@@ -158,7 +210,7 @@ def encode_records(
         hlen = np.fromiter(map(len, hblobs), np.int64, n)
     fixed = 1 + varint_sizes(klen) + np.maximum(klen, 0) + varint_sizes(vlen)
     fixed += np.maximum(vlen, 0) + hlen  # attributes + key + value + headers
-    out: list[bytes] = []
+    out: list[bytes | bytearray] = []
     lo = 0
     while lo < n:
         # sizes of the records from lo on, as if all went into one batch starting at lo;
@@ -180,7 +232,7 @@ def encode_records(
         raise RecordTooLargeError(
             f"a message needs a {max(map(len, out))}-byte batch, over {max_batch_bytes} bytes"
         )
-    return out[0] if len(out) == 1 else b"".join(out)
+    return out
 
 
 def _record_sizes(fixed: I64, ts: I64, lo: int, hi: int) -> tuple[I64, I64, I64, I64, I64]:
@@ -202,8 +254,8 @@ def _encode_batch(  # noqa: PLR0917 (internal: the columns of one batch)
     hblobs: list[bytes] | None,
     sizes: tuple[I64, I64, I64, I64, I64],
     ends: I64,
-    kblob: bytes,
-    vblob: bytes,
+    kblob: Buffer,
+    vblob: Buffer,
     uniform: bool,
 ) -> bytes:
     body, body_size, tsd, ts_size, od_size = sizes
@@ -231,7 +283,7 @@ def _encode_batch(  # noqa: PLR0917 (internal: the columns of one batch)
 
 
 def _length_and_bytes(  # noqa: PLR0917 (internal: one column of one batch)
-    out: U8, p: I64, lens: I64, all_lens: I64, blob: bytes, lo: int
+    out: U8, p: I64, lens: I64, all_lens: I64, blob: Buffer, lo: int
 ) -> I64:
     """Write each record's keyLength/valueLength varint (``lens``: this batch's, -1 null)
     and its bytes (from ``blob``, which holds every record's from record 0: ``all_lens``)
@@ -284,8 +336,8 @@ def _encode_uniform(  # noqa: PLR0917 (internal)
     sizes: tuple[I64, I64, I64, I64, I64],
     klen: int,
     vlen: int,
-    kblob: bytes,
-    vblob: bytes,
+    kblob: Buffer,
+    vblob: Buffer,
 ) -> bool:
     """Encode records ``[lo, hi)`` whose keys all have length ``klen`` and values ``vlen``
     (-1: null), no headers, timestamp deltas of one varint size: records with the same
@@ -373,22 +425,22 @@ def _template(klen: int, vlen: int, fixed: int, groups: list[_Group], m: int) ->
 
 
 def _encode_same(  # noqa: PLR0917 (internal)
-    n: int, klen: int, kblob: bytes, vlen: int, vblob: bytes, ts: int, max_batch_bytes: int
-) -> bytearray | bytes | None:
+    n: int, klen: int, kblob: Buffer, vlen: int, vblob: Buffer, ts: int, max_batch_bytes: int
+) -> list[bytes | bytearray] | None:
     """Batches of ``n`` records whose keys all have length ``klen`` (-1: null), values
     ``vlen`` (>= 0), one timestamp ``ts`` and no headers: the records of one offset delta
     varint size have one layout, so the batch split is arithmetic and a batch is a cached
     template (``_template``) with the keys and values copied in, one strided copy each
     per varint size. Byte-identical to the general path; None when one record alone
-    exceeds ``max_batch_bytes`` (the general path raises RecordTooLargeError). One batch:
-    the bytearray it was built in."""
+    exceeds ``max_batch_bytes`` (the general path raises RecordTooLargeError). The batches
+    are the bytearrays they were built in."""
     kn = max(klen, 0)
     # record body: attributes, timestampDelta (0), key, value, headerCount (0)
     fixed = 2 + len(_varint_bytes(klen)) + kn + len(_varint_bytes(vlen)) + vlen + 1
     key_col = len(_varint_bytes(klen))  # from the offset delta's end
     keys = np.frombuffer(kblob, dtype=f"V{kn}") if kn else None
     values = np.frombuffer(vblob, dtype=f"V{vlen}") if vlen else None
-    out: list[bytearray] = []
+    out: list[bytes | bytearray] = []
     lo = 0
     while lo < n:
         room = max_batch_bytes - _HEADER_SIZE
@@ -425,4 +477,4 @@ def _encode_same(  # noqa: PLR0917 (internal)
         _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
         out.append(buf)
         lo += a
-    return out[0] if len(out) == 1 else b"".join(out)
+    return out
