@@ -32,11 +32,13 @@ the replay record: Spark runs a batch job's commit once.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import pathlib
 import shutil
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -52,9 +54,11 @@ from seglog.spark._encode import (
     Pending,
     Router,
     build_batches,
+    encode_columns,
     key_columns,
     records_of,
     split_by_partition,
+    split_columns,
 )
 from seglog.storage import DataDir, atomic_write, fsync_dir
 
@@ -108,6 +112,91 @@ def sink_dir(path: str, options: dict[str, str], topic: str | None, streaming: b
     return os.path.join(root, f"sink-{name}")
 
 
+STAGE_GATHER_BYTES = 4 << 20
+"""Key and value bytes gathered per partition before they are encoded and written to its
+staged file (so encoding and writing overlap Spark feeding the task, and a task holds at
+most this much per partition besides Spark's own batch)."""
+
+
+class _StagedWriter:
+    """The staged file of one partition. Key/value columns (uncompressed) are encoded and
+    written as they come (``add_columns``); other rows are gathered (``pending``) and
+    encoded when the file is finished or columns follow them, so rows keep their order."""
+
+    def __init__(self, directory: str, topic: str, partition: int, task: str, codec: int) -> None:
+        self.topic, self.partition, self.codec = topic, partition, codec
+        self.name = name = f"staged/{topic}-{partition}-{task}.batches"
+        self.fd = os.open(
+            os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644
+        )
+        self.records = 0
+        self.keys: list[pa.Array] = []
+        self.values: list[pa.Array] = []
+        self.gathered = 0
+        self._pending = Pending()
+
+    def add_columns(self, keys: pa.Array, values: pa.Array) -> None:
+        self._flush_pending()
+        self.keys.append(keys)
+        self.values.append(values)
+        self.gathered += keys.nbytes + values.nbytes
+        if self.gathered >= STAGE_GATHER_BYTES:
+            self._flush_columns()
+
+    @property
+    def pending(self) -> Pending:
+        """Where rows encoded at the end go (columns gathered before them are written)."""
+        self._flush_columns()
+        return self._pending
+
+    def _flush_columns(self) -> None:
+        if not self.values:
+            return
+        keys = self.keys[0] if len(self.keys) == 1 else pa.concat_arrays(self.keys)
+        values = self.values[0] if len(self.values) == 1 else pa.concat_arrays(self.values)
+        self.keys, self.values, self.gathered = [], [], 0
+        _write_all(self.fd, encode_columns(keys, values, int(time.time() * 1000)))
+        self.records += len(values)
+
+    def _flush_pending(self) -> None:
+        if len(self._pending):
+            for data, n in build_batches(self._pending, self.codec):
+                _write_all(self.fd, [data])
+                self.records += n
+            self._pending = Pending()
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def finish(self) -> StagedFile:
+        """Write what is left, fsync, close; the commit message's entry."""
+        try:
+            self._flush_columns()
+            self._flush_pending()
+            os.fsync(self.fd)
+        finally:
+            self.close()
+        return StagedFile(self.topic, self.partition, self.name, self.records)
+
+
+def _write_all(fd: int, buffers: list[bytes | bytearray]) -> None:
+    """``os.writev`` until every byte is written (it may write less than asked)."""
+    views = [memoryview(b) for b in buffers if len(b)]
+    while views:
+        written = os.writev(fd, views[:_IOV_MAX])
+        while views and written >= len(views[0]):
+            written -= len(views[0])
+            views.pop(0)
+        if written:
+            views[0] = views[0][written:]
+
+
+_IOV_MAX = 1024
+
+
 def stage(
     batches: Iterator[pa.RecordBatch],
     directory: str,
@@ -115,42 +204,52 @@ def stage(
     router: Router,
     compression: str,
 ) -> StagedFiles:
-    """Encode the task's rows and stage them (fsynced); returns the task's commit message."""
+    """Encode the task's rows and stage them (fsynced); returns the task's commit message.
+
+    Key/value-only rows, uncompressed, are encoded from Arrow's buffers per partition as
+    they come, every ``STAGE_GATHER_BYTES`` (``encode_columns``); other rows (topic,
+    partition or headers columns, or compression) are gathered per partition and encoded
+    at the end (``build_batches``)."""
     staged = pathlib.Path(directory, "staged")
     staged.mkdir(parents=True, exist_ok=True)
     task = uuid.uuid4().hex
-    by_partition: dict[tuple[str, int], Pending] = {}
-    for batch in batches:
-        columns = key_columns(batch) if default_topic else None
-        if columns is not None and default_topic:  # key/value only: route column-wise
-            keys, values = columns
-            parts = router.partitions(default_topic, keys)
-            for part, part_keys, part_values in split_by_partition(keys, values, parts):
-                pending = by_partition.get((default_topic, part))
-                if pending is None:
-                    pending = by_partition[(default_topic, part)] = Pending()
-                pending.keys.extend(part_keys)
-                pending.values.extend(part_values)
-            continue
-        for record in records_of(batch):
-            topic = record.topic or default_topic
-            if not topic:
-                raise ValueError("no topic: set option topic or give the DataFrame a topic column")
-            tp = (topic, router.partition(topic, record))
-            by_partition.setdefault(tp, Pending()).add(record)
-    files = []
-    for (topic, partition), records in sorted(by_partition.items(), key=lambda kv: kv[0]):
-        name = f"staged/{topic}-{partition}-{task}.batches"
-        fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            for data, _ in build_batches(records, CODECS[compression]):
-                view = memoryview(data)
-                while view:  # os.write may write less than asked
-                    view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        files.append(StagedFile(topic, partition, name, len(records)))
+    writers: dict[tuple[str, int], _StagedWriter] = {}
+    codec = CODECS[compression]
+
+    def writer(topic: str, partition: int) -> _StagedWriter:
+        w = writers.get((topic, partition))
+        if w is None:
+            w = writers[(topic, partition)] = _StagedWriter(
+                directory, topic, partition, task, codec
+            )
+        return w
+
+    try:
+        for batch in batches:
+            columns = key_columns(batch) if default_topic else None
+            if columns is not None and default_topic:  # key/value only: route column-wise
+                keys, values = columns
+                parts = router.partitions(default_topic, keys)
+                if codec == 0:
+                    for part, part_keys, part_values in split_columns(keys, values, parts):
+                        writer(default_topic, part).add_columns(part_keys, part_values)
+                    continue
+                for part, key_list, value_list in split_by_partition(keys, values, parts):
+                    writer(default_topic, part).pending.extend(Pending(key_list, value_list))
+                continue
+            for record in records_of(batch):
+                topic = record.topic or default_topic
+                if not topic:
+                    raise ValueError(
+                        "no topic: set option topic or give the DataFrame a topic column"
+                    )
+                writer(topic, router.partition(topic, record)).pending.add(record)
+        files = [writers[tp].finish() for tp in sorted(writers)]
+    except BaseException:
+        for w in writers.values():
+            with contextlib.suppress(OSError):
+                w.close()
+        raise
     if files:  # the new files' entries too: the driver's commit plan will name them
         fsync_dir(staged)
     return StagedFiles(tuple(files))
