@@ -14,6 +14,7 @@ CreateTime = now, baseOffset 0: the log assigns offsets on append).
 from __future__ import annotations
 
 import random
+import struct
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -306,6 +307,59 @@ class Pending:
 
     def __len__(self) -> int:
         return len(self.values)
+
+
+class Gathered:
+    """Rows bound for one partition, gathered in arrival order until the caller takes
+    them as record batches: key/value Arrow columns (encoded from Arrow's buffers when
+    uncompressed, ``encode_columns``) and records (``pending``, ``build_batches``)."""
+
+    def __init__(self, codec: int) -> None:
+        self.codec = codec
+        self.size = 0
+        """Key and value bytes gathered (callers adding records add theirs)."""
+        self._parts: list[Pending | list[tuple[pa.Array, pa.Array]]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._parts)
+
+    def add_columns(self, keys: pa.Array, values: pa.Array) -> None:
+        """Gather two binary columns' rows."""
+        self.size += keys.nbytes + values.nbytes
+        if self.codec != 0:  # kafka-python's builder takes Python objects
+            self.pending.extend(Pending(keys.to_pylist(), values.to_pylist()))
+            return
+        last = self._parts[-1] if self._parts else None
+        if not isinstance(last, list):
+            last = []
+            self._parts.append(last)
+        last.append((keys, values))
+
+    @property
+    def pending(self) -> Pending:
+        """Where records go (after the rows gathered before them)."""
+        last = self._parts[-1] if self._parts else None
+        if not isinstance(last, Pending):
+            last = Pending()
+            self._parts.append(last)
+        return last
+
+    def take(self) -> Iterator[tuple[bytes | bytearray, int]]:
+        """Everything gathered as (bytes of whole record batches, record count), in
+        order; the gathering starts again empty."""
+        parts, self._parts, self.size = self._parts, [], 0
+        for part in parts:
+            if isinstance(part, Pending):
+                yield from build_batches(part, self.codec)
+                continue
+            keys = part[0][0] if len(part) == 1 else pa.concat_arrays([k for k, _ in part])
+            values = part[0][1] if len(part) == 1 else pa.concat_arrays([v for _, v in part])
+            for batch in encode_columns(keys, values, int(time.time() * 1000)):
+                yield batch, _RECORD_COUNT.unpack_from(batch, 57)[0]
+
+
+_RECORD_COUNT = struct.Struct(">i")
+"""recordCount of a record batch v2, at byte 57."""
 
 
 def build_batches(pending: Pending, codec: int) -> Iterator[tuple[bytes, int]]:

@@ -38,7 +38,6 @@ import json
 import os
 import pathlib
 import shutil
-import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -51,13 +50,10 @@ from seglog.columnar import BATCH_HEADER
 from seglog.errors import DataDirLockedError
 from seglog.spark._encode import (
     CODECS,
-    Pending,
+    Gathered,
     Router,
-    build_batches,
-    encode_columns,
     key_columns,
     records_of,
-    split_by_partition,
     split_columns,
 )
 from seglog.storage import DataDir, atomic_write, fsync_dir
@@ -119,51 +115,27 @@ most this much per partition besides Spark's own batch)."""
 
 
 class _StagedWriter:
-    """The staged file of one partition. Key/value columns (uncompressed) are encoded and
-    written as they come (``add_columns``); other rows are gathered (``pending``) and
-    encoded when the file is finished or columns follow them, so rows keep their order."""
+    """The staged file of one partition: rows gathered (``Gathered``) and written every
+    ``STAGE_GATHER_BYTES`` of key/value columns, the rest when finished."""
 
     def __init__(self, directory: str, topic: str, partition: int, task: str, codec: int) -> None:
-        self.topic, self.partition, self.codec = topic, partition, codec
+        self.topic, self.partition = topic, partition
         self.name = name = f"staged/{topic}-{partition}-{task}.batches"
         self.fd = os.open(
             os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644
         )
         self.records = 0
-        self.keys: list[pa.Array] = []
-        self.values: list[pa.Array] = []
-        self.gathered = 0
-        self._pending = Pending()
+        self.rows = Gathered(codec)
 
     def add_columns(self, keys: pa.Array, values: pa.Array) -> None:
-        self._flush_pending()
-        self.keys.append(keys)
-        self.values.append(values)
-        self.gathered += keys.nbytes + values.nbytes
-        if self.gathered >= STAGE_GATHER_BYTES:
-            self._flush_columns()
+        self.rows.add_columns(keys, values)
+        if self.rows.size >= STAGE_GATHER_BYTES:
+            self._write()
 
-    @property
-    def pending(self) -> Pending:
-        """Where rows encoded at the end go (columns gathered before them are written)."""
-        self._flush_columns()
-        return self._pending
-
-    def _flush_columns(self) -> None:
-        if not self.values:
-            return
-        keys = self.keys[0] if len(self.keys) == 1 else pa.concat_arrays(self.keys)
-        values = self.values[0] if len(self.values) == 1 else pa.concat_arrays(self.values)
-        self.keys, self.values, self.gathered = [], [], 0
-        _write_all(self.fd, encode_columns(keys, values, int(time.time() * 1000)))
-        self.records += len(values)
-
-    def _flush_pending(self) -> None:
-        if len(self._pending):
-            for data, n in build_batches(self._pending, self.codec):
-                _write_all(self.fd, [data])
-                self.records += n
-            self._pending = Pending()
+    def _write(self) -> None:
+        batches = list(self.rows.take())
+        _write_all(self.fd, [data for data, _ in batches])
+        self.records += sum(n for _, n in batches)
 
     def close(self) -> None:
         """Close the file (idempotent)."""
@@ -174,8 +146,7 @@ class _StagedWriter:
     def finish(self) -> StagedFile:
         """Write what is left, fsync, close; the commit message's entry."""
         try:
-            self._flush_columns()
-            self._flush_pending()
+            self._write()
             os.fsync(self.fd)
         finally:
             self.close()
@@ -206,9 +177,9 @@ def stage(
 ) -> StagedFiles:
     """Encode the task's rows and stage them (fsynced); returns the task's commit message.
 
-    Key/value-only rows, uncompressed, are encoded from Arrow's buffers per partition as
-    they come, every ``STAGE_GATHER_BYTES`` (``encode_columns``); other rows (topic,
-    partition or headers columns, or compression) are gathered per partition and encoded
+    Key/value-only rows are encoded per partition as they come, every
+    ``STAGE_GATHER_BYTES`` (from Arrow's buffers when uncompressed, ``encode_columns``);
+    rows with topic, partition or headers columns are gathered per partition and encoded
     at the end (``build_batches``)."""
     staged = pathlib.Path(directory, "staged")
     staged.mkdir(parents=True, exist_ok=True)
@@ -230,12 +201,8 @@ def stage(
             if columns is not None and default_topic:  # key/value only: route column-wise
                 keys, values = columns
                 parts = router.partitions(default_topic, keys)
-                if codec == 0:
-                    for part, part_keys, part_values in split_columns(keys, values, parts):
-                        writer(default_topic, part).add_columns(part_keys, part_values)
-                    continue
-                for part, key_list, value_list in split_by_partition(keys, values, parts):
-                    writer(default_topic, part).pending.extend(Pending(key_list, value_list))
+                for part, part_keys, part_values in split_columns(keys, values, parts):
+                    writer(default_topic, part).add_columns(part_keys, part_values)
                 continue
             for record in records_of(batch):
                 topic = record.topic or default_topic
@@ -243,7 +210,7 @@ def stage(
                     raise ValueError(
                         "no topic: set option topic or give the DataFrame a topic column"
                     )
-                writer(topic, router.partition(topic, record)).pending.add(record)
+                writer(topic, router.partition(topic, record)).rows.pending.add(record)
         files = [writers[tp].finish() for tp in sorted(writers)]
     except BaseException:
         for w in writers.values():
