@@ -122,7 +122,8 @@ def spark_writes(
     try:
         # one untimed query first: the first streaming query of a session runs cold (plan
         # code generation, Python workers starting) and was 5-8x slower than the next
-        _stream_to(spark, parquet, rows, "seglog-noop-sink", work / "ck-warmup")
+        if repeat > 1:
+            _stream_to(spark, parquet, rows, "seglog-noop-sink", work / "ck-warmup")
         for rnd in range(repeat):
             run, label = work / f"sink-{rnd}", f"{rnd + 1}/{repeat}"
             sinks: list[tuple[Samples, str, Callable[[], float]]] = [
