@@ -7,9 +7,11 @@ Under glibc's defaults (a dynamic mmap threshold that settles at the largest blo
 and a trim threshold of twice that) the heap top then holds more free memory than the trim
 threshold after most responses, so glibc hands it back to the kernel and the next
 response faults it in again, zero-filled: ~480 page faults per 3 x 1 MiB allocated and
-freed. In a fresh broker that cost about as much CPU as the fetch itself (broker CPU per
-300 MB fetched, 1 MiB fetches: 0.45-0.52 s over TLS, 0.35-0.38 s plaintext; 0.20-0.29 s
-and 0.12-0.15 s with these settings).
+freed. Whether a broker falls into that depends on its heap's history: most fresh
+brokers serving fetches first did (~470 page faults per MB sent; broker CPU per 300 MB
+fetched in 1 MiB fetches 0.42-0.52 s over TLS and 0.33-0.39 s plaintext, against
+0.18-0.29 s and 0.08-0.15 s with these settings), a broker that took produce traffic first
+mostly did not (benchmarks/security_bench.py: ~0-2 faults per MB either way).
 
 :func:`tune_malloc` fixes both thresholds: blocks up to ``MMAP_THRESHOLD`` come from the
 heap, and up to ``TRIM_THRESHOLD`` of free heap stays mapped (the resident-memory cost,
