@@ -47,6 +47,7 @@ from seglog.broker._group_admin import handle_delete_groups, handle_offset_delet
 from seglog.broker._group_apis import GROUP_HANDLERS
 from seglog.broker._groups import GroupCoordinator
 from seglog.broker._listeners import Listener
+from seglog.broker._malloc import tune_malloc
 from seglog.broker._metadata import handle_find_coordinator, handle_metadata
 from seglog.broker._metrics import snapshot_from_loop
 from seglog.broker._nulls import reject_nulls
@@ -532,7 +533,9 @@ async def _serve(config: BrokerConfig) -> None:
 
 
 def run_broker(config: BrokerConfig) -> None:
-    """Run a broker until SIGINT or SIGTERM, then shut down cleanly and return."""
+    """Run a broker until SIGINT or SIGTERM, then shut down cleanly and return. Sets
+    glibc's malloc thresholds for the process first (``_malloc.tune_malloc``)."""
+    tune_malloc()
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         runner.run(_serve(config))
 
