@@ -208,26 +208,17 @@ def key_columns(batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array] | None:
 def split_by_partition(
     keys: pa.Array, values: pa.Array, parts: npt.NDArray[np.int64]
 ) -> Iterator[tuple[int, list[bytes | None], list[bytes | None]]]:
-    """``(partition, keys, values)`` per partition of ``parts`` (one per row), rows in their
-    order within each partition; the Python lists are made by Arrow (``to_pylist``)."""
-    if len(parts) == 0:
-        return
-    first = int(parts[0])
-    if (parts == first).all():
-        yield first, keys.to_pylist(), values.to_pylist()
-        return
-    order = np.argsort(parts, kind="stable")
-    ordered = parts[order]
-    bounds = np.flatnonzero(np.diff(ordered)) + 1
-    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)], strict=True):
-        index = pa.array(order[lo:hi])
-        yield int(ordered[lo]), keys.take(index).to_pylist(), values.take(index).to_pylist()
+    """``split_columns`` as Python lists (made by Arrow, ``to_pylist``), for the encoders
+    that take Python objects (kafka-python's compressed builder)."""
+    for part, part_keys, part_values in split_columns(keys, values, parts):
+        yield part, part_keys.to_pylist(), part_values.to_pylist()
 
 
 def split_columns(
     keys: pa.Array, values: pa.Array, parts: npt.NDArray[np.int64]
 ) -> Iterator[tuple[int, pa.Array, pa.Array]]:
-    """``split_by_partition`` keeping Arrow arrays (no Python objects per row): the input
+    """``(partition, keys, values)`` per partition of ``parts`` (one per row), rows in their
+    order within each partition, as Arrow arrays (no Python object per row): the input
     arrays themselves when every row goes to one partition."""
     if len(parts) == 0:
         return
