@@ -14,6 +14,7 @@ from seglog.errors import StorageError
 from seglog.storage.config import AppendInfo
 from seglog.storage.fileio import files
 from seglog.storage.record.batch import (
+    encoded_batches,
     patch_base_offset,
     patch_log_append_time,
     stamp_leader_epoch,
@@ -51,6 +52,7 @@ def append(
     *,
     caller_syncs: bool = False,
     take: bool = False,
+    trusted: bool = False,
 ) -> AppendInfo:
     """Append one or more record batches v2 exactly as received on the wire.
 
@@ -67,9 +69,15 @@ def append(
     thread is not asked for a round; the caller calls ``GroupCommit.sync`` next, which
     runs the fsync in the calling thread when no round is under way. ``take``: a
     bytearray ``records`` is the caller's to give (patched in place, not copied).
+    ``trusted``: ``records`` come from this process's encoder (``publish``,
+    ``publish_values``): their headers are read, not validated, and their CRCs not
+    checked again (``encoded_batches``); never for bytes from a client or a file.
     """
     st.check_writable()
-    batches = validate_for_append(records, st.config.max_message_bytes)
+    if trusted:
+        batches = encoded_batches(records)
+    else:
+        batches = validate_for_append(records, st.config.max_message_bytes)
     data = records if take and isinstance(records, bytearray) else bytearray(records)
     log_append = st.config.message_timestamp_type == "LogAppendTime"
     count = span = 0

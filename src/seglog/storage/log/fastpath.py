@@ -63,7 +63,9 @@ def publish_values(
 
 
 def publish_batches(log: Log, data: bytes | bytearray) -> int:
-    """Append encoded record batches (a bytearray is taken over: patched in place) and,
+    """Append record batches this process's encoder made (``encode_records``,
+    ``encode_messages``: trusted, their CRCs not checked again; a bytearray is taken
+    over: patched in place) and,
     under the default policy, wait until they are durable, running the fsync in this
     thread when no other round is under way (``GroupCommit.sync``); return the next
     offset. ``publish`` and ``publish_values``."""
@@ -71,7 +73,7 @@ def publish_batches(log: Log, data: bytes | bytearray) -> int:
     gc = st.group_commit
     if not st.config.fsync_before_ack or gc is None:
         return log.append(data).last_offset + 1  # through Log.append (MemoryLog's too)
-    end = append.append(st, data, caller_syncs=True, take=True).last_offset + 1
+    end = append.append(st, data, caller_syncs=True, take=True, trusted=True).last_offset + 1
     try:
         gc.sync(end)
     except BaseException:
