@@ -39,9 +39,10 @@ Copy = tuple[int, int, int, int, int]
 position of the first record's key in the batch, of its value, record width)."""
 Batch = tuple[int, int, int, tuple[Copy, ...]]
 """One batch of a plan: (first record, record count, batch bytes, its copies)."""
-Plan = tuple[bytes, tuple[Batch, ...]]
+Plan = tuple[bytes, tuple[Batch, ...], "np.dtype[np.void] | None", "np.dtype[np.void] | None"]
 """(template: a batch at least as large as the largest with keys, values and header
-zero, the batches)."""
+zero, the batches, the numpy dtypes of one key and one value: ``V<n>``, None when
+empty)."""
 
 _PLANS: dict[tuple[int, int, int, int], Plan | None] = {}
 """Plans by (record count, key length, value length, max batch bytes); None: one record
@@ -103,7 +104,9 @@ def _plan(n: int, klen: int, vlen: int, max_batch_bytes: int) -> Plan | None:
             return None
         batches.append((lo, a, max_batch_bytes - room, tuple(copies)))
         lo += a
-    return _template(klen, vlen, fixed, batches[0][1]), tuple(batches)
+    kdt = np.dtype(f"V{kn}") if kn else None
+    vdt = np.dtype(f"V{vlen}") if vlen else None
+    return _template(klen, vlen, fixed, batches[0][1]), tuple(batches), kdt, vdt
 
 
 def _template(klen: int, vlen: int, fixed: int, m: int) -> bytes:
@@ -162,19 +165,18 @@ def encode_same(  # noqa: PLR0917 (internal)
         _PLANS[key] = plan
     if plan is None:
         return None
-    template, batches = plan
+    template, batches, kdt, vdt = plan
     tview = memoryview(template)
-    kn = max(klen, 0)
-    keys = np.frombuffer(kblob, dtype=f"V{kn}") if kn else None
-    values = np.frombuffer(vblob, dtype=f"V{vlen}") if vlen else None
+    keys = None if kdt is None else np.frombuffer(kblob, dtype=kdt)
+    values = None if vdt is None else np.frombuffer(vblob, dtype=vdt)
     out: list[bytearray] = []
     for lo, count, total, copies in batches:
         buf = bytearray(template) if total == len(template) else bytearray(tview[:total])
         for a, b, kcol, vcol, width in copies:
             if keys is not None:
-                np.ndarray((b - a,), keys.dtype, buf, kcol, (width,))[:] = keys[lo + a : lo + b]
+                np.ndarray((b - a,), kdt, buf, kcol, (width,))[:] = keys[lo + a : lo + b]
             if values is not None:
-                np.ndarray((b - a,), values.dtype, buf, vcol, (width,))[:] = values[lo + a : lo + b]
+                np.ndarray((b - a,), vdt, buf, vcol, (width,))[:] = values[lo + a : lo + b]
         _HEADER.pack_into(buf, 0, 0, total - 12, 0, 2, 0, 0, count - 1, ts, ts, -1, -1, -1, count)
         _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
         out.append(buf)
