@@ -39,6 +39,7 @@ __all__ = [
 
 _logger = logging.getLogger("seglog.storage.log.log")
 _U32 = (1 << 32) - 1
+_TUPLE_NEW = tuple.__new__
 
 
 def now_ms() -> int:
@@ -73,10 +74,10 @@ def append(
     ``publish_values``): their headers are read, not validated, and their CRCs not
     checked again (``encoded_batches``); never for bytes from a client or a file.
     """
-    st.check_writable()
-    if trusted:
+    if trusted:  # checked again under the lock: no need to fail fast
         batches = encoded_batches(records)
     else:
+        st.check_writable()
         batches = validate_for_append(records, st.config.max_message_bytes)
     data = records if take and isinstance(records, bytearray) else bytearray(records)
     log_append = st.config.message_timestamp_type == "LogAppendTime"
@@ -86,7 +87,7 @@ def append(
         span += h.last_offset_delta + 1
     with st.lock:
         st.check_writable()
-        now = now_ms()
+        now = time.time_ns() // 1_000_000  # now_ms(), inline (a call per append)
         seg = st.segments[-1]
         rolled = seg.size > 0 and _must_roll(st, seg, len(data), span, now)
         if rolled:
@@ -137,7 +138,8 @@ def append(
     st.group_commit.appended(offset, sync_now=sync_now)
     if relaxed:
         fire(st, st.high_watermark)
-    return AppendInfo(base, offset - 1, now if log_append else -1, count, max_ts)
+    # tuple.__new__: the NamedTuple's __new__ is a Python-level call
+    return _TUPLE_NEW(AppendInfo, (base, offset - 1, now if log_append else -1, count, max_ts))
 
 
 def _must_roll(st: LogState, seg: Segment, nbytes: int, span: int, now: int) -> bool:

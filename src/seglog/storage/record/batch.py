@@ -117,6 +117,9 @@ class BatchHeader(NamedTuple):
         return self.base_offset + self.last_offset_delta + 1
 
 
+_TUPLE_NEW = tuple.__new__
+
+
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Unpack the 61-byte header at ``buf[pos:]`` (no checks). ``struct.error`` if short."""
     h = _HEADER.unpack_from(buf, pos)
@@ -298,15 +301,20 @@ def encoded_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, Batc
     encoder made them (``encode_records``, ``encode_messages``: the embedded publish
     path), read without checks: no structural test, no CRC-32C (the encoder computed it
     a moment ago). For trusted input only; bytes from a client or a file go through
-    ``validate_for_append``. Measured (one 118 KB batch): 6-7 us -> ~1 us a call."""
+    ``validate_for_append``. CorruptRecordError only if a batch length would not
+    advance or overruns ``buf`` (a bug, never data). Measured (one 118 KB batch): the
+    validation's 6-7 us -> ~1 us a call."""
     out: list[tuple[int, BatchHeader]] = []
     pos, end = 0, len(buf)
+    unpack = _HEADER.unpack_from
     while pos < end:
-        h = parse_header(buf, pos)
-        if h.size < HEADER_SIZE or pos + h.size > end:  # a bug, never data: no loop on it
-            raise CorruptRecordError(f"encoded batch at byte {pos}: size {h.size}")
-        out.append((pos, h))
-        pos += h.size
+        h = unpack(buf, pos)
+        size = h[1] + LOG_OVERHEAD
+        if size < HEADER_SIZE or pos + size > end:
+            raise CorruptRecordError(f"encoded batch at byte {pos}: size {size}")
+        # tuple.__new__: the NamedTuple's __new__ is a Python-level call
+        out.append((pos, _TUPLE_NEW(BatchHeader, (h[0], size, *h[2:]))))
+        pos += size
     return out
 
 
