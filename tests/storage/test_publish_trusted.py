@@ -10,12 +10,13 @@ import struct
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
 
 from seglog.errors import CorruptRecordError
-from seglog.storage import Message, encode_records, open_log
+from seglog.storage import Message, decode_columns, encode_records, open_log
 from seglog.storage.record.batch import (
     check_batch_crcs,
     encoded_batches,
@@ -126,3 +127,59 @@ def test_kill_9_after_publish_values_keeps_what_was_acknowledged(tmp_path):
             assert np.array_equal(cols.offsets, np.arange(log.log_end_offset))
             acked_end = log.log_end_offset
     assert acked_end >= 500 * (10 + 17 + 24 + 31)
+
+
+def test_reused_encode_buffers_never_leak_earlier_records(tmp_path):
+    """publish hands its batch buffer back to the encoder's pool (``give_back``) and the
+    next batch of the same shape is built in it: every stored batch is still exactly
+    what a fresh encode gives, whichever thread published it."""
+    shapes = [(1000, 8, 100), (1000, 8, 100), (999, 8, 100), (1000, 3, 100), (1000, 8, 100)]
+    rounds = [
+        (
+            [bytes([(r * 7 + i) % 256]) * vlen for i in range(n)],
+            [bytes([(r + i) % 256]) * klen for i in range(n)],
+        )
+        for r, (n, klen, vlen) in enumerate(shapes)
+    ]
+    with open_log(tmp_path / "p", create=True) as log:
+        for values, keys in rounds:
+            log.publish_values(values, keys, timestamp_ms=1_700_000_000_000)
+        for values, keys in rounds[:2]:  # Message objects: the same pool
+            log.publish(
+                [
+                    Message(timestamp=1_700_000_000_000, key=k, value=v)
+                    for k, v in zip(keys, values, strict=True)
+                ]
+            )
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(3)
+
+        def worker(values: list[bytes], keys: list[bytes]) -> None:
+            try:
+                barrier.wait()
+                for _ in range(20):
+                    log.publish_values(values, keys, timestamp_ms=1_700_000_000_000)
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=worker, args=rounds[i]) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        stored = [bytes(b) for b in log.batches(0)]
+    expected = [*rounds, *rounds[:2]]
+    for batch, (values, keys) in zip(stored, expected, strict=False):
+        fresh = bytearray(encode_records(values, keys, 1_700_000_000_000, None, 1 << 20))
+        fresh[:8] = batch[:8]  # base offset
+        fresh[12:16] = batch[12:16]  # partition leader epoch
+        assert batch == bytes(fresh)
+    check_batch_crcs(b"".join(stored))
+    by_first_value: dict[bytes, int] = {}
+    for batch in stored[len(expected) :]:
+        cols = decode_columns(batch)
+        values = cols.values()
+        assert (values, cols.keys()) in [(v, k) for v, k in rounds[:3]]
+        by_first_value[values[0]] = by_first_value.get(values[0], 0) + 1
+    assert sorted(by_first_value.values()) == [20, 20, 20]

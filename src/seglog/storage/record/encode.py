@@ -87,6 +87,7 @@ def encode_records(
     max_batch_bytes: int,
     *,
     mutable: Literal[False] = False,
+    reuse: bool = False,
 ) -> bytes: ...
 
 
@@ -99,6 +100,7 @@ def encode_records(
     max_batch_bytes: int,
     *,
     mutable: bool,
+    reuse: bool = False,
 ) -> bytes | bytearray: ...
 
 
@@ -110,6 +112,7 @@ def encode_records(
     max_batch_bytes: int,
     *,
     mutable: bool = False,
+    reuse: bool = False,
 ) -> bytes | bytearray:
     """Record batches v2 holding one record per value (offsets from 0 within each batch).
 
@@ -118,7 +121,9 @@ def encode_records(
     ``(name, value)`` per record or None for none. Records are split into batches of at
     most ``max_batch_bytes`` exactly as kafka-python's builder splits them (a batch always
     takes its first record). ``mutable``: the result may be a new bytearray (no final copy;
-    the publish path hands it to ``append``, which patches it in place). Raises
+    the publish path hands it to ``append``, which patches it in place). ``reuse`` (with
+    ``mutable``): the bytearray may be one lent by ``encode_same.give_back``'s pool, to be
+    handed back there once written (the publish path). Raises
     RecordTooLargeError if one record alone needs a bigger batch, TypeError on keys/values
     that are not bytes-like.
     """
@@ -145,7 +150,9 @@ def encode_records(
         if ts is not None and int(ts.min()) == int(ts.max()):
             one_ts = int(ts[0])
         if one_ts is not None and len(kblob) == n * max(k0, 0):
-            fast = encode_same(n, k0, kblob, vl[0], vblob, one_ts, max_batch_bytes)
+            fast = encode_same(
+                n, k0, kblob, vl[0], vblob, one_ts, max_batch_bytes, reuse=reuse and mutable
+            )
             if fast is not None:
                 return fast if mutable or isinstance(fast, bytes) else bytes(fast)
     if ts is None:

@@ -233,25 +233,33 @@ def new_batch_builder(batch_size: int, compression_type: int = 0) -> DefaultReco
 
 @overload
 def encode_messages(
-    messages: Sequence[Message], max_batch_bytes: int, *, mutable: Literal[False] = False
+    messages: Sequence[Message],
+    max_batch_bytes: int,
+    *,
+    mutable: Literal[False] = False,
+    reuse: bool = False,
 ) -> bytes: ...
 
 
 @overload
 def encode_messages(
-    messages: Sequence[Message], max_batch_bytes: int, *, mutable: bool
+    messages: Sequence[Message], max_batch_bytes: int, *, mutable: bool, reuse: bool = False
 ) -> bytes | bytearray: ...
 
 
 def encode_messages(
-    messages: Sequence[Message], max_batch_bytes: int, *, mutable: bool = False
+    messages: Sequence[Message],
+    max_batch_bytes: int,
+    *,
+    mutable: bool = False,
+    reuse: bool = False,
 ) -> bytes | bytearray:
     """Record batches v2 (uncompressed, offsets from 0 within each batch) holding
     ``messages``, split so each batch is at most ``max_batch_bytes``. Raises
     RecordTooLargeError if one message alone does not fit.
 
     Vectorised (``_encode.encode_records``); the bytes are identical to
-    ``encode_messages_reference`` (kafka-python's builder). ``mutable``: as
+    ``encode_messages_reference`` (kafka-python's builder). ``mutable``, ``reuse``: as
     ``encode_records``'s."""
     n = len(messages)
     if not n:
@@ -293,6 +301,7 @@ def encode_messages(
         None if no_headers else headers,
         max_batch_bytes,
         mutable=mutable,
+        reuse=reuse,
     )
 
 
