@@ -15,9 +15,8 @@ from seglog.storage.config import AppendInfo
 from seglog.storage.fileio import files
 from seglog.storage.record.batch import (
     encoded_batches,
-    patch_base_offset,
     patch_log_append_time,
-    stamp_leader_epoch,
+    place_batch,
     validate_for_append,
 )
 from seglog.storage.segment.segment import Placed, Segment, create_segment
@@ -96,8 +95,7 @@ def append(
         placed: list[Placed] = []
         max_ts = -1
         for pos, h in batches:
-            patch_base_offset(data, pos, offset)
-            stamp_leader_epoch(data, pos)
+            place_batch(data, pos, offset, h.size)  # baseOffset, partitionLeaderEpoch
             ts = h.max_timestamp
             if log_append:
                 patch_log_append_time(data, pos, h, now)

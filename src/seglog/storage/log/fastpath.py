@@ -59,7 +59,7 @@ def publish_values(
             raise ValueError(f"{len(ts)} timestamps for {n} values")
     if keys is not None and len(keys) != n:
         raise ValueError(f"{len(keys)} keys for {n} values")
-    cap = log.config.max_message_bytes
+    cap = log.state.config.max_message_bytes
     data = encode_records(values, keys, ts, None, cap, mutable=True, reuse=True)
     return publish_batches(log, data)
 

@@ -46,6 +46,7 @@ __all__ = [
     "parse_header",
     "patch_base_offset",
     "patch_log_append_time",
+    "place_batch",
     "scan_buffer",
     "stamp_leader_epoch",
     "validate_for_append",
@@ -323,6 +324,16 @@ def stamp_leader_epoch(buf: bytearray | memoryview, pos: int) -> None:
     a Kafka leader does on append (the field is not CRC'd: a fixed stored value lets the
     structural check catch any bit flip in it)."""
     _EPOCH.pack_into(buf, pos + 12, LEADER_EPOCH)
+
+
+_PLACE = struct.Struct(">qii")
+
+
+def place_batch(buf: bytearray | memoryview, pos: int, base_offset: int, size: int) -> None:
+    """``patch_base_offset`` and ``stamp_leader_epoch`` in one pack (baseOffset,
+    batchLength = ``size`` - 12 written again as it is, partitionLeaderEpoch) for the
+    batch of ``size`` bytes at ``buf[pos:]``: the append path's one call per batch."""
+    _PLACE.pack_into(buf, pos, base_offset, size - LOG_OVERHEAD, LEADER_EPOCH)
 
 
 def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
