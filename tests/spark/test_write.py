@@ -457,7 +457,7 @@ def test_encode_columns_equals_the_list_encoder(
     expected = encode_records(
         values.to_pylist(), keys.to_pylist(), 1_700_000_000_000, None, BATCH_BYTES
     )
-    assert b"".join(got) == expected
+    assert bytes(got) == expected
 
 
 def test_encode_columns_ignores_bytes_under_a_null_slot() -> None:
@@ -472,6 +472,6 @@ def test_encode_columns_ignores_bytes_under_a_null_slot() -> None:
     assert keys.to_pylist() == [b"aa", None, b"cc"]
     values = pa.array([b"1", b"2", b"3"])
     got = encode_columns(keys, values, 5)
-    assert b"".join(got) == encode_records(
+    assert bytes(got) == encode_records(
         [b"1", b"2", b"3"], [b"aa", None, b"cc"], 5, None, BATCH_BYTES
     )

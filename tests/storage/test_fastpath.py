@@ -397,8 +397,6 @@ def test_column_encoder_bytes_equal_the_list_encoder(
     got = encode_record_columns(
         lengths(values), joined(values), lengths(keys), joined(keys), 1_700_000_000_000, max_bytes
     )
-    assert b"".join(got) == expected
-    for batch in got:  # each item one whole batch
-        assert struct.unpack_from(">i", batch, 8)[0] == len(batch) - 12
+    assert bytes(got) == expected
     with pytest.raises(ValueError, match="values"):
         encode_record_columns(lengths(values), memoryview(b"x" * 10_000), None, b"", 0, max_bytes)

@@ -14,7 +14,6 @@ CreateTime = now, baseOffset 0: the log assigns offsets on append).
 from __future__ import annotations
 
 import random
-import struct
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -256,8 +255,8 @@ def _layout(column: pa.Array) -> tuple[npt.NDArray[np.int64] | None, memoryview]
     return out, blob
 
 
-def encode_columns(keys: pa.Array, values: pa.Array, timestamp_ms: int) -> list[bytes | bytearray]:
-    """Record batches (at most ``BATCH_BYTES`` each, one item per batch) of the rows of two
+def encode_columns(keys: pa.Array, values: pa.Array, timestamp_ms: int) -> bytes | bytearray:
+    """Record batches (at most ``BATCH_BYTES`` each, back to back) of the rows of two
     binary Arrow arrays, encoded from Arrow's buffers (``encode_record_columns``: no
     Python object per row; byte-identical to ``build_batches`` on the same rows)."""
     value_lengths, value_bytes = _layout(values)
@@ -345,12 +344,7 @@ class Gathered:
                 continue
             keys = part[0][0] if len(part) == 1 else pa.concat_arrays([k for k, _ in part])
             values = part[0][1] if len(part) == 1 else pa.concat_arrays([v for _, v in part])
-            for batch in encode_columns(keys, values, int(time.time() * 1000)):
-                yield batch, _RECORD_COUNT.unpack_from(batch, 57)[0]
-
-
-_RECORD_COUNT = struct.Struct(">i")
-"""recordCount of a record batch v2, at byte 57."""
+            yield encode_columns(keys, values, int(time.time() * 1000)), len(values)
 
 
 def build_batches(pending: Pending, codec: int) -> Iterator[tuple[bytes, int]]:

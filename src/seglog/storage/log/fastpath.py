@@ -23,6 +23,7 @@ from seglog.storage.record.columns import (
     empty_columns,
 )
 from seglog.storage.record.encode import encode_records
+from seglog.storage.record.encode_same import give_back
 from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST
 
 if TYPE_CHECKING:
@@ -58,20 +59,26 @@ def publish_values(
             raise ValueError(f"{len(ts)} timestamps for {n} values")
     if keys is not None and len(keys) != n:
         raise ValueError(f"{len(keys)} keys for {n} values")
-    data = encode_records(values, keys, ts, None, log.config.max_message_bytes, mutable=True)
+    cap = log.state.config.max_message_bytes
+    data = encode_records(values, keys, ts, None, cap, mutable=True, reuse=True)
     return publish_batches(log, data)
 
 
 def publish_batches(log: Log, data: bytes | bytearray) -> int:
-    """Append encoded record batches (a bytearray is taken over: patched in place) and,
+    """Append record batches this process's encoder made (``encode_records``,
+    ``encode_messages``: trusted, their CRCs not checked again; a bytearray is taken
+    over: patched in place, then handed back to the encoder's pool, ``give_back``) and,
     under the default policy, wait until they are durable, running the fsync in this
     thread when no other round is under way (``GroupCommit.sync``); return the next
     offset. ``publish`` and ``publish_values``."""
     st = log.state
     gc = st.group_commit
-    if not st.config.fsync_before_ack or gc is None:
-        return log.append(data).last_offset + 1  # through Log.append (MemoryLog's too)
-    end = append.append(st, data, caller_syncs=True, take=True).last_offset + 1
+    try:
+        if not st.config.fsync_before_ack or gc is None:
+            return log.append(data).last_offset + 1  # through Log.append (MemoryLog's too)
+        end = append.append(st, data, caller_syncs=True, take=True, trusted=True).last_offset + 1
+    finally:
+        give_back(data)  # written (or refused): nothing refers to it any more
     try:
         gc.sync(end)
     except BaseException:

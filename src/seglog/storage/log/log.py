@@ -16,6 +16,7 @@ from its asyncio loop thread), any number of concurrent readers (``read``, ``bat
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -100,9 +101,11 @@ class Log(LogAPI):
             st.group_commit = GroupCommit(
                 directory.name,
                 st.log_end_offset,
-                point=lambda: append.sync_point(st),
-                on_durable=lambda durable: append.on_durable(st, durable),
-                on_error=lambda exc: append.on_sync_error(st, exc),
+                # partial (C) rather than lambdas: one Python frame less per hook, two
+                # hooks per fsync round
+                point=functools.partial(append.sync_point, st),
+                on_durable=functools.partial(append.on_durable, st),
+                on_error=functools.partial(append.on_sync_error, st),
                 interval_ms=config.flush_ms,
             )
 

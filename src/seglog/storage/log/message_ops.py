@@ -26,7 +26,7 @@ def publish(log: Log, messages: Sequence[Message]) -> int:
     if not messages:
         log.state.check_writable()
         return log.log_end_offset
-    data = encode_messages(messages, log.config.max_message_bytes, mutable=True)
+    data = encode_messages(messages, log.config.max_message_bytes, mutable=True, reuse=True)
     return fastpath.publish_batches(log, data)
 
 

@@ -62,7 +62,11 @@ class GroupCommit:
         self._on_durable = on_durable
         self._on_error = on_error
         self._interval = None if interval_ms is None else interval_ms / 1000.0
-        self._cond = threading.Condition()
+        # ``with self._lock`` (C) rather than ``with self._cond`` (two Python-level calls):
+        # the same lock, so notify/wait still work while holding it; a lone publisher
+        # takes it four times per call
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._durable = durable
         self._requested = durable
         self._appended = durable
@@ -92,7 +96,7 @@ class GroupCommit:
 
     def appended(self, end: int, *, sync_now: bool) -> None:
         """Note that the log now ends at ``end``; ask for an fsync if ``sync_now``."""
-        with self._cond:
+        with self._lock:
             self._appended = max(self._appended, end)
             if sync_now and end > self._requested:
                 self._requested = end
@@ -105,7 +109,7 @@ class GroupCommit:
         # disconnect) cannot cancel it: set_result() on a cancelled future would raise and
         # kill the fsync thread.
         fut.set_running_or_notify_cancel()
-        with self._cond:
+        with self._lock:
             if self.error is not None or (self._closing and offset > self._durable):
                 fut.set_exception(LogClosedError(f"log offline or closed: {self.error}"))
             elif offset <= self._durable:
@@ -122,7 +126,7 @@ class GroupCommit:
         rolled segments and directory changes made before the call)."""
         fut: Future[int] = Future()
         fut.set_running_or_notify_cancel()  # see wait_for
-        with self._cond:
+        with self._lock:
             if self.error is not None or self._closing:
                 fut.set_exception(LogClosedError(f"log offline or closed: {self.error}"))
             else:
@@ -138,7 +142,7 @@ class GroupCommit:
         thread runs for every waiter at once (group commit). For blocking callers only
         (``Log.sync``, ``publish``): an event loop uses ``wait_for``. LogClosedError as
         ``wait_for``'s future."""
-        with self._cond:
+        with self._lock:
             if self.error is not None or (self._closing and offset > self._durable):
                 raise LogClosedError(f"log offline or closed: {self.error}")
             if offset <= self._durable:
@@ -158,7 +162,7 @@ class GroupCommit:
 
     def close(self) -> None:
         """Make everything appended durable, then stop the thread (idempotent)."""
-        with self._cond:
+        with self._lock:
             self._closing = True
             self._cond.notify()
             leader = self._busy and self._leader == threading.get_ident()
@@ -172,7 +176,7 @@ class GroupCommit:
 
     def _run(self) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 deadline = None if self._interval is None else time.monotonic() + self._interval
                 while True:
                     if self.error is not None:  # a caller's round failed: waiters failed
@@ -211,7 +215,7 @@ class GroupCommit:
             run()
         except Exception as e:
             _logger.error("fsync failed, log taken offline: %s", e)
-            with self._cond:
+            with self._lock:
                 self.error = e
                 self._fail_waiters(LogClosedError(f"log offline after fsync error: {e}"))
                 self._busy = False
@@ -221,7 +225,7 @@ class GroupCommit:
             self._on_error(e)
             return e
         except BaseException:
-            with self._cond:
+            with self._lock:
                 self._rounds[:0] = rounds
                 self._requested = max(self._requested, self._appended)
                 self._busy = False
@@ -230,7 +234,7 @@ class GroupCommit:
         took = time.perf_counter() - started
         ready: list[Future[int]] = []
         try:
-            with self._cond:
+            with self._lock:
                 self.fsync_count += 1
                 covered = max(end - self._durable, 0)
                 self._durable = max(self._durable, end)
@@ -255,7 +259,7 @@ class GroupCommit:
                 except Exception:
                     _logger.exception("on_round observer failed")
         finally:
-            with self._cond:
+            with self._lock:
                 self._busy = False
                 # wake the fsync thread only when it has something to do: waking it for
                 # nothing costs the lone writer a GIL hand-off per round

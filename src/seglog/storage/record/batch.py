@@ -42,9 +42,11 @@ __all__ = [
     "check_batch_crcs",
     "check_stored_batch",
     "crc_mismatch",
+    "encoded_batches",
     "parse_header",
     "patch_base_offset",
     "patch_log_append_time",
+    "place_batch",
     "scan_buffer",
     "stamp_leader_epoch",
     "validate_for_append",
@@ -114,6 +116,9 @@ class BatchHeader(NamedTuple):
     def next_offset(self) -> int:
         """Offset after the batch."""
         return self.base_offset + self.last_offset_delta + 1
+
+
+_TUPLE_NEW = tuple.__new__
 
 
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
@@ -292,11 +297,43 @@ def validate_for_append(
     return out
 
 
+def encoded_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, BatchHeader]]:
+    """``[(position, header)]`` of the record batches in ``buf`` as this process's own
+    encoder made them (``encode_records``, ``encode_messages``: the embedded publish
+    path), read without checks: no structural test, no CRC-32C (the encoder computed it
+    a moment ago). For trusted input only; bytes from a client or a file go through
+    ``validate_for_append``. CorruptRecordError only if a batch length would not
+    advance or overruns ``buf`` (a bug, never data). Measured (one 118 KB batch): the
+    validation's 6-7 us -> ~1 us a call."""
+    out: list[tuple[int, BatchHeader]] = []
+    pos, end = 0, len(buf)
+    unpack = _HEADER.unpack_from
+    while pos < end:
+        h = unpack(buf, pos)
+        size = h[1] + LOG_OVERHEAD
+        if size < HEADER_SIZE or pos + size > end:
+            raise CorruptRecordError(f"encoded batch at byte {pos}: size {size}")
+        # tuple.__new__: the NamedTuple's __new__ is a Python-level call
+        out.append((pos, _TUPLE_NEW(BatchHeader, (h[0], size, *h[2:]))))
+        pos += size
+    return out
+
+
 def stamp_leader_epoch(buf: bytearray | memoryview, pos: int) -> None:
     """Set partitionLeaderEpoch of the batch at ``buf[pos:]`` to :data:`LEADER_EPOCH`, as
     a Kafka leader does on append (the field is not CRC'd: a fixed stored value lets the
     structural check catch any bit flip in it)."""
     _EPOCH.pack_into(buf, pos + 12, LEADER_EPOCH)
+
+
+_PLACE = struct.Struct(">qii")
+
+
+def place_batch(buf: bytearray | memoryview, pos: int, base_offset: int, size: int) -> None:
+    """``patch_base_offset`` and ``stamp_leader_epoch`` in one pack (baseOffset,
+    batchLength = ``size`` - 12 written again as it is, partitionLeaderEpoch) for the
+    batch of ``size`` bytes at ``buf[pos:]``: the append path's one call per batch."""
+    _PLACE.pack_into(buf, pos, base_offset, size - LOG_OVERHEAD, LEADER_EPOCH)
 
 
 def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:

@@ -27,17 +27,13 @@ import numpy as np
 from kafka.record.util import encode_varint
 
 from seglog.errors import RecordTooLargeError
+from seglog.storage.record.encode_same import OD_LIMITS, encode_same, varint_bytes, varint_columns
 from seglog.storage.record.varint import I64, U8, encode_varints, scatter, varint_sizes
 
 __all__ = ["encode_record_columns", "encode_records"]
 
 Buffer = bytes | bytearray | memoryview
-"""Anything exposing the buffer protocol (an Arrow buffer too: typed as this for mypy)."""
-
-
-def _nbytes(blob: Buffer) -> int:
-    return memoryview(blob).nbytes
-
+"""Anything exposing the buffer protocol."""
 
 HeaderList = Sequence[tuple[str, bytes | None]]
 
@@ -80,10 +76,8 @@ def _lengths(items: Sequence[bytes | None]) -> list[int]:
         return [-1 if x is None else len(x) for x in items]
 
 
-def _same(lengths: list[int] | I64) -> bool:
+def _same(lengths: list[int]) -> bool:
     """Whether every length is the first one."""
-    if isinstance(lengths, np.ndarray):
-        return bool((lengths == lengths[0]).all())
     return lengths.count(lengths[0]) == len(lengths)
 
 
@@ -96,6 +90,7 @@ def encode_records(
     max_batch_bytes: int,
     *,
     mutable: Literal[False] = False,
+    reuse: bool = False,
 ) -> bytes: ...
 
 
@@ -108,6 +103,7 @@ def encode_records(
     max_batch_bytes: int,
     *,
     mutable: bool,
+    reuse: bool = False,
 ) -> bytes | bytearray: ...
 
 
@@ -119,6 +115,7 @@ def encode_records(
     max_batch_bytes: int,
     *,
     mutable: bool = False,
+    reuse: bool = False,
 ) -> bytes | bytearray:
     """Record batches v2 holding one record per value (offsets from 0 within each batch).
 
@@ -127,21 +124,33 @@ def encode_records(
     ``(name, value)`` per record or None for none. Records are split into batches of at
     most ``max_batch_bytes`` exactly as kafka-python's builder splits them (a batch always
     takes its first record). ``mutable``: the result may be a new bytearray (no final copy;
-    the publish path hands it to ``append``, which patches it in place). Raises
+    the publish path hands it to ``append``, which patches it in place). ``reuse`` (with
+    ``mutable``): the bytearray may be one lent by ``encode_same.give_back``'s pool, to be
+    handed back there once written (the publish path). Raises
     RecordTooLargeError if one record alone needs a bigger batch, TypeError on keys/values
     that are not bytes-like.
     """
     n = len(values)
     if n == 0:
         return b""
-    vl = _lengths(values)
-    kl = None if keys is None else _lengths(keys)
-    vblob = _join(values)
-    kblob = b"" if keys is None else _join(keys)
-    out = _encode(n, vl, kl, vblob, kblob, timestamps, headers, max_batch_bytes)
-    if len(out) > 1:
-        return b"".join(out)
-    return out[0] if mutable or isinstance(out[0], bytes) else bytes(out[0])
+    # the helpers' fast paths inline (_lengths, _join, _same): a publish runs this once
+    # per call, each Python call saved counts after an fdatasync has left the caches cold
+    try:
+        vl = list(map(len, values))  # type: ignore[arg-type]
+        vblob = b"".join(values)  # type: ignore[arg-type]
+    except TypeError:  # some None
+        vl, vblob = _lengths(values), _join(values)
+    kl: list[int] | None = None
+    kblob = b""
+    if keys is not None:
+        try:
+            kl = list(map(len, keys))  # type: ignore[arg-type]
+            kblob = b"".join(keys)  # type: ignore[arg-type]
+        except TypeError:
+            kl, kblob = _lengths(keys), _join(keys)
+    return _encode_lists(
+        n, vl, kl, vblob, kblob, timestamps, headers, max_batch_bytes, mutable=mutable, reuse=reuse
+    )
 
 
 def encode_record_columns(  # noqa: PLR0917 (the columns)
@@ -151,54 +160,67 @@ def encode_record_columns(  # noqa: PLR0917 (the columns)
     keys: Buffer,
     timestamps: I64 | int,
     max_batch_bytes: int,
-) -> list[bytes | bytearray]:
+) -> bytes | bytearray:
     """``encode_records`` for columns already laid out as Arrow lays out a binary column:
     ``value_lengths`` (int64, one per record, -1 for null) and ``values`` (every non-null
-    value's bytes, back to back, in record order; any buffer: bytes, memoryview, Arrow
-    buffer), the same for keys (``key_lengths=None``: every key null). No headers. Returns
-    the record batches one by one (no joined copy; write them with ``os.writev``).
-    Byte-identical to ``encode_records`` on the same records. Raises
+    value's bytes back to back, in record order; any buffer: bytes, memoryview, an Arrow
+    buffer's memoryview), the same for keys (``key_lengths=None``: every key null). No
+    headers. Returns the record batches (byte-identical to ``encode_records`` on the same
+    records) without joining or measuring any Python object per record. Raises
     RecordTooLargeError, ValueError if a buffer's size disagrees with its lengths."""
     n = len(value_lengths)
     if n == 0:
-        return []
+        return b""
     for lengths, blob, name in ((value_lengths, values, "values"), (key_lengths, keys, "keys")):
         want = 0 if lengths is None else int(np.maximum(lengths, 0).sum())
         if memoryview(blob).nbytes != want:
             raise ValueError(f"{name}: {memoryview(blob).nbytes} bytes for lengths summing {want}")
-    return _encode(n, value_lengths, key_lengths, values, keys, timestamps, None, max_batch_bytes)
+    vblob = memoryview(values).cast("B")
+    kblob = memoryview(keys).cast("B")
+    kl = None if key_lengths is None else key_lengths.tolist()
+    return _encode_lists(n, value_lengths.tolist(), kl, vblob, kblob, timestamps, None,  # type: ignore[arg-type]
+                         max_batch_bytes, mutable=True, reuse=False)  # fmt: skip
 
 
-def _encode(  # noqa: PLR0917 (internal: the columns)
+def _encode_lists(  # noqa: PLR0917 (internal: the columns)
     n: int,
-    vl: list[int] | I64,
-    kl: list[int] | I64 | None,
-    vblob: Buffer,
-    kblob: Buffer,
+    vl: list[int],
+    kl: list[int] | None,
+    vblob: bytes,
+    kblob: bytes,
     timestamps: I64 | int,
     headers: Sequence[HeaderList] | None,
     max_batch_bytes: int,
-) -> list[bytes | bytearray]:
-    """The record batches of ``n`` records given as lengths and joined bytes."""
+    *,
+    mutable: bool,
+    reuse: bool,
+) -> bytes | bytearray:
+    """The batches of ``n`` records given as lengths (-1: null) and joined bytes."""
     no_headers = headers is None or not any(headers)
+    ts: I64 | None = None
+    one_ts: int | None = None
     if isinstance(timestamps, int):
-        one_ts: int | None = timestamps
-        ts = np.full(n, timestamps, dtype=np.int64)
+        one_ts = timestamps  # the int64 column only if the general path needs it
     else:
         ts = np.asarray(timestamps, dtype=np.int64)
-        one_ts = None
     # every key one length, every value one length, no headers: the usual case, encoded as
     # a few 2-D blocks of identical records (_encode_uniform); with one timestamp too (what
-    # publish gets), the batch split is arithmetic (_encode_same)
-    uniform = no_headers and _same(vl) and (kl is None or _same(kl))
-    if uniform and vl[0] >= 0 and ts.shape == (n,) and _nbytes(vblob) == n * vl[0]:
-        k0 = -1 if kl is None else int(kl[0])
-        if one_ts is None and int(ts.min()) == int(ts.max()):
+    # publish gets), the batch split is arithmetic (encode_same.py)
+    uniform = (
+        no_headers and vl.count(vl[0]) == n and (kl is None or kl.count(kl[0]) == n)
+    )  # fmt: skip
+    if uniform and vl[0] >= 0 and (ts is None or ts.shape == (n,)) and len(vblob) == n * vl[0]:
+        k0 = -1 if kl is None else kl[0]
+        if ts is not None and int(ts.min()) == int(ts.max()):
             one_ts = int(ts[0])
-        if one_ts is not None and _nbytes(kblob) == n * max(k0, 0):
-            fast = _encode_same(n, k0, kblob, int(vl[0]), vblob, one_ts, max_batch_bytes)
+        if one_ts is not None and len(kblob) == n * max(k0, 0):
+            fast = encode_same(
+                n, k0, kblob, vl[0], vblob, one_ts, max_batch_bytes, reuse=reuse and mutable
+            )
             if fast is not None:
-                return fast
+                return fast if mutable or isinstance(fast, bytes) else bytes(fast)
+    if ts is None:
+        ts = np.full(n, timestamps, dtype=np.int64)
     vlen = np.array(vl, dtype=np.int64)
     klen = np.full(n, -1, dtype=np.int64) if kl is None else np.array(kl, dtype=np.int64)
     if no_headers:
@@ -210,7 +232,7 @@ def _encode(  # noqa: PLR0917 (internal: the columns)
         hlen = np.fromiter(map(len, hblobs), np.int64, n)
     fixed = 1 + varint_sizes(klen) + np.maximum(klen, 0) + varint_sizes(vlen)
     fixed += np.maximum(vlen, 0) + hlen  # attributes + key + value + headers
-    out: list[bytes | bytearray] = []
+    out: list[bytes] = []
     lo = 0
     while lo < n:
         # sizes of the records from lo on, as if all went into one batch starting at lo;
@@ -232,7 +254,7 @@ def _encode(  # noqa: PLR0917 (internal: the columns)
         raise RecordTooLargeError(
             f"a message needs a {max(map(len, out))}-byte batch, over {max_batch_bytes} bytes"
         )
-    return out
+    return out[0] if len(out) == 1 else b"".join(out)
 
 
 def _record_sizes(fixed: I64, ts: I64, lo: int, hi: int) -> tuple[I64, I64, I64, I64, I64]:
@@ -254,8 +276,8 @@ def _encode_batch(  # noqa: PLR0917 (internal: the columns of one batch)
     hblobs: list[bytes] | None,
     sizes: tuple[I64, I64, I64, I64, I64],
     ends: I64,
-    kblob: Buffer,
-    vblob: Buffer,
+    kblob: bytes,
+    vblob: bytes,
     uniform: bool,
 ) -> bytes:
     body, body_size, tsd, ts_size, od_size = sizes
@@ -283,7 +305,7 @@ def _encode_batch(  # noqa: PLR0917 (internal: the columns of one batch)
 
 
 def _length_and_bytes(  # noqa: PLR0917 (internal: one column of one batch)
-    out: U8, p: I64, lens: I64, all_lens: I64, blob: Buffer, lo: int
+    out: U8, p: I64, lens: I64, all_lens: I64, blob: bytes, lo: int
 ) -> I64:
     """Write each record's keyLength/valueLength varint (``lens``: this batch's, -1 null)
     and its bytes (from ``blob``, which holds every record's from record 0: ``all_lens``)
@@ -308,26 +330,6 @@ def _finish(buf: bytearray, ts: I64, lo: int, hi: int, total: int) -> bytes:
     return bytes(buf)
 
 
-_OD_LIMITS = [1 << (7 * g - 1) for g in range(1, 10)]
-"""Offset deltas below _OD_LIMITS[g - 1] fit a g-byte varint (zigzag doubles them)."""
-
-
-def _varint_bytes(n: int) -> bytes:
-    out = bytearray()
-    encode_varint(n, out.append)
-    return bytes(out)
-
-
-def _varint_columns(block: U8, col: int, values: I64, size: int) -> None:
-    """Write ``values`` as ``size``-byte zigzag varints into ``block[:, col:col + size]``."""
-    z = ((values << 1) ^ (values >> 63)).view(np.uint64)
-    for k in range(size):
-        byte = (z >> np.uint64(7 * k)) & np.uint64(0x7F)
-        if k + 1 < size:
-            byte |= np.uint64(0x80)
-        block[:, col + k] = byte
-
-
 def _encode_uniform(  # noqa: PLR0917 (internal)
     out: U8,
     lo: int,
@@ -336,8 +338,8 @@ def _encode_uniform(  # noqa: PLR0917 (internal)
     sizes: tuple[I64, I64, I64, I64, I64],
     klen: int,
     vlen: int,
-    kblob: Buffer,
-    vblob: Buffer,
+    kblob: bytes,
+    vblob: bytes,
 ) -> bool:
     """Encode records ``[lo, hi)`` whose keys all have length ``klen`` and values ``vlen``
     (-1: null), no headers, timestamp deltas of one varint size: records with the same
@@ -352,25 +354,25 @@ def _encode_uniform(  # noqa: PLR0917 (internal)
     kn, vn = max(klen, 0), max(vlen, 0)
     keys = np.frombuffer(kblob, dtype=np.uint8)[lo * kn : hi * kn].reshape(m, kn)
     values = np.frombuffer(vblob, dtype=np.uint8)[lo * vn : hi * vn].reshape(m, vn)
-    klen_bytes = np.frombuffer(_varint_bytes(klen), dtype=np.uint8)
-    vlen_bytes = np.frombuffer(_varint_bytes(vlen), dtype=np.uint8)
+    klen_bytes = np.frombuffer(varint_bytes(klen), dtype=np.uint8)
+    vlen_bytes = np.frombuffer(varint_bytes(vlen), dtype=np.uint8)
     od = np.arange(m, dtype=np.int64)
     a = 0
-    for g, limit in enumerate(_OD_LIMITS, 1):
+    for g, limit in enumerate(OD_LIMITS, 1):
         b = min(m, limit)
         if b <= a:
             continue
         rows = b - a
-        head = np.frombuffer(_varint_bytes(int(body[a])), dtype=np.uint8)
+        head = np.frombuffer(varint_bytes(int(body[a])), dtype=np.uint8)
         width = len(head) + int(body[a])
         start = int(starts[a])
         block = out[start : start + rows * width].reshape(rows, width)
         block[:, : len(head)] = head
         c = len(head) + 1  # attributes: 0
         if tsd[a:b].any():
-            _varint_columns(block, c, tsd[a:b], t)
+            varint_columns(block, c, tsd[a:b], t)
         c += t
-        _varint_columns(block, c, od[a:b], g)
+        varint_columns(block, c, od[a:b], g)
         c += g
         block[:, c : c + len(klen_bytes)] = klen_bytes
         c += len(klen_bytes)
@@ -383,98 +385,3 @@ def _encode_uniform(  # noqa: PLR0917 (internal)
         if a == m:
             break
     return True
-
-
-_Group = tuple[int, int, int, int]
-"""Records of one offset delta varint size in a batch: (first delta, end delta, byte
-position of the first in the batch, record width)."""
-
-_TEMPLATES: dict[tuple[int, int], tuple[bytes, int]] = {}
-"""(key length, value length) -> (records with those lengths, keys and values zero,
-offset deltas 0, 1, ..., as a batch body; its record count). A batch of m such records
-is a prefix of it."""
-_MAX_TEMPLATES = 8
-
-
-def _template(klen: int, vlen: int, fixed: int, groups: list[_Group], m: int) -> bytes:
-    """The body (from byte 61) of a batch of ``m`` records as ``_encode_same`` makes them,
-    keys and values left zero (cached per key and value length)."""
-    got = _TEMPLATES.get((klen, vlen))
-    if got is not None and got[1] >= m:
-        return got[0]
-    end = groups[-1][2] + (groups[-1][1] - groups[-1][0]) * groups[-1][3]
-    buf = bytearray(end)
-    out = np.frombuffer(buf, dtype=np.uint8)
-    klen_bytes = _varint_bytes(klen)
-    vlen_bytes = _varint_bytes(vlen)
-    for g, (a, b, pos, width) in enumerate(groups, 1):
-        block = out[pos - _HEADER_SIZE : pos - _HEADER_SIZE + (b - a) * width].reshape(b - a, width)
-        head = _varint_bytes(fixed + g)
-        c = len(head)
-        block[:, :c] = np.frombuffer(head, dtype=np.uint8)
-        c += 2  # attributes, timestampDelta: 0
-        _varint_columns(block, c, np.arange(a, b, dtype=np.int64), g)
-        c += g
-        block[:, c : c + len(klen_bytes)] = np.frombuffer(klen_bytes, dtype=np.uint8)
-        c += len(klen_bytes) + max(klen, 0)
-        block[:, c : c + len(vlen_bytes)] = np.frombuffer(vlen_bytes, dtype=np.uint8)
-    if len(_TEMPLATES) >= _MAX_TEMPLATES:
-        _TEMPLATES.clear()
-    _TEMPLATES[klen, vlen] = bytes(buf), m
-    return bytes(buf)
-
-
-def _encode_same(  # noqa: PLR0917 (internal)
-    n: int, klen: int, kblob: Buffer, vlen: int, vblob: Buffer, ts: int, max_batch_bytes: int
-) -> list[bytes | bytearray] | None:
-    """Batches of ``n`` records whose keys all have length ``klen`` (-1: null), values
-    ``vlen`` (>= 0), one timestamp ``ts`` and no headers: the records of one offset delta
-    varint size have one layout, so the batch split is arithmetic and a batch is a cached
-    template (``_template``) with the keys and values copied in, one strided copy each
-    per varint size. Byte-identical to the general path; None when one record alone
-    exceeds ``max_batch_bytes`` (the general path raises RecordTooLargeError). The batches
-    are the bytearrays they were built in."""
-    kn = max(klen, 0)
-    # record body: attributes, timestampDelta (0), key, value, headerCount (0)
-    fixed = 2 + len(_varint_bytes(klen)) + kn + len(_varint_bytes(vlen)) + vlen + 1
-    key_col = len(_varint_bytes(klen))  # from the offset delta's end
-    keys = np.frombuffer(kblob, dtype=f"V{kn}") if kn else None
-    values = np.frombuffer(vblob, dtype=f"V{vlen}") if vlen else None
-    out: list[bytes | bytearray] = []
-    lo = 0
-    while lo < n:
-        room = max_batch_bytes - _HEADER_SIZE
-        groups: list[_Group] = []
-        a = 0
-        for g, limit in enumerate(_OD_LIMITS, 1):
-            if a >= limit:
-                continue
-            width = len(_varint_bytes(fixed + g)) + fixed + g
-            want = min(limit, n - lo) - a
-            fit = min(want, room // width)
-            if fit > 0:
-                groups.append((a, a + fit, max_batch_bytes - room, width))
-                room -= fit * width
-                a += fit
-            if fit < want or lo + a == n:
-                break
-        if a == 0:
-            return None
-        total = max_batch_bytes - room
-        buf = bytearray(_HEADER_SIZE)
-        buf += memoryview(_template(klen, vlen, fixed, groups, a))[: total - _HEADER_SIZE]
-        for g, (ga, gb, pos, width) in enumerate(groups, 1):
-            # key at: length varint, attributes, timestampDelta, offsetDelta, keyLength
-            col = pos + len(_varint_bytes(fixed + g)) + 2 + g + key_col
-            if keys is not None:
-                rows = np.ndarray((gb - ga,), keys.dtype, buf, col, (width,))
-                rows[:] = keys[lo + ga : lo + gb]
-            if values is not None:
-                vcol = col + kn + len(_varint_bytes(vlen))
-                rows = np.ndarray((gb - ga,), values.dtype, buf, vcol, (width,))
-                rows[:] = values[lo + ga : lo + gb]
-        _HEADER.pack_into(buf, 0, 0, total - 12, 0, 2, 0, 0, a - 1, ts, ts, -1, -1, -1, a)
-        _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
-        out.append(buf)
-        lo += a
-    return out

@@ -233,54 +233,75 @@ def new_batch_builder(batch_size: int, compression_type: int = 0) -> DefaultReco
 
 @overload
 def encode_messages(
-    messages: Sequence[Message], max_batch_bytes: int, *, mutable: Literal[False] = False
+    messages: Sequence[Message],
+    max_batch_bytes: int,
+    *,
+    mutable: Literal[False] = False,
+    reuse: bool = False,
 ) -> bytes: ...
 
 
 @overload
 def encode_messages(
-    messages: Sequence[Message], max_batch_bytes: int, *, mutable: bool
+    messages: Sequence[Message], max_batch_bytes: int, *, mutable: bool, reuse: bool = False
 ) -> bytes | bytearray: ...
 
 
 def encode_messages(
-    messages: Sequence[Message], max_batch_bytes: int, *, mutable: bool = False
+    messages: Sequence[Message],
+    max_batch_bytes: int,
+    *,
+    mutable: bool = False,
+    reuse: bool = False,
 ) -> bytes | bytearray:
     """Record batches v2 (uncompressed, offsets from 0 within each batch) holding
     ``messages``, split so each batch is at most ``max_batch_bytes``. Raises
     RecordTooLargeError if one message alone does not fit.
 
     Vectorised (``_encode.encode_records``); the bytes are identical to
-    ``encode_messages_reference`` (kafka-python's builder). ``mutable``: as
+    ``encode_messages_reference`` (kafka-python's builder). ``mutable``, ``reuse``: as
     ``encode_records``'s."""
-    if not messages:
+    n = len(messages)
+    if not n:
         return b""
     now = time.time_ns() // 1_000_000
-    if set(map(type, messages)) == {Message}:  # tuples: each column by one C map
-        # (not zip(*messages): its 1,000 tuple iterators are garbage-collected objects,
-        # which trigger collections of a heap that holds the caller's messages)
-        stamps = list(map(_GET_TIMESTAMP, messages))
-        keys = list(map(_GET_KEY, messages))
-        values = list(map(_GET_VALUE, messages))
-        headers = list(map(_GET_HEADERS, messages))
+    columns: Sequence[Sequence[Any]]
+    if list(map(type, messages)).count(Message) == n:  # tuples: transposed by zip in C
+        # zip(*messages) makes its n tuple iterators at once, GC-tracked: paused like
+        # new_messages (they are freed before the collector resumes). Measured (1,000
+        # messages, timeit): 26 us against 47 us for four map(itemgetter(i)) columns.
+        if n >= GC_PAUSE_MIN and gc.isenabled():
+            gc.disable()
+            try:
+                columns = list(zip(*messages, strict=True))
+            finally:
+                gc.enable()
+        else:
+            columns = list(zip(*messages, strict=True))
+        _, stamps, keys, values, headers = columns
     else:  # any object with the five attributes
         stamps = [m.timestamp for m in messages]
         keys = [m.key for m in messages]
         values = [m.value for m in messages]
         headers = [m.headers for m in messages]
+    all_null = keys[0] is None and keys.count(None) == n  # identities: cheap
     ts: int | npt.NDArray[np.int64]
-    if stamps.count(stamps[0]) == len(stamps):  # one timestamp (usually -1: now)
+    if stamps.count(stamps[0]) == n:  # one timestamp (usually -1: now)
         ts = stamps[0] if stamps[0] >= 0 else now
     else:
         ts = np.array(stamps, dtype=np.int64)
         ts[ts < 0] = now
+    # no headers: () is one object, so count() compares identities (any() would test
+    # each tuple's truth)
+    no_headers = headers.count(()) == n or not any(headers)
     return encode_records(
         values,
-        None if keys.count(None) == len(keys) else keys,
+        None if all_null else keys,
         ts,
-        headers,
+        None if no_headers else headers,
         max_batch_bytes,
         mutable=mutable,
+        reuse=reuse,
     )
 
 
