@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from kafka.partitioner.default import murmur2
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from seglog.broker._testing import start_broker
+from seglog.spark import _stage
 from seglog.spark._options import ReadOptions, WriteOptions
 from seglog.spark._reader import SeglogStreamReader
 from seglog.spark._stage import _plan, _write_json, commit_stream
@@ -133,6 +135,62 @@ def test_stream_commit_finishes_an_interrupted_append(tmp_path: Path) -> None:
         assert [data_dir.log("t", p).log_end_offset for p in (0, 1)] == [3, 3]
     state = json.loads(Path(writer.directory, "commit.json").read_text())
     assert state == {"batch": 7, "done": True}
+
+
+def test_stream_commit_adopts_large_staged_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Staged files over ADOPT_MIN_BYTES become segments (moved, not copied), in task
+    order; smaller ones are copied."""
+    monkeypatch.setattr(_stage, "ADOPT_MIN_BYTES", 200)
+    path = tmp_path / "data"
+    raw = {"path": str(path), "topic": "t", "sinkId": "s"}
+    writer = SeglogStreamArrowWriter(WriteOptions.parse(raw), raw)
+    big_a = [b"a%03d" % i for i in range(40)]
+    small = [b"b"]
+    big_c = [b"c%03d" % i for i in range(40)]
+    messages = [writer.write(iter([_arrow(v)])) for v in (big_a, small, big_c)]
+    staged = [Path(writer.directory, m.files[0].name) for m in messages]
+    inodes = [os.stat(p).st_ino for p in staged]
+    assert commit_stream(str(path), writer.directory, messages, 0, 1)
+    with DataDir(path, read_only=True) as data_dir:
+        log = data_dir.log("t", 0)
+        _, got = log.consume(0, 1000)
+        assert [m.value for m in got] == big_a + small + big_c
+        assert [m.offset for m in got] == list(range(81))
+        bases = sorted(int(p.stem) for p in log.directory.glob("*.log"))
+        # a's file became segment 0 (the empty one replaced), b was copied into it, c's
+        # file became segment 41
+        assert bases == [0, 41]
+        assert os.stat(log.directory / f"{0:020d}.log").st_ino == inodes[0]
+        assert os.stat(log.directory / f"{41:020d}.log").st_ino == inodes[2]
+    assert not any(Path(writer.directory, "staged").glob("*"))
+
+
+def test_stream_commit_replay_skips_files_already_adopted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver died after adopting the first of two staged files of a partition (it is
+    gone from the staging directory): the replay appends only the second."""
+    monkeypatch.setattr(_stage, "ADOPT_MIN_BYTES", 1)
+    path = tmp_path / "data"
+    raw = {"path": str(path), "topic": "t", "sinkId": "s"}
+    writer = SeglogStreamArrowWriter(WriteOptions.parse(raw), raw)
+    first, second = [b"x%d" % i for i in range(5)], [b"y%d" % i for i in range(7)]
+    messages = [writer.write(iter([_arrow(v)])) for v in (first, second)]
+    files = [f for m in messages for f in m.files]
+    with DataDir(path) as data_dir:  # steps 2 and 3 of the commit, cut after one file
+        plan = _plan(data_dir, files, 1)
+        _write_json(
+            Path(writer.directory, "commit.json"), {"batch": 3, "done": False, "plan": plan}
+        )
+        log = data_dir.log("t", 0)
+        log.adopt(Path(writer.directory, files[0].name))
+        log.sync()
+    assert not Path(writer.directory, files[0].name).exists()
+    assert commit_stream(str(path), writer.directory, [], 3, 1)
+    with DataDir(path, read_only=True) as data_dir:
+        assert [m.value for m in data_dir.log("t", 0).consume(0, 100)[1]] == first + second
 
 
 def test_streaming_query_exactly_once_across_replay(spark: Any, tmp_path: Path) -> None:
@@ -371,3 +429,49 @@ def test_pending_extend_keeps_headers_aligned() -> None:
         padded = [*pending.headers, *([] for _ in range(len(pending) - len(pending.headers)))]
         assert len(padded) == len(pending)
         assert {i: h for i, h in enumerate(padded) if h} == want
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.one_of(st.none(), st.binary(max_size=30)), st.binary(max_size=60)),
+        min_size=1,
+        max_size=200,
+    ),
+    st.integers(0, 3),
+    st.booleans(),
+)
+def test_encode_columns_equals_the_list_encoder(
+    rows: list[tuple[bytes | None, bytes]], cut: int, large: bool
+) -> None:
+    """Arrow's buffers encoded directly (sliced arrays, large_binary, nulls) give the
+    bytes the list encoder gives for the same rows."""
+    from seglog.spark._encode import BATCH_BYTES, encode_columns  # noqa: PLC0415
+    from seglog.storage import encode_records  # noqa: PLC0415
+
+    kind = pa.large_binary() if large else pa.binary()
+    keys = pa.array([b"pad", *(k for k, _ in rows)], kind).slice(1)
+    values = pa.array([b"pad", *(v for _, v in rows)], kind).slice(1)
+    keys, values = keys.slice(min(cut, len(rows) - 1)), values.slice(min(cut, len(rows) - 1))
+    got = encode_columns(keys, values, 1_700_000_000_000)
+    expected = encode_records(
+        values.to_pylist(), keys.to_pylist(), 1_700_000_000_000, None, BATCH_BYTES
+    )
+    assert bytes(got) == expected
+
+
+def test_encode_columns_ignores_bytes_under_a_null_slot() -> None:
+    """Arrow lets a null entry's offsets span bytes: they are not a key."""
+    from seglog.spark._encode import BATCH_BYTES, encode_columns  # noqa: PLC0415
+    from seglog.storage import encode_records  # noqa: PLC0415
+
+    offsets = pa.array([0, 2, 5, 7], pa.int32())
+    validity = pa.array([True, False, True]).buffers()[1]
+    data = pa.py_buffer(b"aaXXXcc")
+    keys = pa.Array.from_buffers(pa.binary(), 3, [validity, offsets.buffers()[1], data])
+    assert keys.to_pylist() == [b"aa", None, b"cc"]
+    values = pa.array([b"1", b"2", b"3"])
+    got = encode_columns(keys, values, 5)
+    assert bytes(got) == encode_records(
+        [b"1", b"2", b"3"], [b"aa", None, b"cc"], 5, None, BATCH_BYTES
+    )

@@ -151,6 +151,7 @@ def test_storage_public_names_pinned():
             "DEFAULT_DELETE_RETENTION_MS",
             "I64",
             "POLL_S",
+            "encode_record_columns",
             "encode_records",
             "fsync_dir",
             "log_directories",

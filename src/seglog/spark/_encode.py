@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from seglog.storage import encode_records, new_batch_builder
+from seglog.storage import encode_record_columns, encode_records, new_batch_builder
 
 with warnings.catch_warnings():
     # kafka-python 3.0's package import calls importlib.resources.read_text (deprecated)
@@ -207,20 +207,65 @@ def key_columns(batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array] | None:
 def split_by_partition(
     keys: pa.Array, values: pa.Array, parts: npt.NDArray[np.int64]
 ) -> Iterator[tuple[int, list[bytes | None], list[bytes | None]]]:
+    """``split_columns`` as Python lists (made by Arrow, ``to_pylist``), for the encoders
+    that take Python objects (kafka-python's compressed builder)."""
+    for part, part_keys, part_values in split_columns(keys, values, parts):
+        yield part, part_keys.to_pylist(), part_values.to_pylist()
+
+
+def split_columns(
+    keys: pa.Array, values: pa.Array, parts: npt.NDArray[np.int64]
+) -> Iterator[tuple[int, pa.Array, pa.Array]]:
     """``(partition, keys, values)`` per partition of ``parts`` (one per row), rows in their
-    order within each partition; the Python lists are made by Arrow (``to_pylist``)."""
+    order within each partition, as Arrow arrays (no Python object per row): the input
+    arrays themselves when every row goes to one partition."""
     if len(parts) == 0:
         return
     first = int(parts[0])
     if (parts == first).all():
-        yield first, keys.to_pylist(), values.to_pylist()
+        yield first, keys, values
         return
     order = np.argsort(parts, kind="stable")
     ordered = parts[order]
     bounds = np.flatnonzero(np.diff(ordered)) + 1
     for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)], strict=True):
         index = pa.array(order[lo:hi])
-        yield int(ordered[lo]), keys.take(index).to_pylist(), values.take(index).to_pylist()
+        yield int(ordered[lo]), keys.take(index), values.take(index)
+
+
+def _layout(column: pa.Array) -> tuple[npt.NDArray[np.int64] | None, memoryview]:
+    """(lengths, -1 for null; None if every entry is null) and the non-null entries' bytes
+    back to back, of a binary Arrow array (Arrow's own buffers: no copy without nulls)."""
+    if column.null_count == len(column):
+        return None, memoryview(b"")
+    valid = column.is_valid().to_numpy(zero_copy_only=False) if column.null_count else None
+    if valid is not None:  # a null's slot may hold bytes (Arrow allows it): drop them
+        column = column.filter(pa.array(valid))
+    _, offsets_buf, data = column.buffers()
+    dtype = np.int64 if pa.types.is_large_binary(column.type) else np.int32
+    offsets = np.frombuffer(offsets_buf, dtype=dtype)[
+        column.offset : column.offset + len(column) + 1
+    ]
+    lengths = np.diff(offsets).astype(np.int64)
+    blob = memoryview(b"") if data is None else memoryview(data)[int(offsets[0]) : int(offsets[-1])]
+    if valid is None:
+        return lengths, blob
+    out = np.full(len(valid), -1, dtype=np.int64)
+    out[valid] = lengths
+    return out, blob
+
+
+def encode_columns(keys: pa.Array, values: pa.Array, timestamp_ms: int) -> bytes | bytearray:
+    """Record batches (at most ``BATCH_BYTES`` each, back to back) of the rows of two
+    binary Arrow arrays, encoded from Arrow's buffers (``encode_record_columns``: no
+    Python object per row; byte-identical to ``build_batches`` on the same rows)."""
+    value_lengths, value_bytes = _layout(values)
+    if value_lengths is None:
+        value_lengths = np.full(len(values), -1, dtype=np.int64)
+    key_lengths, key_bytes = _layout(keys)
+    return encode_record_columns(
+        value_lengths, value_bytes, key_lengths, key_bytes, timestamp_ms, BATCH_BYTES
+    )
 
 
 @dataclass
@@ -252,6 +297,54 @@ class Pending:
 
     def __len__(self) -> int:
         return len(self.values)
+
+
+class Gathered:
+    """Rows bound for one partition, gathered in arrival order until the caller takes
+    them as record batches: key/value Arrow columns (encoded from Arrow's buffers when
+    uncompressed, ``encode_columns``) and records (``pending``, ``build_batches``)."""
+
+    def __init__(self, codec: int) -> None:
+        self.codec = codec
+        self.size = 0
+        """Key and value bytes gathered (callers adding records add theirs)."""
+        self._parts: list[Pending | list[tuple[pa.Array, pa.Array]]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._parts)
+
+    def add_columns(self, keys: pa.Array, values: pa.Array) -> None:
+        """Gather two binary columns' rows."""
+        self.size += keys.nbytes + values.nbytes
+        if self.codec != 0:  # kafka-python's builder takes Python objects
+            self.pending.extend(Pending(keys.to_pylist(), values.to_pylist()))
+            return
+        last = self._parts[-1] if self._parts else None
+        if not isinstance(last, list):
+            last = []
+            self._parts.append(last)
+        last.append((keys, values))
+
+    @property
+    def pending(self) -> Pending:
+        """Where records go (after the rows gathered before them)."""
+        last = self._parts[-1] if self._parts else None
+        if not isinstance(last, Pending):
+            last = Pending()
+            self._parts.append(last)
+        return last
+
+    def take(self) -> Iterator[tuple[bytes | bytearray, int]]:
+        """Everything gathered as (bytes of whole record batches, record count), in
+        order; the gathering starts again empty."""
+        parts, self._parts, self.size = self._parts, [], 0
+        for part in parts:
+            if isinstance(part, Pending):
+                yield from build_batches(part, self.codec)
+                continue
+            keys = part[0][0] if len(part) == 1 else pa.concat_arrays([k for k, _ in part])
+            values = part[0][1] if len(part) == 1 else pa.concat_arrays([v for _, v in part])
+            yield encode_columns(keys, values, int(time.time() * 1000)), len(values)
 
 
 def build_batches(pending: Pending, codec: int) -> Iterator[tuple[bytes, int]]:

@@ -325,7 +325,7 @@ class RawFetcher:
         self.conn.close()
 
 
-def whole_batches(data: bytes) -> tuple[list[memoryview], int]:
+def whole_batches(data: bytes | bytearray) -> tuple[list[memoryview], int]:
     """The complete record batches of ``data`` and the offset after the last of them
     (-1 when there is none)."""
     view = memoryview(data)

@@ -33,12 +33,12 @@ from kafka.protocol.producer import ProduceRequest
 
 from seglog.spark._encode import (
     BATCH_BYTES,
+    Gathered,
     Pending,
     Router,
-    build_batches,
     key_columns,
     records_of,
-    split_by_partition,
+    split_columns,
 )
 from seglog.spark._fetch import Connection, Security, split_host_port, whole_batches
 
@@ -176,15 +176,16 @@ class RawProducer:
 
 
 def _grouped(batch: pa.RecordBatch, default_topic: str | None, router: Router
-             ) -> Iterator[tuple[str, int, Pending]]:  # fmt: skip
-    """The rows of one Arrow batch as ``(topic, partition, records)``."""
+             ) -> Iterator[tuple[str, int, tuple[pa.Array, pa.Array] | Pending]]:  # fmt: skip
+    """The rows of one Arrow batch as ``(topic, partition, rows)``: key/value columns (Arrow
+    arrays) when the batch has only those, else records."""
     columns = key_columns(batch) if default_topic else None
     if columns is not None and default_topic:
         keys, values = columns
-        for part, part_keys, part_values in split_by_partition(
+        for part, part_keys, part_values in split_columns(
             keys, values, router.partitions(default_topic, keys)
         ):
-            yield default_topic, part, Pending(part_keys, part_values)
+            yield default_topic, part, (part_keys, part_values)
         return
     groups: dict[tuple[str, int], Pending] = {}
     for record in records_of(batch):
@@ -214,12 +215,12 @@ def produce_raw(
     count = 0
     # rows gathered per partition across input batches (Spark hands ~10 k rows at a
     # time) until they fill whole record batches: fewer, fuller Produce requests
-    gathered: dict[tuple[str, int], tuple[Pending, int]] = {}
+    gathered: dict[tuple[str, int], Gathered] = {}
 
-    def send(topic: str, part: int, pending: Pending) -> int:
+    def send(topic: str, part: int, rows: Gathered) -> int:
         target = producer(topic)
         sent = 0
-        for data, n in build_batches(pending, 0):
+        for data, n in rows.take():
             for one in whole_batches(data)[0]:
                 target.send(part, one)
             sent += n
@@ -228,17 +229,19 @@ def produce_raw(
     try:
         for batch in batches:
             for topic, part, rows in _grouped(batch, default_topic, router):
-                size = sum(map(len, filter(None, rows.values)))
-                pending, held = gathered.pop((topic, part), (rows, 0))
-                if pending is not rows:
-                    pending.extend(rows)
-                size += held
-                if size >= GATHER_BYTES:
-                    count += send(topic, part, pending)
+                held = gathered.get((topic, part))
+                if held is None:
+                    held = gathered[(topic, part)] = Gathered(0)
+                if isinstance(rows, Pending):
+                    held.pending.extend(rows)
+                    held.size += sum(map(len, filter(None, rows.values)))
                 else:
-                    gathered[(topic, part)] = (pending, size)
-        for (topic, part), (pending, _) in gathered.items():
-            count += send(topic, part, pending)
+                    held.add_columns(*rows)
+                if held.size >= GATHER_BYTES:
+                    count += send(topic, part, held)
+        for (topic, part), held in gathered.items():
+            if held:
+                count += send(topic, part, held)
         for target in producers.values():
             target.flush()
     finally:

@@ -11,14 +11,19 @@ directory's writer lock:
    its staged files are dropped and nothing is appended.
 2. writes the *intent* ``{"batch": N+1, "done": false, "plan": [...]}``: per partition, the
    log end offset before appending, the record count and the staged files, in task order;
-3. appends each partition's staged batches (``Log.append``) and ``sync()``s the log;
-4. writes ``{"batch": N+1, "done": true}`` and deletes the staged files.
+3. appends each partition's staged files in plan order and ``sync()``s the log: a file of
+   at least ``ADOPT_MIN_BYTES`` is moved into the log as a segment (``Log.adopt``: its
+   offsets patched in place, no second write of its bytes), a smaller one is copied
+   (``Log.append``);
+4. writes ``{"batch": N+1, "done": true}`` and deletes the staged files left.
 
 A commit that finds an unfinished intent (the driver died in step 3) finishes *that* plan:
 per partition it skips the records already appended (log end offset - start, always whole
-record batches since an append is batch-aligned) and appends the rest from the staged files,
-which are kept until step 4. So every record of a committed micro-batch is appended once, as
-long as nothing else appends to those partitions between the crash and the replay.
+record batches since an append is batch-aligned; the plan keeps each file's record count,
+so the files already adopted, gone from the staging directory, are skipped whole) and
+appends the rest from the staged files, which are kept until step 4. So every record of a
+committed micro-batch is appended once, as long as nothing else appends to those
+partitions between the crash and the replay.
 ``commit.json`` is replaced atomically (write, fsync, rename, fsync directory).
 
 Batch (non-streaming) writes use the same staging under ``__spark_sink/job-<uuid>/`` without
@@ -27,6 +32,7 @@ the replay record: Spark runs a batch job's commit once.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -44,12 +50,11 @@ from seglog.columnar import BATCH_HEADER
 from seglog.errors import DataDirLockedError
 from seglog.spark._encode import (
     CODECS,
-    Pending,
+    Gathered,
     Router,
-    build_batches,
     key_columns,
     records_of,
-    split_by_partition,
+    split_columns,
 )
 from seglog.storage import DataDir, atomic_write, fsync_dir
 
@@ -103,6 +108,66 @@ def sink_dir(path: str, options: dict[str, str], topic: str | None, streaming: b
     return os.path.join(root, f"sink-{name}")
 
 
+STAGE_GATHER_BYTES = 4 << 20
+"""Key and value bytes gathered per partition before they are encoded and written to its
+staged file (so encoding and writing overlap Spark feeding the task, and a task holds at
+most this much per partition besides Spark's own batch)."""
+
+
+class _StagedWriter:
+    """The staged file of one partition: rows gathered (``Gathered``) and written every
+    ``STAGE_GATHER_BYTES`` of key/value columns, the rest when finished."""
+
+    def __init__(self, directory: str, topic: str, partition: int, task: str, codec: int) -> None:
+        self.topic, self.partition = topic, partition
+        self.name = name = f"staged/{topic}-{partition}-{task}.batches"
+        self.fd = os.open(
+            os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644
+        )
+        self.records = 0
+        self.rows = Gathered(codec)
+
+    def add_columns(self, keys: pa.Array, values: pa.Array) -> None:
+        self.rows.add_columns(keys, values)
+        if self.rows.size >= STAGE_GATHER_BYTES:
+            self._write()
+
+    def _write(self) -> None:
+        batches = list(self.rows.take())
+        _write_all(self.fd, [data for data, _ in batches])
+        self.records += sum(n for _, n in batches)
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def finish(self) -> StagedFile:
+        """Write what is left, fsync, close; the commit message's entry."""
+        try:
+            self._write()
+            os.fsync(self.fd)
+        finally:
+            self.close()
+        return StagedFile(self.topic, self.partition, self.name, self.records)
+
+
+def _write_all(fd: int, buffers: list[bytes | bytearray]) -> None:
+    """``os.writev`` until every byte is written (it may write less than asked)."""
+    views = [memoryview(b) for b in buffers if len(b)]
+    while views:
+        written = os.writev(fd, views[:_IOV_MAX])
+        while views and written >= len(views[0]):
+            written -= len(views[0])
+            views.pop(0)
+        if written:
+            views[0] = views[0][written:]
+
+
+_IOV_MAX = 1024
+
+
 def stage(
     batches: Iterator[pa.RecordBatch],
     directory: str,
@@ -110,42 +175,48 @@ def stage(
     router: Router,
     compression: str,
 ) -> StagedFiles:
-    """Encode the task's rows and stage them (fsynced); returns the task's commit message."""
+    """Encode the task's rows and stage them (fsynced); returns the task's commit message.
+
+    Key/value-only rows are encoded per partition as they come, every
+    ``STAGE_GATHER_BYTES`` (from Arrow's buffers when uncompressed, ``encode_columns``);
+    rows with topic, partition or headers columns are gathered per partition and encoded
+    at the end (``build_batches``)."""
     staged = pathlib.Path(directory, "staged")
     staged.mkdir(parents=True, exist_ok=True)
     task = uuid.uuid4().hex
-    by_partition: dict[tuple[str, int], Pending] = {}
-    for batch in batches:
-        columns = key_columns(batch) if default_topic else None
-        if columns is not None and default_topic:  # key/value only: route column-wise
-            keys, values = columns
-            parts = router.partitions(default_topic, keys)
-            for part, part_keys, part_values in split_by_partition(keys, values, parts):
-                pending = by_partition.get((default_topic, part))
-                if pending is None:
-                    pending = by_partition[(default_topic, part)] = Pending()
-                pending.keys.extend(part_keys)
-                pending.values.extend(part_values)
-            continue
-        for record in records_of(batch):
-            topic = record.topic or default_topic
-            if not topic:
-                raise ValueError("no topic: set option topic or give the DataFrame a topic column")
-            tp = (topic, router.partition(topic, record))
-            by_partition.setdefault(tp, Pending()).add(record)
-    files = []
-    for (topic, partition), records in sorted(by_partition.items(), key=lambda kv: kv[0]):
-        name = f"staged/{topic}-{partition}-{task}.batches"
-        fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            for data, _ in build_batches(records, CODECS[compression]):
-                view = memoryview(data)
-                while view:  # os.write may write less than asked
-                    view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        files.append(StagedFile(topic, partition, name, len(records)))
+    writers: dict[tuple[str, int], _StagedWriter] = {}
+    codec = CODECS[compression]
+
+    def writer(topic: str, partition: int) -> _StagedWriter:
+        w = writers.get((topic, partition))
+        if w is None:
+            w = writers[(topic, partition)] = _StagedWriter(
+                directory, topic, partition, task, codec
+            )
+        return w
+
+    try:
+        for batch in batches:
+            columns = key_columns(batch) if default_topic else None
+            if columns is not None and default_topic:  # key/value only: route column-wise
+                keys, values = columns
+                parts = router.partitions(default_topic, keys)
+                for part, part_keys, part_values in split_columns(keys, values, parts):
+                    writer(default_topic, part).add_columns(part_keys, part_values)
+                continue
+            for record in records_of(batch):
+                topic = record.topic or default_topic
+                if not topic:
+                    raise ValueError(
+                        "no topic: set option topic or give the DataFrame a topic column"
+                    )
+                writer(topic, router.partition(topic, record)).rows.pending.add(record)
+        files = [writers[tp].finish() for tp in sorted(writers)]
+    except BaseException:
+        for w in writers.values():
+            with contextlib.suppress(OSError):
+                w.close()
+        raise
     if files:  # the new files' entries too: the driver's commit plan will name them
         fsync_dir(staged)
     return StagedFiles(tuple(files))
@@ -167,7 +238,15 @@ def _skip_records(data: bytes, skip: int) -> bytes:
     return data[pos:]
 
 
+ADOPT_MIN_BYTES = 8 << 20
+"""A staged file at least this big (or half of segment.bytes, if smaller) is moved into
+the log as a segment (``Log.adopt``: no second write of its bytes); smaller ones are
+copied, so small micro-batches do not make a segment each."""
+
+
 def _append(data_dir: Any, directory: str, item: dict[str, Any]) -> None:
+    """Append the item's staged files not yet in the log (all, or after a crash the rest:
+    the log end offset says how many records made it, always whole staged batches)."""
     log = data_dir.log(item["topic"], item["partition"])
     done = log.log_end_offset - item["start"]
     if done >= item["records"]:
@@ -177,15 +256,33 @@ def _append(data_dir: Any, directory: str, item: dict[str, Any]) -> None:
             f"log {item['topic']}-{item['partition']} ends at {log.log_end_offset}, before the "
             f"offset {item['start']} this commit started appending at"
         )
-    data = b"".join(pathlib.Path(directory, name).read_bytes() for name in item["files"])
-    rest = _skip_records(data, done)
-    if rest:
-        log.append(rest)
-        log.sync()
+    counts = item.get("counts")
+    if counts is None:  # an intent written before per-file counts: one copy of the rest
+        data = b"".join(pathlib.Path(directory, name).read_bytes() for name in item["files"])
+        rest = _skip_records(data, done)
+        if rest:
+            log.append(rest)
+            log.sync()
+        return
+    adopt_min = min(ADOPT_MIN_BYTES, log.config.segment_bytes // 2)
+    first = 0  # records of the item before this file
+    for name, records in zip(item["files"], counts, strict=True):
+        if done < first + records:  # not (wholly) in the log yet: an adopted file is gone
+            path = pathlib.Path(directory, name)
+            skip = max(done - first, 0)
+            if skip == 0 and path.stat().st_size >= adopt_min:
+                log.adopt(path)
+            else:
+                rest = _skip_records(path.read_bytes(), skip)
+                if rest:
+                    log.append(rest)
+        first += records
+    log.sync()
 
 
 def _plan(data_dir: Any, files: list[StagedFile], partitions: int) -> list[dict[str, Any]]:
-    """Per partition, in first-staged order: start offset, record count and staged files."""
+    """Per partition, in first-staged order: start offset, record count, staged files and
+    each file's record count."""
     existing = data_dir.topics()
     for topic in sorted({f.topic for f in files} - set(existing)):
         data_dir.create_topic(topic, partitions)
@@ -195,10 +292,11 @@ def _plan(data_dir: Any, files: list[StagedFile], partitions: int) -> list[dict[
         if item is None:
             start = data_dir.log(f.topic, f.partition).log_end_offset
             item = {"topic": f.topic, "partition": f.partition, "start": start, "records": 0,
-                    "files": []}  # fmt: skip
+                    "files": [], "counts": []}  # fmt: skip
             plan[(f.topic, f.partition)] = item
         item["records"] += f.records
         item["files"].append(f.name)
+        item["counts"].append(f.records)
     return list(plan.values())
 
 

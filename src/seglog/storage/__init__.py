@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     # Columnar records (vectorised decoding of record batches)
     from seglog.storage.record.columns import BATCH_HEADER, RecordColumns, decode_columns
-    from seglog.storage.record.encode import encode_records
+    from seglog.storage.record.encode import encode_record_columns, encode_records
 
     # Messages (embedded API)
     from seglog.storage.record.message import (
@@ -135,6 +135,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "compact_updates": ("seglog.storage.retention.compact", "compact_updates"),
     "decode_columns": ("seglog.storage.record.columns", "decode_columns"),
     "delete_offsets": ("seglog.storage.retention.delete", "delete_offsets"),
+    "encode_record_columns": ("seglog.storage.record.encode", "encode_record_columns"),
     "encode_records": ("seglog.storage.record.encode", "encode_records"),
     "fsync_dir": ("seglog.storage.fileio.files", "fsync_dir"),
     "log_directories": ("seglog.storage.tools.check", "log_directories"),
@@ -239,6 +240,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
     "DEFAULT_DELETE_RETENTION_MS",
     "I64",
     "POLL_S",
+    "encode_record_columns",
     "encode_records",
     "fsync_dir",
     "log_directories",

@@ -165,6 +165,19 @@ class LogAPI(Protocol):
         """
         ...
 
+    def adopt(self, path: str | os.PathLike[str]) -> AppendInfo:
+        """Append the record batches v2 of the file at ``path`` by moving the file into
+        the log as its new active segment (rename, no copy): validated as ``append``
+        validates, offsets patched in the file, the file fdatasync'ed first, the previous
+        active segment rolled (or replaced when empty). For large staged writes (the Spark
+        sink): every call makes a segment, so small files are better ``append``ed. A file
+        on another filesystem, over ``segment_bytes`` or holding more offsets than a
+        segment can index is copied through ``append`` instead. The file is gone
+        afterwards (left in place when validation refuses it). ``sync`` makes the new
+        directory entry durable. Raises as ``append``, FileNotFoundError, StorageError
+        (the log unchanged)."""
+        ...
+
     def refresh(self) -> int:
         """Read-only logs: pick up batches and segments another process appended since;
         returns the new log end offset (a no-op on a writer)."""

@@ -39,6 +39,7 @@ from seglog.storage.config import AppendInfo, LogConfig
 from seglog.storage.fileio import files
 from seglog.storage.fileio.counters import FileCounters
 from seglog.storage.log import (
+    adopt,
     append,
     blocking,
     fastpath,
@@ -214,6 +215,9 @@ class Log(LogAPI):
 
     def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         return append.append(self.state, records)
+
+    def adopt(self, path: str | os.PathLike[str]) -> AppendInfo:
+        return adopt.adopt(self.state, path)
 
     def refresh(self) -> int:
         return reader.refresh(self.state)

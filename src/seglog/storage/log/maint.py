@@ -25,6 +25,7 @@ from seglog.storage.log import append
 
 if TYPE_CHECKING:
     from seglog.storage.log.log import Log
+    from seglog.storage.log.state import LogState
     from seglog.storage.segment.segment import Segment
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "drop_segments",
     "maintenance_lock",
     "replace_segment",
+    "retire",
     "roll_holding",
     "set_log_start",
 ]
@@ -95,14 +97,17 @@ def set_log_start(log: Log, offset: int) -> None:
             log.state.keys.prune_below(log.state.log_start_checkpoint)
 
 
-def _retire(log: Log, seg: Segment) -> None:
+def retire(st: LogState, seg: Segment) -> None:
+    """Keep ``seg`` (taken out of the segment list by the caller, under ``st.lock``) open
+    for ``RETIRE_DELAY_S`` for the readers that snapshotted it; its paths are renamed in
+    memory so nothing reaches a new file of the same base offset through it."""
     # a reader reopening it by path (after an idle-handle GC) must not find the new file
     seg.path = seg.path.with_name(seg.path.name + ".retired")
     # nor its index files (a cleaner swap put the new segment's there): its lookups find
     # no file and search the segment from its start (correct; only late readers pay)
     for index in (seg.index, seg.time_index):
         index.path = index.path.with_name(index.path.name + ".retired")
-    log.state.retired.append((time.monotonic(), seg))
+    st.retired.append((time.monotonic(), seg))
 
 
 def drop_segments(log: Log, segments: list[Segment]) -> None:
@@ -111,7 +116,7 @@ def drop_segments(log: Log, segments: list[Segment]) -> None:
     with log.state.lock:
         log.state.segments = [s for s in log.state.segments if id(s) not in gone]
         for seg in segments:
-            _retire(log, seg)
+            retire(log.state, seg)
 
 
 def replace_segment(log: Log, old: Segment, new: Segment) -> None:
@@ -119,7 +124,7 @@ def replace_segment(log: Log, old: Segment, new: Segment) -> None:
     new.counters = log.counters
     with log.state.lock:
         log.state.segments = [new if s is old else s for s in log.state.segments]
-        _retire(log, old)
+        retire(log.state, old)
 
 
 def close_retired(log: Log, *, force: bool = False) -> None:

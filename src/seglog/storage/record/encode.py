@@ -30,7 +30,10 @@ from seglog.errors import RecordTooLargeError
 from seglog.storage.record.encode_same import OD_LIMITS, encode_same, varint_bytes, varint_columns
 from seglog.storage.record.varint import I64, U8, encode_varints, scatter, varint_sizes
 
-__all__ = ["encode_records"]
+__all__ = ["encode_record_columns", "encode_records"]
+
+Buffer = bytes | bytearray | memoryview
+"""Anything exposing the buffer protocol."""
 
 HeaderList = Sequence[tuple[str, bytes | None]]
 
@@ -145,6 +148,54 @@ def encode_records(
             kblob = b"".join(keys)  # type: ignore[arg-type]
         except TypeError:
             kl, kblob = _lengths(keys), _join(keys)
+    return _encode_lists(
+        n, vl, kl, vblob, kblob, timestamps, headers, max_batch_bytes, mutable=mutable, reuse=reuse
+    )
+
+
+def encode_record_columns(  # noqa: PLR0917 (the columns)
+    value_lengths: I64,
+    values: Buffer,
+    key_lengths: I64 | None,
+    keys: Buffer,
+    timestamps: I64 | int,
+    max_batch_bytes: int,
+) -> bytes | bytearray:
+    """``encode_records`` for columns already laid out as Arrow lays out a binary column:
+    ``value_lengths`` (int64, one per record, -1 for null) and ``values`` (every non-null
+    value's bytes back to back, in record order; any buffer: bytes, memoryview, an Arrow
+    buffer's memoryview), the same for keys (``key_lengths=None``: every key null). No
+    headers. Returns the record batches (byte-identical to ``encode_records`` on the same
+    records) without joining or measuring any Python object per record. Raises
+    RecordTooLargeError, ValueError if a buffer's size disagrees with its lengths."""
+    n = len(value_lengths)
+    if n == 0:
+        return b""
+    for lengths, blob, name in ((value_lengths, values, "values"), (key_lengths, keys, "keys")):
+        want = 0 if lengths is None else int(np.maximum(lengths, 0).sum())
+        if memoryview(blob).nbytes != want:
+            raise ValueError(f"{name}: {memoryview(blob).nbytes} bytes for lengths summing {want}")
+    vblob = memoryview(values).cast("B")
+    kblob = memoryview(keys).cast("B")
+    kl = None if key_lengths is None else key_lengths.tolist()
+    return _encode_lists(n, value_lengths.tolist(), kl, vblob, kblob, timestamps, None,  # type: ignore[arg-type]
+                         max_batch_bytes, mutable=True, reuse=False)  # fmt: skip
+
+
+def _encode_lists(  # noqa: PLR0917 (internal: the columns)
+    n: int,
+    vl: list[int],
+    kl: list[int] | None,
+    vblob: bytes,
+    kblob: bytes,
+    timestamps: I64 | int,
+    headers: Sequence[HeaderList] | None,
+    max_batch_bytes: int,
+    *,
+    mutable: bool,
+    reuse: bool,
+) -> bytes | bytearray:
+    """The batches of ``n`` records given as lengths (-1: null) and joined bytes."""
     no_headers = headers is None or not any(headers)
     ts: I64 | None = None
     one_ts: int | None = None

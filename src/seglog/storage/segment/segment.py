@@ -366,10 +366,18 @@ class Segment:
                     f"write to {self.path} failed ({e}) and cut back failed ({e2})"
                 ) from e
             raise StorageError(f"write to {self.path} failed: {e}") from e
+        self.record_written(start, batches, end, interval)
+
+    def record_written(self, start: int, batches: list[Placed], end: int, interval: int) -> None:
+        """Take in ``batches`` already in the file at ``start`` (positions relative to it,
+        in order, contiguous): index them (entries written to the index files' buffers) and
+        move the segment's end past them; ``end`` is the offset after the last one."""
         for rel_pos, base, size, max_ts in batches:
             self._add_to_indexes(start + rel_pos, base, size, max_ts, interval, write=True)
+        if batches:
+            rel_pos, _, size, _ = batches[-1]
+            self.size = start + rel_pos + size
         self.next_offset = end
-        self.size = start + len(view)
 
     def finish_time_index(self) -> None:
         """Append a final time index entry covering every batch (at roll and close)."""

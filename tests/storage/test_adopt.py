@@ -1,0 +1,197 @@
+"""``Log.adopt``: a file of record batches moved into the log as its new active segment."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from seglog.errors import CorruptRecordError, InvalidRecordError
+from seglog.storage import check, open_log
+from seglog.storage.record.batch import parse_header
+
+from ._batches import make_batch
+
+
+def _stage(path: pathlib.Path, batches: int, records: int = 4, tag: bytes = b"s") -> list[bytes]:
+    """Write ``batches`` batches of ``records`` records to ``path``; their values."""
+    path.write_bytes(b"".join(make_batch(records, tag=tag + b"%d" % i) for i in range(batches)))
+    return [
+        (tag + b"%d-%d-" % (i, j)).ljust(20, b"x") for i in range(batches) for j in range(records)
+    ]
+
+
+def _segments(directory: pathlib.Path) -> list[int]:
+    return sorted(int(p.stem) for p in directory.glob("*.log"))
+
+
+def test_adopt_after_appends_rolls_and_moves_the_file(tmp_path: pathlib.Path) -> None:
+    staged = tmp_path / "staged"
+    with open_log(tmp_path / "log", create=True) as log:
+        log.append(make_batch(2, tag=b"a"))
+        values = _stage(staged, 5)
+        inode = os.stat(staged).st_ino
+        info = log.adopt(staged)
+        assert (info.base_offset, info.last_offset, info.record_count) == (2, 21, 20)
+        assert not staged.exists()
+        assert os.stat(tmp_path / "log" / f"{2:020d}.log").st_ino == inode  # moved, not copied
+        assert _segments(tmp_path / "log") == [0, 2]
+        log.sync()
+        assert log.high_watermark == 22
+        log.append(make_batch(1, tag=b"z"))  # later appends go to the adopted segment
+        log.sync()
+        assert _segments(tmp_path / "log") == [0, 2]
+        _, messages = log.consume(0, 100)
+        assert [m.offset for m in messages] == list(range(23))
+        assert [m.value for m in messages[2:22]] == values
+        assert [log.get(o).value for o in (2, 13, 21)] == [values[0], values[11], values[19]]
+        # every adopted batch's header names its offsets
+        raw = (tmp_path / "log" / f"{2:020d}.log").read_bytes()
+        assert parse_header(raw, 0).base_offset == 2
+    [report] = check(tmp_path / "log")
+    assert not report.problems
+    assert not report.index_problems
+    with open_log(tmp_path / "log") as log:
+        _, again = log.consume(0, 100)
+        assert [m.value for m in again] == [m.value for m in messages]
+
+
+def test_adopt_replaces_an_empty_active_segment(tmp_path: pathlib.Path) -> None:
+    staged = tmp_path / "staged"
+    with open_log(tmp_path / "log", create=True) as log:
+        values = _stage(staged, 3)
+        log.adopt(staged)
+        log.sync()
+        assert _segments(tmp_path / "log") == [0]
+        assert [m.value for m in log.consume(0, 100)[1]] == values
+        # the time index answers from the adopted segment's headers
+        first_ts = log.get(0).timestamp
+        assert log.offset_by_time(first_ts + 1)[0] == 1
+    [report] = check(tmp_path / "log")
+    assert not report.problems
+    assert not report.index_problems
+
+
+def test_adopt_refuses_a_corrupt_file_and_leaves_log_and_file(tmp_path: pathlib.Path) -> None:
+    staged = tmp_path / "staged"
+    with open_log(tmp_path / "log", create=True) as log:
+        log.append(make_batch(2))
+        _stage(staged, 3)
+        data = bytearray(staged.read_bytes())
+        data[-3] ^= 0x40  # a bit flip in the last batch's records: its CRC-32C fails
+        staged.write_bytes(data)
+        with pytest.raises(CorruptRecordError):
+            log.adopt(staged)
+        assert staged.read_bytes() == data
+        staged.write_bytes(b"")
+        with pytest.raises(InvalidRecordError):
+            log.adopt(staged)
+        assert log.log_end_offset == 2
+        assert _segments(tmp_path / "log") == [0]
+
+
+def test_adopt_copies_what_cannot_be_a_segment(make_log, tmp_path: pathlib.Path) -> None:
+    """Bigger than segment.bytes (and, for the memory log, on another filesystem): the
+    batches are appended by copy and the file removed, with the same outcome."""
+    staged = tmp_path / "staged"
+    with make_log(segment_bytes=200) as log:
+        values = _stage(staged, 3)
+        assert staged.stat().st_size > 200
+        info = log.adopt(staged)
+        assert info.record_count == 12
+        assert not staged.exists()
+        log.sync()
+        assert [m.value for m in log.consume(0, 100)[1]] == values
+
+
+def test_adopt_under_log_append_time_and_relaxed_flush(tmp_path: pathlib.Path) -> None:
+    staged = tmp_path / "staged"
+    with open_log(
+        tmp_path / "log", create=True, message_timestamp_type="LogAppendTime", flush_messages=1000
+    ) as log:
+        log.append(make_batch(1, timestamp=5))
+        _stage(staged, 2)
+        info = log.adopt(staged)
+        assert info.log_append_time_ms > 0
+        assert log.high_watermark == 9  # relaxed: visible at once
+        assert {m.timestamp for m in log.consume(1, 100)[1]} == {info.log_append_time_ms}
+    [report] = check(tmp_path / "log")  # the recomputed CRCs hold
+    assert not report.problems
+
+
+def test_adopt_feeds_the_key_index(tmp_path: pathlib.Path) -> None:
+    staged = tmp_path / "staged"
+    with open_log(tmp_path / "log", create=True, key_index=True) as log:
+        log.append(make_batch(2, tag=b"old"))
+        values = _stage(staged, 1, records=3)
+        log.adopt(staged)
+        log.sync()
+        assert log.get_by_key(b"k1").value == values[1]
+        assert log.offset_by_key(b"k1") == 3
+
+
+def test_a_file_patched_by_an_unfinished_adopt_is_adopted_again(tmp_path: pathlib.Path) -> None:
+    """A crash after the offsets were patched but before the rename leaves a file whose
+    headers name offsets the log never took: adopting it again patches them anew."""
+    staged = tmp_path / "staged"
+    values = _stage(staged, 2)
+    data = bytearray(staged.read_bytes())
+    data[0:8] = (12345).to_bytes(8, "big")  # baseOffset is outside the CRC
+    staged.write_bytes(data)
+    with open_log(tmp_path / "log", create=True) as log:
+        log.append(make_batch(3))
+        log.adopt(staged)
+        log.sync()
+        assert [m.offset for m in log.consume(3, 100)[1]] == list(range(3, 11))
+        assert [m.value for m in log.consume(3, 100)[1]] == values
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, sys.argv[2])
+    from storage._batches import make_batch
+    from seglog.storage import open_log
+    log = open_log(sys.argv[1] + "/log", create=True)
+    for i in range(3):
+        log.append(make_batch(2, tag=b"a%d" % i))
+        with open(sys.argv[1] + "/staged", "wb") as f:
+            f.write(b"".join(make_batch(4, tag=b"s%d-%d" % (i, j)) for j in range(50)))
+        log.adopt(sys.argv[1] + "/staged")
+        log.sync()
+    print("synced", log.log_end_offset, flush=True)
+    sys.stdin.read()  # until killed
+    """
+)
+
+
+def test_adopted_segments_survive_kill_9(tmp_path: pathlib.Path) -> None:
+    tests_dir = str(pathlib.Path(__file__).parent.parent)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(tmp_path), tests_dir],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().split() == ["synced", str(3 * (2 + 200))]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert not (tmp_path / "log" / ".clean_shutdown").exists()
+    with open_log(tmp_path / "log") as log:
+        assert log.log_end_offset == 606
+        _, messages = log.consume(0, 1000)
+        assert [m.offset for m in messages] == list(range(606))
+        assert messages[2].value.startswith(b"s0-0-0")
+        assert messages[202].value.startswith(b"a1-0")
+        assert messages[204].value.startswith(b"s1-0-0")
+    [report] = check(tmp_path / "log")
+    assert not report.problems
+    assert not report.index_problems
