@@ -58,8 +58,10 @@ __all__ = [
     "log_bounds",
 ]
 
-CHUNK_BYTES = 4 << 20
-"""Bytes of stored record batches decoded into one Arrow batch."""
+CHUNK_BYTES = 8 << 20
+"""Bytes of stored record batches decoded into one Arrow batch (~75 k rows of 100 B values:
+Spark's per-batch work counts; 4 MiB -> 8 MiB moved count() 0.78-0.80x -> 0.82-0.84x and
+groupBy 0.80x -> 0.85-0.87x of the no-op source's 65,536-row batches, interleaved A/B)."""
 
 
 @dataclass(frozen=True)
