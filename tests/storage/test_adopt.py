@@ -195,3 +195,23 @@ def test_adopted_segments_survive_kill_9(tmp_path: pathlib.Path) -> None:
     [report] = check(tmp_path / "log")
     assert not report.problems
     assert not report.index_problems
+
+
+@pytest.mark.parametrize("how", ["append", "adopt"])
+def test_undecodable_records_are_stored_without_their_keys(
+    tmp_path: pathlib.Path, how: str
+) -> None:
+    """A CRC-valid batch whose records do not decode: stored (the key index only lacks
+    its keys, logged), the same through append and adopt."""
+    import crc32c  # noqa: PLC0415
+
+    data = bytearray(make_batch(2))
+    data[61] = 0x7F  # the first record's length varint: far past the batch end
+    data[17:21] = crc32c.crc32c(bytes(data[21:])).to_bytes(4, "big")
+    staged = tmp_path / "staged"
+    staged.write_bytes(data)
+    with open_log(tmp_path / "log", create=True, key_index=True) as log:
+        log.append(make_batch(1))
+        info = log.append(bytes(data)) if how == "append" else log.adopt(staged)
+        assert (info.base_offset, info.record_count) == (1, 2)
+        assert log.log_end_offset == 3

@@ -43,9 +43,6 @@ from seglog.storage.fileio import files
 from seglog.storage.log import append, maint
 from seglog.storage.record.batch import (
     BatchHeader,
-    patch_base_offset,
-    patch_log_append_time,
-    stamp_leader_epoch,
     validate_for_append,
 )
 from seglog.storage.segment.segment import Placed, Segment
@@ -108,19 +105,8 @@ def _move(
         st.check_writable()
         now = append.now_ms()
         active = st.segments[-1]
-        base = offset = st.log_end_offset
-        placed: list[Placed] = []
-        max_ts = -1
-        for pos, h in batches:
-            patch_base_offset(mm, pos, offset)
-            stamp_leader_epoch(mm, pos)
-            ts = h.max_timestamp
-            if log_append:
-                patch_log_append_time(mm, pos, h, now)
-                ts = now
-            max_ts = max(max_ts, ts)
-            placed.append((pos, offset, h.size, ts))
-            offset += h.last_offset_delta + 1
+        base = st.log_end_offset
+        placed, offset, max_ts = append.place_batches(st, mm, batches, now, log_append)
         replace = active.size == 0 and active.base_offset == base
         target = files.log_path(st.directory, base)
         try:
@@ -155,8 +141,7 @@ def _move(
         st.counters.appended_bytes += len(mm)
         st.counters.appended_records += count
         st.log_end_offset = offset
-        if st.keys is not None:
-            st.keys.add(mm)
+        append.index_keys(st, mm, base)
         st.append_count += 1
         relaxed = not st.config.fsync_before_ack
         if relaxed:

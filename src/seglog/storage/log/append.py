@@ -14,6 +14,7 @@ from seglog.errors import StorageError
 from seglog.storage.config import AppendInfo
 from seglog.storage.fileio import files
 from seglog.storage.record.batch import (
+    BatchHeader,
     encoded_batches,
     patch_log_append_time,
     place_batch,
@@ -28,9 +29,11 @@ if TYPE_CHECKING:
 __all__ = [
     "append",
     "fire",
+    "index_keys",
     "now_ms",
     "on_durable",
     "on_sync_error",
+    "place_batches",
     "roll",
     "roll_checked",
     "sync_point",
@@ -91,18 +94,7 @@ def append(
         rolled = seg.size > 0 and _must_roll(st, seg, len(data), span, now)
         if rolled:
             seg = roll_checked(st, now)
-        offset = st.log_end_offset
-        placed: list[Placed] = []
-        max_ts = -1
-        for pos, h in batches:
-            place_batch(data, pos, offset, h.size)  # baseOffset, partitionLeaderEpoch
-            ts = h.max_timestamp
-            if log_append:
-                patch_log_append_time(data, pos, h, now)
-                ts = now
-            max_ts = max(max_ts, ts)
-            placed.append((pos, offset, h.size, ts))
-            offset += h.last_offset_delta + 1
+        placed, offset, max_ts = place_batches(st, data, batches, now, log_append)
         try:
             seg.append(data, placed, offset, st.config.index_interval_bytes)
         except StorageError:
@@ -115,11 +107,7 @@ def append(
             seg.first_append_ms = now
         base = st.log_end_offset
         st.log_end_offset = offset
-        if st.keys is not None:
-            try:
-                st.keys.add(data)
-            except Exception:  # a CRC-valid batch with undecodable records
-                _logger.exception("key index: cannot decode batch at offset %d", base)
+        index_keys(st, data, base)
         st.append_count += 1
         relaxed = not st.config.fsync_before_ack
         sync_now = not caller_syncs
@@ -138,6 +126,43 @@ def append(
         fire(st, st.high_watermark)
     # tuple.__new__: the NamedTuple's __new__ is a Python-level call
     return _TUPLE_NEW(AppendInfo, (base, offset - 1, now if log_append else -1, count, max_ts))
+
+
+def place_batches(
+    st: LogState,
+    data: bytearray | memoryview,
+    batches: list[tuple[int, BatchHeader]],
+    now: int,
+    log_append: bool,
+) -> tuple[list[Placed], int, int]:
+    """Give ``batches`` (validated, at their positions in ``data``) their offsets from
+    the log end offset on (under ``st.lock``): baseOffset and partitionLeaderEpoch patched
+    in place, LogAppendTime stamped (with a new CRC) when ``log_append``. Returns the
+    placed batches, the offset after the last one and the highest max timestamp."""
+    offset = st.log_end_offset
+    placed: list[Placed] = []
+    max_ts = -1
+    for pos, h in batches:
+        place_batch(data, pos, offset, h.size)  # baseOffset, partitionLeaderEpoch
+        ts = h.max_timestamp
+        if log_append:
+            patch_log_append_time(data, pos, h, now)
+            ts = now
+        max_ts = max(max_ts, ts)
+        placed.append((pos, offset, h.size, ts))
+        offset += h.last_offset_delta + 1
+    return placed, offset, max_ts
+
+
+def index_keys(st: LogState, data: bytearray | memoryview, base: int) -> None:
+    """Add the records of ``data`` (whole batches from offset ``base``, already in the
+    log) to the key index, if the log keeps one; an undecodable record is logged, not
+    raised (the batch is stored: the index only lacks its keys)."""
+    if st.keys is not None:
+        try:
+            st.keys.add(data)
+        except Exception:  # a CRC-valid batch with undecodable records
+            _logger.exception("key index: cannot decode batch at offset %d", base)
 
 
 def _must_roll(st: LogState, seg: Segment, nbytes: int, span: int, now: int) -> bool:

@@ -76,11 +76,6 @@ def _lengths(items: Sequence[bytes | None]) -> list[int]:
         return [-1 if x is None else len(x) for x in items]
 
 
-def _same(lengths: list[int]) -> bool:
-    """Whether every length is the first one."""
-    return lengths.count(lengths[0]) == len(lengths)
-
-
 @overload
 def encode_records(
     values: Sequence[bytes | None],
