@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from seglog.cli._client_config import ClientOptions, print_json
-from seglog.cli._fast import Parser, parse, run
+from seglog.cli._fast import Parser, try_run
 
 __all__ = ["consume_records", "parse_offset_spec", "run_fast"]
 
@@ -285,8 +285,4 @@ def _fast_parser() -> Parser:
 def run_fast(argv: Sequence[str]) -> bool:
     """Run ``seglog consume ARGV`` without typer (``_fast``); False (nothing done) when
     argparse leaves ``argv`` to typer."""
-    params = parse(_fast_parser(), argv)
-    if params is None:
-        return False
-    run(consume_records, params)
-    return True
+    return try_run(_fast_parser(), consume_records, argv)

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from seglog.cli._client_config import ClientOptions
 
-__all__ = ["Parser", "parse", "run"]
+__all__ = ["Parser", "parse", "run", "try_run"]
 
 _CLIENT_FIELDS = (
     "brokers",
@@ -89,3 +89,13 @@ def run(command: Callable[..., None], params: dict[str, Any]) -> None:
         if isinstance(exc, Exit):
             sys.exit(exc.exit_code)
         raise
+
+
+def try_run(parser: Parser, command: Callable[..., None], argv: Sequence[str]) -> bool:
+    """``run`` the command with ``argv`` parsed by ``parser``; False (nothing done) when
+    ``parse`` leaves ``argv`` to typer."""
+    params = parse(parser, argv)
+    if params is None:
+        return False
+    run(command, params)
+    return True

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from seglog.cli._client_config import ClientOptions, print_json
-from seglog.cli._fast import Parser, parse, run
+from seglog.cli._fast import Parser, try_run
 
 __all__ = ["produce_records", "run_fast"]
 
@@ -257,8 +257,4 @@ def _fast_parser() -> Parser:
 def run_fast(argv: Sequence[str]) -> bool:
     """Run ``seglog produce ARGV`` without typer (``_fast``); False (nothing done) when
     argparse leaves ``argv`` to typer."""
-    params = parse(_fast_parser(), argv)
-    if params is None:
-        return False
-    run(produce_records, params)
-    return True
+    return try_run(_fast_parser(), produce_records, argv)
