@@ -57,6 +57,7 @@ __all__ = [
     "raw_fetch_applies",
     "read_raw_range",
     "split_host_port",
+    "topic_metadata",
     "whole_batches",
 ]
 
@@ -256,15 +257,7 @@ class RawFetcher:
         first = kafka["bootstrap.servers"].split(",")[0]
         conn = Connection(*split_host_port(first), client_id, timeout_s, security)
         try:
-            req = MetadataRequest[8]
-            meta = conn.call(
-                req(
-                    topics=[req.MetadataRequestTopic(name=topic)],
-                    allow_auto_topic_creation=False,
-                    include_cluster_authorized_operations=False,
-                    include_topic_authorized_operations=False,
-                )
-            )
+            meta = topic_metadata(conn, topic, auto_create=False)
             brokers = {b.node_id: (b.host, b.port) for b in meta.brokers}
             leaders = [
                 (t.error_code or p.error_code, p.leader_id)
@@ -323,6 +316,20 @@ class RawFetcher:
     def close(self) -> None:
         """Close the connection."""
         self.conn.close()
+
+
+def topic_metadata(conn: Connection, topic: str, *, auto_create: bool) -> Any:
+    """MetadataResponse v8 for ``topic`` on ``conn``; ``auto_create``: ask the broker to
+    create it if missing (as Kafka producers do; ``auto.create.topics.enable`` decides)."""
+    req = MetadataRequest[8]
+    return conn.call(
+        req(
+            topics=[req.MetadataRequestTopic(name=topic)],
+            allow_auto_topic_creation=auto_create,
+            include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False,
+        )
+    )
 
 
 def whole_batches(data: bytes | bytearray) -> tuple[list[memoryview], int]:

@@ -28,7 +28,6 @@ from typing import Any
 
 import pyarrow as pa
 from kafka.errors import UnknownTopicOrPartitionError, for_code
-from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
 from seglog.spark._encode import (
@@ -40,7 +39,13 @@ from seglog.spark._encode import (
     records_of,
     split_columns,
 )
-from seglog.spark._fetch import Connection, Security, split_host_port, whole_batches
+from seglog.spark._fetch import (
+    Connection,
+    Security,
+    split_host_port,
+    topic_metadata,
+    whole_batches,
+)
 
 __all__ = ["IN_FLIGHT", "RawProducer", "produce_raw"]
 
@@ -88,17 +93,9 @@ class RawProducer:
         """Metadata v8 of ``topic``, asking the broker to create it if missing (as Kafka
         producers do: ``auto.create.topics.enable`` decides); retried while the answer
         is a retriable error (a topic just created has no leader yet) until ``deadline``."""
-        req = MetadataRequest[8]
         tries = 0
         while True:
-            meta = conn.call(
-                req(
-                    topics=[req.MetadataRequestTopic(name=topic)],
-                    allow_auto_topic_creation=True,
-                    include_cluster_authorized_operations=False,
-                    include_topic_authorized_operations=False,
-                )
-            )
+            meta = topic_metadata(conn, topic, auto_create=True)
             found = [t for t in meta.topics if t.name == topic]
             code = found[0].error_code if found else 3
             code = code or next((p.error_code for p in found[0].partitions if p.error_code), 0)
