@@ -84,6 +84,28 @@ def test_batch_write_round_trip(spark: Any, tmp_path: Path) -> None:
     assert len(_read(spark, path, "out")) == len(got) + 5 + 3
 
 
+def test_batch_write_adopts_a_large_staged_file(spark: Any, tmp_path: Path) -> None:
+    """A real Spark job whose one task stages over ADOPT_MIN_BYTES (8 MiB): the commit
+    moves the staged file into the log as a new segment (rolled after the record already
+    there) instead of copying it into the active one; every row reads back in order."""
+    path = tmp_path / "data"
+    with DataDir(path) as data_dir:
+        data_dir.create_topic("big", 1)
+        data_dir.log("big", 0).publish([Message(key=None, value=b"first")])
+    df = spark.range(100_000).selectExpr("lpad(CAST(id AS STRING), 100, 'x') AS value")
+    df.coalesce(1).write.format("seglog").option("topic", "big").mode("append").save(str(path))
+    log_dir = path / "big-0"
+    assert sorted(int(p.stem) for p in log_dir.glob("*.log")) == [0, 1]
+    assert (log_dir / f"{1:020d}.log").stat().st_size > 8 << 20
+    with DataDir(path, read_only=True) as data_dir:
+        log = data_dir.log("big", 0)
+        assert log.log_end_offset == 100_001
+        _, first = log.consume(0, 2)
+        assert [m.value for m in first] == [b"first", b"x" * 99 + b"0"]
+        _, last = log.consume(100_000, 1)
+        assert last[0].value == b"x" * 95 + b"99999"
+
+
 def _arrow(values: list[bytes]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict({"value": pa.array(values, pa.binary())})
 

@@ -67,7 +67,8 @@ def adopt(st: LogState, path: str | os.PathLike[str]) -> AppendInfo:
     source = pathlib.Path(path)
     fd = os.open(source, os.O_RDWR)
     try:
-        size = os.fstat(fd).st_size
+        stat = os.fstat(fd)
+        size = stat.st_size
         if size == 0:
             validate_for_append(b"", st.config.max_message_bytes)  # InvalidRecordError
         with mmap.mmap(fd, size) as mm:
@@ -78,7 +79,7 @@ def adopt(st: LogState, path: str | os.PathLike[str]) -> AppendInfo:
                 movable = (
                     size <= st.config.segment_bytes
                     and span - 1 <= _U32
-                    and os.fstat(fd).st_dev == os.stat(st.directory).st_dev
+                    and stat.st_dev == os.stat(st.directory).st_dev
                 )
                 if movable:
                     info = _move(st, source, fd, view, batches)
