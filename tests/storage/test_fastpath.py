@@ -400,3 +400,37 @@ def test_column_encoder_bytes_equal_the_list_encoder(
     assert bytes(got) == expected
     with pytest.raises(ValueError, match="values"):
         encode_record_columns(lengths(values), memoryview(b"x" * 10_000), None, b"", 0, max_bytes)
+
+
+@pytest.mark.parametrize("n", [1, 64, 1000, 5000])
+def test_encoder_packed_columns_any_bytes_like(n: int) -> None:
+    """Same-size keys and values are joined by a cached ``struct.Struct`` (``encode._joined``),
+    which pads or cuts an item of another length and takes only bytes and bytearray: mixed
+    lengths whose sum is n x the first length, bytearrays, memoryviews and a count above the
+    packer cache's limit must all give kafka-python's bytes; str stays a TypeError."""
+    ts = 1_700_000_000_000
+    keys: list[bytes | bytearray | memoryview | None] = [b"k%07d" % i for i in range(n)]
+    values: list[bytes | bytearray | memoryview | None] = [bytes([i % 256]) * 100 for i in range(n)]
+
+    def check() -> None:
+        msgs = [
+            Message(timestamp=ts, key=None if k is None else bytes(k), value=bytes(v or b""))
+            for k, v in zip(keys, values, strict=True)
+        ]
+        assert encode_records(values, keys, ts, None, 1 << 24) == encode_messages_reference(
+            msgs, 1 << 24
+        )
+
+    check()
+    values[0], keys[-1] = bytearray(values[0] or b""), bytearray(keys[-1] or b"")
+    check()  # bytes and bytearray: packed
+    if n > 1:  # one value shorter and one longer: the total is still n x 100 bytes
+        values[0], values[-1] = b"S" * 99, b"L" * 101
+        check()
+        values[0], values[-1] = b"L" * 101, b"S" * 99
+        keys[1] = None
+        check()
+    values[n // 2] = memoryview(bytes(values[n // 2] or b""))
+    check()  # a memoryview: joined instead
+    with pytest.raises(TypeError):
+        encode_records(["x" * 100] * n, None, ts, None, 1 << 24)  # type: ignore[list-item]
