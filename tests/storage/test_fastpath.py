@@ -434,3 +434,14 @@ def test_encoder_packed_columns_any_bytes_like(n: int) -> None:
     check()  # a memoryview: joined instead
     with pytest.raises(TypeError):
         encode_records(["x" * 100] * n, None, ts, None, 1 << 24)  # type: ignore[list-item]
+
+
+def test_encode_messages_columns_complete() -> None:
+    """Messages are transposed by a non-strict zip (a Message always has five fields):
+    every column must still hold every message, and a malformed (tuple.__new__) Message
+    of fewer fields is a ValueError, not a short batch."""
+    msgs = [Message(timestamp=5, key=b"k%03d" % i, value=b"v" * (i % 7)) for i in range(300)]
+    assert encode_messages(msgs, 1 << 20) == encode_messages_reference(msgs, 1 << 20)
+    short = tuple.__new__(Message, (-1, 5, b"k", b"v"))
+    with pytest.raises(ValueError, match="4 fields"):
+        encode_messages([*msgs, short], 1 << 20)
