@@ -404,7 +404,7 @@ def test_column_encoder_bytes_equal_the_list_encoder(
 
 @pytest.mark.parametrize("n", [1, 64, 1000, 5000])
 def test_encoder_packed_columns_any_bytes_like(n: int) -> None:
-    """Same-size keys and values are joined by a cached ``struct.Struct`` (``encode._joined``),
+    """Same-size keys and values are joined by a cached ``struct.Struct`` (``encode._packer``),
     which pads or cuts an item of another length and takes only bytes and bytearray: mixed
     lengths whose sum is n x the first length, bytearrays, memoryviews and a count above the
     packer cache's limit must all give kafka-python's bytes; str stays a TypeError."""
