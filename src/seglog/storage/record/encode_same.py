@@ -163,6 +163,7 @@ def encode_same(  # noqa: PLR0917 (internal)
     max_batch_bytes: int,
     *,
     reuse: bool = False,
+    pascal: bool = False,
 ) -> bytearray | bytes | None:
     """Record batches of ``n`` records whose keys all have length ``klen`` (-1: null;
     ``kblob``: the keys joined), values ``vlen`` (>= 0; ``vblob``), one timestamp ``ts``
@@ -173,7 +174,10 @@ def encode_same(  # noqa: PLR0917 (internal)
     ``reuse``: a one-batch result may be a buffer handed back earlier (``give_back``):
     the caller must hand it back once nothing refers to it any more (or drop it).
     Every byte a batch of this plan does not take from the template (header, keys,
-    values) is written again, so what the buffer held before never shows."""
+    values) is written again, so what the buffer held before never shows.
+
+    ``pascal``: ``kblob`` and ``vblob`` hold the items as ``struct``'s ``"<len + 2>p"``
+    packs them (a length byte, the bytes, a NUL): item i at ``1 + i * (len + 2)``."""
     key = (n, klen, vlen, max_batch_bytes)
     try:
         plan = _PLANS[key]
@@ -186,8 +190,12 @@ def encode_same(  # noqa: PLR0917 (internal)
         return None
     template, batches, kdt, vdt = plan
     tview = memoryview(template)
-    keys = None if kdt is None else np.frombuffer(kblob, dtype=kdt)
-    values = None if vdt is None else np.frombuffer(vblob, dtype=vdt)
+    if pascal:  # strided views: no copy
+        keys = None if kdt is None else np.ndarray((n,), kdt, kblob, 1, (klen + 2,))
+        values = None if vdt is None else np.ndarray((n,), vdt, vblob, 1, (vlen + 2,))
+    else:
+        keys = None if kdt is None else np.frombuffer(kblob, dtype=kdt)
+        values = None if vdt is None else np.frombuffer(vblob, dtype=vdt)
     out: list[bytearray] = []
     single = len(batches) == 1
     for lo, count, total, copies in batches:
