@@ -87,39 +87,46 @@ def _same_size(  # noqa: PLR0917 (internal)
     max_batch_bytes: int,
     reuse: bool,
 ) -> bytes | bytearray | None:
-    """``encode_same``'s batches when every value is as long as the first, every key as
-    long as the first key (or ``keys`` None), each at most ``_PASCAL_MAX`` bytes, all bytes
-    or bytearray; None otherwise (or when a record is too large: the general path raises).
+    """``encode_same``'s batches when every value is as long as the first and every key
+    as long as the first key (or ``keys`` None), all bytes-like; None otherwise (or when
+    a record is too large: the general path raises)."""
+    vcol = _one_size(values, n)
+    if vcol is None:
+        return None
+    kcol = (b"", -1, False) if keys is None else _one_size(keys, n)
+    if kcol is None:
+        return None
+    (vblob, v0, vp), (kblob, k0, kp) = vcol, kcol
+    return encode_same(
+        n, k0, kblob, v0, vblob, ts, max_batch_bytes, reuse=reuse, pascal_keys=kp,
+        pascal_values=vp,
+    )  # fmt: skip
 
-    One C pass per column and no ``len()`` per item (15 us per 1,000 keys after an
-    fdatasync, the cold first touch): ``struct``'s ``"<k + 2>p"`` packs each item as a
-    length byte ``min(its length, k + 1)``, its first ``k + 1`` bytes and NUL padding, so
-    the length bytes (every ``k + 2``-th) all equal ``k`` if and only if every item is
-    ``k`` bytes long; ``encode_same`` copies the bytes from the packed blob (strided)."""
+
+def _one_size(items: Sequence[bytes | None], n: int) -> tuple[bytes, int, bool] | None:
+    """(the items packed, their length k, packed with ``"p"``) when every item is k bytes
+    long, else None.
+
+    k <= ``_PASCAL_MAX``: one C pass and no ``len()`` per item (15 us per 1,000 keys
+    after an fdatasync, the cold first touch): ``struct``'s ``"<k + 2>p"`` packs each
+    item as a length byte ``min(its length, k + 1)``, its first ``k + 1`` bytes and NUL
+    padding, so the length bytes (every ``k + 2``-th) all equal ``k`` if and only if
+    every item is ``k`` bytes long; it takes bytes and bytearray only (``struct.error``).
+    Longer: ``len()`` of each, then joined."""
     try:
-        v0 = len(values[0])  # type: ignore[arg-type]
-        k0 = -1 if keys is None else len(keys[0])  # type: ignore[arg-type]
-        if v0 != len(values[-1]) or (keys is not None and k0 != len(keys[-1])):  # type: ignore[arg-type]
+        k = len(items[0])  # type: ignore[arg-type]
+        if k != len(items[-1]):  # type: ignore[arg-type]
             return None  # mixed sizes, most likely: no pack to throw away
-    except TypeError:  # a None
-        return None
-    if v0 > _PASCAL_MAX or k0 > _PASCAL_MAX:
-        return None
-    vpack, vmarks = _packer(n, v0)
-    try:
-        vblob = vpack.pack(*values)
-        if keys is None:
-            kblob = b""
-        else:
-            kpack, kmarks = _packer(n, k0)
-            kblob = kpack.pack(*keys)
-            if kblob[:: k0 + 2] != kmarks:
+        if k > _PASCAL_MAX:
+            if list(map(len, items)).count(k) != n:  # type: ignore[arg-type]
                 return None
-    except struct.error:  # a None, a memoryview, a str...: the general path
+            blob = b"".join(items)  # type: ignore[arg-type]
+            return (blob, k, False) if len(blob) == n * k else None  # (an array's len)
+        pack, marks = _packer(n, k)
+        blob = pack.pack(*items)
+    except (TypeError, struct.error):  # a None, a memoryview, a str...: the general path
         return None
-    if vblob[:: v0 + 2] != vmarks:
-        return None
-    return encode_same(n, k0, kblob, v0, vblob, ts, max_batch_bytes, reuse=reuse, pascal=True)
+    return (blob, k, True) if blob[:: k + 2] == marks else None
 
 
 def _packer(n: int, k: int) -> tuple[struct.Struct, bytes]:

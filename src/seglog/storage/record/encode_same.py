@@ -163,7 +163,8 @@ def encode_same(  # noqa: PLR0917 (internal)
     max_batch_bytes: int,
     *,
     reuse: bool = False,
-    pascal: bool = False,
+    pascal_keys: bool = False,
+    pascal_values: bool = False,
 ) -> bytearray | bytes | None:
     """Record batches of ``n`` records whose keys all have length ``klen`` (-1: null;
     ``kblob``: the keys joined), values ``vlen`` (>= 0; ``vblob``), one timestamp ``ts``
@@ -176,8 +177,9 @@ def encode_same(  # noqa: PLR0917 (internal)
     Every byte a batch of this plan does not take from the template (header, keys,
     values) is written again, so what the buffer held before never shows.
 
-    ``pascal``: ``kblob`` and ``vblob`` hold the items as ``struct``'s ``"<len + 2>p"``
-    packs them (a length byte, the bytes, a NUL): item i at ``1 + i * (len + 2)``."""
+    ``pascal_keys`` / ``pascal_values``: ``kblob`` / ``vblob`` holds the items as
+    ``struct``'s ``"<len + 2>p"`` packs them (a length byte, the bytes, a NUL): item i
+    at ``1 + i * (len + 2)``."""
     key = (n, klen, vlen, max_batch_bytes)
     try:
         plan = _PLANS[key]
@@ -190,12 +192,19 @@ def encode_same(  # noqa: PLR0917 (internal)
         return None
     template, batches, kdt, vdt = plan
     tview = memoryview(template)
-    if pascal:  # strided views: no copy
-        keys = None if kdt is None else np.ndarray((n,), kdt, kblob, 1, (klen + 2,))
-        values = None if vdt is None else np.ndarray((n,), vdt, vblob, 1, (vlen + 2,))
-    else:
-        keys = None if kdt is None else np.frombuffer(kblob, dtype=kdt)
-        values = None if vdt is None else np.frombuffer(vblob, dtype=vdt)
+    keys = values = None  # "p"-packed blobs: strided views, no copy
+    if kdt is not None:
+        keys = (
+            np.ndarray((n,), kdt, kblob, 1, (klen + 2,))
+            if pascal_keys
+            else np.frombuffer(kblob, dtype=kdt)
+        )
+    if vdt is not None:
+        values = (
+            np.ndarray((n,), vdt, vblob, 1, (vlen + 2,))
+            if pascal_values
+            else np.frombuffer(vblob, dtype=vdt)
+        )
     out: list[bytearray] = []
     single = len(batches) == 1
     for lo, count, total, copies in batches:
