@@ -406,7 +406,7 @@ def test_column_encoder_bytes_equal_the_list_encoder(
 @pytest.mark.parametrize("value_len", [100, 253, 254, 300])
 def test_encoder_same_size_proof(n: int, value_len: int) -> None:
     """Same-size keys and values are packed by a cached ``struct.Struct`` of ``"p"`` codes
-    and proven one size by the length bytes it writes (``encode._same_size``), with no
+    and proven one size by the length bytes it writes (``encode_same.same_size``), with no
     ``len()`` per item: any other length anywhere (first and last alike, the total the
     same, NULs where padding would be), bytearrays, memoryviews, lengths above 253 and
     counts above the packer cache's limit must all give kafka-python's bytes."""

@@ -27,7 +27,14 @@ import numpy as np
 from kafka.record.util import encode_varint
 
 from seglog.errors import RecordTooLargeError
-from seglog.storage.record.encode_same import OD_LIMITS, encode_same, varint_bytes, varint_columns
+from seglog.storage.record.encode_same import (
+    OD_LIMITS,
+    PACK_MAX,
+    encode_same,
+    same_size,
+    varint_bytes,
+    varint_columns,
+)
 from seglog.storage.record.varint import I64, U8, encode_varints, scatter, varint_sizes
 
 __all__ = ["encode_record_columns", "encode_records"]
@@ -66,78 +73,6 @@ def _join(items: Sequence[bytes | None]) -> bytes:
         return b"".join(items)  # type: ignore[arg-type]
     except TypeError:  # some None (or not bytes-like: raised again below)
         return b"".join([x for x in items if x is not None])
-
-
-_PACK_MAX = 4096
-"""Largest record count packed by a ``struct.Struct`` (one format code per item: 32 bytes
-each, ~9 us to build for 1,000)."""
-_PASCAL_MAX = 253
-"""Longest key or value packed with ``"p"``: its length byte (``min(len, k + 1)``) must
-stay below 255, where ``"p"`` caps it."""
-_PACKERS: dict[tuple[int, int], tuple[struct.Struct, bytes]] = {}
-"""(``struct.Struct("<k + 2>p" * n)``, ``bytes([k]) * n``) by (n, k)."""
-_MAX_PACKERS = 16
-
-
-def _same_size(  # noqa: PLR0917 (internal)
-    values: Sequence[bytes | None],
-    keys: Sequence[bytes | None] | None,
-    n: int,
-    ts: int,
-    max_batch_bytes: int,
-    reuse: bool,
-) -> bytes | bytearray | None:
-    """``encode_same``'s batches when every value is as long as the first and every key
-    as long as the first key (or ``keys`` None), all bytes-like; None otherwise (or when
-    a record is too large: the general path raises)."""
-    vcol = _one_size(values, n)
-    if vcol is None:
-        return None
-    kcol = (b"", -1, False) if keys is None else _one_size(keys, n)
-    if kcol is None:
-        return None
-    (vblob, v0, vp), (kblob, k0, kp) = vcol, kcol
-    return encode_same(
-        n, k0, kblob, v0, vblob, ts, max_batch_bytes, reuse=reuse, pascal_keys=kp,
-        pascal_values=vp,
-    )  # fmt: skip
-
-
-def _one_size(items: Sequence[bytes | None], n: int) -> tuple[bytes, int, bool] | None:
-    """(the items packed, their length k, packed with ``"p"``) when every item is k bytes
-    long, else None.
-
-    k <= ``_PASCAL_MAX``: one C pass and no ``len()`` per item (15 us per 1,000 keys
-    after an fdatasync, the cold first touch): ``struct``'s ``"<k + 2>p"`` packs each
-    item as a length byte ``min(its length, k + 1)``, its first ``k + 1`` bytes and NUL
-    padding, so the length bytes (every ``k + 2``-th) all equal ``k`` if and only if
-    every item is ``k`` bytes long; it takes bytes and bytearray only (``struct.error``).
-    Longer: ``len()`` of each, then joined."""
-    try:
-        k = len(items[0])  # type: ignore[arg-type]
-        if k != len(items[-1]):  # type: ignore[arg-type]
-            return None  # mixed sizes, most likely: no pack to throw away
-        if k > _PASCAL_MAX:
-            if list(map(len, items)).count(k) != n:  # type: ignore[arg-type]
-                return None
-            blob = b"".join(items)  # type: ignore[arg-type]
-            return (blob, k, False) if len(blob) == n * k else None  # (an array's len)
-        pack, marks = _packer(n, k)
-        blob = pack.pack(*items)
-    except (TypeError, struct.error):  # a None, a memoryview, a str...: the general path
-        return None
-    return (blob, k, True) if blob[:: k + 2] == marks else None
-
-
-def _packer(n: int, k: int) -> tuple[struct.Struct, bytes]:
-    """A cached ``struct.Struct`` packing ``n`` items of ``k`` bytes as ``"<k + 2>p"``
-    and the length bytes it writes when each is ``k`` long."""
-    got = _PACKERS.get((n, k))
-    if got is None:
-        if len(_PACKERS) >= _MAX_PACKERS:
-            _PACKERS.clear()
-        got = _PACKERS[n, k] = struct.Struct(f"{k + 2}p" * n), bytes([k]) * n
-    return got
 
 
 def _lengths(items: Sequence[bytes | None]) -> list[int]:
@@ -201,9 +136,9 @@ def encode_records(
     if n == 0:
         return b""
     # every key one length, every value one length, one timestamp, no headers (what
-    # publish and publish_values get): no length lists at all (_same_size)
-    if headers is None and isinstance(timestamps, int) and n <= _PACK_MAX:
-        fast = _same_size(values, keys, n, timestamps, max_batch_bytes, reuse and mutable)
+    # publish and publish_values get): no length lists at all (encode_same.same_size)
+    if headers is None and isinstance(timestamps, int) and n <= PACK_MAX:
+        fast = same_size(values, keys, n, timestamps, max_batch_bytes, reuse and mutable)
         if fast is not None:
             return fast if mutable or isinstance(fast, bytes) else bytes(fast)
     # _lengths' fast path inline: each Python call saved counts after an fdatasync
