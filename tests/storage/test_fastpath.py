@@ -400,3 +400,58 @@ def test_column_encoder_bytes_equal_the_list_encoder(
     assert bytes(got) == expected
     with pytest.raises(ValueError, match="values"):
         encode_record_columns(lengths(values), memoryview(b"x" * 10_000), None, b"", 0, max_bytes)
+
+
+@pytest.mark.parametrize("n", [1, 3, 64, 1000, 5000])
+@pytest.mark.parametrize("value_len", [100, 253, 254, 300])
+def test_encoder_same_size_proof(n: int, value_len: int) -> None:
+    """Same-size keys and values are packed by a cached ``struct.Struct`` of ``"p"`` codes
+    and proven one size by the length bytes it writes (``encode_same.same_size``), with no
+    ``len()`` per item: any other length anywhere (first and last alike, the total the
+    same, NULs where padding would be), bytearrays, memoryviews, lengths above 253 and
+    counts above the packer cache's limit must all give kafka-python's bytes."""
+    ts = 1_700_000_000_000
+    keys: list[bytes | bytearray | memoryview | None] = [b"k%07d" % i for i in range(n)]
+    values: list[bytes | bytearray | memoryview | None] = [
+        bytes([i % 256]) * value_len for i in range(n)
+    ]
+
+    def check() -> None:
+        msgs = [
+            Message(timestamp=ts, key=None if k is None else bytes(k), value=bytes(v or b""))
+            for k, v in zip(keys, values, strict=True)
+        ]
+        want = encode_messages_reference(msgs, 1 << 24)
+        assert encode_records(values, keys, ts, None, 1 << 24) == want
+        assert encode_messages(msgs, 1 << 24) == want
+
+    check()
+    values[0], keys[-1] = bytearray(values[0] or b""), bytearray(keys[-1] or b"")
+    check()  # bytes and bytearray: packed
+    if n >= 3:  # first and last of one length; the total still n x value_len bytes
+        values[1] = b"\0" * (value_len - 1)  # the NUL padding "p" would write...
+        values[2] = b"\0" + b"x" * value_len  # ...and the next one's NUL after it
+        check()
+        values[1], values[2] = b"x" * (value_len + 1), b"y" * (value_len - 1)
+        check()
+        values[1] = values[2] = b"z" * value_len
+        keys[1], keys[2] = b"k" * 9, b"k" * 7
+        check()
+        keys[1] = None
+        check()
+        keys[1] = b"k" * 8
+    values[n // 2] = memoryview(bytes(values[n // 2] or b""))
+    check()  # a memoryview: joined instead
+    with pytest.raises(TypeError):
+        encode_records(["x" * 100] * n, None, ts, None, 1 << 24)  # type: ignore[list-item]
+
+
+def test_encode_messages_columns_complete() -> None:
+    """Messages are transposed by a non-strict zip (a Message always has five fields):
+    every column must still hold every message, and a malformed (tuple.__new__) Message
+    of fewer fields is a ValueError, not a short batch."""
+    msgs = [Message(timestamp=5, key=b"k%03d" % i, value=b"v" * (i % 7)) for i in range(300)]
+    assert encode_messages(msgs, 1 << 20) == encode_messages_reference(msgs, 1 << 20)
+    short = tuple.__new__(Message, (-1, 5, b"k", b"v"))
+    with pytest.raises(ValueError, match="4 fields"):
+        encode_messages([*msgs, short], 1 << 20)
