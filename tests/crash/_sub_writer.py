@@ -1,5 +1,6 @@
 """Crash-test subscriber: publishes a few messages, then fetches and acknowledges until
-SIGKILLed (``tests/crash/test_subscription_kill9.py``).
+SIGKILLed (``tests/crash/test_subscription_kill9.py``); publishes 10 more whenever
+everything published is acknowledged.
 
 Usage: ``_sub_writer.py <partition dir> <seed>``. Lines on stdout, each written once the
 call it reports returned (one ``os.write`` each, atomic on a pipe):
@@ -33,10 +34,16 @@ def main() -> None:
     os.write(out, b"ready\n")
     held: list[int] = []
     while True:
-        for d in sub.fetch(rng.randint(1, 10), 0.01):
+        got = sub.fetch(rng.randint(1, 10), 0.01)
+        for d in got:
             os.write(out, b"deliver %d %d\n" % (d.offset, d.redelivery_count))
             if rng.random() < 0.6:
                 held.append(d.offset)
+        if not got and not held and not sub.pending():
+            # everything published is acknowledged: publish more, else the test waits
+            # for acks that never come (it kills after a random number of acks)
+            end = log.next_offset()
+            log.publish([Message(key=b"k", value=b"m%d" % o) for o in range(end, end + 10)])
         if held and rng.random() < 0.5:
             k = rng.randint(1, len(held))
             batch, held = sorted(set(held[:k])), held[k:]
