@@ -18,9 +18,11 @@ offsets and fetch through it (``_wire``).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +35,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from seglog.columnar import decode_batches
+from seglog.columnar import columns_batch
 from seglog.errors import DataLossError, SeglogError
 from seglog.spark._options import (
     EARLIEST,
@@ -48,7 +50,7 @@ from seglog.spark._wire import (
     wire_bounds,
     wire_offsets_for_times,
 )
-from seglog.storage import DataDir, Log
+from seglog.storage import DataDir, Log, decode_columns
 
 __all__ = [
     "DataLossError",
@@ -266,32 +268,54 @@ def read_any(part: InputPartition) -> Iterator[pa.RecordBatch]:
 
 
 def read_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
-    """Yield the records of one offset range of a data directory as Arrow batches."""
+    """Yield the records of one offset range of a data directory as Arrow batches.
+
+    The next chunk is read and decoded in a helper thread while Spark consumes the one
+    just yielded: the worker's send of a batch (a blocking socket write, GIL released)
+    and the decoding of the next overlap, where one after the other left a core idle."""
     if part.start >= part.end:
         return
     log = _open_logs.log(part.path, part.topic, part.partition)
-    pending: list[bytes] = []
-    size = 0
-    for batch in log.batches(part.start, part.end):
-        pending.append(bytes(batch))
-        size += len(batch)
-        if size >= CHUNK_BYTES:
-            yield _decode(pending, part)
-            pending, size = [], 0
-    if pending:
-        yield _decode(pending, part)
+    with ThreadPoolExecutor(1, thread_name_prefix="seglog-read") as pool:
+        ahead = pool.submit(_read_chunk, log, part, part.start)
+        while True:
+            batch, offset = ahead.result()
+            if batch is None:
+                return
+            if offset < part.end:
+                ahead = pool.submit(_read_chunk, log, part, offset)
+            yield batch
+            if offset >= part.end:
+                return
 
 
-def _decode(pending: list[bytes], part: OffsetRangePartition) -> pa.RecordBatch:
-    return decode_batches(
-        pending,
-        topic=part.topic,
-        partition=part.partition,
-        start=part.start,
-        end=part.end,
-        include_headers=part.include_headers,
-        check_crcs=part.check_crcs,
-    )
+def _read_chunk(
+    log: Log, part: OffsetRangePartition, offset: int
+) -> tuple[pa.RecordBatch | None, int]:
+    """The records of ~CHUNK_BYTES of whole batches from ``offset`` (None at the end) and
+    the offset after them."""
+    while True:
+        # the batches located (headers only), then read with one pread of exactly their
+        # size and decoded where they lie: Log.batches copied every batch twice more (and
+        # joined them), Log.read trims a longer read (a copy)
+        where = log.read_slice(offset, CHUNK_BYTES, upper=part.end)
+        if where is None:
+            return None, offset
+        data = os.pread(where.fd, where.size, where.position)
+        cols = decode_columns(data, offset, part.end, check_crcs=part.check_crcs)
+        if cols.next_offset <= offset:  # cannot happen: the read starts at offset's batch
+            raise SeglogError(f"no progress reading {part.topic}-{part.partition} at {offset}")
+        offset = cols.next_offset
+        if len(cols):
+            batch = columns_batch(
+                cols,
+                topic=part.topic,
+                partition=part.partition,
+                include_headers=part.include_headers,
+            )
+            return batch, offset
+        if offset >= part.end:  # only control batches (or compacted gaps) left
+            return None, offset
 
 
 def _check_start(
