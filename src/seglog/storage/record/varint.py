@@ -119,6 +119,24 @@ def decode_varints(buf: U8, positions: I64, *, strict: bool = True) -> tuple[I64
         after = positions + 1
         after += more
         return _unzigzag(v), after
+    b2 = buf[2:].take(positions, mode="clip") if len(buf) > 2 else b1
+    if (b & b1 & b2).max() < 0x80:  # at most three bytes (timestamp deltas below ~17 min)
+        more = b >> 7
+        third = (b & b1) >> 7  # 1 where a third byte follows (then below 0x80)
+        v = b.astype(np.int64)
+        v &= 0x7F
+        mid = b1 & 0x7F
+        mid *= more
+        hi = mid.astype(np.int64)
+        hi <<= 7
+        v |= hi
+        hi = (b2 * third).astype(np.int64)
+        hi <<= 14
+        v |= hi
+        after = positions + 1
+        after += more
+        after += third
+        return _unzigzag(v), after
     raw = (b & 0x7F).astype(np.uint64)
     active = b >= 0x80
     size = np.ones(len(b), dtype=np.int64)
