@@ -307,7 +307,7 @@ class _Buffers:
 
     def give(self, buffer: bytearray) -> None:
         with self._lock:
-            if len(self._free) < 2:
+            if len(self._free) < 2 and len(buffer) <= 2 * CHUNK_BYTES:  # not one grown huge
                 self._free.append(buffer)
 
 
