@@ -8,9 +8,11 @@ trigger and per task. Each
 ``OffsetRangePartition`` carries everything ``read()`` needs — ``read()`` runs on a pickled
 reader instance on an executor, where state set while planning is invisible.
 
-``read()`` walks whole stored record batches of one partition between two offsets
-(``Log.batches``), decodes them ~4 MiB at a time with the numpy decoder (``_decode``) and
-yields ``pyarrow.RecordBatch``es of exactly ``arrow_schema(include_headers)``.
+``read()`` reads whole stored record batches of one partition between two offsets ~8 MiB
+at a time (``Log.read_slice`` locates them, one ``preadv`` into a buffer kept per process
+reads them), decodes them where they lie with the numpy decoder (``decode_columns(...,
+borrow=True)``, ``columns_batch``), the next chunk in a helper thread while Spark takes the
+last, and yields ``pyarrow.RecordBatch``es of exactly ``arrow_schema(include_headers)``.
 
 With ``kafka.bootstrap.servers`` instead of ``path``, the same readers plan from a broker's
 offsets and fetch through it (``_wire``).
