@@ -12,7 +12,7 @@ it lazily, only for topics with ``seglog.parquet.mirror=true``.
 
 from __future__ import annotations
 
-from seglog.columnar._decode import BATCH_HEADER, decode_batches, empty_batch
+from seglog.columnar._decode import BATCH_HEADER, columns_batch, decode_batches, empty_batch
 from seglog.columnar._mirror import (
     MIRROR_CONFIG,
     Mirror,
@@ -31,6 +31,7 @@ __all__ = [
     "Mirror",
     "MirrorReport",
     "arrow_schema",
+    "columns_batch",
     "decode_batches",
     "empty_batch",
     "mirror_enabled",

@@ -29,9 +29,9 @@ import numpy as np
 import pyarrow as pa
 
 from seglog.columnar._schema import ARROW_HEADERS_TYPE, arrow_schema
-from seglog.storage import BATCH_HEADER, I64, decode_columns
+from seglog.storage import BATCH_HEADER, I64, RecordColumns, decode_columns
 
-__all__ = ["BATCH_HEADER", "decode_batches", "empty_batch"]
+__all__ = ["BATCH_HEADER", "columns_batch", "decode_batches", "empty_batch"]
 
 
 def _cut(data: pa.Buffer, pos: I64, length: I64) -> pa.Array:
@@ -81,6 +81,14 @@ def decode_batches(
     CRC-32C does not match (the message names its offset).
     """
     cols = decode_columns(batches, start, end, check_crcs=check_crcs)
+    return columns_batch(cols, topic=topic, partition=partition, include_headers=include_headers)
+
+
+def columns_batch(
+    cols: RecordColumns, *, topic: str, partition: int, include_headers: bool = False
+) -> pa.RecordBatch:
+    """The decoded records ``cols`` (``decode_columns``) as one ``pyarrow.RecordBatch`` of
+    ``arrow_schema(include_headers)``; ValueError when ``cols.buffer`` is 2 GiB or more."""
     n = len(cols)
     if n == 0:
         return empty_batch(include_headers)

@@ -8,9 +8,11 @@ trigger and per task. Each
 ``OffsetRangePartition`` carries everything ``read()`` needs — ``read()`` runs on a pickled
 reader instance on an executor, where state set while planning is invisible.
 
-``read()`` walks whole stored record batches of one partition between two offsets
-(``Log.batches``), decodes them ~4 MiB at a time with the numpy decoder (``_decode``) and
-yields ``pyarrow.RecordBatch``es of exactly ``arrow_schema(include_headers)``.
+``read()`` reads whole stored record batches of one partition between two offsets ~8 MiB
+at a time (``Log.read_slice`` locates them, one ``preadv`` into a buffer kept per process
+reads them), decodes them where they lie with the numpy decoder (``decode_columns(...,
+borrow=True)``, ``columns_batch``), the next chunk in a helper thread while Spark takes the
+last, and yields ``pyarrow.RecordBatch``es of exactly ``arrow_schema(include_headers)``.
 
 With ``kafka.bootstrap.servers`` instead of ``path``, the same readers plan from a broker's
 offsets and fetch through it (``_wire``).
@@ -18,9 +20,11 @@ offsets and fetch through it (``_wire``).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +37,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from seglog.columnar import decode_batches
+from seglog.columnar import columns_batch
 from seglog.errors import DataLossError, SeglogError
 from seglog.spark._options import (
     EARLIEST,
@@ -48,7 +52,7 @@ from seglog.spark._wire import (
     wire_bounds,
     wire_offsets_for_times,
 )
-from seglog.storage import DataDir, Log
+from seglog.storage import DataDir, Log, decode_columns
 
 __all__ = [
     "DataLossError",
@@ -266,32 +270,87 @@ def read_any(part: InputPartition) -> Iterator[pa.RecordBatch]:
 
 
 def read_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
-    """Yield the records of one offset range of a data directory as Arrow batches."""
+    """Yield the records of one offset range of a data directory as Arrow batches.
+
+    The next chunk is read and decoded in a helper thread while Spark consumes the one
+    just yielded: the worker's send of a batch (a blocking socket write, GIL released)
+    and the decoding of the next overlap, where one after the other left a core idle."""
     if part.start >= part.end:
         return
     log = _open_logs.log(part.path, part.topic, part.partition)
-    pending: list[bytes] = []
-    size = 0
-    for batch in log.batches(part.start, part.end):
-        pending.append(bytes(batch))
-        size += len(batch)
-        if size >= CHUNK_BYTES:
-            yield _decode(pending, part)
-            pending, size = [], 0
-    if pending:
-        yield _decode(pending, part)
+    buffer = _buffers.take()
+    try:
+        with ThreadPoolExecutor(1, thread_name_prefix="seglog-read") as pool:
+            ahead = pool.submit(_read_chunk, log, part, part.start, buffer)
+            while True:
+                batch, offset = ahead.result()
+                if batch is None:
+                    return
+                if offset < part.end:
+                    ahead = pool.submit(_read_chunk, log, part, offset, buffer)
+                yield batch
+                if offset >= part.end:
+                    return
+    finally:
+        _buffers.give(buffer)
 
 
-def _decode(pending: list[bytes], part: OffsetRangePartition) -> pa.RecordBatch:
-    return decode_batches(
-        pending,
-        topic=part.topic,
-        partition=part.partition,
-        start=part.start,
-        end=part.end,
-        include_headers=part.include_headers,
-        check_crcs=part.check_crcs,
-    )
+class _Buffers:
+    """Read buffers kept for the next task of this process: a fresh 8 MiB ``bytes`` per
+    chunk cost ~1,500 page faults each (4.5 ms per chunk, a third of decoding it)."""
+
+    def __init__(self) -> None:
+        self._free: list[bytearray] = []
+        self._lock = threading.Lock()
+
+    def take(self) -> bytearray:
+        with self._lock:
+            return self._free.pop() if self._free else bytearray(CHUNK_BYTES)
+
+    def give(self, buffer: bytearray) -> None:
+        with self._lock:
+            if len(self._free) < 2 and len(buffer) <= 2 * CHUNK_BYTES:  # not one grown huge
+                self._free.append(buffer)
+
+
+_buffers = _Buffers()
+
+
+def _read_chunk(
+    log: Log, part: OffsetRangePartition, offset: int, buffer: bytearray
+) -> tuple[pa.RecordBatch | None, int]:
+    """The records of ~CHUNK_BYTES of whole batches from ``offset`` (None at the end) and
+    the offset after them, read into ``buffer`` (grown when one batch is larger)."""
+    while True:
+        # the batches located (headers only), read with one preadv into the reused buffer
+        # and decoded where they lie: Log.batches copied every batch twice more (and
+        # joined them); a fresh bytes per read page-faults its 8 MiB in
+        where = log.read_slice(offset, CHUNK_BYTES, upper=part.end)
+        if where is None:
+            return None, offset
+        if where.size > len(buffer):
+            buffer.extend(bytes(where.size - len(buffer)))
+        view = memoryview(buffer)[: where.size]
+        if os.preadv(where.fd, [view], where.position) != where.size:
+            raise SeglogError(
+                f"{part.topic}-{part.partition}: short read at offset {offset} (file truncated?)"
+            )
+        cols = decode_columns(view, offset, part.end, check_crcs=part.check_crcs, borrow=True)
+        if cols.next_offset <= offset:  # cannot happen: the read starts at offset's batch
+            raise SeglogError(f"no progress reading {part.topic}-{part.partition} at {offset}")
+        offset = cols.next_offset
+        if len(cols):
+            # columns_batch copies keys and values out (take) and builds the other columns
+            # from numpy: the batch keeps no reference to the buffer read next
+            batch = columns_batch(
+                cols,
+                topic=part.topic,
+                partition=part.partition,
+                include_headers=part.include_headers,
+            )
+            return batch, offset
+        if offset >= part.end:  # only control batches (or compacted gaps) left
+            return None, offset
 
 
 def _check_start(

@@ -88,6 +88,15 @@ def encode_varints(out: U8, positions: I64, values: I64, sizes: I64) -> None:
         out[sel + k] = byte
 
 
+def _unzigzag(v: I64) -> I64:
+    """Zigzag-decode ``v`` (non-negative, below 2^63) in place: ``(v >> 1) ^ -(v & 1)``."""
+    sign = v & 1
+    np.negative(sign, out=sign)
+    v >>= 1
+    v ^= sign
+    return v
+
+
 def decode_varints(buf: U8, positions: I64, *, strict: bool = True) -> tuple[I64, I64]:
     """Decode one zigzag varint at each position: ``(values, positions after them)``.
 
@@ -97,14 +106,39 @@ def decode_varints(buf: U8, positions: I64, *, strict: bool = True) -> tuple[I64
     b = buf.take(positions, mode="clip")
     if len(b) == 0 or b.max() < 0x80:  # all one byte: the common case
         return _ONE_BYTE.take(b), positions + 1
-    b1 = buf.take(positions + 1, mode="clip")
-    more = b >= 0x80
-    if not (b1[more] >= 0x80).any():  # at most two bytes (offset deltas below 8192)
-        v = (b & 0x7F).astype(np.int64)
-        v |= (b1.astype(np.int64) << 7) * more
-        return (v >> 1) ^ -(v & 1), positions + 1 + more
+    # byte k of each varint: buf[k:] taken at positions (no positions + k array); clip
+    # mode reads past the end as the last byte, as documented
+    b1 = buf[1:].take(positions, mode="clip") if len(buf) > 1 else b
+    if (b & b1).max() < 0x80:  # at most two bytes (offset deltas below 8192)
+        more = b >> 7  # 1 where a second byte follows (then below 0x80)
+        v = b.astype(np.int64)
+        v &= 0x7F
+        hi = (b1 * more).astype(np.int64)
+        hi <<= 7
+        v |= hi
+        after = positions + 1
+        after += more
+        return _unzigzag(v), after
+    b2 = buf[2:].take(positions, mode="clip") if len(buf) > 2 else b1
+    if (b & b1 & b2).max() < 0x80:  # at most three bytes (timestamp deltas below ~17 min)
+        more = b >> 7
+        third = (b & b1) >> 7  # 1 where a third byte follows (then below 0x80)
+        v = b.astype(np.int64)
+        v &= 0x7F
+        mid = b1 & 0x7F
+        mid *= more
+        hi = mid.astype(np.int64)
+        hi <<= 7
+        v |= hi
+        hi = (b2 * third).astype(np.int64)
+        hi <<= 14
+        v |= hi
+        after = positions + 1
+        after += more
+        after += third
+        return _unzigzag(v), after
     raw = (b & 0x7F).astype(np.uint64)
-    active = more
+    active = b >= 0x80
     size = np.ones(len(b), dtype=np.int64)
     for k in range(1, 10):
         b = buf.take(positions + k, mode="clip")

@@ -62,6 +62,7 @@ def _decode(seg: Segment, end: int, ids: dict[bytes, int]) -> _Seg:
     for chunk in iter_chunks(seg):
         cols = decode_columns(chunk, 0, end)
         buf = cols.buffer
+        assert isinstance(buf, bytes)  # decoded from bytes, not borrowed
         kids = [
             -1 if n < 0 else ids.setdefault(buf[p : p + n], len(ids))
             for p, n in zip(cols.key_positions.tolist(), cols.key_lengths.tolist(), strict=True)
