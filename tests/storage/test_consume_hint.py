@@ -118,6 +118,7 @@ def test_new_messages_pauses_the_garbage_collector() -> None:
         if phase == "start":
             collections.append(info["generation"])
 
+    gc.collect()  # young counts at zero: no collection due before new_messages pauses it
     gc.callbacks.append(seen)
     try:
         got = new_messages(*cols)
