@@ -88,9 +88,7 @@ def append(
         count += h.record_count
         span += h.last_offset_delta + 1
     with st.lock:
-        if st.closed or st.offline is not None or st.read_only:
-            st.check_writable()  # raises; inline test: a publish pays each call after an
-            # fdatasync has left the caches cold (~1 us each)
+        st.check_writable()
         now = time.time_ns() // 1_000_000  # now_ms(), inline (a call per append)
         seg = st.segments[-1]
         rolled = seg.size > 0 and _must_roll(st, seg, len(data), span, now)
@@ -109,8 +107,7 @@ def append(
             seg.first_append_ms = now
         base = st.log_end_offset
         st.log_end_offset = offset
-        if st.keys is not None:
-            index_keys(st, data, base)
+        index_keys(st, data, base)
         st.append_count += 1
         relaxed = not st.config.fsync_before_ack
         sync_now = not caller_syncs
@@ -248,8 +245,7 @@ def sync_point(st: LogState) -> SyncPoint:
 def on_durable(st: LogState, durable: int) -> None:
     if st.config.fsync_before_ack and durable > st.high_watermark:
         st.high_watermark = durable
-        if st.callbacks:  # none: no list to copy, no call (every publish's round)
-            fire(st, durable)
+        fire(st, durable)
 
 
 def on_sync_error(st: LogState, exc: BaseException) -> None:

@@ -262,14 +262,8 @@ class GroupCommit:
             with self._lock:
                 self._busy = False
                 # wake the fsync thread only when it has something to do: waking it for
-                # nothing costs the lone writer a GIL hand-off per round (_pending inline:
-                # a call per publish)
-                if (
-                    self._thread_waits
-                    or self._rounds
-                    or self._closing
-                    or (self._appended > self._durable and self._requested > self._durable)
-                ):
+                # nothing costs the lone writer a GIL hand-off per round
+                if self._thread_waits or self._pending() or self._closing:
                     self._thread_waits = False
                     self._cond.notify()
         return None
