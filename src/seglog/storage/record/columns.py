@@ -72,7 +72,7 @@ class RecordColumns:
     ``buffer`` holds the bytes every position points into (the stored batches, or, when
     some were compressed, the record bodies of every batch, decompressed, in batch order):
     positions ascend with the rows; a ``memoryview`` of the caller's buffer when decoded
-    with ``borrow=True`` (``keys()``/``values()``/``headers()`` then copy it once). Lengths
+    with ``borrow=True`` (``keys()``, ``values()`` and ``headers()`` then each copy it). Lengths
     are bytes, -1 for a null key or value. ``next_offset``: where the next consume
     continues (after the last record returned when ``max_count`` cut the input short, else
     after the last batch seen).
