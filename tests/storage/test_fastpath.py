@@ -398,6 +398,19 @@ def test_column_encoder_bytes_equal_the_list_encoder(
         lengths(values), joined(values), lengths(keys), joined(keys), 1_700_000_000_000, max_bytes
     )
     assert bytes(got) == expected
+    # built in a buffer given (reused: dirty and longer than needed after the first call)
+    into = bytearray(b"\xff" * 7)
+    for _ in range(2):
+        got = encode_record_columns(
+            lengths(values), joined(values), lengths(keys), joined(keys), 1_700_000_000_000,
+            max_bytes, into,
+        )  # fmt: skip
+        assert bytes(got) == expected
+        if uniform:  # the batches are a view of the buffer, not a copy
+            assert isinstance(got, memoryview)
+            assert got.obj is into
+        del got  # the view exports the buffer: it cannot grow while the view lives
+        into.extend(b"\xee" * 100)
     with pytest.raises(ValueError, match="values"):
         encode_record_columns(lengths(values), memoryview(b"x" * 10_000), None, b"", 0, max_bytes)
 

@@ -31,6 +31,7 @@ from seglog.storage.record.encode_same import (
     OD_LIMITS,
     PACK_MAX,
     encode_same,
+    encode_same_into,
     same_size,
     varint_bytes,
     varint_columns,
@@ -166,14 +167,19 @@ def encode_record_columns(  # noqa: PLR0917 (the columns)
     keys: Buffer,
     timestamps: I64 | int,
     max_batch_bytes: int,
-) -> bytes | bytearray:
+    into: bytearray | None = None,
+) -> bytes | bytearray | memoryview:
     """``encode_records`` for columns already laid out as Arrow lays out a binary column:
     ``value_lengths`` (int64, one per record, -1 for null) and ``values`` (every non-null
     value's bytes back to back, in record order; any buffer: bytes, memoryview, an Arrow
     buffer's memoryview), the same for keys (``key_lengths=None``: every key null). No
     headers. Returns the record batches (byte-identical to ``encode_records`` on the same
     records) without joining or measuring any Python object per record. Raises
-    RecordTooLargeError, ValueError if a buffer's size disagrees with its lengths."""
+    RecordTooLargeError, ValueError if a buffer's size disagrees with its lengths.
+
+    ``into``: a buffer the batches may be built in (``encode_same``'s ``into``: every key
+    one length, every value one length, one timestamp); the result is then a memoryview
+    of it, valid until ``into`` is used again. Other records ignore it."""
     n = len(value_lengths)
     if n == 0:
         return b""
@@ -183,6 +189,18 @@ def encode_record_columns(  # noqa: PLR0917 (the columns)
             raise ValueError(f"{name}: {memoryview(blob).nbytes} bytes for lengths summing {want}")
     vblob = memoryview(values).cast("B")
     kblob = memoryview(keys).cast("B")
+    if isinstance(timestamps, int):  # one size each, told by numpy (no list of lengths)
+        v0 = int(value_lengths[0])
+        k0 = -1 if key_lengths is None else int(key_lengths[0])
+        same = v0 >= 0 and bool((value_lengths == v0).all())
+        if same and (key_lengths is None or bool((key_lengths == k0).all())):
+            fast: bytes | bytearray | memoryview | None
+            if into is None:
+                fast = encode_same(n, k0, kblob, v0, vblob, timestamps, max_batch_bytes)  # type: ignore[arg-type]
+            else:
+                fast = encode_same_into(into, n, k0, kblob, v0, vblob, timestamps, max_batch_bytes)
+            if fast is not None:
+                return fast
     kl = None if key_lengths is None else key_lengths.tolist()
     return _encode_lists(n, value_lengths.tolist(), kl, vblob, kblob, timestamps, None,  # type: ignore[arg-type]
                          max_batch_bytes, mutable=True, reuse=False)  # fmt: skip
