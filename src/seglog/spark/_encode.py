@@ -255,16 +255,20 @@ def _layout(column: pa.Array) -> tuple[npt.NDArray[np.int64] | None, memoryview]
     return out, blob
 
 
-def encode_columns(keys: pa.Array, values: pa.Array, timestamp_ms: int) -> bytes | bytearray:
+def encode_columns(
+    keys: pa.Array, values: pa.Array, timestamp_ms: int, into: bytearray | None = None
+) -> bytes | bytearray | memoryview:
     """Record batches (at most ``BATCH_BYTES`` each, back to back) of the rows of two
     binary Arrow arrays, encoded from Arrow's buffers (``encode_record_columns``: no
-    Python object per row; byte-identical to ``build_batches`` on the same rows)."""
+    Python object per row; byte-identical to ``build_batches`` on the same rows).
+    ``into``: a buffer to build them in when every key is one length and every value one
+    length (the result is then a view of it, valid until its next use)."""
     value_lengths, value_bytes = _layout(values)
     if value_lengths is None:
         value_lengths = np.full(len(values), -1, dtype=np.int64)
     key_lengths, key_bytes = _layout(keys)
     return encode_record_columns(
-        value_lengths, value_bytes, key_lengths, key_bytes, timestamp_ms, BATCH_BYTES
+        value_lengths, value_bytes, key_lengths, key_bytes, timestamp_ms, BATCH_BYTES, into
     )
 
 
@@ -334,9 +338,12 @@ class Gathered:
             self._parts.append(last)
         return last
 
-    def take(self) -> Iterator[tuple[bytes | bytearray, int]]:
+    def take(
+        self, into: bytearray | None = None
+    ) -> Iterator[tuple[bytes | bytearray | memoryview, int]]:
         """Everything gathered as (bytes of whole record batches, record count), in
-        order; the gathering starts again empty."""
+        order; the gathering starts again empty. ``into``: a buffer the batches may be
+        built in (``encode_columns``): consume each item before taking the next."""
         parts, self._parts, self.size = self._parts, [], 0
         for part in parts:
             if isinstance(part, Pending):
@@ -344,7 +351,7 @@ class Gathered:
                 continue
             keys = part[0][0] if len(part) == 1 else pa.concat_arrays([k for k, _ in part])
             values = part[0][1] if len(part) == 1 else pa.concat_arrays([v for _, v in part])
-            yield encode_columns(keys, values, int(time.time() * 1000)), len(values)
+            yield encode_columns(keys, values, int(time.time() * 1000), into), len(values)
 
 
 def build_batches(pending: Pending, codec: int) -> Iterator[tuple[bytes, int]]:

@@ -332,7 +332,7 @@ def topic_metadata(conn: Connection, topic: str, *, auto_create: bool) -> Any:
     )
 
 
-def whole_batches(data: bytes | bytearray) -> tuple[list[memoryview], int]:
+def whole_batches(data: bytes | bytearray | memoryview) -> tuple[list[memoryview], int]:
     """The complete record batches of ``data`` and the offset after the last of them
     (-1 when there is none)."""
     view = memoryview(data)
