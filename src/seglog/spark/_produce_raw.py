@@ -124,11 +124,15 @@ class RawProducer:
         while len(waiting) >= IN_FLIGHT:
             self._settle(address, waiting)
         conn = self._conn(address)
-        waiting.append((partition, batch, conn.send(self._request(partition, batch))))
+        waiting.append((partition, batch, conn.send(self._request(partition), batch)))
 
-    def _request(self, partition: int, batch: memoryview | bytes) -> Any:
+    def _request(self, partition: int) -> Any:
+        """The Produce request of one batch to ``partition``, its records left empty:
+        ``Connection.send`` splices the batch in (kafka-python's encoder copied each
+        batch three times: measured with the bench sink, 1 M rows, wire: Python CPU
+        0.37-0.43 -> 0.35-0.37 CPU-s per 1 M rows)."""
         req = ProduceRequest[8]
-        data = req.TopicProduceData.PartitionProduceData(index=partition, records=bytes(batch))
+        data = req.TopicProduceData.PartitionProduceData(index=partition, records=b"")
         return req(
             transactional_id=None,
             acks=-1,
@@ -155,7 +159,7 @@ class RawProducer:
             while waiting:
                 self._settle(address, waiting)
             time.sleep(0.1 * tries)  # backoff: the broker is busy or its leader moving
-            conn.send(self._request(partition, batch))
+            conn.send(self._request(partition), batch)
             answer = conn.receive().responses[0].partition_responses[0]
             tries += 1
 
