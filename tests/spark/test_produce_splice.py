@@ -7,10 +7,12 @@ import socket
 import struct
 import threading
 from collections import deque
+from types import SimpleNamespace
 
 from kafka.protocol.producer import ProduceRequest
 
 from seglog.spark._fetch import Connection
+from seglog.spark._produce_raw import RawProducer
 
 
 def _request(records: bytes) -> object:
@@ -55,3 +57,43 @@ def test_spliced_records_equal_the_encoders_bytes() -> None:
     finally:
         ours.close()
         theirs.close()
+
+
+class _FakeConnection:
+    """Answers Produce requests with the given error codes in turn (then 0)."""
+
+    def __init__(self, codes: list[int]) -> None:
+        self.codes = codes
+        self.sent: list[bytes] = []
+
+    def send(self, request: object, tail: memoryview | bytes | None = None) -> int:
+        assert tail is not None
+        self.sent.append(bytes(tail))
+        return len(self.sent)
+
+    def receive(self) -> object:
+        code = self.codes.pop(0) if self.codes else 0
+        answer = SimpleNamespace(error_code=code, error_message=None)
+        return SimpleNamespace(responses=[SimpleNamespace(partition_responses=[answer])])
+
+
+def test_send_copy_retries_the_batch_sent_after_its_buffer_was_reused() -> None:
+    """The caller reuses its buffer right after ``send_copy``: a retried batch is sent
+    again as it was, and answered batches' buffers are reused for the next copies."""
+    address = ("127.0.0.1", 1)
+    fake = _FakeConnection([0, 19, 0])  # the second batch: NOT_ENOUGH_REPLICAS once
+    producer = RawProducer.__new__(RawProducer)  # no broker: the fake answers
+    producer.topic, producer.leaders, producer.partitions = "t", {0: address}, 1
+    producer._conns, producer._waiting, producer._spare = {address: fake}, {}, []  # type: ignore[dict-item]
+    buffer = bytearray(b"a" * 1000)
+    producer.send_copy(0, memoryview(buffer))
+    buffer[:] = b"b" * 1000
+    producer.send_copy(0, memoryview(buffer)[:600])
+    buffer[:] = b"c" * 1000  # the second batch is still unanswered: its copy must hold
+    producer.flush()
+    assert fake.sent == [b"a" * 1000, b"b" * 600, b"b" * 600]
+    assert len(producer._spare) == 2  # both copies answered: kept for the next ones
+    producer.send_copy(0, memoryview(buffer)[:10])
+    producer.flush()
+    assert fake.sent[-1] == b"c" * 10
+    assert len(producer._spare) == 2
