@@ -49,15 +49,9 @@ from seglog.spark._fetch import (
 
 __all__ = ["IN_FLIGHT", "RawProducer", "produce_raw"]
 
-IN_FLIGHT = 16
-"""Produce requests sent before the first answer is awaited (responses come back in
-order on a connection). Each carries one record batch of up to ``BATCH_BYTES`` (Kafka >= 3
-takes one per partition per request): librdkafka's and the Java client's default, 5,
-made a window of 2.5 MiB per partition leader, and the broker's fsync before each answer
-(acks=all) kept the task waiting: measured standalone, 2 tasks x 0.5 M rows to a
-seglog serve, task wall 0.14-0.20 -> 0.12-0.17 s, broker CPU 0.11-0.13 -> 0.09-0.12 s.
-A retried batch may land after up to this many later ones (no idempotence, as Kafka
-clients without it)."""
+IN_FLIGHT = 5
+"""Produce requests sent before the first answer is awaited (librdkafka's and the Java
+client's ``max.in.flight.requests.per.connection`` default)."""
 
 RETRIES = 5
 """Tries of a batch whose partition answers a retriable error (then the task fails)."""
