@@ -152,6 +152,7 @@ def test_storage_public_names_pinned():
             "I64",
             "POLL_S",
             "encode_record_columns",
+            "encode_record_columns_into",
             "encode_records",
             "fsync_dir",
             "log_directories",

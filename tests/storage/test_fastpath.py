@@ -25,6 +25,7 @@ from seglog.storage import (
     RecordColumns,
     decode_columns,
     encode_record_columns,
+    encode_record_columns_into,
     encode_records,
     open_log,
 )
@@ -45,6 +46,14 @@ message = st.builds(
     value=st.none() | st.binary(max_size=300),
     headers=st.lists(header, max_size=3).map(tuple),
 )
+
+
+def _reference_batches(data: bytes) -> list[object]:
+    records = MemoryRecords(data)
+    batches = []
+    while (batch := records.next_batch()) is not None:
+        batches.append(batch)
+    return batches
 
 
 def _reference(data: bytes, start: int = 0, end: int = 1 << 62) -> list[tuple[object, ...]]:
@@ -398,6 +407,24 @@ def test_column_encoder_bytes_equal_the_list_encoder(
         lengths(values), joined(values), lengths(keys), joined(keys), 1_700_000_000_000, max_bytes
     )
     assert bytes(got) == expected
+    # in pieces, one batch at a time in a buffer given (reused: dirty, longer than needed)
+    into = bytearray(b"\xff" * 7)
+    for _ in range(2):
+        pieces = encode_record_columns_into(
+            into, lengths(values), joined(values), lengths(keys), joined(keys),
+            1_700_000_000_000, max_bytes,
+        )  # fmt: skip
+        got_pieces = []
+        for piece in pieces:
+            if uniform:  # each batch a view of the buffer, not a copy
+                assert isinstance(piece, memoryview)
+                assert piece.obj is into
+            got_pieces.append(bytes(piece))
+            del piece  # the view exports the buffer: it cannot grow while the view lives
+        assert b"".join(got_pieces) == expected
+        if uniform:
+            assert len(got_pieces) == len(_reference_batches(expected))
+        into.extend(b"\xee" * 100)
     with pytest.raises(ValueError, match="values"):
         encode_record_columns(lengths(values), memoryview(b"x" * 10_000), None, b"", 0, max_bytes)
 

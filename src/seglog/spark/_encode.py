@@ -14,6 +14,7 @@ CreateTime = now, baseOffset 0: the log assigns offsets on append).
 from __future__ import annotations
 
 import random
+import struct
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -23,7 +24,12 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from seglog.storage import encode_record_columns, encode_records, new_batch_builder
+from seglog.storage import (
+    encode_record_columns,
+    encode_record_columns_into,
+    encode_records,
+    new_batch_builder,
+)
 
 with warnings.catch_warnings():
     # kafka-python 3.0's package import calls importlib.resources.read_text (deprecated)
@@ -259,13 +265,42 @@ def encode_columns(keys: pa.Array, values: pa.Array, timestamp_ms: int) -> bytes
     """Record batches (at most ``BATCH_BYTES`` each, back to back) of the rows of two
     binary Arrow arrays, encoded from Arrow's buffers (``encode_record_columns``: no
     Python object per row; byte-identical to ``build_batches`` on the same rows)."""
+    value_lengths, value_bytes, key_lengths, key_bytes = _layouts(keys, values)
+    return encode_record_columns(
+        value_lengths, value_bytes, key_lengths, key_bytes, timestamp_ms, BATCH_BYTES
+    )
+
+
+def encode_columns_into(
+    into: bytearray, keys: pa.Array, values: pa.Array, timestamp_ms: int
+) -> Iterator[tuple[bytes | bytearray | memoryview, int]]:
+    """``encode_columns``' bytes in pieces, with their record counts: one record batch at
+    a time built in ``into`` (each valid until the next is asked for) when every key is
+    one length and every value one length (``encode_record_columns_into``), else one
+    piece."""
+    value_lengths, value_bytes, key_lengths, key_bytes = _layouts(keys, values)
+    pieces = encode_record_columns_into(
+        into, value_lengths, value_bytes, key_lengths, key_bytes, timestamp_ms, BATCH_BYTES
+    )
+    left = len(values)
+    for piece in pieces:
+        n = _RECORD_COUNT.unpack_from(piece, 57)[0] if isinstance(piece, memoryview) else left
+        left -= n
+        yield piece, n
+
+
+_RECORD_COUNT = struct.Struct(">i")
+"""A record batch's record count (its last header field, at byte 57)."""
+
+
+def _layouts(
+    keys: pa.Array, values: pa.Array
+) -> tuple[npt.NDArray[np.int64], memoryview, npt.NDArray[np.int64] | None, memoryview]:
     value_lengths, value_bytes = _layout(values)
     if value_lengths is None:
         value_lengths = np.full(len(values), -1, dtype=np.int64)
     key_lengths, key_bytes = _layout(keys)
-    return encode_record_columns(
-        value_lengths, value_bytes, key_lengths, key_bytes, timestamp_ms, BATCH_BYTES
-    )
+    return value_lengths, value_bytes, key_lengths, key_bytes
 
 
 @dataclass
@@ -334,9 +369,13 @@ class Gathered:
             self._parts.append(last)
         return last
 
-    def take(self) -> Iterator[tuple[bytes | bytearray, int]]:
+    def take(
+        self, into: bytearray | None = None
+    ) -> Iterator[tuple[bytes | bytearray | memoryview, int]]:
         """Everything gathered as (bytes of whole record batches, record count), in
-        order; the gathering starts again empty."""
+        order; the gathering starts again empty. ``into``: a buffer to build the batches
+        of key/value columns in, one at a time (``encode_columns_into``): consume each
+        item before taking the next."""
         parts, self._parts, self.size = self._parts, [], 0
         for part in parts:
             if isinstance(part, Pending):
@@ -344,7 +383,11 @@ class Gathered:
                 continue
             keys = part[0][0] if len(part) == 1 else pa.concat_arrays([k for k, _ in part])
             values = part[0][1] if len(part) == 1 else pa.concat_arrays([v for _, v in part])
-            yield encode_columns(keys, values, int(time.time() * 1000)), len(values)
+            now = int(time.time() * 1000)
+            if into is None:
+                yield encode_columns(keys, values, now), len(values)
+            else:
+                yield from encode_columns_into(into, keys, values, now)
 
 
 def build_batches(pending: Pending, codec: int) -> Iterator[tuple[bytes, int]]:

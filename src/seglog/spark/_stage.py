@@ -56,6 +56,7 @@ from seglog.spark._encode import (
     records_of,
     split_columns,
 )
+from seglog.spark._writeback import EarlyWriteback
 from seglog.storage import DataDir, atomic_write, fsync_dir
 
 __all__ = [
@@ -118,14 +119,30 @@ class _StagedWriter:
     """The staged file of one partition: rows gathered (``Gathered``) and written every
     ``STAGE_GATHER_BYTES`` of key/value columns, the rest when finished."""
 
-    def __init__(self, directory: str, topic: str, partition: int, task: str, codec: int) -> None:
+    def __init__(
+        self,
+        directory: str,
+        topic: str,
+        partition: int,
+        task: str,
+        codec: int,
+        *,
+        writeback: EarlyWriteback,
+    ) -> None:
         self.topic, self.partition = topic, partition
+        self.writeback = writeback
         self.name = name = f"staged/{topic}-{partition}-{task}.batches"
         self.fd = os.open(
             os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644
         )
         self.records = 0
         self.rows = Gathered(codec)
+        self.arena = bytearray()
+        """Where each record batch is built, then written: one buffer reused, a batch
+        long (``Gathered.take(into)``). Measured in the bench sink (Spark, 0.5 M rows per
+        task): a fresh buffer per batch then a join per chunk cost page faults and a copy,
+        encode CPU 70 -> 15 ms; a batch written while still in the CPU cache (not a
+        4 MiB chunk at once), writev CPU 27-70 -> 15-16 ms."""
 
     def add_columns(self, keys: pa.Array, values: pa.Array) -> None:
         self.rows.add_columns(keys, values)
@@ -133,9 +150,15 @@ class _StagedWriter:
             self._write()
 
     def _write(self) -> None:
-        batches = list(self.rows.take())
-        _write_all(self.fd, [data for data, _ in batches])
-        self.records += sum(n for _, n in batches)
+        for data, n in self.rows.take(self.arena):
+            _write_all(self.fd, [data])
+            self.records += n
+            del data  # a view of the arena: it could not grow for the next chunk
+        self.writeback.written(self.fd)
+
+    def write_rest(self) -> None:
+        """Write the rows gathered so far."""
+        self._write()
 
     def close(self) -> None:
         """Close the file (idempotent)."""
@@ -144,16 +167,16 @@ class _StagedWriter:
             os.close(fd)
 
     def finish(self) -> StagedFile:
-        """Write what is left, fsync, close; the commit message's entry."""
+        """fsync and close (after ``write_rest``, the task's writeback stopped); the
+        commit message's entry."""
         try:
-            self._write()
             os.fsync(self.fd)
         finally:
             self.close()
         return StagedFile(self.topic, self.partition, self.name, self.records)
 
 
-def _write_all(fd: int, buffers: list[bytes | bytearray]) -> None:
+def _write_all(fd: int, buffers: list[bytes | bytearray | memoryview]) -> None:
     """``os.writev`` until every byte is written (it may write less than asked)."""
     views = [memoryview(b) for b in buffers if len(b)]
     while views:
@@ -186,12 +209,13 @@ def stage(
     task = uuid.uuid4().hex
     writers: dict[tuple[str, int], _StagedWriter] = {}
     codec = CODECS[compression]
+    writeback = EarlyWriteback()
 
     def writer(topic: str, partition: int) -> _StagedWriter:
         w = writers.get((topic, partition))
         if w is None:
             w = writers[(topic, partition)] = _StagedWriter(
-                directory, topic, partition, task, codec
+                directory, topic, partition, task, codec, writeback=writeback
             )
         return w
 
@@ -211,8 +235,13 @@ def stage(
                         "no topic: set option topic or give the DataFrame a topic column"
                     )
                 writer(topic, router.partition(topic, record)).rows.pending.add(record)
+        for w in writers.values():
+            w.write_rest()
+        writeback.stop()
         files = [writers[tp].finish() for tp in sorted(writers)]
     except BaseException:
+        with contextlib.suppress(OSError):
+            writeback.stop()  # before any descriptor closes
         for w in writers.values():
             with contextlib.suppress(OSError):
                 w.close()

@@ -46,7 +46,11 @@ if TYPE_CHECKING:
 
     # Columnar records (vectorised decoding of record batches)
     from seglog.storage.record.columns import BATCH_HEADER, RecordColumns, decode_columns
-    from seglog.storage.record.encode import encode_record_columns, encode_records
+    from seglog.storage.record.encode import (
+        encode_record_columns,
+        encode_record_columns_into,
+        encode_records,
+    )
 
     # Messages (embedded API)
     from seglog.storage.record.message import (
@@ -136,6 +140,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "decode_columns": ("seglog.storage.record.columns", "decode_columns"),
     "delete_offsets": ("seglog.storage.retention.delete", "delete_offsets"),
     "encode_record_columns": ("seglog.storage.record.encode", "encode_record_columns"),
+    "encode_record_columns_into": ("seglog.storage.record.encode", "encode_record_columns_into"),
     "encode_records": ("seglog.storage.record.encode", "encode_records"),
     "fsync_dir": ("seglog.storage.fileio.files", "fsync_dir"),
     "log_directories": ("seglog.storage.tools.check", "log_directories"),
@@ -241,6 +246,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
     "I64",
     "POLL_S",
     "encode_record_columns",
+    "encode_record_columns_into",
     "encode_records",
     "fsync_dir",
     "log_directories",

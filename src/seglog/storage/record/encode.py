@@ -19,7 +19,7 @@ are left to kafka-python's builder (``_message.encode_messages_reference``).
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Literal, overload
 
 import crc32c
@@ -31,13 +31,14 @@ from seglog.storage.record.encode_same import (
     OD_LIMITS,
     PACK_MAX,
     encode_same,
+    encode_same_into,
     same_size,
     varint_bytes,
     varint_columns,
 )
 from seglog.storage.record.varint import I64, U8, encode_varints, scatter, varint_sizes
 
-__all__ = ["encode_record_columns", "encode_records"]
+__all__ = ["encode_record_columns", "encode_record_columns_into", "encode_records"]
 
 Buffer = bytes | bytearray | memoryview
 """Anything exposing the buffer protocol."""
@@ -174,18 +175,69 @@ def encode_record_columns(  # noqa: PLR0917 (the columns)
     headers. Returns the record batches (byte-identical to ``encode_records`` on the same
     records) without joining or measuring any Python object per record. Raises
     RecordTooLargeError, ValueError if a buffer's size disagrees with its lengths."""
-    n = len(value_lengths)
+    n, vblob, kblob, same = _columns(value_lengths, values, key_lengths, keys, timestamps)
     if n == 0:
         return b""
+    if same is not None:
+        fast = encode_same(n, same[1], kblob, same[0], vblob, same[2], max_batch_bytes)  # type: ignore[arg-type]
+        if fast is not None:
+            return fast
+    kl = None if key_lengths is None else key_lengths.tolist()
+    return _encode_lists(n, value_lengths.tolist(), kl, vblob, kblob, timestamps, None,  # type: ignore[arg-type]
+                         max_batch_bytes, mutable=True, reuse=False)  # fmt: skip
+
+
+def encode_record_columns_into(  # noqa: PLR0917 (the columns)
+    into: bytearray,
+    value_lengths: I64,
+    values: Buffer,
+    key_lengths: I64 | None,
+    keys: Buffer,
+    timestamps: I64 | int,
+    max_batch_bytes: int,
+) -> Iterator[bytes | bytearray | memoryview]:
+    """``encode_record_columns``' bytes in pieces: every key one length, every value one
+    length and one timestamp, one record batch at a time built at the start of ``into``
+    (``encode_same_into``: each piece valid until the next is asked for; ``into`` grows
+    to the largest batch); other records, all their batches in one piece. Raises as
+    ``encode_record_columns``, when iterated."""
+    n, vblob, kblob, same = _columns(value_lengths, values, key_lengths, keys, timestamps)
+    if same is not None:
+        pieces = encode_same_into(into, n, same[1], kblob, same[0], vblob, same[2], max_batch_bytes)
+        if pieces is not None:
+            yield from pieces
+            return
+    if n:
+        yield encode_record_columns(
+            value_lengths, values, key_lengths, keys, timestamps, max_batch_bytes
+        )
+
+
+def _columns(
+    value_lengths: I64, values: Buffer, key_lengths: I64 | None, keys: Buffer, timestamps: I64 | int
+) -> tuple[int, memoryview, memoryview, tuple[int, int, int] | None]:
+    """(record count, values and keys as byte views, (value length, key length,
+    timestamp) when each is one for every record, else None); ValueError if a buffer's
+    size disagrees with its lengths."""
+    n = len(value_lengths)
+    if n == 0:
+        return n, memoryview(b""), memoryview(b""), None
     for lengths, blob, name in ((value_lengths, values, "values"), (key_lengths, keys, "keys")):
         want = 0 if lengths is None else int(np.maximum(lengths, 0).sum())
         if memoryview(blob).nbytes != want:
             raise ValueError(f"{name}: {memoryview(blob).nbytes} bytes for lengths summing {want}")
     vblob = memoryview(values).cast("B")
     kblob = memoryview(keys).cast("B")
-    kl = None if key_lengths is None else key_lengths.tolist()
-    return _encode_lists(n, value_lengths.tolist(), kl, vblob, kblob, timestamps, None,  # type: ignore[arg-type]
-                         max_batch_bytes, mutable=True, reuse=False)  # fmt: skip
+    if not isinstance(timestamps, int):
+        return n, vblob, kblob, None
+    # one size each, told by numpy (no list of lengths for _encode_lists to count)
+    v0 = int(value_lengths[0])
+    k0 = -1 if key_lengths is None else int(key_lengths[0])
+    if v0 < 0 or not bool((value_lengths == v0).all()):
+        return n, vblob, kblob, None
+    if key_lengths is not None and not bool((key_lengths == k0).all()):
+        return n, vblob, kblob, None
+    return n, vblob, kblob, (v0, k0, timestamps)
 
 
 def _encode_lists(  # noqa: PLR0917 (internal: the columns)

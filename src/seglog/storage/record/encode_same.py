@@ -21,7 +21,7 @@ call per item (``struct``'s ``"p"`` length bytes, see ``_one_size``).
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import crc32c
 import numpy as np
@@ -29,7 +29,9 @@ from kafka.record.util import encode_varint
 
 from seglog.storage.record.varint import U8
 
-__all__ = ["PACK_MAX", "encode_same", "give_back", "same_size"]
+__all__ = ["PACK_MAX", "encode_same", "encode_same_into", "give_back", "same_size"]
+
+Buffer = bytes | bytearray | memoryview
 
 HEADER_SIZE = 61
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -184,6 +186,41 @@ def encode_same(  # noqa: PLR0917 (internal)
     ``pascal_keys`` / ``pascal_values``: ``kblob`` / ``vblob`` holds the items as
     ``struct``'s ``"<len + 2>p"`` packs them (a length byte, the bytes, a NUL): item i
     at ``1 + i * (len + 2)``."""
+    out = _encode_same(n, klen, kblob, vlen, vblob, ts, max_batch_bytes, reuse=reuse,
+                       pascal_keys=pascal_keys, pascal_values=pascal_values, into=None)  # fmt: skip
+    assert out is None or isinstance(out, bytes | bytearray)  # an iterator: only with into
+    return out
+
+
+def encode_same_into(  # noqa: PLR0917 (internal)
+    into: bytearray, n: int, klen: int, kblob: Buffer, vlen: int, vblob: Buffer, ts: int,
+    max_batch_bytes: int,
+) -> Iterator[memoryview] | None:  # fmt: skip
+    """``encode_same``'s batches one at a time, each built at the start of ``into`` (grown
+    to the largest): each view is valid until the next is asked for; None as
+    ``encode_same``. One buffer reused, a batch long: no fresh allocation per batch (a
+    page fault per 4 KiB), no join, and a batch still in the CPU cache when the caller
+    writes it out."""
+    out = _encode_same(n, klen, kblob, vlen, vblob, ts, max_batch_bytes, reuse=False,
+                       pascal_keys=False, pascal_values=False, into=into)  # fmt: skip
+    assert out is None or not isinstance(out, bytes | bytearray)
+    return out
+
+
+def _encode_same(  # noqa: PLR0917 (internal)
+    n: int,
+    klen: int,
+    kblob: Buffer,
+    vlen: int,
+    vblob: Buffer,
+    ts: int,
+    max_batch_bytes: int,
+    *,
+    reuse: bool,
+    pascal_keys: bool,
+    pascal_values: bool,
+    into: bytearray | None,
+) -> bytearray | bytes | Iterator[memoryview] | None:
     key = (n, klen, vlen, max_batch_bytes)
     try:
         plan = _PLANS[key]
@@ -209,6 +246,8 @@ def encode_same(  # noqa: PLR0917 (internal)
             if pascal_values
             else np.frombuffer(vblob, dtype=vdt)
         )
+    if into is not None:
+        return _encode_into(into, template, batches, keys, values, kdt, vdt, ts)
     out: list[bytearray] = []
     single = len(batches) == 1
     for lo, count, total, copies in batches:
@@ -228,6 +267,34 @@ def encode_same(  # noqa: PLR0917 (internal)
         _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
         out.append(buf)
     return out[0] if len(out) == 1 else b"".join(out)
+
+
+def _encode_into(  # noqa: PLR0917 (internal: encode_same's locals)
+    into: bytearray,
+    template: bytes,
+    batches: tuple[Batch, ...],
+    keys: np.ndarray | None,
+    values: np.ndarray | None,
+    kdt: np.dtype[np.void] | None,
+    vdt: np.dtype[np.void] | None,
+    ts: int,
+) -> Iterator[memoryview]:
+    """``encode_same``'s batches one by one, each built at the start of ``into``."""
+    largest = max(batch[2] for batch in batches)
+    if len(into) < largest:
+        into.extend(bytes(largest - len(into)))
+    tview = memoryview(template)
+    for lo, count, total, copies in batches:
+        view = memoryview(into)
+        view[:total] = tview[:total]
+        for a, b, kcol, vcol, width in copies:
+            if keys is not None:
+                np.ndarray((b - a,), kdt, into, kcol, (width,))[:] = keys[lo + a : lo + b]
+            if values is not None:
+                np.ndarray((b - a,), vdt, into, vcol, (width,))[:] = values[lo + a : lo + b]
+        _HEADER.pack_into(into, 0, 0, total - 12, 0, 2, 0, 0, count - 1, ts, ts, -1, -1, -1, count)
+        _CRC.pack_into(into, 17, crc32c.crc32c(view[21:total]))
+        yield view[:total]
 
 
 def _borrow(template: bytes, total: int) -> bytearray | None:
