@@ -35,6 +35,17 @@ def test_storage_bench_rows(tmp_path: Path) -> None:
         if r.reference is not None:
             assert r.ratio is not None
             assert r.ratio > 0
+    # issue 6's goals: the fsync rows are met only at >= 0.8x their reference too, and
+    # consume as Message objects has its own >= 2 M msg/s
+    by_name = {r.metric: r for r in rows}
+    for name in ("publish_values", "publish Messages"):
+        row = by_name[f"publish 100 B x1000, fsync ({name})"]
+        assert "0.8x" in row.goal
+        assert row.ratio is not None
+        assert row.met is (row.seglog >= 1e6 and row.ratio >= 0.8)
+    consume = by_name["consume x1000 (consume Messages)"]
+    assert consume.goal == ">= 2 M msg/s"
+    assert consume.met is (consume.seglog >= 2e6)
     assert lines  # progress was reported
     assert list(tmp_path.iterdir()) == []  # its temporary directory is gone
     table = markdown(rows)

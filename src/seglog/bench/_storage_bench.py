@@ -6,10 +6,12 @@ Rows (medians of ``repeat`` runs; rates per second of wall-clock time, MB = 10^6
 - publish of 100 B values (8-byte keys) in batches of 1000, default policy (fsync before
   ack) through ``Log.publish`` (Message objects built before the clock starts) and
   ``Log.publish_values``, vs ``os.write`` + ``os.fdatasync`` of the same encoded batches;
-  relaxed policy (``flush_ms``) vs ``os.write`` alone. Goal: >= 1 M msg/s.
+  relaxed policy (``flush_ms``) vs ``os.write`` alone. Goal: >= 1 M msg/s (issue 3); with
+  an fsync per call also >= 0.8x the reference (issue 6).
 - consume of the same log 1000 at a time: ``Log.consume_columns`` (numpy columns) and
   ``Log.consume`` (Message objects), vs kafka-python's ``MemoryRecords`` decoding the same
-  batches from memory (the decoder seglog used before). Goal: >= 3.5 M msg/s. These
+  batches from memory (the decoder seglog used before). Goal: >= 3.5 M msg/s (issue 3),
+  >= 2 M msg/s as Message objects (issue 6). These
   run with the default ``check_crcs=True`` (every batch's CRC-32C verified); two more rows
   give the cost of that check: the same consumes with CRC checks vs ``check_crcs=False``,
   alternated ``CRC_PAIRS`` times per repeat in the same run, each repeat's sample the
@@ -221,15 +223,25 @@ def publish_consume_rows(
     def pub_ok(v: float, _: float | None) -> bool:
         return v >= 1e6
 
+    # issue 6: with an fsync per call, >= 0.8x the same batches written and fdatasync'ed
+    # by hand (and still issue 3's 1 M msg/s); consume as Message objects >= 2 M msg/s
+    fsync_goal, msgs_goal = ">= 1 M msg/s and >= 0.8x", ">= 2 M msg/s"
+
+    def fsync_ok(v: float, ref: float | None) -> bool:
+        return v >= 1e6 and ref is not None and v >= 0.8 * ref
+
     def cons_ok(v: float, _: float | None) -> bool:
         return v >= 3.5e6
+
+    def msgs_ok(v: float, _: float | None) -> bool:
+        return v >= 2e6
 
     fsync_ref, write_ref, kp_ref = "os.write+fdatasync", "os.write", "kafka-python decode"
     return [
         _row("publish 100 B x1000, fsync (publish_values)", "msg/s", s["pub_cols"],
-             fsync_ref, s["raw_sync"], pub_goal, pub_ok),
+             fsync_ref, s["raw_sync"], fsync_goal, fsync_ok),
         _row("publish 100 B x1000, fsync (publish Messages)", "msg/s", s["pub_msgs"],
-             fsync_ref, s["raw_sync"], pub_goal, pub_ok),
+             fsync_ref, s["raw_sync"], fsync_goal, fsync_ok),
         _row("publish 100 B x1000, relaxed (publish_values)", "msg/s", s["pub_relaxed"],
              write_ref, s["raw"], pub_goal, pub_ok),
         _row("publish 100 B x1000, relaxed (publish Messages)", "msg/s", s["pub_msgs_relaxed"],
@@ -239,7 +251,7 @@ def publish_consume_rows(
         _row("consume x10000 (consume_columns)", "msg/s", s["cons_cols_10k"], kp_ref, s["kp"],
              cons_goal, cons_ok),
         _row("consume x1000 (consume Messages)", "msg/s", s["cons_msgs"], kp_ref, s["kp"],
-             cons_goal, cons_ok),
+             msgs_goal, msgs_ok),
         _row("consume x1000 (consume_columns), CRC checks vs without", "msg/s", s["crc_cols"],
              "check_crcs=False", s["nocrc_cols"]),
         _row("consume x1000 (consume Messages), CRC checks vs without", "msg/s", s["crc_msgs"],
