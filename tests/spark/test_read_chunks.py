@@ -56,3 +56,15 @@ def test_early_stop_leaves_no_reader_thread(
     assert first.column("offset").to_pylist()[0] == 0
     rows.close()  # e.g. limit(): the chunk being decoded ahead is waited for, then dropped
     assert not [t for t in threading.enumerate() if t.name.startswith("seglog-read")]
+
+
+def test_reader_tunes_malloc_in_its_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task reading a range fixes glibc's malloc thresholds in its Python worker first
+    (``broker._malloc.tune_malloc``, as the broker does: fewer page faults per chunk)."""
+    path = tmp_path / "data"
+    _publish(path)
+    calls: list[int] = []
+    monkeypatch.setattr(reader, "tune_malloc", lambda: calls.append(1) is None)
+    batches = list(read_range(OffsetRangePartition(str(path), "c", 0, 0, 300, False)))
+    assert sum(b.num_rows for b in batches) == 300
+    assert calls == [1]
