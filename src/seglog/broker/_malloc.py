@@ -1,4 +1,6 @@
-"""glibc malloc settings for the broker process.
+"""glibc malloc settings for the broker process (and for a Spark Python worker reading a
+topic range, ``spark/_reader.py``: its 8 MiB chunks and their Arrow columns faulted in the
+same way).
 
 A fetch allocates buffers of about ``max.partition.fetch.bytes`` (1 MiB by default) per
 partition: the ``os.pread`` result and, over TLS, the encrypted copy in the SSL memory BIO
