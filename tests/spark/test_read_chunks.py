@@ -63,8 +63,8 @@ def test_reader_tunes_malloc_in_its_worker(tmp_path: Path, monkeypatch: pytest.M
     (``broker._malloc.tune_malloc``, as the broker does: fewer page faults per chunk)."""
     path = tmp_path / "data"
     _publish(path)
-    calls: list[int] = []
-    monkeypatch.setattr(reader, "tune_malloc", lambda: calls.append(1) is None)
+    calls: list[tuple[int, ...]] = []
+    monkeypatch.setattr(reader, "tune_malloc", lambda *sizes: calls.append(sizes) is None)
     batches = list(read_range(OffsetRangePartition(str(path), "c", 0, 0, 300, False)))
     assert sum(b.num_rows for b in batches) == 300
-    assert calls == [1]
+    assert calls == [(reader.WORKER_MMAP_THRESHOLD, reader.WORKER_TRIM_THRESHOLD)]

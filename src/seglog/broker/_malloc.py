@@ -37,10 +37,10 @@ _M_TRIM_THRESHOLD = -1  # mallopt parameter numbers, <malloc.h>
 _M_MMAP_THRESHOLD = -3
 
 
-def tune_malloc() -> bool:
-    """Set glibc's mmap and trim thresholds for this process (see the module docstring).
-    True when applied; False on another C library, without a loadable libc, or when
-    ``SEGLOG_MALLOC_TUNING`` is "0". Never raises."""
+def tune_malloc(mmap_threshold: int = MMAP_THRESHOLD, trim_threshold: int = TRIM_THRESHOLD) -> bool:
+    """Set glibc's mmap and trim thresholds (bytes) for this process (see the module
+    docstring). True when applied; False on another C library, without a loadable libc,
+    or when ``SEGLOG_MALLOC_TUNING`` is "0". Never raises."""
     if os.environ.get("SEGLOG_MALLOC_TUNING", "") == "0":
         return False
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
@@ -53,6 +53,6 @@ def tune_malloc() -> bool:
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
     # the mmap threshold first: setting either one turns glibc's dynamic adjustment off
-    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
-        mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) and bool(
+        mallopt(_M_TRIM_THRESHOLD, trim_threshold)
     )

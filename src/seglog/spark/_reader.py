@@ -278,11 +278,7 @@ def read_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
     and the decoding of the next overlap, where one after the other left a core idle."""
     if part.start >= part.end:
         return
-    # glibc's malloc thresholds fixed in this worker, as in the broker (broker/_malloc.py):
-    # measured (seglog bench --skip-storage --repeat 3, alternated with the tree before,
-    # 4 + 4 runs) count() 0.76-0.81x -> 0.83-0.87x of the no-op source; groupBy and the
-    # sinks unchanged (0.83x / 0.825x groupBy medians)
-    tune_malloc()
+    tune_malloc(WORKER_MMAP_THRESHOLD, WORKER_TRIM_THRESHOLD)
     log = _open_logs.log(part.path, part.topic, part.partition)
     buffer = _buffers.take()
     try:
@@ -299,6 +295,16 @@ def read_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
                     return
     finally:
         _buffers.give(buffer)
+
+
+WORKER_MMAP_THRESHOLD = 32 << 20
+WORKER_TRIM_THRESHOLD = 64 << 20
+"""glibc's malloc thresholds (bytes) fixed in a Python worker that reads a range, as the
+broker fixes its own (``broker/_malloc.py``; at most this much free heap stays mapped).
+Measured (``seglog bench --skip-storage --repeat 3``, medians of alternated runs against
+glibc's dynamic thresholds): count() 0.79x -> 0.83x of the no-op source (4 runs); the
+broker's 4/16 MiB gave 0.84x (8 runs) but slowed wire-mode reads in the same workers
+0.70x -> 0.56x of path mode, 32/64 MiB 0.70x; groupBy and the sinks unchanged."""
 
 
 class _Buffers:
