@@ -258,15 +258,30 @@ def _encode_same(  # noqa: PLR0917 (internal)
                 if len(_LENT) >= 2 * _POOL_MAX:  # lent and never handed back: forget
                     _LENT.clear()
                 _LENT[id(buf)] = template, buf
-        for a, b, kcol, vcol, width in copies:
-            if keys is not None:
-                np.ndarray((b - a,), kdt, buf, kcol, (width,))[:] = keys[lo + a : lo + b]
-            if values is not None:
-                np.ndarray((b - a,), vdt, buf, vcol, (width,))[:] = values[lo + a : lo + b]
-        _HEADER.pack_into(buf, 0, 0, total - 12, 0, 2, 0, 0, count - 1, ts, ts, -1, -1, -1, count)
-        _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
+        _fill(buf, (lo, count, total, copies), keys, values, (kdt, vdt), ts)
         out.append(buf)
     return out[0] if len(out) == 1 else b"".join(out)
+
+
+def _fill(  # noqa: PLR0917 (internal: encode_same's locals)
+    buf: bytearray,
+    batch: Batch,
+    keys: np.ndarray | None,
+    values: np.ndarray | None,
+    dtypes: tuple[np.dtype[np.void] | None, np.dtype[np.void] | None],
+    ts: int,
+) -> None:
+    """Copy ``batch``'s keys and values into ``buf`` (a template copy, the batch at its
+    start), then write its header and CRC-32C."""
+    lo, count, total, copies = batch
+    kdt, vdt = dtypes
+    for a, b, kcol, vcol, width in copies:
+        if keys is not None:
+            np.ndarray((b - a,), kdt, buf, kcol, (width,))[:] = keys[lo + a : lo + b]
+        if values is not None:
+            np.ndarray((b - a,), vdt, buf, vcol, (width,))[:] = values[lo + a : lo + b]
+    _HEADER.pack_into(buf, 0, 0, total - 12, 0, 2, 0, 0, count - 1, ts, ts, -1, -1, -1, count)
+    _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[21:total]))
 
 
 def _encode_into(  # noqa: PLR0917 (internal: encode_same's locals)
@@ -287,13 +302,7 @@ def _encode_into(  # noqa: PLR0917 (internal: encode_same's locals)
     for lo, count, total, copies in batches:
         view = memoryview(into)
         view[:total] = tview[:total]
-        for a, b, kcol, vcol, width in copies:
-            if keys is not None:
-                np.ndarray((b - a,), kdt, into, kcol, (width,))[:] = keys[lo + a : lo + b]
-            if values is not None:
-                np.ndarray((b - a,), vdt, into, vcol, (width,))[:] = values[lo + a : lo + b]
-        _HEADER.pack_into(into, 0, 0, total - 12, 0, 2, 0, 0, count - 1, ts, ts, -1, -1, -1, count)
-        _CRC.pack_into(into, 17, crc32c.crc32c(view[21:total]))
+        _fill(into, (lo, count, total, copies), keys, values, (kdt, vdt), ts)
         yield view[:total]
 
 
