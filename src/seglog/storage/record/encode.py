@@ -30,6 +30,7 @@ from seglog.errors import RecordTooLargeError
 from seglog.storage.record.encode_same import (
     OD_LIMITS,
     PACK_MAX,
+    Buffer,
     encode_same,
     encode_same_into,
     same_size,
@@ -40,8 +41,6 @@ from seglog.storage.record.varint import I64, U8, encode_varints, scatter, varin
 
 __all__ = ["encode_record_columns", "encode_record_columns_into", "encode_records"]
 
-Buffer = bytes | bytearray | memoryview
-"""Anything exposing the buffer protocol."""
 
 HeaderList = Sequence[tuple[str, bytes | None]]
 
@@ -182,9 +181,9 @@ def encode_record_columns(  # noqa: PLR0917 (the columns)
         fast = encode_same(n, same[1], kblob, same[0], vblob, same[2], max_batch_bytes)  # type: ignore[arg-type]
         if fast is not None:
             return fast
-    kl = None if key_lengths is None else key_lengths.tolist()
-    return _encode_lists(n, value_lengths.tolist(), kl, vblob, kblob, timestamps, None,  # type: ignore[arg-type]
-                         max_batch_bytes, mutable=True, reuse=False)  # fmt: skip
+    return _encode_column_lists(
+        n, value_lengths, vblob, key_lengths, kblob, timestamps, max_batch_bytes
+    )
 
 
 def encode_record_columns_into(  # noqa: PLR0917 (the columns)
@@ -207,10 +206,25 @@ def encode_record_columns_into(  # noqa: PLR0917 (the columns)
         if pieces is not None:
             yield from pieces
             return
-    if n:
-        yield encode_record_columns(
-            value_lengths, values, key_lengths, keys, timestamps, max_batch_bytes
+    if n:  # checked and viewed once (_columns); encode_same_into's None: so is encode_same's
+        yield _encode_column_lists(
+            n, value_lengths, vblob, key_lengths, kblob, timestamps, max_batch_bytes
         )
+
+
+def _encode_column_lists(  # noqa: PLR0917 (internal: the columns)
+    n: int,
+    value_lengths: I64,
+    vblob: memoryview,
+    key_lengths: I64 | None,
+    kblob: memoryview,
+    timestamps: I64 | int,
+    max_batch_bytes: int,
+) -> bytes | bytearray:
+    """The general path of the column encoders (``_columns``' views), through length lists."""
+    kl = None if key_lengths is None else key_lengths.tolist()
+    return _encode_lists(n, value_lengths.tolist(), kl, vblob, kblob, timestamps, None,  # type: ignore[arg-type]
+                         max_batch_bytes, mutable=True, reuse=False)  # fmt: skip
 
 
 def _columns(

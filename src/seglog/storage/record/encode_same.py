@@ -32,6 +32,7 @@ from seglog.storage.record.varint import U8
 __all__ = ["PACK_MAX", "encode_same", "encode_same_into", "give_back", "same_size"]
 
 Buffer = bytes | bytearray | memoryview
+"""Anything exposing the buffer protocol."""
 
 HEADER_SIZE = 61
 _HEADER = struct.Struct(">qiibIhiqqqhii")
