@@ -3,8 +3,6 @@ open (every write path refused), many readers beside one writer."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import threading
 import time
 
@@ -19,14 +17,11 @@ from seglog.storage import Log, stat
 from seglog.storage.log.gc import MIN_IDLE_S
 
 from ._batches import make_batch
+from ._fds import open_paths
 
 
 def _open_fds() -> set[str]:
-    out = set()
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):  # closed meanwhile
-            out.add(os.readlink(f"/proc/self/fd/{fd}"))
-    return out
+    return set(open_paths())
 
 
 def test_stats_and_counters(tmp_path):
