@@ -43,6 +43,13 @@ def test_storage_bench_rows(tmp_path: Path) -> None:
         assert "0.8x" in row.goal
         assert row.ratio is not None
         assert row.met is (row.seglog >= 1e6 and row.ratio >= 0.8)
+    # what bounds them: the same batches encoded in the loop, no log, same reference
+    ceiling = by_name[
+        "encode_records + os.write + fdatasync x1000, no log (bounds the 2 rows above)"
+    ]
+    assert ceiling.reference_name == "os.write+fdatasync"
+    assert ceiling.goal == ""
+    assert ceiling.ratio is not None
     consume = by_name["consume x1000 (consume Messages)"]
     assert consume.goal == ">= 2 M msg/s"
     assert consume.met is (consume.seglog >= 2e6)

@@ -7,7 +7,10 @@ Rows (medians of ``repeat`` runs; rates per second of wall-clock time, MB = 10^6
   ack) through ``Log.publish`` (Message objects built before the clock starts) and
   ``Log.publish_values``, vs ``os.write`` + ``os.fdatasync`` of the same encoded batches;
   relaxed policy (``flush_ms``) vs ``os.write`` alone. Goal: >= 1 M msg/s (issue 3); with
-  an fsync per call also >= 0.8x the reference (issue 6).
+  an fsync per call also >= 0.8x the reference (issue 6). One more row, no goal, bounds
+  that one: no log at all, each batch encoded by ``encode_records`` (the public encoder)
+  then ``os.write`` + ``os.fdatasync``, vs the same reference: what a log pays for encoding
+  alone (the reference writes batches encoded before the clock starts).
 - consume of the same log 1000 at a time: ``Log.consume_columns`` (numpy columns) and
   ``Log.consume`` (Message objects), vs kafka-python's ``MemoryRecords`` decoding the same
   batches from memory (the decoder seglog used before). Goal: >= 3.5 M msg/s (issue 3),
@@ -181,6 +184,25 @@ def _kafka_python_decode(log: Log, count: int) -> float:
     return seen / elapsed
 
 
+def _encoded_write(directory: Path, count: int) -> float:
+    """``_raw_write(sync=True)``, each batch encoded in the loop (``encode_records``, one
+    timestamp per call as ``publish_values`` takes): the ceiling of any log built on it."""
+    values, keys = _workload(BATCH)
+    path = directory / "encoded.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        start = time.perf_counter()
+        for _ in range(count // BATCH):
+            os.write(fd, encode_records(values, keys, time.time_ns() // 1_000_000, None, 1 << 30,
+                                        mutable=True))  # fmt: skip
+            os.fdatasync(fd)
+        elapsed = time.perf_counter() - start
+    finally:
+        os.close(fd)
+        path.unlink()
+    return count // BATCH * BATCH / elapsed
+
+
 def publish_consume_rows(
     workdir: Path, count: int, repeat: int, progress: Progress
 ) -> list[StorageRow]:
@@ -195,6 +217,7 @@ def publish_consume_rows(
         d = workdir / f"pub-{r}"
         d.mkdir()
         add("raw_sync", _raw_write(d, count, sync=True))
+        add("enc_sync", _encoded_write(d, count))
         add("pub_msgs", _publish(d / "a", count, relaxed=False, columnar=False))
         add("pub_cols", _publish(d / "b", count, relaxed=False, columnar=True))
         add("raw", _raw_write(d, count, sync=False))
@@ -242,6 +265,8 @@ def publish_consume_rows(
              fsync_ref, s["raw_sync"], fsync_goal, fsync_ok),
         _row("publish 100 B x1000, fsync (publish Messages)", "msg/s", s["pub_msgs"],
              fsync_ref, s["raw_sync"], fsync_goal, fsync_ok),
+        _row("encode_records + os.write + fdatasync x1000, no log (bounds the 2 rows above)",
+             "msg/s", s["enc_sync"], fsync_ref, s["raw_sync"]),
         _row("publish 100 B x1000, relaxed (publish_values)", "msg/s", s["pub_relaxed"],
              write_ref, s["raw"], pub_goal, pub_ok),
         _row("publish 100 B x1000, relaxed (publish Messages)", "msg/s", s["pub_msgs_relaxed"],
