@@ -132,15 +132,21 @@ def _publish(directory: Path, count: int, *, relaxed: bool, columnar: bool) -> f
     return count / elapsed
 
 
-def _raw_write(directory: Path, count: int, *, sync: bool) -> float:
-    """os.write (+ fdatasync) of the same encoded batches, one per 1000 messages."""
+def _raw_write(directory: Path, count: int, *, sync: bool, encode_each: bool = False) -> float:
+    """os.write (+ fdatasync) of the same encoded batches, one per 1000 messages.
+    ``encode_each``: each batch encoded in the loop instead (``encode_records``, one
+    timestamp per call as ``publish_values`` takes): the ceiling of any log built on it."""
     values, keys = _workload(BATCH)
-    batch = encode_records(values, keys, np.zeros(BATCH, np.int64), None, 1 << 30)
+    batch: bytes | bytearray = encode_records(values, keys, np.zeros(BATCH, np.int64), None,
+                                              1 << 30)  # fmt: skip
     path = directory / "raw.bin"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         start = time.perf_counter()
         for _ in range(count // BATCH):
+            if encode_each:
+                ts = time.time_ns() // 1_000_000
+                batch = encode_records(values, keys, ts, None, 1 << 30, mutable=True)
             os.write(fd, batch)
             if sync:
                 os.fdatasync(fd)
@@ -184,25 +190,6 @@ def _kafka_python_decode(log: Log, count: int) -> float:
     return seen / elapsed
 
 
-def _encoded_write(directory: Path, count: int) -> float:
-    """``_raw_write(sync=True)``, each batch encoded in the loop (``encode_records``, one
-    timestamp per call as ``publish_values`` takes): the ceiling of any log built on it."""
-    values, keys = _workload(BATCH)
-    path = directory / "encoded.bin"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        start = time.perf_counter()
-        for _ in range(count // BATCH):
-            os.write(fd, encode_records(values, keys, time.time_ns() // 1_000_000, None, 1 << 30,
-                                        mutable=True))  # fmt: skip
-            os.fdatasync(fd)
-        elapsed = time.perf_counter() - start
-    finally:
-        os.close(fd)
-        path.unlink()
-    return count // BATCH * BATCH / elapsed
-
-
 def publish_consume_rows(
     workdir: Path, count: int, repeat: int, progress: Progress
 ) -> list[StorageRow]:
@@ -217,7 +204,7 @@ def publish_consume_rows(
         d = workdir / f"pub-{r}"
         d.mkdir()
         add("raw_sync", _raw_write(d, count, sync=True))
-        add("enc_sync", _encoded_write(d, count))
+        add("enc_sync", _raw_write(d, count, sync=True, encode_each=True))
         add("pub_msgs", _publish(d / "a", count, relaxed=False, columnar=False))
         add("pub_cols", _publish(d / "b", count, relaxed=False, columnar=True))
         add("raw", _raw_write(d, count, sync=False))
