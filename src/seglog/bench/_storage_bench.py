@@ -135,7 +135,8 @@ def _publish(directory: Path, count: int, *, relaxed: bool, columnar: bool) -> f
 def _raw_write(directory: Path, count: int, *, sync: bool, encode_each: bool = False) -> float:
     """os.write (+ fdatasync) of the same encoded batches, one per 1000 messages.
     ``encode_each``: each batch encoded in the loop instead (``encode_records``, one
-    timestamp per call as ``publish_values`` takes): the ceiling of any log built on it."""
+    timestamp per call as ``publish_values`` takes, a fresh buffer each time where the log
+    reuses pooled ones): about the ceiling of any log built on that encoder."""
     values, keys = _workload(BATCH)
     batch: bytes | bytearray = encode_records(values, keys, np.zeros(BATCH, np.int64), None,
                                               1 << 30)  # fmt: skip
