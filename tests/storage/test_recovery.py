@@ -215,3 +215,54 @@ def test_plausible_wrong_middle_index_entry_still_reads_right(tmp_path):
     assert check(p)[0].index_problems == [0]
     recover(p)
     assert check(p)[0].index_problems == []
+
+
+def _lost_tail(p: pathlib.Path, keep_batches: int) -> tuple[list[int], int]:
+    """A crash that kept a newer segment's name but not its predecessor's last writes (a
+    directory fsync for another file made the name durable first): the last segment left
+    empty, the one before it cut at a batch boundary after ``keep_batches`` batches.
+    Returns the segment bases and the offset the surviving data ends at."""
+    _fill(p, 8, LogConfig(segment_bytes=300))
+    bases = sorted(int(n[:20]) for n in os.listdir(p) if n.endswith(".log"))
+    prev, last = _seg(p, bases[-2]), _seg(p, bases[-1])
+    data, pos, end = prev.read_bytes(), 0, bases[-2]
+    for _ in range(keep_batches):
+        header = parse_header(data, pos)
+        pos += header.size
+        end = header.last_offset + 1
+    assert end < bases[-1]  # the cut lost at least one batch
+    _forget_recovery_point(p)
+    prev.write_bytes(data[:pos])  # a clean cut: no invalid byte anywhere
+    last.write_bytes(b"")
+    return bases, end
+
+
+@pytest.mark.parametrize("keep_batches", [0, 1])
+def test_lost_tail_before_an_empty_segment_ends_the_log_there(tmp_path, keep_batches):
+    p = tmp_path / "p"
+    bases, end = _lost_tail(p, keep_batches)
+    before = sorted(os.listdir(p))
+    with Log.open(p, LogConfig(segment_bytes=300), read_only=True) as log:
+        assert log.log_end_offset == end
+        offset, got = 0, []
+        while offset < end:  # contiguous up to the end, no hole where the data was lost
+            offset, msgs = log.consume(offset, 100)
+            assert msgs
+            got.extend(m.offset for m in msgs)
+        assert got == list(range(end))
+    assert sorted(os.listdir(p)) == before  # a read-only open changes nothing
+    assert not check(p)[0].ok  # the hole is a problem until a writer recovers it
+    with pytest.raises(LogCorruptedError):
+        Log.open(p, LogConfig(segment_bytes=300), recover=False)
+    with Log.open(p, LogConfig(segment_bytes=300)) as log:
+        assert log.log_end_offset == end
+        assert log.append(make_batch(1)).base_offset == end  # offsets assigned again
+        log.sync()
+    assert not _seg(p, bases[-1]).exists() or end == bases[-1]
+    assert check(p)[0].ok
+    with Log.open(p, LogConfig(segment_bytes=300), read_only=True) as log:
+        offset, got = 0, []
+        while offset < end + 1:
+            offset, msgs = log.consume(offset, 100)
+            got.extend(m.offset for m in msgs)
+        assert got == list(range(end + 1))

@@ -13,6 +13,13 @@ Rules (Kafka's log recovery, with seglog's choice about corruption before the ta
   LogCorruptedError; a read-only open stops there without touching anything.
 - Invalid bytes before that (a corrupt middle) raise LogCorruptedError, unless
   ``mode="prefix"`` (``storage.recover``): keep the longest valid prefix, delete the rest.
+- A scanned segment whose data ends before the next segment's base offset, when that next
+  segment and all later ones are empty, lost its last writes: a newer segment's name
+  reached the disk before them (any directory fsync can carry it, e.g. the recovery
+  point's). The log ends where the data does, as after a torn tail (a writer removes the
+  empty segments after it; "strict" raises; read-only stops there): never a hole of
+  offsets that reads return nothing for. Segments the cleaner rewrote may end before the
+  next base (``allow_gaps``): they are left as they are.
 """
 
 from __future__ import annotations
@@ -82,17 +89,23 @@ def load_segments(
     sizes = [os.stat(files.log_path(directory, b)).st_size for b in bases]
     interval, max_bytes = config.index_interval_bytes, (1 << 31) - 1
     segments: list[Segment] = []
+    prev_scanned = False  # the segment before this one was scanned (not trusted)
     try:
         for i, base in enumerate(bases):
             seg = Segment(directory, base, read_only=read_only)
             seg.allow_gaps = base < cleaned_end  # rewritten by the cleaner: gaps are legal
             segments.append(seg)
+            if prev_scanned and _lost_tail(segments[i - 1], base, sizes[i:]):
+                _end_at_lost_tail(directory, segments, bases[i:], mode, report)
+                break
             trusted = clean or (base < rp and i + 1 < len(bases))
             if trusted and seg.load_trusted(interval, max_bytes):
                 prev_ok = i == 0 or segments[i - 1].next_offset <= base
                 if prev_ok:
+                    prev_scanned = False
                     continue
             result = seg.scan(interval, verify_crc=True, max_bytes=max_bytes)
+            prev_scanned = True
             later_data = any(s > 0 for s in sizes[i + 1 :])
             bad = result.reason or (i > 0 and segments[i - 1].next_offset > base)
             if not bad:
@@ -142,6 +155,40 @@ def load_segments(
             seg.close()
         raise
     return segments
+
+
+def _lost_tail(prev: Segment, base: int, sizes: list[int]) -> bool:
+    """``prev`` (scanned) ends before ``base``, the next segment's base offset, and that
+    segment and every later one are empty: ``prev`` lost its last writes (module doc)."""
+    return prev.next_offset < base and not prev.allow_gaps and not any(sizes)
+
+
+def _end_at_lost_tail(
+    directory: pathlib.Path,
+    segments: list[Segment],
+    empty: list[int],
+    mode: Mode,
+    report: LoadReport,
+) -> None:
+    """End the log at the last segment before ``empty`` (the bases of the empty segments
+    after a lost tail; the first of them is ``segments[-1]``, opened, taken off the list
+    and closed): reported as a torn tail; a writer removes the empty segments, "strict"
+    raises LogCorruptedError, read-only changes nothing."""
+    end = segments[-2].next_offset
+    segments.pop().close()
+    why = f"offsets {end}-{empty[0] - 1} lost before it (written, never fsynced)"
+    report.problems.append(f"segment {empty[0]:020d}: {why}")
+    report.corrupt_segment = empty[0]
+    report.torn_tail = True
+    if mode == "read_only":
+        return
+    if mode == "strict":
+        raise LogCorruptedError(f"{files.log_path(directory, empty[0])}: torn tail ({why})")
+    for base in empty:
+        _remove_segment(directory, base)
+        report.removed_segments.append(base)
+    files.remove_if_exists(directory / files.RECOVERY_POINT)  # may be past the end
+    files.fsync_dir(directory)
 
 
 def _remove_segment(directory: pathlib.Path, base: int) -> None:
