@@ -95,9 +95,6 @@ def load_segments(
             seg = Segment(directory, base, read_only=read_only)
             seg.allow_gaps = base < cleaned_end  # rewritten by the cleaner: gaps are legal
             segments.append(seg)
-            if prev_scanned and _lost_tail(segments[i - 1], base, sizes[i:]):
-                _end_at_lost_tail(directory, segments, bases[i:], mode, report)
-                break
             trusted = clean or (base < rp and i + 1 < len(bases))
             if trusted and seg.load_trusted(interval, max_bytes):
                 prev_ok = i == 0 or segments[i - 1].next_offset <= base
@@ -105,9 +102,19 @@ def load_segments(
                     prev_scanned = False
                     continue
             result = seg.scan(interval, verify_crc=True, max_bytes=max_bytes)
-            prev_scanned = True
             later_data = any(s > 0 for s in sizes[i + 1 :])
-            bad = result.reason or (i > 0 and segments[i - 1].next_offset > base)
+            prev = segments[i - 1] if i else None
+            # the scanned segment before ends short of this empty one, nothing after: it
+            # lost its last writes (module doc); offsets [prev end, base) never existed
+            lost = (
+                prev is not None
+                and prev_scanned
+                and not prev.allow_gaps
+                and prev.next_offset < base
+                and not any(sizes[i:])
+            )
+            prev_scanned = True
+            bad = result.reason or lost or (prev is not None and prev.next_offset > base)
             if not bad:
                 if not seg.indexes_match_files():
                     report.index_problems.append(base)
@@ -115,12 +122,17 @@ def load_segments(
                         seg.write_indexes()
                         report.rebuilt_indexes.append(base)
                 continue
-            why = result.reason or f"overlaps the previous segment (base {base})"
+            if lost:
+                why = f"offsets {segments[i - 1].next_offset}-{base - 1} lost before it"
+            else:
+                why = result.reason or f"overlaps the previous segment (base {base})"
             report.problems.append(f"segment {base:020d}: {why}")
             report.corrupt_segment = base
             report.torn_tail = not later_data
             report.lost_bytes = result.file_size - result.valid_size + sum(sizes[i + 1 :])
             if read_only:
+                if lost:  # the log ends with the segment before it
+                    segments.pop().close()
                 break
             if later_data and mode != "prefix":
                 raise LogCorruptedError(
@@ -129,7 +141,7 @@ def load_segments(
                 )
             if mode == "strict":
                 raise LogCorruptedError(f"{seg.path}: torn tail ({why})")
-            keep_segment = (
+            keep_segment = not lost and (
                 i == 0
                 or result.valid_size > 0
                 or not result.reason
@@ -155,40 +167,6 @@ def load_segments(
             seg.close()
         raise
     return segments
-
-
-def _lost_tail(prev: Segment, base: int, sizes: list[int]) -> bool:
-    """``prev`` (scanned) ends before ``base``, the next segment's base offset, and that
-    segment and every later one are empty: ``prev`` lost its last writes (module doc)."""
-    return prev.next_offset < base and not prev.allow_gaps and not any(sizes)
-
-
-def _end_at_lost_tail(
-    directory: pathlib.Path,
-    segments: list[Segment],
-    empty: list[int],
-    mode: Mode,
-    report: LoadReport,
-) -> None:
-    """End the log at the last segment before ``empty`` (the bases of the empty segments
-    after a lost tail; the first of them is ``segments[-1]``, opened, taken off the list
-    and closed): reported as a torn tail; a writer removes the empty segments, "strict"
-    raises LogCorruptedError, read-only changes nothing."""
-    end = segments[-2].next_offset
-    segments.pop().close()
-    why = f"offsets {end}-{empty[0] - 1} lost before it (written, never fsynced)"
-    report.problems.append(f"segment {empty[0]:020d}: {why}")
-    report.corrupt_segment = empty[0]
-    report.torn_tail = True
-    if mode == "read_only":
-        return
-    if mode == "strict":
-        raise LogCorruptedError(f"{files.log_path(directory, empty[0])}: torn tail ({why})")
-    for base in empty:
-        _remove_segment(directory, base)
-        report.removed_segments.append(base)
-    files.remove_if_exists(directory / files.RECOVERY_POINT)  # may be past the end
-    files.fsync_dir(directory)
 
 
 def _remove_segment(directory: pathlib.Path, base: int) -> None:
