@@ -30,7 +30,7 @@ from pyspark.sql.types import StructType
 from seglog.bench._kafka import BenchError
 from seglog.bench._report import Samples, measure
 from seglog.bench._spark_results import SinkResults
-from seglog.broker._testing import start_broker
+from seglog.broker import start_broker
 
 __all__ = ["NoopArrowSink", "count_rows", "spark_writes"]
 

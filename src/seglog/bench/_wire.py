@@ -25,7 +25,7 @@ from seglog.bench._kafka import (
     produce,
 )
 from seglog.bench._report import Row, Samples, measure
-from seglog.broker._testing import BrokerProcess, start_broker
+from seglog.broker import BrokerProcess, start_broker
 
 __all__ = ["wire_phase"]
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Collection, Mapping
 
 import crc32c
 
@@ -65,6 +66,22 @@ class KeyIndex:
         for k in stale:
             del self._last[k]
         return len(stale)
+
+    def entries_at(self, offsets: Collection[int]) -> dict[bytes, int]:
+        """The ``key → offset`` entries whose offset is one of ``offsets``."""
+        return {k: o for k, o in self._last.items() if o in offsets}
+
+    def repoint(self, stale: Mapping[bytes, int], found: Mapping[bytes, int]) -> None:
+        """For each ``key → offset`` of ``stale`` still in the index (an entry changed
+        since, by an append, is left alone): point the key at ``found[key]``, or forget
+        it when ``found`` has no such key."""
+        for k, o in stale.items():
+            if self._last.get(k) != o:
+                continue
+            if k in found:
+                self._last[k] = found[k]
+            else:
+                del self._last[k]
 
     def size_bytes(self) -> int:
         """Approximate bytes of the persisted form (keys + 12 bytes per entry)."""

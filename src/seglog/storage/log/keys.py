@@ -109,7 +109,7 @@ def forget_removed(state: LogState, removed: list[int], *, rescan: bool) -> None
         return
     gone = set(removed)
     with state.lock:
-        stale = {k: o for k, o in keys._last.items() if o in gone}
+        stale = keys.entries_at(gone)
     if not stale:
         return
     found: dict[bytes, int] = {}
@@ -129,13 +129,7 @@ def forget_removed(state: LogState, removed: list[int], *, rescan: bool) -> None
                 break
             nxt = cols.next_offset
     with state.lock:
-        for k, o in stale.items():
-            if keys._last.get(k) != o:
-                continue
-            if k in found:
-                keys._last[k] = found[k]
-            else:
-                del keys._last[k]
+        keys.repoint(stale, found)
 
 
 def save_key_index(directory: pathlib.Path, keys: KeyIndex, state: LogState, end: int) -> None:

@@ -18,7 +18,7 @@ from seglog.storage.record.message import (
 if TYPE_CHECKING:
     from seglog.storage.log.log import Log
 
-__all__ = ["consume", "first_at_or_after", "get", "publish"]
+__all__ = ["consume", "get", "publish"]
 
 
 def publish(log: Log, messages: Sequence[Message]) -> int:
@@ -59,14 +59,3 @@ def get(log: Log, offset: int) -> Message:
                 raise NotFoundError(f"offset {offset} is not stored")
         break
     raise NotFoundError(f"offset {offset} is not stored")
-
-
-def first_at_or_after(
-    batch: bytes, timestamp_ms: int, min_offset: int = 0
-) -> tuple[int, int] | None:
-    """(offset, timestamp) of the first record of ``batch`` at or after ``timestamp_ms``
-    whose offset is at least ``min_offset`` (the log start offset)."""
-    for m in decode_batches(batch):
-        if m.timestamp >= timestamp_ms and m.offset >= min_offset:
-            return m.offset, m.timestamp
-    return None

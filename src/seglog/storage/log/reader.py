@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from seglog.errors import InvalidOffsetError
 from seglog.storage.fileio import files
-from seglog.storage.log import message_ops
 from seglog.storage.record.batch import HEADER_SIZE, parse_header
-from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST
+from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST, decode_batches
 from seglog.storage.segment import checkpoints
 from seglog.storage.segment.segment import Segment
 
@@ -29,6 +28,7 @@ __all__ = [
     "batches",
     "count_read",
     "find_next",
+    "first_at_or_after",
     "locate",
     "offset_for_time",
     "read",
@@ -267,6 +267,17 @@ def batches(
             pos += size
 
 
+def first_at_or_after(
+    batch: bytes, timestamp_ms: int, min_offset: int = 0
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record of ``batch`` at or after ``timestamp_ms``
+    whose offset is at least ``min_offset`` (the log start offset)."""
+    for m in decode_batches(batch):
+        if m.timestamp >= timestamp_ms and m.offset >= min_offset:
+            return m.offset, m.timestamp
+    return None
+
+
 def offset_for_time(st: LogState, timestamp_ms: int) -> tuple[int, int] | None:
     """``(offset, timestamp)`` of the first record whose timestamp is >=
     ``timestamp_ms``, found through the first batch whose max timestamp is >= it
@@ -282,7 +293,7 @@ def offset_for_time(st: LogState, timestamp_ms: int) -> tuple[int, int] | None:
                 return None
             if h.max_timestamp >= timestamp_ms and h.last_offset >= start:
                 batch = os.pread(seg.fd, h.size, pos)
-                hit = message_ops.first_at_or_after(batch, timestamp_ms, start)
+                hit = first_at_or_after(batch, timestamp_ms, start)
                 if hit is not None:
                     return hit
             # records below the log start offset (trimmed inside a batch) don't count:
