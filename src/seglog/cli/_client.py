@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 
 from seglog.cli._client_config import ClientOptions, print_json
+from seglog.cli._fail import fail
 
 __all__ = [
     "Brokers",
@@ -102,15 +102,6 @@ JsonOut = Annotated[bool, typer.Option("--json", help="Machine-readable JSON ins
 Timeout = Annotated[
     float, typer.Option("--timeout", help="Seconds to wait for each broker request.")
 ]
-
-err_console = Console(stderr=True)
-
-
-def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print ``error: message`` on stderr; return the Exit to raise."""
-    err_console.print(f"[red]error:[/red] {message}", highlight=False)
-    return typer.Exit(code)
-
 
 _OPTION_PARAMS = {
     "brokers": Brokers,

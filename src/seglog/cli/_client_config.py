@@ -47,7 +47,7 @@ class ClientOptions:
         for item in self.extra:
             key, sep, value = item.partition("=")
             if not sep or not key:
-                from seglog.cli._client import fail  # noqa: PLC0415 - typer only on errors
+                from seglog.cli._fail import fail  # noqa: PLC0415 - typer only on errors
 
                 raise fail(f"-X {item!r}: expected key=value", 2)
             conf[key.strip()] = value

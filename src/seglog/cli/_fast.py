@@ -71,7 +71,7 @@ def parse(parser: Parser, argv: Sequence[str]) -> dict[str, Any] | None:
 
 def run(command: Callable[..., None], params: dict[str, Any]) -> None:
     """Call ``command(**params)`` and exit as typer would: the ``typer.Exit`` code of a
-    failure (``_client.fail``), "Aborted!" and 1 on a Ctrl-C the command let through, 1
+    failure (``_fail.fail``), "Aborted!" and 1 on a Ctrl-C the command let through, 1
     and no traceback when stdout's reader has gone."""
     try:
         command(**params)

@@ -23,8 +23,8 @@ __all__ = ["produce_records", "run_fast"]
 
 
 def _fail(message: str, code: int = 1) -> Exception:
-    """``_client.fail``, imported on the error path only (it brings typer and rich)."""
-    from seglog.cli._client import fail  # noqa: PLC0415
+    """``_fail.fail``, imported on the error path only (it brings typer and rich)."""
+    from seglog.cli._fail import fail  # noqa: PLC0415
 
     return fail(message, code)
 
