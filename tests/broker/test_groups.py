@@ -6,6 +6,7 @@ sockets."""
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,7 @@ from kafka.protocol.consumer import (
     JoinGroupRequest,
     LeaveGroupRequest,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
     OffsetFetchRequest,
     SyncGroupRequest,
 )
@@ -469,6 +471,40 @@ def test_offset_commit_checks_membership(broker: str, topic: str) -> None:
         assert fetched(w) == 1
         assert commit(w, gen, member, 4) == 0
         assert fetched(w) == 4
+
+
+def test_offset_delete_with_unreadable_member_metadata(broker: str, topic: str) -> None:
+    """A member whose consumer-protocol metadata is truncated (its topic string cut short)
+    counts as subscribed to everything: OffsetDelete answers 86 GROUP_SUBSCRIBED_TO_TOPIC,
+    the commit stays, the connection keeps serving."""
+    produce(broker, topic, 1)
+    group = f"g-{topic}"
+    name = topic.encode()
+    cut = struct.pack(">hih", 0, 1, len(name)) + name[:-3]
+    with Wire(broker) as w:
+        joined = join(w, group, protocols=[("range", cut)])
+        member, gen = joined.member_id, joined.generation_id
+        assert sync(w, group, gen, member, {}).error_code == 0
+        assert (
+            w.call(commit_request(group, topic, gen, member, 3)).topics[0].partitions[0].error_code
+            == 0
+        )
+        part = OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition
+        req = OffsetDeleteRequest[0](
+            group_id=group,
+            topics=[
+                OffsetDeleteRequest.OffsetDeleteRequestTopic(
+                    name=topic, partitions=[part(partition_index=0)]
+                )
+            ],
+        )
+        resp = w.call(req)
+        assert resp.error_code == 0
+        assert resp.topics[0].partitions[0].error_code == 86
+        assert heartbeat(w, group, gen, member) == 0
+        topic_req = OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])
+        fetched = w.call(OffsetFetchRequest[5](group_id=group, topics=[topic_req]))
+        assert fetched.topics[0].partitions[0].committed_offset == 3
 
 
 def test_shutdown_answers_parked_join(broker_factory: Callable[..., BrokerProcess]) -> None:

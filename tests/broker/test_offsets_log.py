@@ -5,17 +5,27 @@ a kill -9; the topic is internal (listed as such, refused to producers and delet
 from __future__ import annotations
 
 import json
+import logging
 import signal
+import struct
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from seglog.broker._committed import decode_key, decode_value
+from seglog.broker._committed import (
+    CommittedOffsets,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
 from seglog.broker._testing import BrokerProcess
-from seglog.storage import OFFSET_OLDEST, open_log
+from seglog.storage import OFFSET_OLDEST, DataDir, open_log
 
 
 def _committed(bootstrap: str, group: str, topic: str, partitions: int = 1) -> list[int]:
@@ -142,3 +152,97 @@ def test_the_offsets_topic_is_internal(broker: str) -> None:
     with pytest.raises(KafkaException) as info:
         admin.delete_topics(["__consumer_offsets"])["__consumer_offsets"].result(10)
     assert info.value.args[0].code() == 17
+
+
+# -- malformed records: the bounded reader's error, never short data ------------------------
+
+_KEY = encode_key("g", "orders", 7)  # version 1 | "g" | "orders" | partition 7
+_VALUE = encode_value(42, "meta", 1_700_000_000_000)  # v3 | offset | epoch | "meta" | time
+
+
+def _str16(raw: bytes, length: int | None = None) -> bytes:
+    return struct.pack(">h", len(raw) if length is None else length) + raw
+
+
+MALFORMED_KEYS = {
+    "empty": b"",
+    "truncated version": b"\x00",
+    "unknown version": struct.pack(">h", 2) + _KEY[2:],
+    "truncated group length": struct.pack(">h", 1) + b"\x00",
+    "truncated group string": struct.pack(">h", 1) + _str16(b"gr", 5),
+    "oversize group length": struct.pack(">h", 1) + _str16(b"g", 0x7FFF),
+    "null group": struct.pack(">h", 1) + _str16(b"", -1) + _str16(b"orders") + b"\0\0\0\7",
+    "non-UTF-8 group": struct.pack(">h", 1) + _str16(b"\xff") + _str16(b"orders") + b"\0\0\0\7",
+    "truncated topic string": struct.pack(">h", 1) + _str16(b"g") + _str16(b"ord", 6),
+    "oversize topic length": struct.pack(">h", 1) + _str16(b"g") + _str16(b"orders\0\0\0\7", 99),
+    "truncated partition": _KEY[:-1],
+}
+
+_V3_HEAD = struct.pack(">hqi", 3, 42, -1)  # version, offset, leader epoch
+MALFORMED_VALUES = {
+    "empty": b"",
+    "unknown version": struct.pack(">h", 4) + _VALUE[2:],
+    "truncated offset": _VALUE[:6],
+    "truncated leader epoch": _VALUE[:12],
+    "truncated metadata length": _VALUE[:15],
+    "truncated metadata string": _VALUE[:18],
+    "oversize metadata length": _V3_HEAD + _str16(b"meta", 0x7FFF) + _VALUE[-8:],
+    "non-UTF-8 metadata": _V3_HEAD + _str16(b"\xff\xfe") + _VALUE[-8:],
+    "truncated commit timestamp": _VALUE[:-1],
+    "missing commit timestamp": _VALUE[:-8],
+}
+
+
+def test_offset_commit_records_round_trip() -> None:
+    assert decode_key(_KEY) == ("g", "orders", 7)
+    assert decode_key(struct.pack(">h", 0) + _KEY[2:]) == ("g", "orders", 7)  # v0 key
+    assert decode_value(_VALUE) == (42, "meta")
+    assert decode_value(encode_value(5, None, 0)) == (5, "")
+
+
+@pytest.mark.parametrize("data", MALFORMED_KEYS.values(), ids=MALFORMED_KEYS.keys())
+def test_malformed_offset_commit_key_is_an_error(data: bytes) -> None:
+    with pytest.raises(ValueError, match="offset commit key"):
+        decode_key(data)
+
+
+@pytest.mark.parametrize("data", MALFORMED_VALUES.values(), ids=MALFORMED_VALUES.keys())
+def test_malformed_offset_commit_value_is_an_error(data: bytes) -> None:
+    with pytest.raises(ValueError, match="offset commit value"):
+        decode_value(data)
+
+
+def _append(offsets: CommittedOffsets, records: list[tuple[bytes, bytes]]) -> None:
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=0, is_transactional=False,
+        producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30,
+    )  # fmt: skip
+    for i, (key, value) in enumerate(records):
+        builder.append(i, timestamp=0, key=key, value=value, headers=[])
+    offsets.log.append(bytes(builder.build()))
+    offsets.log.sync()
+
+
+def test_replay_skips_malformed_records_and_keeps_every_good_commit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A record the reader rejects is skipped with a warning naming it (the documented
+    recovery): the commits before and after it stay, and the log is left as it was."""
+    data = tmp_path / "data"
+    with DataDir(data, create=True) as dd:
+        offsets = CommittedOffsets(dd)
+        _append(offsets, [(_KEY, _VALUE), (encode_key("g", "orders", 8), encode_value(9, "", 0))])
+        bad = [(k, _VALUE) for k in MALFORMED_KEYS.values() if k]
+        bad += [(_KEY, v) for v in MALFORMED_VALUES.values()]  # would take partition 7 back
+        _append(offsets, bad)
+        _append(offsets, [(encode_key("h", "orders", 0), encode_value(3, "x", 0))])
+        end = offsets.log.log_end_offset
+    with caplog.at_level(logging.WARNING), DataDir(data) as dd:
+        offsets = CommittedOffsets(dd)
+        assert offsets.get("g", "orders", 7) == (42, "meta")
+        assert offsets.get("g", "orders", 8) == (9, "")
+        assert offsets.get("h", "orders", 0) == (3, "x")
+        assert sorted(offsets.groups()) == ["g", "h"]
+        assert offsets.log.log_end_offset == end  # nothing appended or rewritten
+    skipped = [r for r in caplog.records if "skipping record" in r.getMessage()]
+    assert len(skipped) == len(bad)

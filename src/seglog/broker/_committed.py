@@ -6,8 +6,13 @@ Kafka's ``OffsetCommitKey`` v1 (version int16 = 1, group string, topic string, p
 int32) and the value Kafka's ``OffsetCommitValue`` v3 (version int16 = 3, offset int64,
 leader epoch int32, metadata string, commit timestamp int64); deleting a group or a
 partition's offset appends a tombstone (null value). Strings are int16 length + UTF-8,
-length -1 for null (Kafka's group-coordinator record schemas). The record batch is built
+length -1 for null (Kafka's group-coordinator record schemas, which kafka-python does not
+carry); they are read with the broker's bounded ``WireReader``. The record batch is built
 with kafka-python's ``DefaultRecordBatchBuilder``.
+
+On start a record that does not decode (a truncated field, a length past its end, another
+version) is skipped with a warning naming its offset, and left in the log as it is: every
+other record still applies, so the partition keeps the last commit that does decode.
 
 Durability is the log's: under the default policy (fsync before acknowledging) a commit is
 answered only once its batch is fsynced, sharing the group commit of the partition log, so
@@ -29,6 +34,8 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
+from seglog.broker._reader import WireReader
+from seglog.errors import ProtocolError
 from seglog.storage import OFFSET_OLDEST, DataDir, Log
 
 with warnings.catch_warnings():  # kafka-python's first import warns (importlib.resources)
@@ -55,29 +62,22 @@ def _string(text: str | None) -> bytes:
     return _I16.pack(len(raw)) + raw
 
 
-def _read_string(data: bytes, pos: int) -> tuple[str | None, int]:
-    (size,) = _I16.unpack_from(data, pos)
-    pos += 2
-    if size < 0:
-        return None, pos
-    return data[pos : pos + size].decode(), pos + size
-
-
 def encode_key(group: str, topic: str, partition: int) -> bytes:
     """Kafka's OffsetCommitKey v1."""
     return _I16.pack(_KEY_VERSION) + _string(group) + _string(topic) + _I32.pack(partition)
 
 
 def decode_key(data: bytes) -> tuple[str, str, int]:
-    """(group, topic, partition) of an OffsetCommitKey v0/v1. Raises ValueError."""
+    """(group, topic, partition) of an OffsetCommitKey v0/v1. Raises ValueError (a
+    truncated field, a length past the end, a null or non-UTF-8 string, another
+    version); bytes after the partition are ignored."""
+    r = WireReader(memoryview(data), 0, False, "offset commit key")
     try:
-        (version,) = _I16.unpack_from(data, 0)
+        version = r.int16()
         if version not in (0, 1):
             raise ValueError(f"offset commit key version {version}")
-        group, pos = _read_string(data, 2)
-        topic, pos = _read_string(data, pos)
-        (partition,) = _I32.unpack_from(data, pos)
-    except (struct.error, UnicodeDecodeError) as exc:
+        group, topic, partition = r.string(), r.string(), r.int32()
+    except ProtocolError as exc:
         raise ValueError(f"bad offset commit key: {exc}") from None
     if group is None or topic is None:
         raise ValueError("null group or topic in an offset commit key")
@@ -96,14 +96,19 @@ def encode_value(offset: int, metadata: str | None, now_ms: int) -> bytes:
 
 
 def decode_value(data: bytes) -> Committed:
-    """(offset, metadata) of an OffsetCommitValue v3. Raises ValueError."""
+    """(offset, metadata) of an OffsetCommitValue v3. Raises ValueError (a truncated
+    field, including the commit timestamp, a length past the end, non-UTF-8 metadata,
+    another version); bytes after the timestamp are ignored."""
+    r = WireReader(memoryview(data), 0, False, "offset commit value")
     try:
-        (version,) = _I16.unpack_from(data, 0)
+        version = r.int16()
         if version != _VALUE_VERSION:
             raise ValueError(f"offset commit value version {version}")
-        (offset,) = _I64.unpack_from(data, 2)
-        metadata, _pos = _read_string(data, 14)
-    except (struct.error, UnicodeDecodeError) as exc:
+        offset = r.int64()
+        r.int32()  # leader epoch
+        metadata = r.string()
+        r.int64()  # commit timestamp
+    except ProtocolError as exc:
         raise ValueError(f"bad offset commit value: {exc}") from None
     return offset, metadata
 

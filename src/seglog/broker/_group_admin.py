@@ -5,11 +5,18 @@ neither members nor committed offsets is 69 GROUP_ID_NOT_FOUND; OffsetDelete ref
 partitions of a topic the group's live members subscribe to with 86
 GROUP_SUBSCRIBED_TO_TOPIC (the subscription is read from each member's consumer-protocol
 metadata, Kafka's ``ConsumerProtocolSubscription``).
+
+That metadata is client-supplied bytes, read with the broker's bounded ``WireReader`` as
+Kafka's coordinator reads it: the version, then version 0's fields (topics, user data),
+which every later version starts with. Metadata that does not read so (truncated, a length
+past the end, a null array or topic, non-UTF-8) leaves the subscription unknown, and then,
+as in Kafka (``GroupMetadata.isSubscribedToTopic``), every topic counts as subscribed: the
+request gets 86 for each partition and no committed offset is deleted.
 """
 
 from __future__ import annotations
 
-import struct
+import logging
 from typing import Any
 
 from kafka.protocol.admin import DeleteGroupsResponse
@@ -25,8 +32,12 @@ from seglog.broker._errors import (
     NON_EMPTY_GROUP,
 )
 from seglog.broker._group_model import Group
+from seglog.broker._reader import WireReader
+from seglog.errors import ProtocolError
 
 __all__ = ["handle_delete_groups", "handle_offset_delete"]
+
+log = logging.getLogger(__name__)
 
 
 def _known(ctx: BrokerContext, group_id: str) -> bool:
@@ -56,24 +67,42 @@ def handle_delete_groups(ctx: BrokerContext, req: Any, version: int) -> Any:
     return DeleteGroupsResponse[version](throttle_time_ms=0, results=results)
 
 
-def _subscribed_topics(group: Group | None) -> set[str]:
-    """Topics named in the members' ConsumerProtocolSubscription (version int16, then an
-    array of topic strings); unreadable metadata subscribes to nothing."""
+def _subscription(data: bytes) -> set[str]:
+    """The topics of a ConsumerProtocolSubscription: version int16 (>= 0), topics
+    (int32 count, int16-length strings, neither null), user data (nullable bytes); later
+    versions' fields after these are not read. Raises ProtocolError."""
+    r = WireReader(memoryview(data), 0, False, "consumer protocol subscription")
+    version = r.int16()
+    if version < 0:
+        raise ProtocolError(f"consumer protocol subscription version {version}")
+    topics: set[str] = set()  # a set: repeated names take no room
+    for _ in range(r.count(2, nullable=False)):
+        topic = r.string()
+        if topic is None:
+            raise ProtocolError("null topic in the consumer protocol subscription")
+        topics.add(topic)
+    r.skip_bytes()  # user data
+    return topics
+
+
+def _subscribed_topics(group: Group | None) -> set[str] | None:
+    """Topics named in the members' subscriptions; None (every topic counts as subscribed)
+    when one member's cannot be read."""
     topics: set[str] = set()
     if group is None or group.protocol_type != "consumer":
         return topics
     for member in group.members.values():
-        data = member.metadata(group.protocol_name)
         try:
-            (count,) = struct.unpack_from(">i", data, 2)
-            pos = 6
-            for _ in range(max(count, 0)):
-                (size,) = struct.unpack_from(">h", data, pos)
-                pos += 2
-                topics.add(data[pos : pos + size].decode())
-                pos += size
-        except (struct.error, UnicodeDecodeError):
-            continue
+            topics.update(_subscription(member.metadata(group.protocol_name)))
+        except ProtocolError as exc:
+            log.warning(
+                "group %r: unreadable subscription of member %r (%s); OffsetDelete treats "
+                "every topic as subscribed",
+                group.group_id,
+                member.member_id,
+                exc,
+            )
+            return None
     return topics
 
 
@@ -95,7 +124,7 @@ def handle_offset_delete(ctx: BrokerContext, req: Any, version: int) -> Any:
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            if t.name in subscribed:
+            if subscribed is None or t.name in subscribed:
                 code = GROUP_SUBSCRIBED_TO_TOPIC
             else:
                 code = 0

@@ -3,8 +3,10 @@
 Every read is checked against the end of the buffer before anything is taken from it, and
 every problem is a ``ProtocolError`` (the connection is then closed): a length or count
 is never trusted to allocate. Used by the request header parser (``_protocol``), the
-array-count walk run before kafka-python decodes a request (``_bounds``) and the Produce
-parser (``_produce_wire``).
+array-count walk run before kafka-python decodes a request (``_bounds``), the Produce
+parser (``_produce_wire``), and for bytes that are not requests: the records of
+``__consumer_offsets`` (``_committed``) and the consumer-protocol subscriptions in
+JoinGroup metadata (``_group_admin``), whose callers turn the error into their own outcome.
 
 Varints here are Kafka's protocol ones (compact lengths, tagged fields): *unsigned*, at
 most 5 bytes (an int32), not the zigzag varints of record batches (those, one at a time,
@@ -25,6 +27,7 @@ __all__ = ["WireReader", "uvarint_bytes"]
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 
 
 def uvarint_bytes(value: int) -> bytes:
@@ -59,6 +62,18 @@ class WireReader:
         self.pos = pos + n
         return pos
 
+    def int16(self) -> int:
+        """A big-endian int16."""
+        return int(_I16.unpack_from(self.data, self.need(2))[0])
+
+    def int32(self) -> int:
+        """A big-endian int32."""
+        return int(_I32.unpack_from(self.data, self.need(4))[0])
+
+    def int64(self) -> int:
+        """A big-endian int64."""
+        return int(_I64.unpack_from(self.data, self.need(8))[0])
+
     def uvarint(self) -> int:
         """An unsigned varint of at most 5 bytes."""
         data, pos, end = self.data, self.pos, self.end
@@ -79,15 +94,18 @@ class WireReader:
         an int32 (``wide``: bytes, arrays) or an int16 (strings)."""
         if self.flexible:
             return self.uvarint() - 1
-        if wide:
+        if wide:  # inlined, not self.int32(): the Produce parser's hot path
             return int(_I32.unpack_from(self.data, self.need(4))[0])
         return int(_I16.unpack_from(self.data, self.need(2))[0])
 
-    def count(self, min_element: int) -> int:
-        """An array count (0 for a null array), checked against the bytes left when each
-        element takes at least ``min_element`` bytes."""
+    def count(self, min_element: int, nullable: bool = True) -> int:
+        """An array count (0 for a null array; ProtocolError for one unless ``nullable``),
+        checked against the bytes left when each element takes at least ``min_element``
+        bytes."""
         n = self.length(wide=True)
         if n < 0:
+            if not nullable:
+                raise ProtocolError(f"null array in the {self.what}")
             return 0
         if n * min_element > self.end - self.pos:
             raise ProtocolError(f"array of {n} elements cannot fit in the {self.what}")
@@ -103,6 +121,12 @@ class WireReader:
             return str(self.data[pos : pos + n], "utf-8")
         except UnicodeDecodeError as exc:
             raise ProtocolError(f"string in {self.what} is not UTF-8") from exc
+
+    def skip_bytes(self) -> None:
+        """Skip a nullable bytes field."""
+        n = self.length(wide=True)
+        if n > 0:
+            self.need(n)
 
     def tagged_fields(self) -> None:
         """Skip a tagged-field section: a plain uvarint count (not a compact length), then
