@@ -13,10 +13,11 @@ loop-agnostic wake-up futures (``Log.wait_for_offset``) to asyncio::
 Waiting costs no thread and no polling: the writer (in this process) completes the
 future, and ``asyncio.wrap_future`` wakes the task on its own loop. A read-only log written
 by another process is polled every 50 ms. Cancelling the task (``task.cancel()``,
-``asyncio.timeout``) stops the wait at once. Log reads run on the loop thread (page-cache
-reads plus record decoding of at most ``max_count`` messages); a durable subscription's
-journal writes and fsyncs (``fetch``, ``ack``) run in the loop's default executor
-(``asyncio.to_thread``), so the loop keeps running while the disk flushes.
+``asyncio.timeout``) stops the wait at once. ``consume_blocking_async`` and ``tail`` read
+on the loop thread (page-cache reads plus record decoding of at most ``max_count``
+messages); a durable subscription's ``fetch`` and ``ack`` do their work (reads, journal
+write, fsync) in the loop's default executor (``asyncio.to_thread``), so the loop keeps
+running while the disk flushes.
 """
 
 from __future__ import annotations
