@@ -6,26 +6,29 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import CancelledError
 
 import pytest
 
 import seglog.aio
-from seglog import OFFSET_NEWEST, OFFSET_OLDEST, Message, open_log
+from seglog import OFFSET_NEWEST, OFFSET_OLDEST, Log, Message, open_log
 from seglog.aio import consume_blocking_async
 from seglog.errors import LogClosedError
 from seglog.storage import CancelToken
 
+MakeLog = Callable[..., Log]
 
-def _when_waiting(log, fn, waiters: int = 1) -> threading.Thread:
-    """Run ``fn`` in a thread once ``waiters`` readers wait on ``log`` (its notifier holds
-    their futures): the wake-up is then what the test exercises, not a race."""
+
+def _when_waiting(log: Log, fn: Callable[[], object], waiters: int = 1) -> threading.Thread:
+    """Run ``fn`` in a thread once ``waiters`` readers are parked on ``log``
+    (``Log.waiting_readers``): the wake-up is then what the test exercises, not a race."""
 
     def run() -> None:
         deadline = time.monotonic() + 30
-        while len(log.state.notifier) < waiters:
+        while log.waiting_readers < waiters:
             assert time.monotonic() < deadline, "no reader started waiting"
-            time.sleep(0.001)  # polling a state with a deadline
+            time.sleep(0.001)  # polling a public state with a deadline
         fn()
 
     t = threading.Thread(target=run)
@@ -33,14 +36,14 @@ def _when_waiting(log, fn, waiters: int = 1) -> threading.Thread:
     return t
 
 
-async def _until_waiting(log, waiters: int) -> None:
+async def _until_waiting(log: Log, waiters: int) -> None:
     deadline = time.monotonic() + 30
-    while len(log.state.notifier) < waiters:
+    while log.waiting_readers < waiters:
         assert time.monotonic() < deadline, "readers did not start waiting"
-        await asyncio.sleep(0.001)
+        await asyncio.sleep(0.001)  # polling a public state with a deadline
 
 
-def test_sync_woken_by_writer_and_timeout(make_log):
+def test_sync_woken_by_writer_and_timeout(make_log: MakeLog) -> None:
     with make_log() as log:
         t0 = time.monotonic()
         assert log.consume_blocking(OFFSET_OLDEST, 10, 0.05) == (0, [])
@@ -49,10 +52,10 @@ def test_sync_woken_by_writer_and_timeout(make_log):
         nxt, got = log.consume_blocking(OFFSET_NEWEST, 10, 30)
         t.join()
         assert (nxt, [m.value for m in got]) == (1, [b"a"])
-        assert len(log.state.notifier) == 0  # no waiter left behind
+        assert log.waiting_readers == 0  # no waiter left behind
 
 
-def test_sync_cancel_and_close(make_log):
+def test_sync_cancel_and_close(make_log: MakeLog) -> None:
     with make_log() as log:
         token = CancelToken()
         t = _when_waiting(log, token.cancel)
@@ -67,13 +70,13 @@ def test_sync_cancel_and_close(make_log):
         t.join()
 
 
-def test_fifty_thread_tailers(make_log):
+def test_fifty_thread_tailers(make_log: MakeLog) -> None:
     n_tailers, n_msgs = 50, 30
-    got: dict[int, list[bytes]] = {}
+    got: dict[int, list[bytes | None]] = {}
     with make_log() as log:
 
         def tail(i: int) -> None:
-            offset, seen = 0, []
+            offset, seen = 0, list[bytes | None]()
             while len(seen) < n_msgs:
                 offset, msgs = log.consume_blocking(offset, 7, 30)
                 seen += [m.value for m in msgs]
@@ -88,15 +91,15 @@ def test_fifty_thread_tailers(make_log):
             t.join(60)
         assert len(got) == n_tailers
         assert all(v == [b"%d" % j for j in range(n_msgs)] for v in got.values())
-        assert len(log.state.notifier) == 0
+        assert log.waiting_readers == 0
 
 
-async def test_fifty_async_tailers_and_cancel(make_log):
+async def test_fifty_async_tailers_and_cancel(make_log: MakeLog) -> None:
     n_tailers, n_msgs = 50, 20
     with make_log() as log:
 
-        async def tail() -> list[bytes]:
-            offset, seen = 0, []
+        async def tail() -> list[bytes | None]:
+            offset, seen = 0, list[bytes | None]()
             while len(seen) < n_msgs:
                 offset, msgs = await consume_blocking_async(log, offset, 5, 30)
                 seen += [m.value for m in msgs]
@@ -116,7 +119,7 @@ async def test_fifty_async_tailers_and_cancel(make_log):
         with pytest.raises(asyncio.CancelledError):
             await task
         await asyncio.sleep(0)
-        assert len(log.state.notifier) == 0
+        assert log.waiting_readers == 0
         # the async iterator, woken by a publish from another thread
         t = _when_waiting(log, lambda: log.publish([Message(value=b"tail")]))
         agen = seglog.aio.tail(log, OFFSET_NEWEST)
@@ -132,7 +135,7 @@ async def test_fifty_async_tailers_and_cancel(make_log):
             await waiter
 
 
-async def test_async_read_only_tailer_polls_other_writer(make_log):
+async def test_async_read_only_tailer_polls_other_writer(make_log: MakeLog) -> None:
     with make_log() as writer, open_log(writer.directory, read_only=True) as ro:
         t = _when_waiting(ro, lambda: writer.publish([Message(value=b"x")]))
         nxt, msgs = await consume_blocking_async(ro, 0, 10, 30)

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import pathlib
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
 import seglog
 import seglog.storage
-from seglog import OFFSET_NEWEST, OFFSET_OLDEST, Message, open_log
+from seglog import OFFSET_NEWEST, OFFSET_OLDEST, Log, Message, open_log
 from seglog.errors import InvalidOffsetError, LogClosedError, NoIndexError, ReadOnlyError
 
 from ._batches import make_batch
 
+MakeLog = Callable[..., Log]
 
-def test_public_names():
+
+def test_public_names() -> None:
     for name in ("open_log", "Log", "Message", "OFFSET_OLDEST", "OFFSET_NEWEST", "LogConfig"):
         assert name in seglog.__all__
         assert hasattr(seglog, name)
@@ -23,7 +27,7 @@ def test_public_names():
     assert OFFSET_NEWEST == -1
 
 
-def test_publish_consume_get(make_log):
+def test_publish_consume_get(make_log: MakeLog) -> None:
     with make_log() as log:
         assert isinstance(log, seglog.Log)
         assert log.next_offset() == 0
@@ -65,7 +69,7 @@ def test_publish_consume_get(make_log):
         log.publish([Message(value=b"x")])
 
 
-def test_publish_splits_large_batches(make_log):
+def test_publish_splits_large_batches(make_log: MakeLog) -> None:
     with make_log(max_message_bytes=2000) as log:
         assert log.publish([Message(value=b"x" * 300) for _ in range(20)]) == 20
         assert len(list(log.batches())) > 3
@@ -75,7 +79,8 @@ def test_publish_splits_large_batches(make_log):
         assert log.next_offset() == 20
 
 
-def test_open_log_options(tmp_path):  # disk only: open_log's directory options, a reopen
+def test_open_log_options(tmp_path: pathlib.Path) -> None:
+    # disk only: open_log's directory options, a reopen
     with pytest.raises(TypeError):
         open_log(tmp_path / "p", create=True, no_such_setting=1)
     with pytest.raises(seglog.NotFoundError):
@@ -90,7 +95,7 @@ def test_open_log_options(tmp_path):  # disk only: open_log's directory options,
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-def test_consume_compressed(make_log, codec):
+def test_consume_compressed(make_log: MakeLog, codec: str) -> None:
     with make_log() as log:
         log.append(make_batch(4, codec=codec, tag=b"c"))
         log.sync()
@@ -98,7 +103,8 @@ def test_consume_compressed(make_log, codec):
         assert [m.value[:4] for m in got if m.value] == [b"c-0-", b"c-1-", b"c-2-", b"c-3-"]
 
 
-def test_key_index(tmp_path):  # disk only: the key index rebuilt at a reopen
+def test_key_index(tmp_path: pathlib.Path) -> None:
+    # disk only: the key index rebuilt at a reopen
     p = tmp_path / "p"
     with open_log(p, create=True, key_index=True, segment_bytes=300) as log:
         log.publish([Message(key=b"a", value=b"1"), Message(key=b"b", value=b"1")])
@@ -124,7 +130,7 @@ def test_key_index(tmp_path):  # disk only: the key index rebuilt at a reopen
         log.get_by_key(b"a")
 
 
-def test_storage_public_names_pinned():
+def test_storage_public_names_pinned() -> None:
     assert sorted(seglog.storage.__all__) == sorted(
         [
             "AppendInfo",
@@ -211,18 +217,18 @@ def test_storage_public_names_pinned():
         assert getattr(seglog.storage, name) is not None
 
 
-def test_consume_blocking(make_log):
+def test_consume_blocking(make_log: MakeLog) -> None:
     with make_log() as log:
         log.publish([Message(value=b"old")])
         t0 = time.monotonic()
         assert log.consume_blocking(1, 10, 0.05) == (1, [])
         assert time.monotonic() - t0 >= 0.04
 
-        def later(reader=log) -> None:  # publish once the reader waits: the wake-up is tested
+        def later(reader: Log = log) -> None:  # publish once the reader is parked
             deadline = time.monotonic() + 30
-            while not len(reader.state.notifier):
-                assert time.monotonic() < deadline
-                time.sleep(0.001)  # polling a state with a deadline
+            while reader.waiting_readers < 1:
+                assert time.monotonic() < deadline, "the reader did not start waiting"
+                time.sleep(0.001)  # polling a public state with a deadline
             log.publish([Message(value=b"new")])
 
         t = threading.Thread(target=later)
@@ -230,6 +236,7 @@ def test_consume_blocking(make_log):
         nxt, msgs = log.consume_blocking(OFFSET_NEWEST, 10, 10)
         t.join()
         assert (nxt, [m.value for m in msgs]) == (2, [b"new"])
+        assert log.waiting_readers == 0  # woken: nothing left parked
         with open_log(log.directory, read_only=True) as ro:
             t = threading.Thread(target=later, args=(ro,))
             t.start()

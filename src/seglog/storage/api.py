@@ -151,6 +151,16 @@ class LogAPI(Protocol):
         """Offsets below it are visible to readers (durable end under fsync-before-ack)."""
         ...
 
+    @property
+    def waiting_readers(self) -> int:
+        """Readers parked waiting for new data on this log right now: the pending futures
+        of ``wait_for_offset``, one per blocked ``consume_blocking``, ``seglog.aio``
+        tailer or durable-subscription ``fetch`` waiting for data (a read-only log's
+        pollers re-register every 50 ms). Read-only observability (a gauge; tests wait on
+        it instead of sleeping): 0 once every waiter was woken, timed out, was cancelled
+        or the log closed."""
+        ...
+
     def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append one or more record batches v2 exactly as received on the wire.
 

@@ -211,6 +211,10 @@ class Log(LogAPI):
     def high_watermark(self) -> int:
         return self.state.high_watermark
 
+    @property
+    def waiting_readers(self) -> int:
+        return len(self.state.notifier)
+
     # -- appending and reading -------------------------------------------------------------
 
     def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:

@@ -38,7 +38,8 @@ class Notifier:
         self._closed: BaseException | None = None
 
     def __len__(self) -> int:
-        """Number of waiting futures."""
+        """Number of waiting futures (``Log.waiting_readers``): registered, not yet
+        completed, cancelled or failed by ``close``."""
         return len(self._waiters)
 
     def wait(self, offset: int) -> Future[int]:
