@@ -1,6 +1,7 @@
 """Consume's remembered read position (``LogState.read_hint``) and the fast Message
 constructor: a consume continuing where the last one stopped must read what a fresh
-lookup reads, also after roll, retention, compaction, delete, and reopen (recovery)."""
+lookup reads, also after roll, retention, compaction, delete, and reopen (recovery).
+Tests taking ``make_log`` run on disk and in memory; the reopen is disk-only."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import dataclasses
 import gc
 import pickle
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,8 @@ from seglog.storage import (
     trim_by_offset,
 )
 from seglog.storage.record.message import GC_PAUSE_MIN, new_message, new_messages
+
+MakeLog = Callable[..., Log]
 
 
 def _fresh(log: Log, offset: int, count: int) -> list[Message]:
@@ -147,8 +151,8 @@ def test_new_messages_pauses_the_garbage_collector() -> None:
 
 
 @pytest.mark.parametrize("per_call", [1, 3, 7, 50])
-def test_sequential_consume_across_segments(tmp_path: Path, per_call: int) -> None:
-    log = keyed_log(tmp_path / "p", n=90)
+def test_sequential_consume_across_segments(make_log: MakeLog, per_call: int) -> None:
+    log = keyed_log(make_log, n=90)
     try:
         got = _walk(log, per_call)
         assert [m.offset for m in got] == list(range(90))
@@ -157,8 +161,8 @@ def test_sequential_consume_across_segments(tmp_path: Path, per_call: int) -> No
         log.close()
 
 
-def test_hint_survives_roll_and_appends(tmp_path: Path) -> None:
-    with seglog.open_log(tmp_path / "p", create=True, segment_bytes=512) as log:
+def test_hint_survives_roll_and_appends(make_log: MakeLog) -> None:
+    with make_log(segment_bytes=512) as log:
         offset, seen = OFFSET_OLDEST, []
         for round_ in range(12):
             log.publish_values([b"x%03d" % (round_ * 10 + i) for i in range(10)])
@@ -172,8 +176,8 @@ def test_hint_survives_roll_and_appends(tmp_path: Path) -> None:
         assert len(log.state.segments) > 2
 
 
-def test_hint_after_retention_compaction_delete(tmp_path: Path) -> None:
-    log = keyed_log(tmp_path / "p", n=120)
+def test_hint_after_retention_compaction_delete(make_log: MakeLog) -> None:
+    log = keyed_log(make_log, n=120)
     try:
         nxt, _ = log.consume(OFFSET_OLDEST, 37)  # remembers a position inside segment 1..
         trim_by_offset(log, 40)

@@ -2,7 +2,8 @@
 
 Correctness only (speed lives in ``python -m seglog.bench.storage``): the fast encoder must
 produce the bytes of kafka-python's ``DefaultRecordBatchBuilder``, the columnar decoder
-must give what ``MemoryRecords`` gives, and the Log entry points must round-trip.
+must give what ``MemoryRecords`` gives, and the Log entry points must round-trip (those
+tests take ``make_log``: on disk and in memory).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import struct
 import subprocess
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +23,7 @@ from hypothesis import strategies as st
 from seglog.errors import CorruptRecordError, RecordTooLargeError
 from seglog.storage import (
     OFFSET_OLDEST,
+    Log,
     Message,
     RecordColumns,
     decode_columns,
@@ -35,6 +38,8 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.record.memory_records import MemoryRecords
     from kafka.record.util import calc_crc32c
+
+MakeLog = Callable[..., Log]
 
 HYPO = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -304,8 +309,8 @@ def test_decoder_corrupt_input_raises() -> None:
 # -- the Log entry points -----------------------------------------------------------------
 
 
-def test_publish_values_and_consume_columns(tmp_path: Path) -> None:
-    with open_log(tmp_path / "p", create=True) as log:
+def test_publish_values_and_consume_columns(make_log: MakeLog) -> None:
+    with make_log() as log:
         assert (
             log.publish_values([b"a", b"bb", None], keys=[b"x", None, b"z"], timestamp_ms=42) == 3
         )
@@ -329,8 +334,8 @@ def test_publish_values_and_consume_columns(tmp_path: Path) -> None:
         assert log.consume_columns(2004, 10).next_offset == 2004
 
 
-def test_consume_columns_across_many_chunks(tmp_path: Path) -> None:
-    with open_log(tmp_path / "c", create=True, segment_bytes=300_000) as log:
+def test_consume_columns_across_many_chunks(make_log: MakeLog) -> None:
+    with make_log(segment_bytes=300_000) as log:
         for i in range(30):
             log.publish_values([b"%d-%d" % (i, j) * 10 for j in range(1000)], timestamp_ms=i)
         cols = log.consume_columns(OFFSET_OLDEST, 30_000)
@@ -343,27 +348,33 @@ def test_consume_columns_across_many_chunks(tmp_path: Path) -> None:
         assert seen == 29_500
 
 
-def test_messages_written_fast_read_by_kafka_python_after_reopen(tmp_path: Path) -> None:
-    with open_log(tmp_path / "r", create=True) as log:
-        log.publish([Message(timestamp=9, key=b"k%d" % i, value=b"v%d" % i) for i in range(100)])
-    # read the segment file with kafka-python in a separate interpreter
+def _kafka_python_reads(seg: Path) -> None:
+    """Read the segment file ``seg`` with kafka-python in a separate interpreter."""
     code = (
         "import sys, warnings; warnings.simplefilter('ignore')\n"
         "from kafka.record.memory_records import MemoryRecords\n"
         "r = MemoryRecords(open(sys.argv[1], 'rb').read()); b = r.next_batch()\n"
         "ok = b.validate_crc(); print(sum(1 for _ in b), ok)"
     )
-    seg = tmp_path / "r" / ("0" * 20 + ".log")
     out = subprocess.run(
         [sys.executable, "-c", code, str(seg)], capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["100", "True"]
 
 
-def test_read_only_consume_past_known_end_refreshes(tmp_path: Path) -> None:
-    with open_log(tmp_path / "ro", create=True) as writer:
+def test_messages_written_fast_read_by_kafka_python(make_log: MakeLog, backend: str) -> None:
+    with make_log() as log:
+        log.publish([Message(timestamp=9, key=b"k%d" % i, value=b"v%d" % i) for i in range(100)])
+        seg = log.directory / ("0" * 20 + ".log")
+        _kafka_python_reads(seg)  # the open log's file
+    if backend == "disk":
+        _kafka_python_reads(seg)  # and as close left it
+
+
+def test_read_only_consume_past_known_end_refreshes(make_log: MakeLog) -> None:
+    with make_log() as writer:
         writer.publish_values([b"a"] * 10)
-        with open_log(tmp_path / "ro", read_only=True) as reader:
+        with open_log(writer.directory, read_only=True) as reader:
             writer.publish_values([b"b"] * 10)
             nxt, msgs = reader.consume(15, 10)  # beyond what the reader had seen
             assert (nxt, [m.value for m in msgs]) == (20, [b"b"] * 5)

@@ -1,24 +1,30 @@
 """Indexes: persisted key index (get/offset/consume by key), time index (get/offset by
-time), and their distinct errors."""
+time), and their distinct errors. Tests taking ``make_log`` run on disk and in memory;
+the key index file's persistence (reopen, stale or garbage file) is disk-only."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
-from seglog import OFFSET_NEWEST, OFFSET_OLDEST, Message, open_log
+from seglog import OFFSET_NEWEST, OFFSET_OLDEST, Log, Message, open_log
 from seglog.errors import InvalidOffsetError, NoIndexError, NotFoundError
 from seglog.storage import rebuild_key_index
 from seglog.storage.index.key_index import KEY_INDEX_FILE, KeyIndex
 
 from ._batches import make_batch
 
+MakeLog = Callable[..., Log]
 
-def _fill(log, rounds=5):
+
+def _fill(log: Log, rounds: int = 5) -> None:
     for r in range(rounds):
         log.publish([Message(key=b"k%d" % (i % 7), value=b"%d-%d" % (r, i)) for i in range(20)])
 
 
-def test_key_index_persisted_and_reused(tmp_path):
+def test_key_index_persisted_and_reused(tmp_path: Path) -> None:
     p = tmp_path / "p"
     with open_log(p, create=True, key_index=True, segment_bytes=1500) as log:
         _fill(log)
@@ -39,7 +45,7 @@ def test_key_index_persisted_and_reused(tmp_path):
         assert ro.get_by_key(b"k3").value == b"new"
 
 
-def test_key_index_file_stale_or_garbage_is_rebuilt(tmp_path):
+def test_key_index_file_stale_or_garbage_is_rebuilt(tmp_path: Path) -> None:
     p = tmp_path / "p"
     with open_log(p, create=True, key_index=True) as log:
         _fill(log, 2)
@@ -63,8 +69,8 @@ def test_key_index_file_stale_or_garbage_is_rebuilt(tmp_path):
     assert KeyIndex.from_bytes(stale) is not None
 
 
-def test_consume_by_key(tmp_path):
-    with open_log(tmp_path / "p", create=True, key_index=True) as log:
+def test_consume_by_key(make_log: MakeLog) -> None:
+    with make_log(key_index=True) as log:
         _fill(log, 3)  # k0 at 0,7,14,20,27,...
         nxt, got = log.consume_by_key(b"k0", OFFSET_OLDEST, 4)
         assert [m.offset for m in got] == [0, 7, 14, 20]
@@ -77,12 +83,23 @@ def test_consume_by_key(tmp_path):
         assert log.consume_by_key(b"k0", OFFSET_NEWEST, 10) == (60, [])
         with pytest.raises(InvalidOffsetError):
             log.consume_by_key(b"k0", 61, 10)
-    with open_log(tmp_path / "q", create=True) as log, pytest.raises(NoIndexError):
+    with make_log() as log, pytest.raises(NoIndexError):
         log.consume_by_key(b"k0", 0, 10)
 
 
-def test_distinct_errors(tmp_path):
-    with open_log(tmp_path / "p", create=True, key_index=True) as log:
+def _without_key_index(make_log: MakeLog, backend: str, path: Path) -> Log:
+    """The log at ``path`` reopened without a key index (disk), or a new one holding the
+    same keys (memory: nothing to reopen)."""
+    if backend == "disk":
+        return open_log(path)
+    log = make_log()
+    _fill(log, 1)
+    return log
+
+
+def test_distinct_errors(make_log: MakeLog, backend: str) -> None:
+    with make_log(key_index=True) as log:
+        path = log.directory
         log.publish([Message(key=b"a", value=b"1", timestamp=1000)])
         log.publish([Message(key=b"b", value=b"2", timestamp=2000)])
         with pytest.raises(NotFoundError):
@@ -97,14 +114,14 @@ def test_distinct_errors(tmp_path):
             log.offset_by_time(3000)
         assert not issubclass(NotFoundError, InvalidOffsetError)
         assert not issubclass(NoIndexError, NotFoundError)
-    with open_log(tmp_path / "p") as log:
+    with _without_key_index(make_log, backend, path) as log:
         for call in (log.get_by_key, log.offset_by_key):
             with pytest.raises(NoIndexError):
                 call(b"a")
 
 
-def test_get_and_offset_by_time(tmp_path):
-    with open_log(tmp_path / "p", create=True, segment_bytes=600, index_interval_bytes=100) as log:
+def test_get_and_offset_by_time(make_log: MakeLog) -> None:
+    with make_log(segment_bytes=600, index_interval_bytes=100) as log:
         for i in range(40):  # timestamps 1000, 1010, ... one per message, many segments
             log.publish([Message(value=b"v%d" % i, timestamp=1000 + 10 * i)])
         assert log.stat()["segments"] > 3
@@ -119,8 +136,9 @@ def test_get_and_offset_by_time(tmp_path):
             log.get_by_time(1391)
 
 
-def test_rebuild_key_index(tmp_path):
-    with open_log(tmp_path / "p", create=True, key_index=True) as log:
+def test_rebuild_key_index(make_log: MakeLog, backend: str) -> None:
+    with make_log(key_index=True) as log:
+        path = log.directory
         _fill(log, 1)
         log.state.keys = KeyIndex()  # as if a cleaner rewrote the data under the index
         with pytest.raises(NotFoundError):
@@ -128,5 +146,5 @@ def test_rebuild_key_index(tmp_path):
         idx = rebuild_key_index(log)
         assert len(idx) == 7
         assert log.offset_by_key(b"k2") == 16
-    with open_log(tmp_path / "p") as log, pytest.raises(NoIndexError):
+    with _without_key_index(make_log, backend, path) as log, pytest.raises(NoIndexError):
         rebuild_key_index(log)

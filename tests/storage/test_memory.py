@@ -3,14 +3,18 @@ behind (the API itself runs on both backends through the ``make_log`` fixture)."
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import os
 import pathlib
+import shutil
+import signal
 import stat
 import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -48,14 +52,14 @@ def _fds_under(path: pathlib.Path) -> list[str]:
     return out
 
 
-def test_public_names():
+def test_public_names() -> None:
     assert seglog.memory_log is seglog.storage.memory_log is memory_log
     assert "memory_log" in seglog.__all__
     assert issubclass(MemoryLog, Log)
     assert issubclass(NoMemoryFilesystemError, StorageError)
 
 
-def test_a_log_in_a_private_tmpfs_directory():
+def test_a_log_in_a_private_tmpfs_directory() -> None:
     with memory_log(key_index=True) as log:
         assert isinstance(log, Log)
         assert isinstance(log, MemoryLog)
@@ -76,7 +80,7 @@ def test_a_log_in_a_private_tmpfs_directory():
         log.consume(OFFSET_OLDEST, 1)
 
 
-def test_settings_as_open_log():
+def test_settings_as_open_log() -> None:
     with pytest.raises(TypeError, match="no_such_setting"):
         memory_log(no_such_setting=1)
     with memory_log(flush_ms=None) as log:  # the default policy, asked for
@@ -88,7 +92,7 @@ def test_settings_as_open_log():
         assert log.config.segment_bytes == 4096
 
 
-def test_nothing_left_after_garbage_collection_without_close():
+def test_nothing_left_after_garbage_collection_without_close() -> None:
     log = memory_log()
     log.publish([Message(value=b"%d" % i) for i in range(100)])
     d = log.directory
@@ -101,7 +105,28 @@ def test_nothing_left_after_garbage_collection_without_close():
     assert not any(t.name == thread_name for t in threading.enumerate())  # fsync thread gone
 
 
-def test_nothing_left_at_exit_without_close(tmp_path):
+def test_nothing_left_after_garbage_collection_with_subscriptions_and_gc_thread() -> None:
+    """The state's long-lived helpers (the subscription registry, the GC thread) must not
+    keep an unclosed memory log alive: it is still removed when garbage collected, and
+    its subscriptions are closed with it (the data they read is gone)."""
+    log = memory_log()
+    log.publish([Message(value=b"%d" % i) for i in range(10)])
+    sub = log.subscribe("w", max_in_flight=3)
+    assert [d.offset for d in sub.fetch(10, 0)] == [0, 1, 2]
+    log.start_gc(every_s=60.0)
+    d = log.directory
+    assert (d / "subscriptions" / "w.sub").exists()
+    del log
+    gc.collect()
+    assert not d.exists()
+    assert sub.closed
+    with pytest.raises(LogClosedError):
+        sub.fetch(1, 0)
+    assert _fds_under(d) == []
+    assert not any(t.name == f"seglog-gc-{d.name}" for t in threading.enumerate())
+
+
+def test_nothing_left_at_exit_without_close(tmp_path: pathlib.Path) -> None:
     code = (
         "from seglog.storage import Message, memory_log\n"
         "log = memory_log(segment_bytes=1024)\n"
@@ -117,7 +142,117 @@ def test_nothing_left_at_exit_without_close(tmp_path):
     assert not d.exists()
 
 
-def test_nothing_written_to_the_current_directory_or_tmp(tmp_path, monkeypatch):
+@pytest.fixture
+def ram_dir() -> Iterator[pathlib.Path]:
+    """A private directory on /dev/shm (a tmpfs): stale-directory tests see only theirs."""
+    d = pathlib.Path(tempfile.mkdtemp(prefix="seglog-test-", dir=memory.default_ram_dir()))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _reaped() -> int:
+    """The pid of a process that has exited and been reaped (gone: os.kill raises)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+_HOLDER = (
+    "import sys\n"
+    "from seglog.storage import Message, memory_log\n"
+    "log = memory_log(ram_dir=sys.argv[1], segment_bytes=1024)\n"
+    "log.publish([Message(value=b'x' * 100) for _ in range(50)])\n"
+    "print(log.directory, flush=True)\n"
+    "sys.stdin.read()\n"  # parked until killed (or its stdin closes)
+)
+
+
+def test_what_a_killed_process_left_is_removed_by_the_next_memory_log(
+    ram_dir: pathlib.Path,
+) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(ram_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert child.stdout is not None
+        left = pathlib.Path(child.stdout.readline().strip())
+        assert left.parent == ram_dir
+        assert left.name.startswith(f"seglog-mem-{child.pid}-")
+        with memory_log(ram_dir=ram_dir) as log:  # the owner is alive: never touched
+            assert left.is_dir()
+            assert log.directory.name.startswith(f"seglog-mem-{os.getpid()}-")
+        child.send_signal(signal.SIGKILL)
+        assert child.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        child.kill()
+        child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+        if child.stdin is not None:
+            child.stdin.close()
+    assert left.is_dir()  # no finalizer ran: the leak
+    assert any(left.iterdir())
+    with memory_log(ram_dir=ram_dir) as log:
+        assert not left.exists()  # removed by the next memory_log
+        assert log.directory.exists()
+        assert log.publish([Message(value=b"x")]) == 1
+    assert os.listdir(ram_dir) == []
+
+
+def test_remove_stale_keeps_live_foreign_and_locked_directories(ram_dir: pathlib.Path) -> None:
+    dead = _reaped()
+    me = os.getpid()
+    names = {
+        "stale": f"seglog-mem-{dead}-abc_12",  # owner gone, unlocked: removed
+        "live": f"seglog-mem-{me}-abc_12",  # owner alive: kept
+        "locked": f"seglog-mem-{dead}-locked",  # owner gone but the flock held: kept
+        "old": "seglog-mem-abc_1234",  # no pid (older name): kept
+        "other": f"other-{dead}-abc",  # not ours: kept
+    }
+    for name in names.values():
+        (ram_dir / name).mkdir()
+        (ram_dir / name / "f").write_bytes(b"x")
+    (ram_dir / f"seglog-mem-{dead}-file").write_bytes(b"x")  # not a directory: kept
+    (ram_dir / f"seglog-mem-{dead}-link").symlink_to(ram_dir / names["live"])  # kept
+    fd = os.open(ram_dir / names["locked"], os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert memory.remove_stale(ram_dir) == [names["stale"]]
+    finally:
+        os.close(fd)
+    assert sorted(os.listdir(ram_dir)) == sorted(
+        [n for k, n in names.items() if k != "stale"]
+        + [f"seglog-mem-{dead}-file", f"seglog-mem-{dead}-link"]
+    )
+    assert (ram_dir / names["live"] / "f").exists()  # not followed through the link
+    assert memory.remove_stale(ram_dir) == [names["locked"]]  # the flock released
+    assert memory.remove_stale(ram_dir / "missing") == []
+
+
+def test_no_memory_filesystem_error_says_what_to_do(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memory, "_candidates", lambda: [str(tmp_path)])
+    with pytest.raises(NoMemoryFilesystemError) as info:
+        memory_log()
+    message = str(info.value)
+    assert "ram_dir=" in message
+    assert "tmpfs" in message
+    assert "--shm-size" in message
+    assert "open_log" in message
+    doc = memory_log.__doc__ or ""
+    assert "64 MiB" in doc
+    assert "tmpfs" in doc
+
+
+def test_nothing_written_to_the_current_directory_or_tmp(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cwd, tmp = tmp_path / "cwd", tmp_path / "tmp"
     cwd.mkdir()
     tmp.mkdir()
@@ -136,7 +271,7 @@ def test_nothing_written_to_the_current_directory_or_tmp(tmp_path, monkeypatch):
     assert os.listdir(tmp) == []
 
 
-def test_two_memory_logs_are_independent():
+def test_two_memory_logs_are_independent() -> None:
     a, b = memory_log(), memory_log(key_index=True)
     try:
         assert a.directory != b.directory
@@ -156,7 +291,7 @@ def test_two_memory_logs_are_independent():
     assert not b.directory.exists()
 
 
-def test_read_only_reader_and_backup_to_disk(tmp_path):
+def test_read_only_reader_and_backup_to_disk(tmp_path: pathlib.Path) -> None:
     dest = tmp_path / "copy"
     with memory_log(segment_bytes=1024) as log:
         log.publish([Message(key=b"k%d" % i, value=b"v" * 40) for i in range(40)])
@@ -172,7 +307,9 @@ def test_read_only_reader_and_backup_to_disk(tmp_path):
         assert msgs[-1].value == b"more"
 
 
-def test_refuses_a_directory_on_disk(tmp_path, monkeypatch):
+def test_refuses_a_directory_on_disk(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert memory.ram_filesystem(tmp_path) is None
     with pytest.raises(NoMemoryFilesystemError, match="not on a tmpfs"):
         memory_log(ram_dir=tmp_path)
@@ -185,13 +322,13 @@ def test_refuses_a_directory_on_disk(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
-def test_explicit_ram_dir():
+def test_explicit_ram_dir() -> None:
     with memory_log(ram_dir="/dev/shm") as log:
         assert log.directory.parent == pathlib.Path("/dev/shm")
         assert log.publish([Message(value=b"x")]) == 1
 
 
-def test_mounts_escapes():
+def test_mounts_escapes() -> None:
     assert memory._unescape(r"/mnt/with\040space\134x") == "/mnt/with space\\x"
     assert memory._unescape("/plain") == "/plain"
 
@@ -219,7 +356,7 @@ print("ok", n)
 """
 
 
-def test_a_full_tmpfs_is_a_full_disk():
+def test_a_full_tmpfs_is_a_full_disk() -> None:
     """A 256 KiB tmpfs in a private mount namespace (``unshare``, skipped where not
     permitted): the append failing with StorageError, no SIGBUS from the mmapped indexes,
     everything stored still readable, nothing left after close."""

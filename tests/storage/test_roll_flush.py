@@ -1,23 +1,30 @@
-"""Roll by message count (seglog.segment.messages) and flush.messages "never" (>= 2**62)."""
+"""Roll by message count (seglog.segment.messages) and flush.messages "never" (>= 2**62).
+
+Tests taking ``make_log`` run on disk and in memory (``memory_log``); the reopens are
+disk-only."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 
-from seglog.storage import FLUSH_NEVER, Log, LogConfig, Message, open_log
+from seglog.storage import FLUSH_NEVER, Log, LogConfig, Message
 
 from ._batches import make_batch
+
+MakeLog = Callable[..., Log]
 
 
 def _segment_bases(log: Log) -> list[int]:
     return [s.base_offset for s in log.state.segments]
 
 
-def test_roll_by_segment_messages(tmp_path):
+def test_roll_by_segment_messages(make_log: MakeLog, backend: str) -> None:
     cfg = LogConfig(segment_messages=5)
-    with Log.open(tmp_path / "p", cfg, create=True) as log:
+    with make_log(segment_messages=5) as log:
+        path = log.directory
         for _ in range(6):
             log.append(make_batch(2))  # 2 + 2 fit, a third batch would make 6 > 5
         log.sync()
@@ -29,15 +36,17 @@ def test_roll_by_segment_messages(tmp_path):
         assert _segment_bases(log) == [0, 4, 8]
         log.append(make_batch(1))
         assert _segment_bases(log) == [0, 4, 8, 13]
-    with Log.open(tmp_path / "p", cfg) as log:  # counted from the offsets after a reopen
+    if backend != "disk":
+        return
+    with Log.open(path, cfg) as log:  # counted from the offsets after a reopen
         log.append(make_batch(4))  # 1 + 4 = 5
         log.append(make_batch(1))
         assert _segment_bases(log) == [0, 4, 8, 13, 18]
         assert log.log_end_offset == 19
 
 
-def test_segment_messages_never_refuses_a_big_append(tmp_path):
-    with open_log(tmp_path / "p", create=True, segment_messages=3) as log:
+def test_segment_messages_never_refuses_a_big_append(make_log: MakeLog) -> None:
+    with make_log(segment_messages=3) as log:
         log.append(make_batch(10))  # an empty segment takes any append
         log.append(make_batch(1))
         log.append(make_batch(2))
@@ -47,15 +56,15 @@ def test_segment_messages_never_refuses_a_big_append(tmp_path):
         assert [m.offset for m in log.consume(0, 100)[1]] == list(range(14))
 
 
-def test_segment_messages_unlimited_by_default(tmp_path):
+def test_segment_messages_unlimited_by_default(make_log: MakeLog) -> None:
     assert LogConfig().segment_messages is None
-    with Log.open(tmp_path / "p", create=True) as log:
+    with make_log() as log:
         for _ in range(50):
             log.append(make_batch(3))
         assert _segment_bases(log) == [0]
 
 
-def test_segment_messages_kafka_name_and_validation():
+def test_segment_messages_kafka_name_and_validation() -> None:
     cfg = LogConfig.from_kafka_configs({"seglog.segment.messages": "1000"})
     assert cfg.segment_messages == 1000
     assert cfg.to_kafka_configs()["seglog.segment.messages"] == "1000"
@@ -65,13 +74,15 @@ def test_segment_messages_kafka_name_and_validation():
             LogConfig(segment_messages=bad)
 
 
-def test_flush_messages_never_does_not_fsync_per_append(tmp_path):
+def test_flush_messages_never_does_not_fsync_per_append(make_log: MakeLog, backend: str) -> None:
     never = 2**63 - 1  # Kafka's default flush.messages, Long.MAX_VALUE
     cfg = LogConfig.from_kafka_configs({"flush.messages": str(never)})
     assert cfg.flush_messages == never
     assert not cfg.fsync_before_ack
     assert cfg.flush_every is None
-    with Log.open(tmp_path / "p", cfg, create=True) as log:
+    with make_log(flush_messages=never) as log:
+        path = log.directory
+        assert log.config == cfg
         for i in range(100):
             log.publish([Message(key=None, value=b"v%d" % i)])  # acknowledged before fsync
             assert log.high_watermark == i + 1  # visible at once
@@ -80,13 +91,14 @@ def test_flush_messages_never_does_not_fsync_per_append(tmp_path):
         assert log.get(99).value == b"v99"
         assert log.sync() == 100  # an explicit sync still works: one round
         assert log.fsync_count == 1
-    with Log.open(tmp_path / "p", cfg) as log:
+    if backend != "disk":
+        return
+    with Log.open(path, cfg) as log:
         assert log.log_end_offset == 100  # close made it durable
 
 
-def test_flush_messages_never_still_fsyncs_rolled_segments(tmp_path):
-    cfg = LogConfig(flush_messages=FLUSH_NEVER, segment_messages=4)
-    with Log.open(tmp_path / "p", cfg, create=True) as log:
+def test_flush_messages_never_still_fsyncs_rolled_segments(make_log: MakeLog) -> None:
+    with make_log(flush_messages=FLUSH_NEVER, segment_messages=4) as log:
         for _ in range(2):
             log.append(make_batch(2))
         assert log.fsync_count == 0
@@ -98,10 +110,10 @@ def test_flush_messages_never_still_fsyncs_rolled_segments(tmp_path):
         assert log.fsync_count == 1
 
 
-def test_flush_messages_count_still_fsyncs_every_n(tmp_path):
+def test_flush_messages_count_still_fsyncs_every_n(make_log: MakeLog) -> None:
     cfg = LogConfig(flush_messages=10)
     assert cfg.flush_every == 10
-    with Log.open(tmp_path / "p", cfg, create=True) as log:
+    with make_log(flush_messages=10) as log:
         for _ in range(9):
             log.append(make_batch(1))
         assert log.fsync_count == 0

@@ -1,5 +1,8 @@
 """Durable subscriptions (``Log.subscribe``): fetch, ack, ack-wait expiry, max in flight,
-restarts and torn journals, retention, unsubscribe, names, the asyncio form."""
+restarts and torn journals, retention, unsubscribe, names, the asyncio form.
+
+Tests taking ``make_log`` run on disk and in memory (``memory_log``); restarts (a reopen
+of the directory) and kill -9 copies are disk-only, a memory log being gone at close."""
 
 from __future__ import annotations
 
@@ -68,8 +71,8 @@ def _crash_copy(log, dest):
     return dest
 
 
-def test_fetch_delivers_in_order_then_ack_settles(tmp_path, fake_clock):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_fetch_delivers_in_order_then_ack_settles(make_log, fake_clock):
+    with make_log() as log:
         _publish(log, 5)
         sub = log.subscribe("w")
         assert isinstance(sub, Subscription)
@@ -87,8 +90,8 @@ def test_fetch_delivers_in_order_then_ack_settles(tmp_path, fake_clock):
         assert _offsets(sub.fetch(10, 0)) == [(3, 1), (4, 1)]
 
 
-def test_ack_not_in_flight_is_a_no_op_never_delivered_is_a_value_error(tmp_path, fake_clock):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_ack_not_in_flight_is_a_no_op_never_delivered_is_a_value_error(make_log, fake_clock):
+    with make_log() as log:
         _publish(log, 5)
         sub = log.subscribe("w")
         sub.fetch(2, 0)
@@ -102,8 +105,8 @@ def test_ack_not_in_flight_is_a_no_op_never_delivered_is_a_value_error(tmp_path,
         assert sub.ack(iter([1])) == 1
 
 
-def test_ack_wait_expiry_redelivers_oldest_deadline_first(tmp_path, fake_clock):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_ack_wait_expiry_redelivers_oldest_deadline_first(make_log, fake_clock):
+    with make_log() as log:
         _publish(log, 6)
         sub = log.subscribe("w", ack_wait_ms=1000)
         assert _offsets(sub.fetch(2, 0)) == [(0, 0), (1, 0)]
@@ -123,8 +126,8 @@ def test_ack_wait_expiry_redelivers_oldest_deadline_first(tmp_path, fake_clock):
         assert _offsets(sub.fetch(10, 0)) == [(4, 2)]
 
 
-def test_ack_wait_expiry_in_real_time_wakes_a_waiting_fetch(tmp_path):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_ack_wait_expiry_in_real_time_wakes_a_waiting_fetch(make_log):
+    with make_log() as log:
         _publish(log, 2)
         sub = log.subscribe("w", ack_wait_ms=30)
         assert _offsets(sub.fetch(10, 0)) == [(0, 0), (1, 0)]
@@ -134,8 +137,8 @@ def test_ack_wait_expiry_in_real_time_wakes_a_waiting_fetch(tmp_path):
         assert time.monotonic() - start < 20
 
 
-def test_max_in_flight_limits_new_deliveries(tmp_path, fake_clock):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_max_in_flight_limits_new_deliveries(make_log, fake_clock):
+    with make_log() as log:
         _publish(log, 10)
         sub = log.subscribe("w", max_in_flight=3)
         assert _offsets(sub.fetch(10, 0)) == [(0, 0), (1, 0), (2, 0)]
@@ -147,12 +150,12 @@ def test_max_in_flight_limits_new_deliveries(tmp_path, fake_clock):
         assert len(sub.pending()) == 3
 
 
-def test_fetch_waits_for_new_data(tmp_path):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_fetch_waits_for_new_data(make_log):
+    with make_log() as log:
         sub = log.subscribe("w")
 
         def publish_when_waiting() -> None:
-            _until(lambda: len(log.state.notifier) >= 1, "fetch did not wait")
+            _until(lambda: sub.waiting >= 1, "fetch did not wait")
             _publish(log, 2)
 
         t = threading.Thread(target=publish_when_waiting)
@@ -162,15 +165,15 @@ def test_fetch_waits_for_new_data(tmp_path):
         assert _offsets(got) == [(0, 0), (1, 0)]  # one publish: one batch, visible at once
 
 
-def test_fetch_at_max_in_flight_waits_for_an_ack(tmp_path):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_fetch_at_max_in_flight_waits_for_an_ack(make_log):
+    with make_log() as log:
         _publish(log, 3)
         sub = log.subscribe("w", max_in_flight=2)
         sub.fetch(10, 0)
 
         def ack_when_waiting() -> None:
-            _until(lambda: len(sub._waiters) >= 1, "fetch did not wait")
-            assert len(log.state.notifier) == 0  # full: it waits for an ack, not for data
+            _until(lambda: sub.waiting >= 1, "fetch did not wait")
+            assert len(sub.pending()) == sub.max_in_flight  # full: only an ack makes room
             sub.ack(0)
 
         t = threading.Thread(target=ack_when_waiting)
@@ -182,8 +185,8 @@ def test_fetch_at_max_in_flight_waits_for_an_ack(tmp_path):
         assert time.monotonic() - start < 20
 
 
-def test_fetch_times_out_empty(tmp_path):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_fetch_times_out_empty(make_log):
+    with make_log() as log:
         sub = log.subscribe("w")
         assert sub.fetch(10, 0.02) == []
         with pytest.raises(ValueError, match="max_count"):
@@ -229,8 +232,8 @@ def test_kill_9_state_is_the_journal_prefix_and_a_torn_tail_is_dropped(tmp_path,
     assert b"0badc0de" not in journal.read_bytes()
 
 
-def test_journal_is_compacted(tmp_path, fake_clock):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_journal_is_compacted(make_log, fake_clock):
+    with make_log() as log:
         _publish(log, 3000)
         sub = log.subscribe("w", max_in_flight=10)
         for _ in range(300):
@@ -240,11 +243,13 @@ def test_journal_is_compacted(tmp_path, fake_clock):
         assert journal.stat().st_size < 2 * (64 << 10) + 4096
         assert sub.position == 3000
         assert sub.pending() == {}
-    assert len(journal.read_bytes().splitlines()) == 1  # close leaves one snapshot line
+        sub.close()  # as Log.close does for every subscription
+        assert len(journal.read_bytes().splitlines()) == 1  # close leaves one snapshot line
 
 
-def test_retention_drops_pending_below_the_log_start(tmp_path, fake_clock):
-    with open_log(tmp_path / "p", create=True, segment_bytes=200) as log:
+def test_retention_drops_pending_below_the_log_start(make_log, backend, fake_clock):
+    with make_log(segment_bytes=200) as log:
+        path = log.directory
         _publish(log, 10)
         sub = log.subscribe("w")
         sub.fetch(4, 0)
@@ -254,12 +259,15 @@ def test_retention_drops_pending_below_the_log_start(tmp_path, fake_clock):
         assert _offsets(sub.fetch(10, 0)) == [(6, 0), (7, 0), (8, 0), (9, 0)]
         assert sub.pending() == {6: 0, 7: 0, 8: 0, 9: 0}
         sub.ack(3)  # below the position: a no-op
-    with open_log(tmp_path / "p") as log:
-        assert log.subscribe("w").pending() == {6: 0, 7: 0, 8: 0, 9: 0}
+        sub.close()
+        assert log.subscribe("w").pending() == {6: 0, 7: 0, 8: 0, 9: 0}  # from the journal
+    if backend == "disk":  # a restart: the disk backend only
+        with open_log(path) as log:
+            assert log.subscribe("w").pending() == {6: 0, 7: 0, 8: 0, 9: 0}
 
 
-def test_a_pending_message_deleted_since_is_dropped(tmp_path, fake_clock):
-    with open_log(tmp_path / "p", create=True, segment_bytes=100) as log:
+def test_a_pending_message_deleted_since_is_dropped(make_log, fake_clock):
+    with make_log(segment_bytes=100) as log:
         for _ in range(5):
             _publish(log, 1)  # a batch per segment: 1 and 2 sit in closed segments
         sub = log.subscribe("w", max_in_flight=4)
@@ -274,8 +282,8 @@ def test_a_pending_message_deleted_since_is_dropped(tmp_path, fake_clock):
         assert sub.pending() == {0: 1, 3: 1, 4: 0}
 
 
-def test_unsubscribe_and_list(tmp_path, fake_clock):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_unsubscribe_and_list(make_log, fake_clock):
+    with make_log() as log:
         assert log.subscriptions() == []
         _publish(log, 3)
         a = log.subscribe("a")
@@ -300,8 +308,8 @@ def test_unsubscribe_and_list(tmp_path, fake_clock):
         assert fresh.pending() == {}
 
 
-def test_close_then_resubscribe_resumes(tmp_path, fake_clock):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_close_then_resubscribe_resumes(make_log, fake_clock):
+    with make_log() as log:
         _publish(log, 3)
         sub = log.subscribe("a")
         sub.fetch(2, 0)
@@ -316,18 +324,19 @@ def test_close_then_resubscribe_resumes(tmp_path, fake_clock):
 @pytest.mark.parametrize(
     "name", ["", "../x", "a/b", "/abs", "x" * 201, "a\n", "é", "a b", ".", "..", "a\x00"]
 )
-def test_unsafe_names_are_refused(tmp_path, name):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_unsafe_names_are_refused(make_log, name):
+    with make_log() as log:
         with pytest.raises(ValueError, match="invalid subscription name"):
             log.subscribe(name)
         with pytest.raises(ValueError, match="invalid subscription name"):
             log.unsubscribe(name)
-        assert not (tmp_path / "x.sub").exists()
-    assert "x" * 200 not in os.listdir(tmp_path)
+        for outside in (log.directory, log.directory.parent):
+            assert not (outside / "x.sub").exists()
+            assert "x" * 200 not in os.listdir(outside)
 
 
-def test_start_positions_and_settings(tmp_path):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_start_positions_and_settings(make_log):
+    with make_log() as log:
         _publish(log, 5)
         assert log.subscribe("new", start=OFFSET_NEWEST).position == 5
         assert log.subscribe("mid", start=3).position == 3
@@ -339,15 +348,16 @@ def test_start_positions_and_settings(tmp_path):
         assert "bad" not in log.subscriptions()
 
 
-def test_read_only_log_refuses_subscriptions(tmp_path):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_read_only_log_refuses_subscriptions(make_log):
+    with make_log() as log:
         _publish(log, 1)
-    with open_log(tmp_path / "p", read_only=True) as log, pytest.raises(ReadOnlyError):
-        log.subscribe("w")
+        with open_log(log.directory, read_only=True) as ro, pytest.raises(ReadOnlyError):
+            ro.subscribe("w")
 
 
-def test_log_close_fails_a_waiting_fetch_and_keeps_the_state(tmp_path):
-    log = open_log(tmp_path / "p", create=True)
+def test_log_close_fails_a_waiting_fetch_and_keeps_the_state(make_log, backend):
+    log = make_log()
+    path = log.directory
     _publish(log, 1)
     sub = log.subscribe("w")
     sub.fetch(1, 0)
@@ -361,13 +371,15 @@ def test_log_close_fails_a_waiting_fetch_and_keeps_the_state(tmp_path):
 
     t = threading.Thread(target=fetch)
     t.start()
-    _until(lambda: len(sub._waiters) >= 1, "fetch did not wait")
+    _until(lambda: sub.waiting >= 1, "fetch did not wait")
     log.close()
     t.join()
     assert len(errors) == 1
     assert sub.closed
-    with open_log(tmp_path / "p") as log:
-        assert log.subscribe("w").pending() == {0: 0}
+    assert sub.waiting == 0
+    if backend == "disk":  # the state outlives the log on disk (a memory log is gone)
+        with open_log(path) as log:
+            assert log.subscribe("w").pending() == {0: 0}
 
 
 def test_relaxed_policy_state_survives_a_kill(tmp_path, fake_clock):
@@ -381,13 +393,13 @@ def test_relaxed_policy_state_survives_a_kill(tmp_path, fake_clock):
         assert _offsets(log.subscribe("w").fetch(10, 0)) == [(1, 1), (2, 1), (3, 0)]
 
 
-def test_aio_fetch_waits_for_data_and_times_out(tmp_path):
+def test_aio_fetch_waits_for_data_and_times_out(make_log):
     async def main(log) -> None:
         sub = log.subscribe("w")
         assert await seglog.aio.fetch(sub, 10, 0.01) == []
         task = asyncio.create_task(seglog.aio.fetch(sub, 10, 30))
         deadline = time.monotonic() + 30
-        while len(log.state.notifier) < 1:
+        while sub.waiting < 1:  # polling public state with a deadline
             assert time.monotonic() < deadline, "fetch did not wait"
             await asyncio.sleep(0.001)
         await asyncio.to_thread(_publish, log, 1)
@@ -395,17 +407,17 @@ def test_aio_fetch_waits_for_data_and_times_out(tmp_path):
         assert _offsets(got) == [(0, 0)]
         sub.ack(0)
 
-    with open_log(tmp_path / "p", create=True) as log:
+    with make_log() as log:
         asyncio.run(main(log))
 
 
-def test_aio_fetch_waits_for_an_expiry(tmp_path):
+def test_aio_fetch_waits_for_an_expiry(make_log):
     async def main(log) -> None:
         sub = log.subscribe("w", ack_wait_ms=30)
         assert _offsets(await seglog.aio.fetch(sub, 10, 0)) == [(0, 0)]
         assert _offsets(await seglog.aio.fetch(sub, 10, 30)) == [(0, 1)]
 
-    with open_log(tmp_path / "p", create=True) as log:
+    with make_log() as log:
         _publish(log, 1)
         asyncio.run(main(log))
 
@@ -423,8 +435,8 @@ def test_a_damaged_snapshot_line_is_an_error_not_a_silent_restart(tmp_path):
         assert log.subscribe("w").position == 0
 
 
-def test_a_failed_journal_write_is_cut_back(tmp_path, monkeypatch, fake_clock):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_a_failed_journal_write_is_cut_back(make_log, tmp_path, monkeypatch, fake_clock):
+    with make_log() as log:
         _publish(log, 4)
         sub = log.subscribe("w")
         sub.fetch(4, 0)
@@ -446,8 +458,8 @@ def test_a_failed_journal_write_is_cut_back(tmp_path, monkeypatch, fake_clock):
         assert log.subscribe("w").pending() == {0: 0, 3: 0}
 
 
-def test_concurrent_fetchers_get_disjoint_deliveries(tmp_path):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_concurrent_fetchers_get_disjoint_deliveries(make_log):
+    with make_log() as log:
         _publish(log, 400)
         sub = log.subscribe("w", max_in_flight=50)
         seen: list[list[int]] = [[] for _ in range(4)]
@@ -470,8 +482,8 @@ def test_concurrent_fetchers_get_disjoint_deliveries(tmp_path):
         assert everything == list(range(400))  # each exactly once (ack wait: 30 s)
 
 
-def test_a_failed_redelivery_read_leaves_the_offsets_due(tmp_path, monkeypatch, fake_clock):
-    with open_log(tmp_path / "p", create=True) as log:
+def test_a_failed_redelivery_read_leaves_the_offsets_due(make_log, monkeypatch, fake_clock):
+    with make_log() as log:
         _publish(log, 2)
         sub = log.subscribe("w", max_in_flight=2)
         sub.fetch(2, 0)

@@ -3,6 +3,11 @@ publish, fetch, ack, clock moves, clean restarts, kill -9 restarts (a copy of th
 directory taken while the log is open: what the page cache holds) and retention, on a
 fake clock. After every step the subscription's position and pending set (offset ->
 redelivery count) equal the model's; every fetch returns exactly the model's deliveries.
+
+The machine runs on both backends: ``open_log`` in a temporary directory and
+``memory_log``; on the memory backend the restarts (a reopen of the directory, a kill -9
+copy) are disabled, a memory log being gone at close, and ``resubscribe`` (close the
+subscription, subscribe again: the state reloaded from its journal) runs on both.
 """
 
 from __future__ import annotations
@@ -12,13 +17,16 @@ import pathlib
 import shutil
 import tempfile
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from seglog import Message, open_log
+from seglog import Log, Message, memory_log, open_log
 from seglog.storage import trim_by_offset
 from seglog.storage.log import subscription as subscription_module
+
+from .conftest import no_ram_filesystem
 
 ACK_WAIT_MS = 100
 MAX_IN_FLIGHT = 6
@@ -30,6 +38,9 @@ def _value(offset: int) -> bytes:
 
 
 class SubscriptionMachine(RuleBasedStateMachine):
+    memory = False
+    """True: the log is a ``memory_log`` (no restarts)."""
+
     def __init__(self) -> None:
         super().__init__()
         base = "/dev/shm" if os.path.isdir("/dev/shm") else None
@@ -38,7 +49,7 @@ class SubscriptionMachine(RuleBasedStateMachine):
         self.now_ms = 1_000_000
         self.saved_clock = subscription_module.clock
         subscription_module.clock = self.clock  # the fake clock (restored in teardown)
-        self.log = open_log(self.root / "p0", create=True)
+        self.log: Log = memory_log() if self.memory else open_log(self.root / "p0", create=True)
         self.sub = self.log.subscribe(NAME, ack_wait_ms=ACK_WAIT_MS, max_in_flight=MAX_IN_FLIGHT)
         # the model
         self.end = 0
@@ -111,11 +122,20 @@ class SubscriptionMachine(RuleBasedStateMachine):
         self.now_ms += ms
 
     @rule()
+    def resubscribe(self) -> None:
+        self.sub.close()
+        self.sub = self.log.subscribe(NAME, ack_wait_ms=ACK_WAIT_MS, max_in_flight=MAX_IN_FLIGHT)
+        # deadlines are in memory only: reloaded from the journal, every one is due at once
+        self.pending = {o: (c, float("-inf")) for o, (c, _) in self.pending.items()}
+
+    @precondition(lambda self: not self.memory)
+    @rule()
     def clean_restart(self) -> None:
         directory = self.log.directory
         self.log.close()
         self._reopen(directory)
 
+    @precondition(lambda self: not self.memory)
     @rule()
     def kill_9_restart(self) -> None:
         self.generation += 1
@@ -140,7 +160,18 @@ class SubscriptionMachine(RuleBasedStateMachine):
         assert self.sub.position == self.position
 
 
+class MemorySubscriptionMachine(SubscriptionMachine):
+    memory = True
+
+
 SubscriptionMachine.TestCase.settings = settings(
     max_examples=60, stateful_step_count=30, deadline=None
 )
 TestSubscriptionModel = SubscriptionMachine.TestCase
+
+MemorySubscriptionMachine.TestCase.settings = settings(
+    max_examples=60, stateful_step_count=30, deadline=None
+)
+TestSubscriptionModelMemory = pytest.mark.skipif(
+    no_ram_filesystem() is not None, reason="no tmpfs or ramfs"
+)(MemorySubscriptionMachine.TestCase)

@@ -215,6 +215,16 @@ class Subscription:
         """``close`` (or ``Log.unsubscribe`` / ``Log.close``) was called."""
         return self._closed
 
+    @property
+    def waiting(self) -> int:
+        """How many fetches are parked on this subscription right now: blocking ``fetch``
+        calls (and ``seglog.aio.fetch``) that found nothing and wait, i.e. outstanding
+        :meth:`wake_future` futures. A fetch registers before it looks, so a count >= 1
+        means any publish, ack or close from then on reaches it: what a test or a monitor
+        polls instead of sleeping. Read-only, a snapshot."""
+        with self._lock:
+            return len(self._waiters)
+
     def pending(self) -> dict[int, int]:
         """Delivered but not yet acknowledged offsets -> their redelivery count so far."""
         with self._lock:
