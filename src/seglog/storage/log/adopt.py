@@ -125,6 +125,7 @@ def _move(
             for earlier in [*st.rolled_unsynced, *(() if replace else (active,))]:
                 earlier.sync()
             os.replace(source, target)
+            st.counters.renames += 1
         except OSError as e:
             st.counters.errors += 1
             raise StorageError(f"cannot adopt {source} into {st.directory}: {e}") from e
@@ -134,9 +135,9 @@ def _move(
             st.counters.errors += 1
             with contextlib.suppress(OSError):  # leave the log as it was
                 os.replace(target, source)
+                st.counters.renames += 1
             raise StorageError(f"cannot adopt {source} into {st.directory}: {e}") from e
         seg.first_append_ms = now
-        seg.counters = st.counters
         st.counters.opens += 1
         if replace:
             st.segments = [*st.segments[:-1], seg]
@@ -217,14 +218,18 @@ def _groups(
 
 
 def _open_adopted(st: LogState, base: int, placed: list[Placed], end: int) -> Segment:
-    """The Segment of the renamed file, its index files written from ``placed``."""
+    """The Segment of the renamed file, its index files written from ``placed`` (counted
+    in the log's counters, as the removal of an empty active segment's index files)."""
     for index_path in (
         files.index_path(st.directory, base),
         files.timeindex_path(st.directory, base),
     ):
-        files.remove_if_exists(index_path)  # an empty active segment's: not shared with it
+        # an empty active segment's: not shared with it
+        if files.remove_if_exists(index_path):
+            st.counters.deletions += 1
         os.close(os.open(index_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
     seg = Segment(st.directory, base, read_only=False)
+    seg.counters = st.counters
     try:
         seg.record_written(0, placed, end, st.config.index_interval_bytes)
         seg.index.flush()
