@@ -8,12 +8,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
-from seglog.errors import CorruptRecordError, InvalidRecordError
-from seglog.storage import check, open_log
+from seglog.errors import CorruptRecordError, InvalidRecordError, StorageError
+from seglog.storage import Log, check, open_log
 from seglog.storage.record.batch import parse_header
+from seglog.storage.segment.segment import Segment
 
 from ._batches import make_batch
 
@@ -107,6 +109,87 @@ def test_adopt_copies_what_cannot_be_a_segment(make_log, tmp_path: pathlib.Path)
         assert not staged.exists()
         log.sync()
         assert [m.value for m in log.consume(0, 100)[1]] == values
+
+
+def _segment_counts(log: Log) -> list[tuple[int, int]]:
+    """(base offset, offsets held) of each segment, oldest first."""
+    segs = log.state.segments
+    ends = [s.base_offset for s in segs[1:]] + [log.log_end_offset]
+    return [(s.base_offset, end - s.base_offset) for s, end in zip(segs, ends, strict=True)]
+
+
+def test_adopt_respects_segment_messages(make_log, tmp_path: pathlib.Path) -> None:
+    """seglog.segment.messages holds for adopted records as for appended ones: a file
+    with more records than a segment takes is split at batch boundaries, filling the
+    active segment first, as appends of its batches one by one would."""
+    staged = tmp_path / "staged"
+    with make_log(segment_messages=5) as log:
+        log.append(make_batch(2, tag=b"a"))
+        values = _stage(staged, 20, records=1)
+        info = log.adopt(staged)
+        assert (info.base_offset, info.last_offset, info.record_count) == (2, 21, 20)
+        assert not staged.exists()
+        log.sync()
+        assert _segment_counts(log) == [(0, 5), (5, 5), (10, 5), (15, 5), (20, 2)]
+        assert [m.value for m in log.consume(2, 100)[1]] == values
+        log.append(make_batch(4, tag=b"z"))  # appends go on by the same rule
+        assert _segment_counts(log)[-2:] == [(20, 2), (22, 4)]
+
+
+def test_adopt_within_segment_messages_still_moves(tmp_path: pathlib.Path) -> None:
+    staged = tmp_path / "staged"
+    with open_log(tmp_path / "log", create=True, segment_messages=8) as log:
+        log.append(make_batch(2))
+        _stage(staged, 2)  # 8 records: one segment's worth
+        inode = os.stat(staged).st_ino
+        log.adopt(staged)
+        assert os.stat(tmp_path / "log" / f"{2:020d}.log").st_ino == inode
+        assert _segment_counts(log) == [(0, 2), (2, 8)]
+    [report] = check(tmp_path / "log")
+    assert not report.problems
+
+
+def test_adopt_copy_respects_segment_bytes(make_log, tmp_path: pathlib.Path) -> None:
+    """A file over segment.bytes is copied in segment-sized groups of whole batches, not
+    into one oversized segment."""
+    staged = tmp_path / "staged"
+    batch = len(make_batch(1))
+    with make_log(segment_bytes=3 * batch) as log:
+        values = _stage(staged, 10, records=1)
+        log.adopt(staged)
+        log.sync()
+        assert [s.size for s in log.state.segments] == [3 * batch] * 3 + [batch]
+        assert [m.value for m in log.consume(0, 100)[1]] == values
+
+
+def test_adopt_copy_failing_midway_keeps_whole_groups_and_the_file(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write error in the second group: the first stays in the log (whole batches), the
+    file stays where it was, the error is raised (the Spark sink replays the rest)."""
+    staged = tmp_path / "staged"
+    writes = 0
+    real_append = Segment.append
+
+    def failing_second(self: Segment, *args: Any) -> None:
+        nonlocal writes
+        writes += 1
+        if writes == 2:
+            raise StorageError("simulated ENOSPC")
+        real_append(self, *args)
+
+    with open_log(tmp_path / "log", create=True, segment_messages=4) as log:
+        values = _stage(staged, 3)  # 12 records: three groups of one batch
+        data = staged.read_bytes()
+        monkeypatch.setattr(Segment, "append", failing_second)
+        with pytest.raises(StorageError, match="simulated ENOSPC"):
+            log.adopt(staged)
+        monkeypatch.undo()
+        assert log.log_end_offset == 4
+        assert staged.exists()
+        assert staged.read_bytes()[61:] == data[61:]  # the records themselves untouched
+        log.sync()
+        assert [m.value for m in log.consume(0, 100)[1]] == values[:4]
 
 
 def test_adopt_under_log_append_time_and_relaxed_flush(tmp_path: pathlib.Path) -> None:

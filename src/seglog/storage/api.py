@@ -181,11 +181,13 @@ class LogAPI(Protocol):
         validates, offsets patched in the file, the file fdatasync'ed first, the previous
         active segment rolled (or replaced when empty). For large staged writes (the Spark
         sink): every call makes a segment, so small files are better ``append``ed. A file
-        on another filesystem, over ``segment_bytes`` or holding more offsets than a
-        segment can index is copied through ``append`` instead. The file is gone
+        on another filesystem, over ``segment_bytes``, over ``segment_messages`` records
+        or holding more offsets than a segment can index is copied through ``append``
+        instead, in groups of whole batches that roll as appends do. The file is gone
         afterwards (left in place when validation refuses it). ``sync`` makes the new
         directory entry durable. Raises as ``append``, FileNotFoundError, StorageError
-        (the log unchanged)."""
+        (the log unchanged; when copied in groups, those before the failed one stay and
+        the file is left in place)."""
         ...
 
     def refresh(self) -> int:

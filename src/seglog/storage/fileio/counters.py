@@ -10,7 +10,9 @@ __all__ = ["FileCounters"]
 
 @dataclass
 class FileCounters:
-    """File operations of one open log since it was opened (monotonic)."""
+    """File operations of one open log since it was opened (monotonic). What the open
+    itself changed (crash recovery, finishing an interrupted swap) is not counted, but
+    for ``truncations``."""
 
     opens: int = 0
     """Segment ``.log`` files opened: at load, at roll, and reopened after ``gc``."""
@@ -35,11 +37,18 @@ class FileCounters:
     read_bytes: int = 0
     """Bytes returned by those reads (a ``read_slice`` counts its slice's size)."""
     deletions: int = 0
-    """Segment files unlinked by retention, DeleteRecords and the cleaner."""
+    """Segment and index files unlinked: by retention and DeleteRecords (the
+    ``.deleted`` files), by the cleaner and ``delete_offsets`` (an abandoned rewrite's
+    ``.cleaned`` files), by ``adopt`` (the index files of the empty active segment it
+    replaces). A file replaced by a rename counts as the rename only."""
     renames: int = 0
-    """Segment files renamed (to ``.deleted``/``.bak``, cleaner swaps)."""
+    """Segment and index files renamed: to ``.deleted``/``.bak`` (retention), the four
+    renames of each cleaner / ``delete_offsets`` swap, ``adopt``'s move of its file into
+    the log (and back, when it fails after)."""
     index_writes: int = 0
-    """Writes to ``.index``/``.timeindex`` files (buffered flushes and rewrites)."""
+    """Writes to ``.index``/``.timeindex`` files, ``.cleaned`` ones included: each
+    buffered flush, each whole-file rewrite (a rebuild, a truncation, the cleaner's
+    and ``delete_offsets``' new indexes, ``adopt``'s)."""
 
     def as_dict(self) -> dict[str, int]:
         """``{counter name: value}`` (for metrics exporters)."""

@@ -11,7 +11,6 @@ it was written; recovery scans from there).
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import pathlib
@@ -111,10 +110,14 @@ def write_small_file(path: pathlib.Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-def remove_if_exists(path: pathlib.Path) -> None:
-    """Unlink ``path``; no error when it is already gone."""
-    with contextlib.suppress(FileNotFoundError):
+def remove_if_exists(path: pathlib.Path) -> bool:
+    """Unlink ``path``; no error when it is already gone. Returns whether it was there
+    (for ``FileCounters.deletions``)."""
+    try:
         path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def lock_log_dir(path: pathlib.Path) -> int:

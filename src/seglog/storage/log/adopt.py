@@ -24,8 +24,14 @@ round (``sync``), like a roll's. Because the previous segment is fdatasync'ed be
 rename, a durable adopted segment never follows a torn one.
 
 A file that cannot be moved (another filesystem, e.g. a memory log on tmpfs; bigger than
-segment.bytes; more offsets than a segment's u32 relative offsets hold) is appended by
-copy through ``append`` instead and then removed: the outcome is the same.
+segment.bytes; more records than seglog.segment.messages; more offsets than a segment's
+u32 relative offsets hold) is appended by copy through ``append`` instead and then
+removed: the outcome is the same. The copy goes in groups of whole batches, cut where
+appending the batches one by one would roll (segment.bytes, seglog.segment.messages, u32
+offsets; the first group fills the active segment), so every segment keeps to the
+limits appends keep to. Each group is one ``append`` (all or nothing); a group failing
+leaves the groups before it in the log and the file in place (whole batches: the log end
+offset says how many of its records made it).
 """
 
 from __future__ import annotations
@@ -62,7 +68,8 @@ def adopt(st: LogState, path: str | os.PathLike[str]) -> AppendInfo:
     durable. Returns what ``append`` returns. Raises as ``append`` does
     (CorruptRecordError, InvalidRecordError, RecordTooLargeError: the file is then left
     where it was), FileNotFoundError, StorageError (rename or index files failed: the
-    log is unchanged)."""
+    log is unchanged; or, copied in groups, a group's write failed: the groups before it
+    stay in the log, the file in place)."""
     st.check_writable()
     source = pathlib.Path(path)
     fd = os.open(source, os.O_RDWR)
@@ -76,15 +83,17 @@ def adopt(st: LogState, path: str | os.PathLike[str]) -> AppendInfo:
             try:
                 batches = validate_for_append(view, st.config.max_message_bytes)
                 span = sum(h.last_offset_delta + 1 for _, h in batches)
+                limit = st.config.segment_messages
                 movable = (
                     size <= st.config.segment_bytes
+                    and (limit is None or span <= limit)
                     and span - 1 <= _U32
                     and stat.st_dev == os.stat(st.directory).st_dev
                 )
                 if movable:
                     info = _move(st, source, fd, view, batches)
-                else:  # a copy, as append; then the file goes
-                    info = append.append(st, view)
+                else:  # a copy, as appends; then the file goes
+                    info = _copy(st, view, batches)
                     source.unlink()
             finally:
                 view.release()  # before the mapping closes
@@ -116,6 +125,7 @@ def _move(
             for earlier in [*st.rolled_unsynced, *(() if replace else (active,))]:
                 earlier.sync()
             os.replace(source, target)
+            st.counters.renames += 1
         except OSError as e:
             st.counters.errors += 1
             raise StorageError(f"cannot adopt {source} into {st.directory}: {e}") from e
@@ -125,9 +135,9 @@ def _move(
             st.counters.errors += 1
             with contextlib.suppress(OSError):  # leave the log as it was
                 os.replace(target, source)
+                st.counters.renames += 1
             raise StorageError(f"cannot adopt {source} into {st.directory}: {e}") from e
         seg.first_append_ms = now
-        seg.counters = st.counters
         st.counters.opens += 1
         if replace:
             st.segments = [*st.segments[:-1], seg]
@@ -155,15 +165,71 @@ def _move(
     return AppendInfo(base, offset - 1, now if log_append else -1, count, max_ts)
 
 
+def _copy(st: LogState, view: memoryview, batches: list[tuple[int, BatchHeader]]) -> AppendInfo:
+    """Append ``batches`` (validated, whole ``view``) through ``append``, one call per
+    group of ``_groups``; the AppendInfo of them all (log append time: the first's)."""
+    with st.lock:
+        active = st.segments[-1]
+        used = (active.size, st.log_end_offset - active.base_offset)
+    infos: list[AppendInfo] = []
+    for a, b in _groups(st, batches, len(view), used):
+        # released even when append raises (its traceback holds the slice): the mapping
+        # must close with no slice of it alive
+        with view[a:b] as part:
+            infos.append(append.append(st, part))
+    first, last = infos[0], infos[-1]
+    return AppendInfo(
+        first.base_offset,
+        last.last_offset,
+        first.log_append_time_ms,
+        sum(i.record_count for i in infos),
+        max(i.max_timestamp_ms for i in infos),
+    )
+
+
+def _groups(
+    st: LogState, batches: list[tuple[int, BatchHeader]], end: int, used: tuple[int, int]
+) -> list[tuple[int, int]]:
+    """``[start, end)`` byte ranges of ``batches`` (contiguous up to ``end``), cut before
+    each batch that would roll the segment it goes to (``append._must_roll`` without
+    segment.ms: bytes, records, u32 relative offsets); ``used``: (bytes, offsets) of the
+    active segment, which the first range fills. A batch alone over a limit is a range
+    of its own (``append`` puts it in a new segment, as it does any such batch)."""
+    cfg = st.config
+    limit = cfg.segment_messages
+    nbytes, offsets = used
+    groups: list[tuple[int, int]] = []
+    start = batches[0][0]
+    for pos, h in batches:
+        span = h.last_offset_delta + 1
+        if nbytes > 0 and (
+            nbytes + h.size > cfg.segment_bytes
+            or (limit is not None and offsets + span > limit)
+            or offsets + span - 1 > _U32
+        ):
+            if pos > start:
+                groups.append((start, pos))
+                start = pos
+            nbytes = offsets = 0
+        nbytes += h.size
+        offsets += span
+    groups.append((start, end))
+    return groups
+
+
 def _open_adopted(st: LogState, base: int, placed: list[Placed], end: int) -> Segment:
-    """The Segment of the renamed file, its index files written from ``placed``."""
+    """The Segment of the renamed file, its index files written from ``placed`` (counted
+    in the log's counters, as the removal of an empty active segment's index files)."""
     for index_path in (
         files.index_path(st.directory, base),
         files.timeindex_path(st.directory, base),
     ):
-        files.remove_if_exists(index_path)  # an empty active segment's: not shared with it
+        # an empty active segment's: not shared with it
+        if files.remove_if_exists(index_path):
+            st.counters.deletions += 1
         os.close(os.open(index_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
     seg = Segment(st.directory, base, read_only=False)
+    seg.counters = st.counters
     try:
         seg.record_written(0, placed, end, st.config.index_interval_bytes)
         seg.index.flush()

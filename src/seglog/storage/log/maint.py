@@ -67,22 +67,28 @@ def closed_segments(log: Log) -> list[Segment]:
 
 
 def roll_holding(log: Log, offsets: list[int]) -> bool:
-    """Roll the active segment if it holds one of ``offsets`` (sorted), as an append
-    past segment.bytes would (under the write lock), then wait for the fsync round that
-    makes the rolled segment durable, so ``closed_segments`` lists it. Returns whether
-    it rolled. Raises LogClosedError, ReadOnlyError, StorageError (the roll failed)."""
+    """Make every segment that holds one of ``offsets`` (sorted) below the log end one
+    that ``closed_segments`` lists: roll the active segment if it holds one, as an append
+    past segment.bytes would (under the write lock); then, when a rolled segment is not
+    fsynced yet (this roll's, or one rolled by appends under flush.ms / flush.messages
+    that the background round has not reached), wait for the fsync round that makes it
+    durable. Offsets at or past the log end are not looked at. Returns whether it
+    rolled. Raises LogClosedError (closed, or offline: also when the round fails),
+    ReadOnlyError, StorageError (the roll failed)."""
     st = log.state
     with st.lock:
         st.check_writable()
         seg = st.segments[-1]
         i = bisect.bisect_left(offsets, max(seg.base_offset, st.log_start_offset))
-        if seg.size == 0 or i == len(offsets) or offsets[i] >= st.log_end_offset:
-            return False
-        append.roll_checked(st, append.now_ms())
+        rolled = seg.size > 0 and i < len(offsets) and offsets[i] < st.log_end_offset
+        if rolled:
+            append.roll_checked(st, append.now_ms())
+        if not st.rolled_unsynced:
+            return rolled
         assert st.group_commit is not None  # writable
         done = st.group_commit.flush()
     done.result()
-    return True
+    return rolled
 
 
 def set_log_start(log: Log, offset: int) -> None:

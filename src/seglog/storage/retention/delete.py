@@ -24,10 +24,12 @@ def delete_offsets(log: Log, offsets: Iterable[int]) -> Removed:
     freed)``. Offsets not stored (below the log start, already gone, past the log end)
     are left out of the result: check it. When the active segment holds one of them it
     is rolled first (a normal roll under the write lock; the next append goes to the new
-    segment) and fsynced, so it is rewritten like any closed segment. A segment rolled
-    by appends but not yet fsynced by the group commit is left alone (its offsets are
-    left out). The log start and end offsets never move. Raises ReadOnlyError,
-    LogClosedError, StorageError (the roll failed), OSError."""
+    segment) and fsynced, so it is rewritten like any closed segment. Segments rolled by
+    appends but not yet fsynced (flush.ms / flush.messages: the background round has
+    not reached them) are fsynced first by one group commit round the call waits for,
+    then rewritten too. The log start and end offsets never move. Raises ReadOnlyError,
+    LogClosedError (closed, or offline: also when that fsync round fails, nothing then
+    removed), StorageError (the roll failed), OSError."""
     wanted = sorted(set(offsets))
     with maint.maintenance_lock(log):
         maint.roll_holding(log, wanted)

@@ -54,6 +54,7 @@ with warnings.catch_warnings():
     from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 if TYPE_CHECKING:
+    from seglog.storage.fileio.counters import FileCounters
     from seglog.storage.log.log import Log
 
 __all__ = ["Removed", "iter_batches", "iter_chunks", "rewrite_segment"]
@@ -177,15 +178,21 @@ def _rebuild(h: BatchHeader, records: list[object]) -> bytearray:
 class _Writer:
     """Appends batches to ``B.log.cleaned`` and builds its two indexes the way
     ``Segment`` does (an offset index entry every ``interval`` bytes, time index entries
-    alongside when the max timestamp grows, a final time index entry)."""
+    alongside when the max timestamp grows, a final time index entry). ``counters``: the
+    log's (``index_writes`` of the two ``.cleaned`` indexes, ``deletions`` when
+    abandoned)."""
 
-    def __init__(self, directory: pathlib.Path, base: int, interval: int) -> None:
+    def __init__(
+        self, directory: pathlib.Path, base: int, interval: int, counters: FileCounters
+    ) -> None:
         self.base = base
         self.interval = interval
+        self.counters = counters
         self.path = swap.cleaned_path(files.log_path(directory, base))
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.index = OffsetIndex(swap.cleaned_path(files.index_path(directory, base)))
         self.time_index = TimeIndex(swap.cleaned_path(files.timeindex_path(directory, base)))
+        self.index.counters = self.time_index.counters = counters
         self.size = 0
         self.since = 0
         self.max_ts = -1
@@ -223,7 +230,8 @@ class _Writer:
         """Close and unlink the ``.cleaned`` files."""
         os.close(self.fd)
         for path in (self.path, self.index.path, self.time_index.path):
-            files.remove_if_exists(path)
+            if files.remove_if_exists(path):
+                self.counters.deletions += 1
 
 
 def _intersects(drop: list[int], lo: int, hi: int) -> bool:
@@ -237,7 +245,7 @@ def rewrite_segment(log: Log, seg: Segment, drop: list[int]) -> tuple[list[int],
     Nothing is written when none of ``drop`` is stored in ``seg``. Caller holds the
     maintenance lock. Steps: "cleaned", then those of ``swap.commit_rewrite``."""
     directory = log.directory
-    writer = _Writer(directory, seg.base_offset, log.config.index_interval_bytes)
+    writer = _Writer(directory, seg.base_offset, log.config.index_interval_bytes, log.counters)
     removed: list[int] = []
     drop_array = np.asarray(drop, dtype=np.int64)
     try:
@@ -291,6 +299,7 @@ def rewrite_segment(log: Log, seg: Segment, drop: list[int]) -> tuple[list[int],
 
 def _load_rewritten(log: Log, base: int) -> Segment:
     new = Segment(log.directory, base, read_only=False)
+    new.counters = log.counters  # a rebuild of its indexes below is counted
     new.allow_gaps = True
     interval, max_bytes = log.config.index_interval_bytes, (1 << 31) - 1
     if not new.load_trusted(interval, max_bytes):

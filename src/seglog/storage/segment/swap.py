@@ -118,10 +118,9 @@ def remove_segment_files(
     step("renamed")
     if archive:
         return moved
-    for path in moved:
-        files.remove_if_exists(path)
+    unlinked = sum(files.remove_if_exists(path) for path in moved)
     if counters is not None:
-        counters.deletions += len(moved)
+        counters.deletions += unlinked
     step("unlinked")
     return []
 
