@@ -8,9 +8,11 @@ SeglogError                         root: catch this to catch everything seglog 
 │   │                               empty batch, control batch from a client
 │   ├── RecordTooLargeError         batch over max.message.bytes
 │   ├── InvalidOffsetError          offset outside [log start offset, log end offset]
-│   ├── NotFoundError               the offset or key existed but is gone (deleted,
-│   │   │                           compacted), or no message at or after a time
-│   │   └── DirectoryNotFoundError  a log, data or backup directory that does not exist
+│   ├── NotFoundError               no record at that offset, key or time (deleted,
+│   │                               compacted away, never written): never a directory
+│   ├── DirectoryNotFoundError      a log, data or backup directory that does not exist,
+│   │                               or a directory holding no partition log (also a
+│   │                               FileNotFoundError, never a NotFoundError)
 │   ├── NoIndexError                the log has no key index (opened without key_index)
 │   ├── LogCorruptedError           a segment is corrupt in its middle; open refuses
 │   │                               unless recovery is asked for
@@ -86,12 +88,15 @@ class InvalidOffsetError(StorageError):
 
 
 class NotFoundError(StorageError):
-    """Nothing at that offset, key or time: deleted, compacted away, or never written."""
+    """Nothing at that offset, key or time: deleted, compacted away, or never written.
+    Never raised for a missing directory (that is :class:`DirectoryNotFoundError`)."""
 
 
-class DirectoryNotFoundError(NotFoundError):
-    """A log, data or backup directory that does not exist (a ``NotFoundError`` too, so
-    ``except NotFoundError`` still catches it)."""
+class DirectoryNotFoundError(StorageError, FileNotFoundError):
+    """A log, data or backup directory that does not exist, or a directory that holds no
+    partition log (``check``, ``backup``... of an empty directory). A ``FileNotFoundError``
+    too, so ``except FileNotFoundError`` / ``except OSError`` catch it; deliberately not a
+    :class:`NotFoundError`, which means a missing record, key or offset only."""
 
 
 class NoIndexError(StorageError):

@@ -45,7 +45,10 @@ def test_one_error_root() -> None:
     assert DataLossError is se.DataLossError
     assert issubclass(DataLossError, se.SeglogError)
     assert issubclass(DataLossError, RuntimeError)
-    assert issubclass(se.DirectoryNotFoundError, se.NotFoundError)
+    # a missing directory is no missing record: its own error, a FileNotFoundError too
+    assert issubclass(se.DirectoryNotFoundError, se.StorageError)
+    assert issubclass(se.DirectoryNotFoundError, FileNotFoundError)
+    assert not issubclass(se.DirectoryNotFoundError, se.NotFoundError)
     assert issubclass(SnapshotError, se.StorageError)
 
 

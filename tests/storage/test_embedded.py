@@ -83,7 +83,7 @@ def test_open_log_options(tmp_path: pathlib.Path) -> None:
     # disk only: open_log's directory options, a reopen
     with pytest.raises(TypeError):
         open_log(tmp_path / "p", create=True, no_such_setting=1)
-    with pytest.raises(seglog.NotFoundError):
+    with pytest.raises(seglog.DirectoryNotFoundError):
         open_log(tmp_path / "p")
     with open_log(tmp_path / "p", create=True, key_index=True) as log:
         assert log.config.key_index
@@ -150,8 +150,10 @@ def test_storage_public_names_pinned() -> None:
             "recover",
             "stat",
             "validate_topic_name",
-            # the one atomic, fsynced file writer (broker state files use it too)
+            # the one atomic, fsynced file writer (broker state files use it too), and
+            # its streaming form (snapshots, Parquet mirrors)
             "atomic_write",
+            "atomic_file",
             # building blocks of the upper layers (spark, columnar, aio, cli, bench)
             "BATCH_HEADER",
             "DEFAULT_DELETE_RETENTION_MS",

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from seglog.errors import InvalidOffsetError, NotFoundError, ReadOnlyError
+from seglog.errors import DirectoryNotFoundError, InvalidOffsetError, ReadOnlyError
 from seglog.storage import Log, LogConfig, Message, open_log
 from seglog.storage.record.batch import parse_header
 
@@ -69,9 +69,9 @@ def test_read_only_open_of_crashed_log_changes_nothing(tmp_path):
 
 
 def test_missing_directory(tmp_path):
-    with pytest.raises(NotFoundError):
+    with pytest.raises(DirectoryNotFoundError):
         Log.open(tmp_path / "nope")
-    with pytest.raises(NotFoundError):
+    with pytest.raises(DirectoryNotFoundError):
         Log.open(tmp_path / "nope", read_only=True, create=True)
 
 

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from seglog.columnar._decode import decode_batches
 from seglog.columnar._schema import arrow_schema
-from seglog.storage import DataDir, Log, fsync_dir
+from seglog.storage import DataDir, Log, atomic_file, fsync_dir
 
 __all__ = [
     "MIRROR_CONFIG",
@@ -122,11 +122,10 @@ def mirrors_of(plog: Log) -> list[Mirror]:
 
 
 def _write_mirror(plog: Log, topic: str, partition: int, seg: tuple[int, int, int]) -> Path:
-    """Write one mirror atomically. Not ``seglog.storage.atomic_write``: that takes the
-    whole content as one bytes object, and a mirror is streamed (a Parquet file of up to a
-    segment, 1 GiB by default, written a chunk at a time by ``pq.ParquetWriter``). The
-    steps are the helper's: write a temporary file, fsync it, rename it into place, fsync
-    the directory; on any error the temporary file is removed. Its name is fixed
+    """Write one mirror atomically with ``seglog.storage.atomic_file`` (its streaming
+    form: a Parquet file of up to a segment, 1 GiB by default, written a chunk at a time
+    by ``pq.ParquetWriter``): a temporary file, fsynced, renamed into place, the directory
+    fsynced; on any error the temporary file is removed. Its name is fixed
     (``.<name>.tmp``, not random) so a sync after a crash finds and deletes it."""
     base, next_offset, size = seg
     directory = Path(plog.directory)
@@ -140,28 +139,20 @@ def _write_mirror(plog: Log, topic: str, partition: int, seg: tuple[int, int, in
             include_headers=True,
         )  # fmt: skip
 
-    try:
-        with pq.ParquetWriter(tmp, schema, compression="snappy") as writer:
-            pending: list[bytes] = []
-            pending_bytes = 0
-            for batch in plog.batches(base, next_offset):
-                pending.append(bytes(batch))
-                pending_bytes += len(batch)
-                if pending_bytes >= CHUNK_BYTES:
-                    writer.write_batch(decode(pending))
-                    pending, pending_bytes = [], 0
-            if pending:
+    with (
+        atomic_file(final, tmp=tmp) as f,
+        pq.ParquetWriter(f, schema, compression="snappy") as writer,
+    ):
+        pending: list[bytes] = []
+        pending_bytes = 0
+        for batch in plog.batches(base, next_offset):
+            pending.append(bytes(batch))
+            pending_bytes += len(batch)
+            if pending_bytes >= CHUNK_BYTES:
                 writer.write_batch(decode(pending))
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, final)
-        fsync_dir(directory)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+                pending, pending_bytes = [], 0
+        if pending:
+            writer.write_batch(decode(pending))
     return final
 
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     # Logs and their configuration
     from seglog.storage.config import FLUSH_NEVER, AppendInfo, LogConfig
     from seglog.storage.fileio.counters import FileCounters
-    from seglog.storage.fileio.files import fsync_dir
+    from seglog.storage.fileio.files import atomic_file, fsync_dir
     from seglog.storage.fileio.files import write_small_file as atomic_write
 
     # Blocking consume (cancellation token for the sync variant)
@@ -131,6 +131,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "TypedLog": ("seglog.storage.log.typed", "TypedLog"),
     "TypedMessage": ("seglog.storage.log.typed", "TypedMessage"),
     "VARINT": ("seglog.storage.log.typed", "VARINT"),
+    "atomic_file": ("seglog.storage.fileio.files", "atomic_file"),
     "atomic_write": ("seglog.storage.fileio.files", "write_small_file"),
     "backup": ("seglog.storage.tools.backup", "backup"),
     "check": ("seglog.storage.tools.check", "check"),
@@ -187,6 +188,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
     # data directories
     "DataDir",
     "TopicInfo",
+    "atomic_file",
     "atomic_write",
     "validate_topic_name",
     # directory tools

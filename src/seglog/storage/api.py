@@ -39,12 +39,13 @@ other process), any number of readers in any thread; ``read_only=True`` opens be
 writer in another process (``refresh`` picks up its appends).
 
 **Errors** (all under ``seglog.errors.SeglogError``): InvalidOffsetError (outside [log
-start, log end]), NotFoundError (no such record or directory), NoIndexError (by-key
-without ``key_index``), CorruptRecordError / InvalidRecordError / RecordTooLargeError (a
-batch refused by ``append``), LogCorruptedError (damage below the tail at open: use
-``recover``), LogClosedError (closed, or offline after an fsync error), ReadOnlyError,
-DataDirLockedError, StorageError (I/O: disk full...; nothing already stored is damaged).
-CorruptRecordError also comes from the decoding reads (``consume``, ``get``...) when a
+start, log end]), NotFoundError (no such record, key or offset stored; never a directory),
+DirectoryNotFoundError (no such log or data directory; also a FileNotFoundError),
+NoIndexError (by-key without ``key_index``), CorruptRecordError / InvalidRecordError /
+RecordTooLargeError (a batch refused by ``append``), LogCorruptedError (damage below the
+tail at open: use ``recover``), LogClosedError (closed, or offline after an fsync error),
+ReadOnlyError, DataDirLockedError, StorageError (I/O: disk full...; nothing already stored
+is damaged). CorruptRecordError also comes from the decoding reads (``consume``, ``get``...) when a
 stored batch fails its CRC-32C (``check_crcs``, on by default; Kafka's ``check.crcs``).
 
 **Functions over a log or a directory** (each documented where it is defined):

@@ -11,10 +11,13 @@ it was written; recovery scans from there).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pathlib
 import uuid
+from collections.abc import Iterator
+from typing import BinaryIO
 
 from seglog.errors import DataDirLockedError
 
@@ -24,6 +27,7 @@ __all__ = [
     "LOG_SUFFIX",
     "RECOVERY_POINT",
     "TIMEINDEX_SUFFIX",
+    "atomic_file",
     "fsync_dir",
     "index_path",
     "list_segment_bases",
@@ -91,23 +95,46 @@ def fsync_dir(directory: pathlib.Path) -> None:
         os.close(fd)
 
 
-def write_small_file(path: pathlib.Path, data: bytes) -> None:
-    """Atomically replace ``path`` with ``data``: write a temp file, fsync, rename, fsync dir."""
-    tmp = path.with_name(f".{uuid.uuid4().hex}.tmp")  # short: path.name may be 254 chars
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+@contextlib.contextmanager
+def atomic_file(path: pathlib.Path, *, tmp: pathlib.Path | None = None) -> Iterator[BinaryIO]:
+    """Atomically replace ``path`` with what the ``with`` block writes to the yielded
+    binary file (any size, streamed): the one implementation of write a temporary file,
+    fsync it, rename it over ``path``, fsync the directory.
+
+    ``tmp``: the temporary file (default ``.<random hex>.tmp`` beside ``path``; short, as
+    ``path.name`` may be 254 bytes); a fixed name lets a caller find a crash's leftover.
+    It is created (or truncated) with mode 0o644 in ``path``'s directory. The block must
+    not close the file. When the block, the fsync or the rename raises (ENOSPC, EIO...),
+    the temporary file is removed, ``path`` is left as it was and the error propagates;
+    an error from the final directory fsync propagates with ``path`` already replaced.
+    """
+    if tmp is None:
+        tmp = path.with_name(f".{uuid.uuid4().hex}.tmp")
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except BaseException:  # ENOSPC, EIO...: leave no temp file behind
+        with open(tmp, "wb", opener=_open_0o644) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # leave no temp file behind
         remove_if_exists(tmp)
         raise
-    os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def _open_0o644(file: str, flags: int) -> int:
+    return os.open(file, flags, 0o644)
+
+
+def write_small_file(path: pathlib.Path, data: bytes) -> None:
+    """Atomically replace ``path`` with ``data`` (bytes): :func:`atomic_file` with one
+    write. Raises OSError (``path`` then unchanged, no temporary file left)."""
+    with atomic_file(path) as f:
+        # os.write on its descriptor (nothing is buffered in f): a short write is
+        # continued, and each write is an os-level call (the crash harness's write points)
+        fd, view = f.fileno(), memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 def remove_if_exists(path: pathlib.Path) -> bool:

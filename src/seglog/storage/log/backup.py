@@ -222,7 +222,7 @@ def write_plan(
 ) -> BackupReport:
     """Write the plan ``make_plan()`` returns into the new directory ``dest`` through a
     hidden partial directory (files fsynced, then directories, then renamed). Raises
-    FileExistsError when ``dest`` exists, NotFoundError when its parent does not,
+    FileExistsError when ``dest`` exists, DirectoryNotFoundError when its parent does not,
     StorageError/OSError on I/O errors (nothing is left under ``dest`` then)."""
     target = pathlib.Path(dest)
     if target.exists():

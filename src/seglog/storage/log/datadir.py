@@ -77,7 +77,7 @@ class DataDir:
     ``create``: make ``path`` if missing. ``read_only``: take no lock, never write (a
     reader beside a live broker). ``default_config``: LogConfig for topics, overridden by
     each topic's configs. Raises DataDirLockedError if another writer holds the lock,
-    NotFoundError if missing and not ``create``.
+    DirectoryNotFoundError if missing and not ``create`` (or ``read_only``).
     """
 
     def __init__(

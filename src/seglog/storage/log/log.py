@@ -123,11 +123,11 @@ class Log(LogAPI):
     ) -> Log:
         """Open the partition log in ``directory``.
 
-        ``create``: make the directory when missing (else NotFoundError). A writer takes
-        an exclusive flock on the directory (DataDirLockedError if another writer has
-        it, in any process). ``read_only``: never write, take no lock; may run beside a
-        writer in another process and sees whole valid batches only (``refresh`` picks up
-        new data). ``recover`` (writers):
+        ``create``: make the directory when missing (else DirectoryNotFoundError, also with
+        ``read_only``). A writer takes an exclusive flock on the directory
+        (DataDirLockedError if another writer has it, in any process). ``read_only``:
+        never write, take no lock; may run beside a writer in another process and sees
+        whole valid batches only (``refresh`` picks up new data). ``recover`` (writers):
         True truncates a torn tail (crash recovery) and rebuilds indexes; False raises
         LogCorruptedError instead. Corruption before the tail always raises
         LogCorruptedError: use ``seglog.storage.recover(dir)`` to keep the valid prefix.
@@ -463,8 +463,8 @@ def open_log(
     """Open the log (one partition) in directory ``path``; usable as a context manager.
 
     ``config``: LogConfig fields by name (``segment_bytes=1 << 20``, ``flush_ms=1000``...).
-    Raises NotFoundError (missing and not ``create``), LogCorruptedError, TypeError on an
-    unknown setting. See ``Log.open`` for ``read_only`` and ``recover``.
+    Raises DirectoryNotFoundError (missing and not ``create``), LogCorruptedError,
+    TypeError on an unknown setting. See ``Log.open`` for ``read_only`` and ``recover``.
     """
     known = {f.name for f in fields(LogConfig)}
     unknown = set(config) - known

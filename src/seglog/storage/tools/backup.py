@@ -56,7 +56,7 @@ __all__ = [
 def plan(src: Log | str | os.PathLike[str]) -> Plan:
     """The consistent file set of ``src``: an open Log, a partition directory or a data
     directory (partitions opened read-only: safe beside a writer in any process).
-    NotFoundError when ``src`` holds no log."""
+    DirectoryNotFoundError when ``src`` is missing or holds no log."""
     out = Plan()
     try:
         if isinstance(src, Log):
@@ -87,7 +87,8 @@ def backup(
 ) -> BackupReport:
     """Online, consistent backup of ``src`` (an open Log, a partition directory or a data
     directory) into the new directory ``dest`` (see the module docstring). Returns a
-    :class:`BackupReport`. Raises FileExistsError when ``dest`` exists, NotFoundError when
-    ``src`` holds no log, LogClosedError, StorageError/OSError on I/O errors (nothing is
-    left under ``dest`` then)."""
+    :class:`BackupReport`. Raises FileExistsError when ``dest`` exists,
+    DirectoryNotFoundError when ``src`` is missing or holds no log (or ``dest``'s parent is
+    missing), LogClosedError, StorageError/OSError on I/O errors (nothing is left under
+    ``dest`` then)."""
     return write_plan(lambda: plan(src), str(getattr(src, "directory", src)), dest, progress)

@@ -10,7 +10,7 @@ import os
 import pathlib
 from dataclasses import asdict, dataclass, field
 
-from seglog.errors import DataDirLockedError, DirectoryNotFoundError, NotFoundError
+from seglog.errors import DataDirLockedError, DirectoryNotFoundError
 from seglog.storage.config import LogConfig
 from seglog.storage.fileio import files
 from seglog.storage.log.log import Log
@@ -61,7 +61,8 @@ class CheckReport:
 
 def log_directories(path: str | os.PathLike[str]) -> list[pathlib.Path]:
     """``[path]`` if it is a partition directory (holds ``.log`` files), else its
-    subdirectories holding ``.log`` files, sorted. NotFoundError when there is none."""
+    subdirectories holding ``.log`` files, sorted. DirectoryNotFoundError when ``path``
+    is missing or holds no partition directory."""
     p = pathlib.Path(path)
     if not p.is_dir():
         raise DirectoryNotFoundError(f"no directory {p}")
@@ -73,7 +74,7 @@ def log_directories(path: str | os.PathLike[str]) -> list[pathlib.Path]:
         if d.is_dir() and not d.name.startswith(("__", ".")) and files.list_segment_bases(d)
     )
     if not subs:
-        raise NotFoundError(f"no partition log (%020d.log files) in {p}")
+        raise DirectoryNotFoundError(f"no partition directory (%020d.log files) in {p}")
     return subs
 
 
@@ -112,7 +113,7 @@ def _check_one(directory: pathlib.Path) -> CheckReport:
 
 def check(path: str | os.PathLike[str]) -> list[CheckReport]:
     """CRC-check every batch and compare indexes with the data, changing nothing.
-    One report per partition directory. Raises NotFoundError."""
+    One report per partition directory. Raises DirectoryNotFoundError (no log there)."""
     return [_check_one(d) for d in log_directories(path)]
 
 
@@ -133,7 +134,8 @@ def _lock_data_dir(directory: pathlib.Path) -> int | None:
 def recover(path: str | os.PathLike[str]) -> list[CheckReport]:
     """Keep the longest valid prefix of each log: truncate at the first invalid byte,
     delete later segments, rebuild every index, then close cleanly. Raises
-    DataDirLockedError if a writer holds the data directory, NotFoundError."""
+    DataDirLockedError if a writer holds the data directory, DirectoryNotFoundError (no
+    log there)."""
     out = []
     for d in log_directories(path):
         lock_fd = _lock_data_dir(d)

@@ -29,7 +29,8 @@ def migrate(
     directory) to :data:`FORMAT_VERSION`: ``(directory, from version, to version)`` each.
     Takes each log's writer lock (DataDirLockedError while a writer has it open);
     FormatVersionError for a version newer than this seglog or a missing step;
-    NotFoundError when ``path`` holds no log. ``migrations`` defaults to the registry."""
+    DirectoryNotFoundError when ``path`` is missing or holds no log. ``migrations``
+    defaults to the registry."""
     steps = MIGRATIONS if migrations is None else migrations
     target = max([FORMAT_VERSION, *(v + 1 for v in steps)])
     out = []

@@ -21,6 +21,7 @@ the final name.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -35,7 +36,7 @@ from typing import IO
 
 import crc32c
 
-from seglog.errors import NotFoundError, StorageError
+from seglog.errors import StorageError
 from seglog.storage.fileio import files
 from seglog.storage.log.log import Log
 from seglog.storage.tools.backup import (
@@ -149,23 +150,16 @@ def snapshot(
     progress: Progress | None = None,
 ) -> BackupReport:
     """Write a consistent snapshot of ``src`` (open Log, partition or data directory) as
-    a tar stream to ``out``: a path (written to a temporary name, fsynced, renamed; an
-    existing file is replaced) or a binary file object (written sequentially; the caller
-    owns it). Raises NotFoundError, LogClosedError, OSError."""
+    a tar stream to ``out``: a path (through ``atomic_file``: a temporary name, fsynced,
+    renamed, the directory fsynced; an existing file is replaced, and kept as it was on any
+    error) or a binary file object (written sequentially; the caller owns it). Raises
+    DirectoryNotFoundError (``src`` missing or holding no log), LogClosedError, OSError."""
     if not isinstance(out, (str, os.PathLike)):
         return _write_stream(src, out, progress)
     target = pathlib.Path(out)
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
-        with open(tmp, "xb") as f:
-            report = _write_stream(src, f, progress)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-        files.fsync_dir(target.parent)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with files.atomic_file(target, tmp=tmp) as f:
+        report = _write_stream(src, f, progress)
     report.dest = str(target)
     return report
 
@@ -186,14 +180,14 @@ def restore(
     """Restore a snapshot (a path or a readable binary stream) into the new directory
     ``dest``, checking every file against the manifest first. Raises FileExistsError
     when ``dest`` exists, SnapshotError for a truncated, corrupt or foreign stream (nothing
-    left under ``dest``), NotFoundError when ``src`` is a missing file."""
+    left under ``dest``), FileNotFoundError when ``src`` is a path to no file."""
     target = pathlib.Path(dest)
     if target.exists():
         raise FileExistsError(f"restore destination {target} exists")
     if isinstance(src, (str, os.PathLike)):
         path = pathlib.Path(src)
         if not path.is_file():
-            raise NotFoundError(f"no snapshot file {path}")
+            raise FileNotFoundError(errno.ENOENT, "no snapshot file", str(path))
         with open(path, "rb") as f:
             return _restore_stream(f, target, progress, path.stat().st_size)
     return _restore_stream(src, target, progress, 0)
