@@ -124,3 +124,49 @@ def test_unreadable_subscription_counts_as_subscribed_to_everything(
     assert offsets.get("g", "sub", 0) == (5, "")
     assert offsets.get("g", "other", 0) == (6, "")
     assert any("subscription" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("state", "group_type", "member_type", "want"),
+    [
+        (GroupState.STABLE, "connect", "connect", 68),
+        (GroupState.COMPLETING_REBALANCE, "connect", "connect", 68),
+        # the first generation is being formed: the group has no type yet, its member has
+        (GroupState.PREPARING_REBALANCE, None, "connect", 68),
+        (GroupState.PREPARING_REBALANCE, None, "consumer", 0),
+        (GroupState.STABLE, "consumer", "consumer", 0),
+    ],
+)
+def test_offset_delete_of_group_with_members_by_protocol_type(
+    offsets: CommittedOffsets,
+    state: GroupState,
+    group_type: str | None,
+    member_type: str,
+    want: int,
+) -> None:
+    """Kafka's ``handleDeleteOffsets``: a group with members whose protocol type is not
+    "consumer" answers 68 NON_EMPTY_GROUP for the whole request and keeps every offset;
+    a "consumer" group deletes the partitions of topics no member subscribes to."""
+    member = Member("m", None, "client", "127.0.0.1", 6000, 10_000, member_type, [("p", _GOOD)])
+    group = Group("g", state, 1, group_type, "p", "m", members={"m": member})
+    ctx = SimpleNamespace(
+        groups=SimpleNamespace(groups={"g": group}), committed=offsets, allowed=lambda *_: True
+    )
+    part = OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition
+    req = OffsetDeleteRequest[0](
+        group_id="g",
+        topics=[
+            OffsetDeleteRequest.OffsetDeleteRequestTopic(
+                name="other", partitions=[part(partition_index=0)]
+            )
+        ],
+    )
+    resp: Any = handle_offset_delete(cast(BrokerContext, ctx), req, 0)
+    assert resp.error_code == want
+    if want:
+        assert resp.topics == []
+        assert offsets.get("g", "other", 0) == (6, "")
+    else:
+        assert [p.error_code for p in resp.topics[0].partitions] == [0]
+        assert offsets.get("g", "other", 0) is None
+    assert offsets.get("g", "sub", 0) == (5, "")

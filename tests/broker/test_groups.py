@@ -507,6 +507,76 @@ def test_offset_delete_with_unreadable_member_metadata(broker: str, topic: str) 
         assert fetched.topics[0].partitions[0].committed_offset == 3
 
 
+def offset_delete_request(group: str, topic: str) -> Any:
+    part = OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition
+    return OffsetDeleteRequest[0](
+        group_id=group,
+        topics=[
+            OffsetDeleteRequest.OffsetDeleteRequestTopic(
+                name=topic, partitions=[part(partition_index=0)]
+            )
+        ],
+    )
+
+
+def test_offset_delete_of_non_consumer_group_with_members(broker: str, topic: str) -> None:
+    """Kafka's ``handleDeleteOffsets``: a group with members whose protocol type is not
+    "consumer" (here "connect") answers the whole request 68 NON_EMPTY_GROUP and keeps the
+    commit, while PreparingRebalance as while Stable; once its last member left (Empty)
+    the offset is deleted; an unknown group is 69 GROUP_ID_NOT_FOUND."""
+    produce(broker, topic, 1)
+    group = f"g-{topic}"
+
+    def fetched(w: Wire) -> int:
+        topic_req = OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])
+        resp = w.call(OffsetFetchRequest[5](group_id=group, topics=[topic_req]))
+        return int(resp.topics[0].partitions[0].committed_offset)
+
+    with Wire(broker) as w, Wire(broker) as joiner:
+        joined = join(w, group, protocol_type="connect", protocols=[("default", b"worker")])
+        member, gen = joined.member_id, joined.generation_id
+        assert sync(w, group, gen, member, {member: b""}).error_code == 0
+        commit = w.call(commit_request(group, topic, gen, member, 3))
+        assert commit.topics[0].partitions[0].error_code == 0
+        resp = w.call(offset_delete_request(group, topic))
+        assert (resp.error_code, resp.topics) == (68, [])
+        assert fetched(w) == 3
+        assert heartbeat(w, group, gen, member) == 0
+
+        # a second worker's join starts a rebalance: the group is PreparingRebalance
+        first = joiner.call(
+            join_request(group, "", protocol_type="connect", protocols=[("default", b"w2")])
+        )
+        assert first.error_code == 79
+        second = join_request(
+            group, first.member_id, protocol_type="connect", protocols=[("default", b"w2")]
+        )
+        joiner.send(second)  # parked until the rebalance completes
+        deadline = time.monotonic() + 10
+        while describe(w, group).groups[0].group_state != "PreparingRebalance":
+            assert time.monotonic() < deadline, "no rebalance started"
+            time.sleep(0.02)
+        resp = w.call(offset_delete_request(group, topic))
+        assert (resp.error_code, resp.topics) == (68, [])
+        assert fetched(w) == 3
+
+        # both leave: the group is Empty and its offset can be deleted
+        leave = w.call(LeaveGroupRequest[1](group_id=group, member_id=member))
+        assert leave.error_code == 0
+        rejoined = joiner.recv(second)
+        assert rejoined.error_code == 0
+        leave = w.call(LeaveGroupRequest[1](group_id=group, member_id=rejoined.member_id))
+        assert leave.error_code == 0
+        assert describe(w, group).groups[0].group_state == "Empty"
+        resp = w.call(offset_delete_request(group, topic))
+        assert resp.error_code == 0
+        assert [(t.name, [p.error_code for p in t.partitions]) for t in resp.topics] == [
+            (topic, [0])
+        ]
+        assert fetched(w) == -1
+        assert w.call(offset_delete_request(f"unknown-{topic}", topic)).error_code == 69
+
+
 def test_shutdown_answers_parked_join(broker_factory: Callable[..., BrokerProcess]) -> None:
     """SIGTERM while a JoinGroup waits for a rebalance: it is answered with 16
     NOT_COORDINATOR at once and the broker exits cleanly."""

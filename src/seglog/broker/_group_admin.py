@@ -1,10 +1,16 @@
 """DeleteGroups (API 42) and OffsetDelete (API 47): removing groups and committed offsets.
 
 Kafka's rules: a group with members is 68 NON_EMPTY_GROUP (DeleteGroups); a group with
-neither members nor committed offsets is 69 GROUP_ID_NOT_FOUND; OffsetDelete refuses
-partitions of a topic the group's live members subscribe to with 86
-GROUP_SUBSCRIBED_TO_TOPIC (the subscription is read from each member's consumer-protocol
-metadata, Kafka's ``ConsumerProtocolSubscription``).
+neither members nor committed offsets is 69 GROUP_ID_NOT_FOUND. OffsetDelete follows
+Kafka's ``GroupCoordinator.handleDeleteOffsets`` (``ClassicGroup.validateOffsetDelete``):
+an Empty group (or one known by its committed offsets only) has the named offsets
+deleted; a group with members (PreparingRebalance, CompletingRebalance, Stable) whose
+protocol type is "consumer" refuses, per partition, those of a topic its live members
+subscribe to with 86 GROUP_SUBSCRIBED_TO_TOPIC and deletes the others (the subscription is
+read from each member's consumer-protocol metadata, Kafka's
+``ConsumerProtocolSubscription``); a group with members and any other protocol type (a
+Connect group, say) answers the whole request with 68 NON_EMPTY_GROUP, no partitions
+listed, and deletes nothing.
 
 That metadata is client-supplied bytes, read with the broker's bounded ``WireReader`` as
 Kafka's coordinator reads it: the version, then version 0's fields (topics, user data),
@@ -31,7 +37,7 @@ from seglog.broker._errors import (
     INVALID_GROUP_ID,
     NON_EMPTY_GROUP,
 )
-from seglog.broker._group_model import Group
+from seglog.broker._group_model import Group, GroupState
 from seglog.broker._reader import WireReader
 from seglog.errors import ProtocolError
 
@@ -106,6 +112,18 @@ def _subscribed_topics(group: Group | None) -> set[str] | None:
     return topics
 
 
+def _non_empty_other_protocol(group: Group | None) -> bool:
+    """The group has members (it is not Empty) and its protocol type is not "consumer".
+    The type is the group's, or while its first generation is being formed (the group
+    has none yet) the first member's, as Kafka's group takes its first member's type."""
+    if group is None or group.state in (GroupState.EMPTY, GroupState.DEAD):
+        return False
+    protocol_type = group.protocol_type
+    if protocol_type is None and group.members:
+        protocol_type = next(iter(group.members.values())).protocol_type
+    return protocol_type != "consumer"
+
+
 def handle_offset_delete(ctx: BrokerContext, req: Any, version: int) -> Any:
     """Delete a group's committed offsets of the named partitions."""
     resp = OffsetDeleteResponse[version]
@@ -118,6 +136,8 @@ def handle_offset_delete(ctx: BrokerContext, req: Any, version: int) -> Any:
     if not _known(ctx, req.group_id):
         return resp(error_code=GROUP_ID_NOT_FOUND, throttle_time_ms=0, topics=[])
     group = ctx.groups.groups.get(req.group_id)
+    if _non_empty_other_protocol(group):
+        return resp(error_code=NON_EMPTY_GROUP, throttle_time_ms=0, topics=[])
     subscribed = _subscribed_topics(group)
     deletable: list[tuple[str, int]] = []
     topics = []
