@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from seglog.broker._committed import (
@@ -26,6 +27,8 @@ from seglog.broker._committed import (
 )
 from seglog.broker._testing import BrokerProcess
 from seglog.storage import OFFSET_OLDEST, DataDir, open_log
+
+from ._wire import Wire
 
 
 def _committed(bootstrap: str, group: str, topic: str, partitions: int = 1) -> list[int]:
@@ -246,3 +249,62 @@ def test_replay_skips_malformed_records_and_keeps_every_good_commit(
         assert offsets.log.log_end_offset == end  # nothing appended or rewritten
     skipped = [r for r in caplog.records if "skipping record" in r.getMessage()]
     assert len(skipped) == len(bad)
+
+
+# -- only decodable records are written -----------------------------------------------------
+
+
+def _commit_with_metadata(w: Wire, group: str, metadata: str, offset: int) -> int:
+    part = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+        partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
+        committed_metadata=metadata,
+    )  # fmt: skip
+    req = OffsetCommitRequest[8](  # flexible: metadata strings past int16's 32767 bytes
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="orders", partitions=[part])],
+    )
+    return int(w.call(req).topics[0].partitions[0].error_code)
+
+
+def test_oversize_metadata_is_refused_before_it_is_written(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    """Kafka's ``offset.metadata.max.bytes`` (4096): a longer commit metadata gets 12
+    OFFSET_METADATA_TOO_LARGE and is not written (metadata past 32767 bytes could not be
+    encoded in the record's int16 string at all); the connection keeps serving, the last
+    good commit stays, and every record of ``__consumer_offsets`` decodes: so compaction,
+    which keeps the last record of each key, never drops a commit for a record the loader
+    cannot read."""
+    proc = broker_factory()
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    admin.create_topics([NewTopic("orders", 1)])["orders"].result(10)
+    with Wire(proc.bootstrap) as w:
+        assert _commit_with_metadata(w, "g", "ok", 3) == 0
+        assert _commit_with_metadata(w, "g", "x" * 4096, 4) == 0
+        assert _commit_with_metadata(w, "g", "x" * 4097, 9) == 12
+        assert _commit_with_metadata(w, "g", "é" * 20_000, 9) == 12  # 40000 UTF-8 bytes
+        assert _commit_with_metadata(w, "g" * 40_000, "", 9) == 24  # no int16 string holds it
+        topic_req = OffsetFetchRequest.OffsetFetchRequestTopic(name="orders", partition_indexes=[0])
+        fetched = w.call(OffsetFetchRequest[5](group_id="g", topics=[topic_req]))
+        part = fetched.topics[0].partitions[0]
+        assert (part.committed_offset, part.metadata) == (4, "x" * 4096)
+    assert proc.stop() == 0
+    with open_log(proc.data_dir / "__consumer_offsets-0", read_only=True) as plog:
+        _next, messages = plog.consume(OFFSET_OLDEST, 100)
+    decoded = [(decode_key(m.key or b""), decode_value(m.value or b"")) for m in messages]
+    assert decoded == [(("g", "orders", 0), (3, "ok")), (("g", "orders", 0), (4, "x" * 4096))]
+
+
+def test_a_string_too_long_for_a_record_is_refused_before_appending(tmp_path: Path) -> None:
+    """The last defence behind OffsetCommit's checks: ValueError, nothing appended."""
+    with DataDir(tmp_path / "data", create=True) as dd:
+        offsets = CommittedOffsets(dd)
+        end = offsets.log.log_end_offset
+        for group, metadata in (("g" * 0x8000, ""), ("g", "x" * 0x8000)):
+            with pytest.raises(ValueError, match="does not fit"):
+                offsets.commit(group, {("orders", 0): (1, metadata)})
+        assert offsets.log.log_end_offset == end
+        assert offsets.groups() == []

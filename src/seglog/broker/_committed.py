@@ -14,6 +14,21 @@ On start a record that does not decode (a truncated field, a length past its end
 version) is skipped with a warning naming its offset, and left in the log as it is: every
 other record still applies, so the partition keeps the last commit that does decode.
 
+Compaction and that skip could disagree: the cleaner keeps the last record of each key
+(the key's bytes; values are not read, as in Kafka's LogCleaner), so a newer record of the
+same key whose value does not decode would supersede an older good commit that the loader,
+skipping the bad one, still restores before compaction. The choice (Kafka's): such records
+are never written. Kafka's loader does not skip them either (an undecodable offset value
+fails the partition's load), and its coordinator writes only what it encodes itself. Here
+too the only writer is this class: Produce to the topic is refused (17
+INVALID_TOPIC_EXCEPTION), every record is built by :func:`encode_key` /
+:func:`encode_value`, whose strings are refused before anything is appended when longer
+than an int16 length holds (ValueError; OffsetCommit answers 24 INVALID_GROUP_ID for such
+a group id and 12 OFFSET_METADATA_TOO_LARGE past Kafka's 4096-character metadata limit),
+and each batch's CRC-32C is checked on read, so damage on disk is a corrupt batch, never
+a record that reaches the decoder. The skip is therefore only a last defence for a log
+edited by hand or written by another program, and a warning names the record.
+
 Durability is the log's: under the default policy (fsync before acknowledging) a commit is
 answered only once its batch is fsynced, sharing the group commit of the partition log, so
 an acknowledged commit survives a kill -9 or a power loss and commits never go back. Each
@@ -42,7 +57,13 @@ with warnings.catch_warnings():  # kafka-python's first import warns (importlib.
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-__all__ = ["OFFSETS_TOPIC", "CommittedOffsets", "decode_key", "decode_value"]
+__all__ = [
+    "MAX_RECORD_STRING_BYTES",
+    "OFFSETS_TOPIC",
+    "CommittedOffsets",
+    "decode_key",
+    "decode_value",
+]
 
 log = logging.getLogger(__name__)
 
@@ -51,14 +72,19 @@ _TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 *
 _LEGACY_FILE = "consumer-offsets.json"
 _KEY_VERSION, _VALUE_VERSION = 1, 3
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
+MAX_RECORD_STRING_BYTES = 0x7FFF
+"""The longest string (UTF-8 bytes) a record's int16 length holds."""
 
 Committed = tuple[int, str | None]
 
 
 def _string(text: str | None) -> bytes:
+    """An int16-length string. Raises ValueError when it is longer than that holds."""
     if text is None:
         return _I16.pack(-1)
     raw = text.encode()
+    if len(raw) > MAX_RECORD_STRING_BYTES:
+        raise ValueError(f"a string of {len(raw)} bytes does not fit an offset commit record")
     return _I16.pack(len(raw)) + raw
 
 
@@ -238,7 +264,9 @@ class CommittedOffsets:
         """Append offsets: one record per partition in one batch. Returns None when they
         are applied at once (the relaxed fsync policy); else a future completing when the
         batch is durable: the caller then calls :meth:`apply`, so that OffsetFetch never
-        shows a commit a crash could still take back (Kafka's pending offset commits)."""
+        shows a commit a crash could still take back (Kafka's pending offset commits).
+        Raises ValueError, before appending anything, for a string too long for a record
+        (the caller validates first: see the module docstring)."""
         now = int(time.time() * 1000)
         records = [
             (encode_key(group, topic, partition), encode_value(offset, metadata, now))

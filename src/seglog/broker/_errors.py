@@ -60,6 +60,7 @@ __all__ = [
     "NON_EMPTY_GROUP",
     "NOT_COORDINATOR",
     "NO_REASSIGNMENT_IN_PROGRESS",
+    "OFFSET_METADATA_TOO_LARGE",
     "OFFSET_OUT_OF_RANGE",
     "OUT_OF_ORDER_SEQUENCE_NUMBER",
     "REBALANCE_IN_PROGRESS",
@@ -83,6 +84,7 @@ __all__ = [
 UNKNOWN_SERVER_ERROR: int = ke.UnknownError.errno
 NONE: int = ke.NoError.errno
 OFFSET_OUT_OF_RANGE: int = ke.OffsetOutOfRangeError.errno
+OFFSET_METADATA_TOO_LARGE: int = ke.OffsetMetadataTooLargeError.errno
 CORRUPT_MESSAGE: int = ke.CorruptRecordError.errno
 UNKNOWN_TOPIC_OR_PARTITION: int = ke.UnknownTopicOrPartitionError.errno
 MESSAGE_TOO_LARGE: int = ke.MessageSizeTooLargeError.errno

@@ -15,11 +15,16 @@ from kafka.protocol.consumer import ListOffsetsResponse, OffsetCommitResponse, O
 
 from seglog.broker import _errors
 from seglog.broker._authorizer import Op, Res
+from seglog.broker._committed import MAX_RECORD_STRING_BYTES
 from seglog.broker._context import BrokerContext
 from seglog.broker._errors import FENCED_INSTANCE_ID, INVALID_GROUP_ID
 from seglog.errors import LogClosedError, SeglogError
 
 __all__ = ["handle_list_offsets", "handle_offset_commit", "handle_offset_fetch"]
+
+OFFSET_METADATA_MAX = 4096
+"""Kafka's default ``offset.metadata.max.bytes`` (compared, as Kafka does, with the
+metadata string's length)."""
 
 LATEST = -1
 EARLIEST = -2
@@ -92,7 +97,11 @@ def handle_offset_commit(ctx: BrokerContext, req: Any, version: int) -> Any:
     INVALID_GROUP_ID. Members of a group (``_groups``) must commit with their member id
     and the current generation (25 UNKNOWN_MEMBER_ID, 22 ILLEGAL_GENERATION, 27
     REBALANCE_IN_PROGRESS); generation -1 commits to a group without members are simple
-    (assign-mode) commits."""
+    (assign-mode) commits. Metadata longer than Kafka's default ``offset.metadata.max.bytes``
+    (4096 characters, as Kafka counts them) is 12 OFFSET_METADATA_TOO_LARGE for that
+    partition, and a group id longer than the offsets log's int16 strings hold (32767
+    UTF-8 bytes, only sendable in flexible versions) is 24 INVALID_GROUP_ID: what is stored
+    always encodes to records that ``_committed`` decodes again."""
     commits: dict[tuple[str, int], tuple[int, str | None]] = {}
     topics = []
     group_code = _errors.NONE
@@ -110,7 +119,7 @@ def handle_offset_commit(ctx: BrokerContext, req: Any, version: int) -> Any:
         parts = []
         for p in t.partitions:
             code = group_code
-            if not req.group_id:
+            if not req.group_id or len(req.group_id.encode()) > MAX_RECORD_STRING_BYTES:
                 code = INVALID_GROUP_ID
             elif code == _errors.NONE and not ctx.allowed(Op.READ, Res.TOPIC, t.name):
                 code = _errors.TOPIC_AUTHORIZATION_FAILED
@@ -119,6 +128,8 @@ def handle_offset_commit(ctx: BrokerContext, req: Any, version: int) -> Any:
                     ctx.topics.log(t.name, p.partition_index)
                 except SeglogError as exc:
                     code = _errors.error_code(exc)
+            if code == _errors.NONE and len(p.committed_metadata or "") > OFFSET_METADATA_MAX:
+                code = _errors.OFFSET_METADATA_TOO_LARGE
             if code == _errors.NONE:
                 commits[(t.name, p.partition_index)] = (p.committed_offset, p.committed_metadata)
             parts.append(_OCPartition(partition_index=p.partition_index, error_code=code))
