@@ -577,6 +577,32 @@ def test_offset_delete_of_non_consumer_group_with_members(broker: str, topic: st
         assert w.call(offset_delete_request(f"unknown-{topic}", topic)).error_code == 69
 
 
+def test_members_joining_during_the_first_rebalance_share_it(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    """Kafka's ``GroupMetadata.add``: the first member gives the group its protocol type,
+    so a second member of the same type joining while the first generation forms (the
+    initial rebalance delay) joins it, not 23 INCONSISTENT_GROUP_PROTOCOL; one of another
+    type still gets 23."""
+    proc = broker_factory(["--group-initial-rebalance-delay-ms", "1000"])
+    with Wire(proc.bootstrap) as a, Wire(proc.bootstrap) as b, Wire(proc.bootstrap) as c:
+        first, second = join_request("g", "", 3), join_request("g", "", 3)
+        a.send(first)
+        deadline = time.monotonic() + 10
+        while describe(c, "g").groups[0].group_state != "PreparingRebalance":
+            assert time.monotonic() < deadline, "the first join did not start a rebalance"
+            time.sleep(0.02)
+        b.send(second)
+        other = c.call(join_request("g", "", 3, protocol_type="connect"))
+        assert other.error_code == 23
+        answers = [a.recv(first), b.recv(second)]
+        assert [r.error_code for r in answers] == [0, 0]
+        assert {r.generation_id for r in answers} == {1}
+        assert len([r for r in answers if r.members]) == 1  # one leader, told both members
+        leader = next(r for r in answers if r.members)
+        assert len(leader.members) == 2
+
+
 def test_shutdown_answers_parked_join(broker_factory: Callable[..., BrokerProcess]) -> None:
     """SIGTERM while a JoinGroup waits for a rebalance: it is answered with 16
     NOT_COORDINATOR at once and the broker exits cleanly."""

@@ -189,6 +189,8 @@ class GroupCoordinator:
     async def _add_and_rebalance(self, group: Group, member: Member) -> JoinResult:
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         member.join_future = fut
+        if not group.members:  # Kafka's add: the first member gives the group its type
+            group.protocol_type = member.protocol_type
         group.members[member.member_id] = member
         if member.group_instance_id is not None:
             group.static_members[member.group_instance_id] = member.member_id
