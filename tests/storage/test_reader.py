@@ -7,7 +7,7 @@ import os
 import pytest
 
 from seglog.errors import DirectoryNotFoundError, InvalidOffsetError, ReadOnlyError
-from seglog.storage import Log, LogConfig, Message, open_log
+from seglog.storage import OFFSET_OLDEST, Log, LogConfig, Message, open_log, trim_by_offset
 from seglog.storage.record.batch import parse_header
 
 from ._batches import make_batch
@@ -88,3 +88,28 @@ def test_read_slice_for_sendfile(tmp_path):
         assert log.read_slice(15, 100) is None
         with pytest.raises(InvalidOffsetError):
             log.read_slice(16, 100)
+
+
+def test_read_only_refresh_after_writer_rolled_and_trimmed_its_tail(tmp_path):
+    """The reader's last segment filled up, rolled and was removed by retention before a
+    refresh: the reader picks up the segments that remain (it used to stay at its old
+    end forever, its log start clamped to it, every later record invisible)."""
+    p = tmp_path / "p"
+    with open_log(p, create=True, segment_messages=5, key_index=True) as writer:
+        for i in range(12):  # segments 0, 5, 10 (holding 10, 11)
+            writer.publish([Message(key=b"k%d" % (i % 2), value=b"%d" % i)])
+        with open_log(p, read_only=True, key_index=True) as reader:
+            assert reader.log_end_offset == 12
+            for i in range(12, 30):  # segment 10 fills up; 15, 20, 25
+                writer.publish([Message(key=b"k%d" % (i % 2), value=b"%d" % i)])
+            trim_by_offset(writer, 20)  # removes 0, 5, 10, 15: the reader's tail too
+            assert reader.refresh() == 30
+            assert reader.log_start_offset == 20
+            _, msgs = reader.consume(OFFSET_OLDEST, 100)
+            assert [m.offset for m in msgs] == list(range(20, 30))
+            assert reader.get_by_key(b"k0").offset == 28
+            with pytest.raises(InvalidOffsetError):
+                reader.get(12)
+            writer.publish([Message(value=b"30")])
+            assert reader.refresh() == 31
+            assert reader.get(30).value == b"30"

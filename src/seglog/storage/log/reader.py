@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from seglog.errors import InvalidOffsetError
 from seglog.storage.fileio import files
+from seglog.storage.log import maint
 from seglog.storage.record.batch import HEADER_SIZE, parse_header
 from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST, decode_batches
 from seglog.storage.segment import checkpoints
@@ -73,7 +74,11 @@ def refresh(st: LogState) -> int:
             tail.extend(st.config.index_interval_bytes)
             new = [b for b in bases if b > tail.base_offset]
         else:
-            new = bases
+            # the tail is gone (retention removed it after the writer rolled past it, so
+            # every segment before it went too): reload the segments the directory holds
+            for seg in segs:
+                maint.retire(st, seg)
+            segs, new = [], bases
         for b in new:
             if segs and segs[-1].next_offset < b and segs[-1].size != os.fstat(segs[-1].fd).st_size:
                 break  # the previous segment still ends in a torn/incomplete batch
@@ -85,13 +90,13 @@ def refresh(st: LogState) -> int:
             segs = [*segs, seg]
         old_tail = st.segments[-1] if st.segments else None
         st.segments = segs
-        if old_tail is not None and segs[-1] is not old_tail:
+        if old_tail is not None and segs and segs[-1] is not old_tail and old_tail in segs:
             old_tail.seal_indexes()  # complete now: its indexes can live in their files
         end = segs[-1].next_offset if segs else 0
         old_end = st.log_end_offset
         st.log_end_offset = st.high_watermark = max(old_end, end)
         if st.keys is not None and st.log_end_offset > old_end:
-            for batch in batches(st, old_end, st.log_end_offset):
+            for batch in batches(st, max(old_end, st.log_start_offset), st.log_end_offset):
                 st.keys.add(batch)
         if st.log_end_offset > old_end:
             st.notifier.notify(st.log_end_offset)  # tailers waiting on this reader
