@@ -12,7 +12,13 @@ import pytest
 import seglog
 import seglog.storage
 from seglog import OFFSET_NEWEST, OFFSET_OLDEST, Log, Message, open_log
-from seglog.errors import InvalidOffsetError, LogClosedError, NoIndexError, ReadOnlyError
+from seglog.errors import (
+    InvalidOffsetError,
+    InvalidRecordError,
+    LogClosedError,
+    NoIndexError,
+    ReadOnlyError,
+)
 
 from ._batches import make_batch
 
@@ -245,3 +251,26 @@ def test_consume_blocking(make_log: MakeLog) -> None:
             nxt, msgs = ro.consume_blocking(2, 10, 10)
             t.join()
             assert (nxt, [m.value for m in msgs]) == (3, [b"new"])
+
+
+@pytest.mark.parametrize("stamps", [[2**63], [1, 2**63], [2**63, 2**63 + 1], [-(2**64), 5]])
+def test_timestamp_outside_int64_is_an_invalid_record(
+    tmp_path: pathlib.Path, stamps: list[int]
+) -> None:
+    """A timestamp no int64 holds is refused as a record (InvalidRecordError, nothing
+    appended), not a struct.error / OverflowError from the encoder."""
+    with open_log(tmp_path / "p", create=True) as log:
+        with pytest.raises(InvalidRecordError, match="timestamp"):
+            log.publish([Message(value=b"v", timestamp=t) for t in stamps])
+        with pytest.raises(InvalidRecordError, match="timestamp"):
+            log.publish_values([b"v"] * len(stamps), timestamp_ms=stamps)
+        if len(stamps) == 1:
+            with pytest.raises(InvalidRecordError, match="timestamp"):
+                log.publish_values([b"v"], timestamp_ms=stamps[0])
+        with pytest.raises(TypeError):
+            log.publish([Message(value=b"v", timestamp=1.5)])  # type: ignore[arg-type]
+        assert log.log_end_offset == 0
+        edge = [0, 2**63 - 1]
+        assert log.publish([Message(value=b"v", timestamp=t) for t in edge]) == 2
+        assert log.publish_values([b"v", b"v"], timestamp_ms=edge) == 4
+        assert [m.timestamp for m in log.consume(0, 4)[1]] == edge * 2

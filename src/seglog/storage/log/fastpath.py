@@ -24,7 +24,7 @@ from seglog.storage.record.columns import (
 )
 from seglog.storage.record.encode import encode_records
 from seglog.storage.record.encode_same import give_back
-from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST
+from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST, stamp_i64, stamps_i64
 
 if TYPE_CHECKING:
     from seglog.storage.log.log import Log
@@ -52,9 +52,10 @@ def publish_values(
     if timestamp_ms is None:
         ts = time.time_ns() // 1_000_000
     elif isinstance(timestamp_ms, int):
-        ts = timestamp_ms
+        ts = stamp_i64(timestamp_ms)
     else:
-        ts = np.asarray(timestamp_ms, dtype=np.int64)
+        ts = timestamp_ms if isinstance(timestamp_ms, np.ndarray) else stamps_i64(timestamp_ms)
+        ts = np.asarray(ts, dtype=np.int64)
         if ts.shape != (n,):
             raise ValueError(f"{len(ts)} timestamps for {n} values")
     if keys is not None and len(keys) != n:

@@ -28,7 +28,7 @@ with warnings.catch_warnings():
 import numpy as np
 import numpy.typing as npt
 
-from seglog.errors import RecordTooLargeError
+from seglog.errors import InvalidRecordError, RecordTooLargeError
 from seglog.storage.record.encode import encode_records
 
 __all__ = [
@@ -231,6 +231,26 @@ def new_batch_builder(batch_size: int, compression_type: int = 0) -> DefaultReco
     )
 
 
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def stamp_i64(timestamp: int) -> int:
+    """``timestamp`` (an int: TypeError otherwise) when an int64 holds it, else
+    InvalidRecordError (the record format stores int64 milliseconds)."""
+    ts = operator.index(timestamp)
+    if not _I64_MIN <= ts <= _I64_MAX:
+        raise InvalidRecordError(f"timestamp {ts} outside the int64 range of the format")
+    return ts
+
+
+def stamps_i64(timestamps: object) -> npt.NDArray[np.int64]:
+    """``timestamps`` as an int64 column; InvalidRecordError when one is outside int64."""
+    try:
+        return np.array(timestamps, dtype=np.int64)
+    except OverflowError as e:
+        raise InvalidRecordError(f"a timestamp outside the int64 range of the format: {e}") from e
+
+
 @overload
 def encode_messages(
     messages: Sequence[Message],
@@ -292,9 +312,10 @@ def encode_messages(
     all_null = keys[0] is None and keys.count(None) == n  # identities: cheap
     ts: int | npt.NDArray[np.int64]
     if stamps.count(stamps[0]) == n:  # one timestamp (usually -1: now)
-        ts = stamps[0] if stamps[0] >= 0 else now
+        ts = stamp_i64(stamps[0])
+        ts = ts if ts >= 0 else now
     else:
-        ts = np.array(stamps, dtype=np.int64)
+        ts = stamps_i64(stamps)
         ts[ts < 0] = now
     # no headers: () is one object, so count() compares identities (any() would test
     # each tuple's truth)
