@@ -88,3 +88,22 @@ def test_writer_lock_and_read_only(tmp_path):
     dd.close()
     with DataDir(tmp_path / "d") as dd2:
         assert isinstance(dd2.topics()["t"].topic_id, uuid.UUID)
+
+
+def test_read_only_log_of_a_topic_deleted_and_created_again(tmp_path):
+    """A read-only DataDir beside the writer: once the writer deleted a topic and created
+    one of the same name, ``log`` serves the new topic's partition, not the cached log of
+    the deleted one (its files gone, its records shown forever)."""
+    with DataDir(tmp_path / "d") as dd, DataDir(tmp_path / "d", read_only=True) as ro:
+        dd.create_topic("t", 1)
+        dd.log("t", 0).publish([Message(value=b"old0"), Message(value=b"old1")])
+        assert [m.value for m in ro.log("t", 0).consume(-2, 10)[1]] == [b"old0", b"old1"]
+        dd.delete_topic("t")
+        with pytest.raises(UnknownTopicError):
+            ro.log("t", 0)
+        dd.create_topic("t", 1)
+        dd.log("t", 0).publish([Message(value=b"new0")])
+        log = ro.log("t", 0)
+        log.refresh()
+        assert [m.value for m in log.consume(-2, 10)[1]] == [b"new0"]
+        assert ro.log("t", 0) is log  # cached again while the topic stays

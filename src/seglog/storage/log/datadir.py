@@ -93,6 +93,9 @@ class DataDir:
         self.default_config = default_config or LogConfig()
         self._lock = threading.RLock()
         self._logs: dict[tuple[str, int], Log] = {}
+        self._log_topic_ids: dict[tuple[str, int], uuid.UUID] = {}
+        """The topic id each cached log was opened for (a read-only DataDir sees the
+        writer delete a topic and create another of the same name)."""
         self._topic_cache: dict[str, TopicInfo] = {}
         self._lock_fd: int | None = None
         self._closed = False
@@ -295,6 +298,12 @@ class DataDir:
             if self._closed:
                 raise StorageError("data directory closed")
             log = self._logs.get((topic, partition))
+            if log is not None and self._log_topic_ids.get((topic, partition)) != info.topic_id:
+                # the writer deleted the topic and created it again: the cached log is
+                # the deleted one's (its files gone)
+                del self._logs[(topic, partition)]
+                log.close()
+                log = None
             if log is None:
                 log = Log.open(
                     self.path / f"{topic}-{partition}",
@@ -302,6 +311,7 @@ class DataDir:
                     read_only=self.read_only,
                 )
                 self._logs[(topic, partition)] = log
+                self._log_topic_ids[(topic, partition)] = info.topic_id
             return log
 
     def close(self) -> None:
