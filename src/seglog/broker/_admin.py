@@ -33,6 +33,22 @@ _CTConfig = _CTResult.CreatableTopicConfigs
 _DYNAMIC_TOPIC_CONFIG = 1
 
 
+def _assignment_problem(assignments: Any, node_id: int) -> str | None:
+    """Why a manual assignment cannot be placed on this single broker, or None (Kafka's
+    ReplicationControlManager.createTopic: each partition once, a replica list naming
+    registered brokers once each, partitions 0..n-1)."""
+    seen: set[int] = set()
+    for a in assignments:
+        if a.partition_index in seen:
+            return f"Found multiple manual partition assignments for partition {a.partition_index}"
+        seen.add(a.partition_index)
+        if list(a.broker_ids) != [node_id]:
+            return f"partition {a.partition_index}: the replicas must be [{node_id}], this broker"
+    if seen != set(range(len(assignments))):
+        return "partitions should be a consecutive 0-based integer sequence"
+    return None
+
+
 def _create_one(ctx: BrokerContext, t: Any, validate_only: bool, version: int) -> Any:
     name = t.name
     partitions = t.num_partitions
@@ -46,8 +62,12 @@ def _create_one(ctx: BrokerContext, t: Any, validate_only: bool, version: int) -
         if ctx.topics.get(name) is not None:
             raise TopicExistsError(f"topic {name!r} already exists")
         if t.assignments:
-            if partitions != -1:
+            if partitions != -1 or t.replication_factor != -1:
                 return _CTResult(error_code=_errors.INVALID_REQUEST, **kwargs)
+            problem = _assignment_problem(t.assignments, ctx.config.node_id)
+            if problem is not None:
+                kwargs["error_message"] = problem
+                return _CTResult(error_code=_errors.INVALID_REPLICA_ASSIGNMENT, **kwargs)
             partitions = len(t.assignments)
         elif partitions == -1:
             partitions = ctx.topics.num_partitions
@@ -86,8 +106,10 @@ def _create_one(ctx: BrokerContext, t: Any, validate_only: bool, version: int) -
 
 def handle_create_topics(ctx: BrokerContext, req: Any, version: int) -> Any:
     """Create topics. Per topic: 17 illegal name (nothing touched on disk), 36 exists,
-    37 partitions < 1, 38 replication factor other than 1, 40 bad config, 42 a name given
-    twice in one request. ``validate_only`` checks without creating."""
+    37 partitions < 1, 38 replication factor other than 1, 39 a manual assignment other
+    than one replica on this broker per partition 0..n-1, 40 bad config, 42 a name given
+    twice in one request or an assignment next to a partition count or replication factor.
+    ``validate_only`` checks without creating."""
     names = [t.name for t in req.topics]
     results = []
     for t in req.topics:
