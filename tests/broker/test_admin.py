@@ -9,6 +9,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import errors as ke
+from kafka.admin import KafkaAdminClient
+from kafka.admin import NewPartitions as KpNewPartitions
+from kafka.admin import NewTopic as KpNewTopic
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.metadata import MetadataRequest
 
@@ -155,3 +159,27 @@ def test_create_with_a_bad_replica_assignment(broker: str, topic: str, data_dir:
     ok = f"{topic}.ok"
     admin.create_topics([NewTopic(ok, 2, replica_assignment=[[0], [0]])])[ok].result(10)
     assert sorted(admin.list_topics(ok, timeout=10).topics[ok].partitions) == [0, 1]
+
+
+def test_partition_count_over_the_limit(broker: str, topic: str, data_dir: Path) -> None:
+    """More partitions than the data directory holds (100000) is 37 INVALID_PARTITIONS,
+    as Kafka answers a partition count it refuses, for CreateTopics and CreatePartitions,
+    with ``validate_only`` too (it answered 40 INVALID_CONFIG, and 0 when validating).
+    kafka-python's admin: librdkafka refuses such counts itself."""
+    admin = KafkaAdminClient(bootstrap_servers=broker)
+    try:
+        for validate_only in (True, False):
+            with pytest.raises(ke.InvalidPartitionsError):
+                admin.create_topics([KpNewTopic(topic, 100_001, 1)], validate_only=validate_only)
+        assert not list(data_dir.glob(f"{topic}-*"))
+
+        admin.create_topics([KpNewTopic(topic, 1, 1)])
+        for validate_only in (True, False):
+            with pytest.raises(ke.InvalidPartitionsError):
+                admin.create_partitions(
+                    {topic: KpNewPartitions(total_count=100_001)}, validate_only=validate_only
+                )
+    finally:
+        admin.close()
+    meta = AdminClient({"bootstrap.servers": broker}).list_topics(topic, timeout=10)
+    assert sorted(meta.topics[topic].partitions) == [0]
