@@ -9,6 +9,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import errors as ke
+from kafka.admin import KafkaAdminClient
+from kafka.admin import NewPartitions as KpNewPartitions
+from kafka.admin import NewTopic as KpNewTopic
+from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from seglog.broker._testing import BrokerProcess
@@ -100,3 +105,81 @@ def test_topic_ids_stable_across_restart(broker_factory: Callable[..., BrokerPro
     assert first.stop() == 0
     second = broker_factory()
     assert ids(second.bootstrap) == before
+
+
+def test_create_with_a_bad_replica_assignment(broker: str, topic: str, data_dir: Path) -> None:
+    """Kafka's ReplicationControlManager.createTopic: a manual assignment needs
+    num_partitions and replication_factor -1 (42 INVALID_REQUEST); each replica list must
+    name registered brokers, each once, not be empty, and the partitions must be 0..n-1
+    (39 INVALID_REPLICA_ASSIGNMENT). Nothing is created."""
+    admin = AdminClient({"bootstrap.servers": broker})
+    for i, assignment in enumerate([[[7]], [[0, 0]], [[0, 1]], [[0], [0, 7]]]):
+        name = f"{topic}.{i}"
+        futures = admin.create_topics(
+            [NewTopic(name, len(assignment), replica_assignment=assignment)]
+        )
+        with pytest.raises(KafkaException) as info:
+            futures[name].result(10)
+        assert info.value.args[0].code() == 39, assignment  # INVALID_REPLICA_ASSIGNMENT
+
+    ct = CreateTopicsRequest[5]
+    assign = ct.CreatableTopic.CreatableReplicaAssignment
+    cases = [  # (num_partitions, replication_factor, [(partition, brokers)], code)
+        (-1, 1, [(0, [0])], 42),
+        (1, -1, [(0, [0])], 42),
+        (-1, -1, [(0, [0]), (2, [0])], 39),
+        (-1, -1, [(0, [0]), (0, [0])], 39),
+        (-1, -1, [(0, [])], 39),
+    ]
+    with Wire(broker) as w:
+        for i, (partitions, factor, assignment, code) in enumerate(cases):
+            name = f"{topic}.raw{i}"
+            resp = w.call(
+                ct(
+                    topics=[
+                        ct.CreatableTopic(
+                            name=name,
+                            num_partitions=partitions,
+                            replication_factor=factor,
+                            assignments=[
+                                assign(partition_index=p, broker_ids=b) for p, b in assignment
+                            ],
+                            configs=[],
+                        )
+                    ],
+                    timeout_ms=1000,
+                    validate_only=False,
+                )
+            )
+            assert resp.topics[0].error_code == code, (partitions, factor, assignment)
+    created = set(admin.list_topics(timeout=10).topics)
+    assert not {n for n in created if n.startswith(f"{topic}.")}
+    assert not list(data_dir.glob(f"{topic}.*"))
+
+    ok = f"{topic}.ok"
+    admin.create_topics([NewTopic(ok, 2, replica_assignment=[[0], [0]])])[ok].result(10)
+    assert sorted(admin.list_topics(ok, timeout=10).topics[ok].partitions) == [0, 1]
+
+
+def test_partition_count_over_the_limit(broker: str, topic: str, data_dir: Path) -> None:
+    """More partitions than the data directory holds (100000) is 37 INVALID_PARTITIONS,
+    as Kafka answers a partition count it refuses, for CreateTopics and CreatePartitions,
+    with ``validate_only`` too (it answered 40 INVALID_CONFIG, and 0 when validating).
+    kafka-python's admin: librdkafka refuses such counts itself."""
+    admin = KafkaAdminClient(bootstrap_servers=broker)
+    try:
+        for validate_only in (True, False):
+            with pytest.raises(ke.InvalidPartitionsError):
+                admin.create_topics([KpNewTopic(topic, 100_001, 1)], validate_only=validate_only)
+        assert not list(data_dir.glob(f"{topic}-*"))
+
+        admin.create_topics([KpNewTopic(topic, 1, 1)])
+        for validate_only in (True, False):
+            with pytest.raises(ke.InvalidPartitionsError):
+                admin.create_partitions(
+                    {topic: KpNewPartitions(total_count=100_001)}, validate_only=validate_only
+                )
+    finally:
+        admin.close()
+    meta = AdminClient({"bootstrap.servers": broker}).list_topics(topic, timeout=10)
+    assert sorted(meta.topics[topic].partitions) == [0]

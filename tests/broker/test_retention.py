@@ -223,6 +223,38 @@ def test_delete_records_each_version_raw(broker_factory: Callable[..., BrokerPro
         assert values(part.records)[-1] == b"v29"  # the whole batch, as Kafka sends it
 
 
+def test_delete_records_negative_offset_on_a_missing_partition(broker: str, topic: str) -> None:
+    """An offset below -1 is 1 OFFSET_OUT_OF_RANGE only where the partition exists: for an
+    unknown topic or partition Kafka answers 3 first (ReplicaManager finds the partition
+    before Partition.deleteRecordsOnLeader looks at the offset); it answered 1."""
+    req = DeleteRecordsRequest[2]
+    part = req.DeleteRecordsTopic.DeleteRecordsPartition
+    with Wire(broker) as w:
+        ensure_topic(w, topic)
+        produce(w, topic, [b"a", b"b"])
+        resp = w.call(
+            req(
+                topics=[
+                    req.DeleteRecordsTopic(
+                        name=topic,
+                        partitions=[
+                            part(partition_index=0, offset=-5),
+                            part(partition_index=9, offset=-5),
+                        ],
+                    ),
+                    req.DeleteRecordsTopic(
+                        name=f"{topic}-nope", partitions=[part(partition_index=0, offset=-5)]
+                    ),
+                ],
+                timeout_ms=5000,
+            )
+        )
+    here, missing_partition = resp.topics[0].partitions
+    assert here.error_code == 1
+    assert (missing_partition.error_code, missing_partition.low_watermark) == (3, -1)
+    assert resp.topics[1].partitions[0].error_code == 3
+
+
 def _commit(bootstrap: str, group: str, offsets: dict[str, int]) -> None:
     """Commit ``offsets`` (topic → offset of partition 0) for ``group`` in one request,
     without joining the group (a standalone commit, as an admin tool does)."""

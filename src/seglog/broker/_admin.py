@@ -28,9 +28,29 @@ __all__ = [
 ]
 
 
+MAX_PARTITIONS = 100_000
+"""Partitions a topic holds at most (the data directory refuses more): above it
+CreateTopics and CreatePartitions answer 37 INVALID_PARTITIONS, validating or not."""
+
 _CTResult = CreateTopicsResponse.CreatableTopicResult
 _CTConfig = _CTResult.CreatableTopicConfigs
 _DYNAMIC_TOPIC_CONFIG = 1
+
+
+def _assignment_problem(assignments: Any, node_id: int) -> str | None:
+    """Why a manual assignment cannot be placed on this single broker, or None (Kafka's
+    ReplicationControlManager.createTopic: each partition once, a replica list naming
+    registered brokers once each, partitions 0..n-1)."""
+    seen: set[int] = set()
+    for a in assignments:
+        if a.partition_index in seen:
+            return f"Found multiple manual partition assignments for partition {a.partition_index}"
+        seen.add(a.partition_index)
+        if list(a.broker_ids) != [node_id]:
+            return f"partition {a.partition_index}: the replicas must be [{node_id}], this broker"
+    if seen != set(range(len(assignments))):
+        return "partitions should be a consecutive 0-based integer sequence"
+    return None
 
 
 def _create_one(ctx: BrokerContext, t: Any, validate_only: bool, version: int) -> Any:
@@ -46,12 +66,17 @@ def _create_one(ctx: BrokerContext, t: Any, validate_only: bool, version: int) -
         if ctx.topics.get(name) is not None:
             raise TopicExistsError(f"topic {name!r} already exists")
         if t.assignments:
-            if partitions != -1:
+            if partitions != -1 or t.replication_factor != -1:
                 return _CTResult(error_code=_errors.INVALID_REQUEST, **kwargs)
+            problem = _assignment_problem(t.assignments, ctx.config.node_id)
+            if problem is not None:
+                kwargs["error_message"] = problem
+                return _CTResult(error_code=_errors.INVALID_REPLICA_ASSIGNMENT, **kwargs)
             partitions = len(t.assignments)
         elif partitions == -1:
             partitions = ctx.topics.num_partitions
-        if partitions < 1:
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            kwargs["error_message"] = f"Number of partitions must be in [1, {MAX_PARTITIONS}]"
             return _CTResult(error_code=_errors.INVALID_PARTITIONS, **kwargs)
         if t.replication_factor not in (-1, 1):
             return _CTResult(error_code=_errors.INVALID_REPLICATION_FACTOR, **kwargs)
@@ -86,8 +111,10 @@ def _create_one(ctx: BrokerContext, t: Any, validate_only: bool, version: int) -
 
 def handle_create_topics(ctx: BrokerContext, req: Any, version: int) -> Any:
     """Create topics. Per topic: 17 illegal name (nothing touched on disk), 36 exists,
-    37 partitions < 1, 38 replication factor other than 1, 40 bad config, 42 a name given
-    twice in one request. ``validate_only`` checks without creating."""
+    37 partitions < 1 or > MAX_PARTITIONS, 38 replication factor other than 1, 39 a manual
+    assignment other than one replica on this broker per partition 0..n-1, 40 bad config,
+    42 a name given twice in one request or an assignment next to a partition count or
+    replication factor. ``validate_only`` checks without creating."""
     names = [t.name for t in req.topics]
     results = []
     for t in req.topics:
@@ -163,6 +190,12 @@ def _grow_one(ctx: BrokerContext, t: Any, validate_only: bool, node_id: int) -> 
                 error_message=f"Topic currently has {info.partitions} partitions, which is "
                 f"higher than or equal to the requested {t.count}.",
             )
+        if t.count > MAX_PARTITIONS:
+            return _CPResult(
+                name=t.name,
+                error_code=_errors.INVALID_PARTITIONS,
+                error_message=f"A topic holds at most {MAX_PARTITIONS} partitions here.",
+            )
         if t.assignments is not None and (
             len(t.assignments) != t.count - info.partitions
             or any(list(a.broker_ids) != [node_id] for a in t.assignments)
@@ -181,9 +214,9 @@ def _grow_one(ctx: BrokerContext, t: Any, validate_only: bool, node_id: int) -> 
 
 def handle_create_partitions(ctx: BrokerContext, req: Any, version: int) -> Any:
     """Add partitions to topics (Kafka's CreatePartitions; partitions only grow). Per
-    topic: 3 unknown topic, 17 illegal name, 37 count not above the current one, 39
-    assignments other than this broker, 42 a topic named twice; ``validate_only`` checks
-    without changing anything."""
+    topic: 3 unknown topic, 17 illegal name, 37 count not above the current one or above
+    MAX_PARTITIONS, 39 assignments other than this broker, 42 a topic named twice;
+    ``validate_only`` checks without changing anything."""
     names = [t.name for t in req.topics]
     results = [
         _CPResult(name=t.name, error_code=_errors.INVALID_REQUEST, error_message="duplicate topic")

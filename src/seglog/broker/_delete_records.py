@@ -2,10 +2,11 @@
 
 Per partition: ``offset`` -1 means the high watermark; an offset above the high watermark
 or below -1 gets 1 OFFSET_OUT_OF_RANGE; an unknown topic or partition 3
-UNKNOWN_TOPIC_OR_PARTITION. On success the answer carries the new low watermark (the log
-start offset, persisted: it survives a restart); the closed segments wholly below it are
-removed (through ``--log-archive-command`` when set). Fetches below it then get
-OFFSET_OUT_OF_RANGE and consumers reset. The file work runs in a thread, off the loop.
+UNKNOWN_TOPIC_OR_PARTITION (whatever the offset). On success the answer carries the new
+low watermark (the log start offset, persisted: it survives a restart); the closed
+segments wholly below it are removed (through ``--log-archive-command`` when set).
+Fetches below it then get OFFSET_OUT_OF_RANGE and consumers reset. The file work runs in
+a thread, off the loop.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def handle_delete_records(ctx: BrokerContext, req: Any, version: int) -> Corouti
                     plog = ctx.topics.log(t.name, p.partition_index)
             except SeglogError as exc:
                 code = _errors.error_code(exc)
-            if p.offset < -1:
+            if code == _errors.NONE and p.offset < -1:  # after 29 and 3, as Kafka checks
                 code = _errors.OFFSET_OUT_OF_RANGE
             parts.append((p.partition_index, plog, p.offset, code))
         plan.append((t.name, parts))
