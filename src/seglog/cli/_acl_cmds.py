@@ -121,8 +121,8 @@ def add(  # noqa: PLR0917 (kafka-acls' options)
         )
         for op in operation
     ]
-    admin = AdminClient(client.config())
     with kafka_errors_exit_1():
+        admin = AdminClient(client.config())  # kept alive until its futures resolve
         for future in admin.create_acls(bindings).values():
             future.result(TIMEOUT)
     Console().print(f"added {len(bindings)} ACL(s)")
@@ -164,8 +164,8 @@ def list_acls(  # noqa: PLR0917
     """ACLs matching the filter (all by default)."""
     from confluent_kafka.admin import AdminClient  # noqa: PLC0415
 
-    admin = AdminClient(client.config())
     with kafka_errors_exit_1():
+        admin = AdminClient(client.config())  # kept alive until its futures resolve
         found = admin.describe_acls(_filter(topic, group, cluster, pattern, principal)).result(
             TIMEOUT
         )
@@ -198,8 +198,8 @@ def delete(
     flt = _filter(topic, group, cluster, pattern, principal)
     if topic is None and group is None and not cluster:
         raise fail("name the resource: --topic, --group or --cluster", 2)
-    admin = AdminClient(client.config())
     with kafka_errors_exit_1():
+        admin = AdminClient(client.config())  # kept alive until its futures resolve
         gone = admin.delete_acls([flt])[flt].result(TIMEOUT)
     Console().print(f"deleted {len(gone)} ACL(s)")
 

@@ -211,10 +211,17 @@ def consume_records(  # noqa: PLR0917 (one loop, kcat's options)
             # librdkafka waits this long before fetching again once its local queue is
             # over queued.min.messages: 1 s by default, which throttles a batch reader
             "fetch.queue.backoff.ms": 0,
-            "auto.offset.reset": "latest" if kind == "end" else "earliest",
+            # an -o N out of range (past the end) resets to the end, as kcat and Kafka's
+            # console consumer do: not to the beginning, records before N were not asked for
+            "auto.offset.reset": (
+                "latest" if kind == "end" or (kind == "absolute" and group is None) else "earliest"
+            ),
         }
     )
-    consumer = Consumer(conf)
+    try:
+        consumer = Consumer(conf)
+    except KafkaException as exc:  # a bad -X value: one line, not a traceback
+        raise fail(exc.args[0].str()) from None
     out = sys.stdout.buffer
     template = fmt.encode()
     printed = 0

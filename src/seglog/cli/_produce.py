@@ -184,25 +184,27 @@ def produce_records(  # noqa: PLR0917 (the command's options, one by one)
         elif json_out:
             print_json({"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset()})
 
-    producer = Producer(
-        client.config(
-            **{
-                "compression.type": compression,
-                "acks": acks,
-                "linger.ms": 20,
-                # a local queue as deep as kcat's use of it: the loop below rarely waits
-                "queue.buffering.max.messages": 1_000_000,
-                "queue.buffering.max.kbytes": 1_048_576,
-                # no idempotence, as kcat and librdkafka's default: librdkafka 2.16 asks for a
-                # producer id only once a broker connection is up and otherwise retries on a
-                # 500 ms timer, and the bootstrap connection is dropped as soon as the cluster
-                # metadata names the brokers, so an idempotent start waited 0.1-1.0 s (half of
-                # a 1 M-line run). -X enable.idempotence=true turns it on.
-                "on_delivery": delivered,  # one callback for all records, not one per call
-                "delivery.report.only.error": not json_out,
-            }
-        )
+    config = client.config(
+        **{
+            "compression.type": compression,
+            "acks": acks,
+            "linger.ms": 20,
+            # a local queue as deep as kcat's use of it: the loop below rarely waits
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            # no idempotence, as kcat and librdkafka's default: librdkafka 2.16 asks for a
+            # producer id only once a broker connection is up and otherwise retries on a
+            # 500 ms timer, and the bootstrap connection is dropped as soon as the cluster
+            # metadata names the brokers, so an idempotent start waited 0.1-1.0 s (half of
+            # a 1 M-line run). -X enable.idempotence=true turns it on.
+            "on_delivery": delivered,  # one callback for all records, not one per call
+            "delivery.report.only.error": not json_out,
+        }
     )
+    try:
+        producer = Producer(config)
+    except KafkaException as exc:  # a bad -X or -z value: one line, not a traceback
+        raise _fail(exc.args[0].str()) from None
     split = _unescape(delimiter)
     key_split = None if key_delimiter is None else _unescape(key_delimiter)
     fixed_key = None if key is None else key.encode()
