@@ -144,6 +144,7 @@ def test_storage_public_names_pinned() -> None:
             "LogAPI",
             "CheckReport",
             "DataDir",
+            "MAX_PARTITIONS",
             "FileSlice",
             "Log",
             "LogConfig",

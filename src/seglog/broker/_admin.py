@@ -18,7 +18,7 @@ from seglog.broker._committed import OFFSETS_TOPIC
 from seglog.broker._config_defs import validate_topic_configs
 from seglog.broker._context import BrokerContext
 from seglog.errors import InvalidTopicError, SeglogError, TopicExistsError, UnknownTopicError
-from seglog.storage import validate_topic_name
+from seglog.storage import MAX_PARTITIONS, validate_topic_name
 
 __all__ = [
     "handle_create_partitions",
@@ -28,9 +28,9 @@ __all__ = [
 ]
 
 
-MAX_PARTITIONS = 100_000
-"""Partitions a topic holds at most (the data directory refuses more): above it
-CreateTopics and CreatePartitions answer 37 INVALID_PARTITIONS, validating or not."""
+# MAX_PARTITIONS (seglog.storage): partitions a topic holds at most (the data directory
+# refuses more); above it CreateTopics and CreatePartitions answer 37 INVALID_PARTITIONS,
+# validating or not
 
 _CTResult = CreateTopicsResponse.CreatableTopicResult
 _CTConfig = _CTResult.CreatableTopicConfigs

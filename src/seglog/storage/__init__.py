@@ -21,7 +21,12 @@ if TYPE_CHECKING:
 
     # Blocking consume (cancellation token for the sync variant)
     from seglog.storage.log.blocking import POLL_S, CancelToken, start_offset
-    from seglog.storage.log.datadir import DataDir, TopicInfo, validate_topic_name
+    from seglog.storage.log.datadir import (
+        MAX_PARTITIONS,
+        DataDir,
+        TopicInfo,
+        validate_topic_name,
+    )
     from seglog.storage.log.keys import rebuild_key_index
     from seglog.storage.log.log import FileSlice, Log, open_log
 
@@ -103,6 +108,7 @@ _LAZY: dict[str, tuple[str, str]] = {
         "DEFAULT_DELETE_RETENTION_MS",
     ),
     "DataDir": ("seglog.storage.log.datadir", "DataDir"),
+    "MAX_PARTITIONS": ("seglog.storage.log.datadir", "MAX_PARTITIONS"),
     "Delivery": ("seglog.storage.log.subscription", "Delivery"),
     "FLUSH_NEVER": ("seglog.storage.config", "FLUSH_NEVER"),
     "FORMAT_VERSION": ("seglog.storage.segment.format_version", "FORMAT_VERSION"),
@@ -187,6 +193,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
     "decode_columns",
     # data directories
     "DataDir",
+    "MAX_PARTITIONS",
     "TopicInfo",
     "atomic_file",
     "atomic_write",

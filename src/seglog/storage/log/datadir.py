@@ -39,11 +39,13 @@ from seglog.storage.config import LogConfig
 from seglog.storage.fileio import files
 from seglog.storage.log.log import Log
 
-__all__ = ["DataDir", "TopicInfo", "validate_topic_name"]
+__all__ = ["MAX_PARTITIONS", "DataDir", "TopicInfo", "validate_topic_name"]
 
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _TOPICS_DIR = "__topics"
 MAX_PARTITIONS = 100_000
+"""Partitions a topic holds at most (``create_topic`` refuses more: ValueError; the broker
+answers 37 INVALID_PARTITIONS)."""
 
 
 def validate_topic_name(name: str) -> None:
