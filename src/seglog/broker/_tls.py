@@ -41,14 +41,25 @@ def server_context(
     return ctx
 
 
+def _escape(value: str) -> str:
+    """An attribute value as RFC 2253 (Java's ``X500Principal.getName()``) writes it:
+    ``,+"\\<>;`` escaped with a backslash, and a leading ``#`` or space and a trailing
+    space; else a common name holding ``,OU=...`` would read as another DN."""
+    out = "".join("\\" + c if c in ',+"\\<>;' else c for c in value)
+    if value.startswith(("#", " ")):
+        out = "\\" + out
+    if value.endswith(" ") and len(value) > 1:
+        out = out[:-1] + "\\ "
+    return out
+
+
 def principal_from_cert(cert: Any) -> str | None:
-    """``User:<subject DN>`` (RFC 2253 order, as Kafka prints it) of a peer certificate
+    """``User:<subject DN>`` (RFC 2253: reversed order, values escaped, the attributes
+    of a multi-valued RDN joined with ``+``; as Kafka prints it) of a peer certificate
     from ``getpeercert()``, or None without one."""
     if not cert:
         return None
-    parts = []
+    rdns = []
     for rdn in reversed(cert.get("subject", ())):
-        for key, value in rdn:
-            short = _DN_NAMES.get(key, key)
-            parts.append(f"{short}={value}")
-    return "User:" + ",".join(parts) if parts else None
+        rdns.append("+".join(f"{_DN_NAMES.get(key, key)}={_escape(value)}" for key, value in rdn))
+    return "User:" + ",".join(rdns) if rdns else None
