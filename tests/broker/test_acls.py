@@ -252,3 +252,31 @@ def test_describe_quorum_needs_cluster_describe(acled: Acled) -> None:
     grant = _allow("kafka-cluster", "alice", AclOperation.DESCRIBE, kind=ResourceType.BROKER)
     admin.create_acls([grant])[grant].result(15)
     assert quorum("alice")["topics"][0]["partitions"][0]["leader_id"] == 0
+
+
+def test_metadata_by_topic_id_needs_describe(acled: Acled) -> None:
+    """A topic asked for by id is described only to a principal that may DESCRIBE it;
+    else 29 with no name and no partitions (Kafka: topic ids are not secret, names are)."""
+    from kafka.protocol.metadata import MetadataRequest  # noqa: PLC0415
+
+    from ._wire import Wire  # noqa: PLC0415
+
+    admin = AdminClient(acled.conf("admin"))
+    admin.create_topics([NewTopic("payroll", 3, 1)])["payroll"].result(15)
+    grant = _allow("payroll", "ANONYMOUS", AclOperation.DESCRIBE)
+    admin.create_acls([grant])[grant].result(15)
+    with Wire(acled.proc.bootstrap) as w:  # PLAINTEXT: User:ANONYMOUS
+        by_name = MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name="payroll")])
+        topic_id = w.call(by_name).topics[0].topic_id
+        flt = AclBindingFilter(
+            ResourceType.TOPIC, "payroll", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
+            AclOperation.DESCRIBE, AclPermissionType.ALLOW,
+        )  # fmt: skip
+        assert len(admin.delete_acls([flt])[flt].result(15)) == 1  # access revoked
+        assert w.call(by_name).topics[0].error_code == 29
+        by_id = MetadataRequest[12](
+            topics=[MetadataRequest.MetadataRequestTopic(topic_id=topic_id, name=None)]
+        )
+        (topic,) = w.call(by_id).topics
+        assert (topic.error_code, topic.name, topic.partitions) == (29, None, [])
+        assert topic.topic_id == topic_id

@@ -74,6 +74,11 @@ def handle_metadata(ctx: BrokerContext, req: Any, version: int) -> Any:
                 info = ctx.topics.by_id(t.topic_id)
                 if info is None:
                     topics.append(_error_entry(None, _errors.UNKNOWN_TOPIC_ID, t.topic_id))
+                elif not ctx.allowed(Op.DESCRIBE, Res.TOPIC, info.name):
+                    # Kafka: 29 with the id (not secret) and without the name (secret)
+                    topics.append(
+                        _error_entry(None, _errors.TOPIC_AUTHORIZATION_FAILED, t.topic_id)
+                    )
                 else:
                     topics.append(_topic_entry(ctx, info))
                 continue
