@@ -280,3 +280,36 @@ def test_metadata_by_topic_id_needs_describe(acled: Acled) -> None:
         (topic,) = w.call(by_id).topics
         assert (topic.error_code, topic.name, topic.partitions) == (29, None, [])
         assert topic.topic_id == topic_id
+
+
+def test_delete_topics_by_id_hides_the_name_without_describe(acled: Acled) -> None:
+    """DeleteTopics by id (v6) refused for lack of DELETE names the topic only to a
+    principal that may DESCRIBE it (Kafka: 29 and a null name; the id is not secret)."""
+    from kafka.protocol.admin import DeleteTopicsRequest  # noqa: PLC0415
+    from kafka.protocol.metadata import MetadataRequest  # noqa: PLC0415
+
+    from ._wire import Wire  # noqa: PLC0415
+
+    admin = AdminClient(acled.conf("admin"))
+    for name in ("salaries", "visible"):
+        admin.create_topics([NewTopic(name, 1, 1)])[name].result(15)
+    req = DeleteTopicsRequest[6]
+    with Wire(acled.proc.bootstrap) as w:  # PLAINTEXT: User:ANONYMOUS
+        ids = {}
+        for name in ("salaries", "visible"):
+            grant = _allow(name, "ANONYMOUS", AclOperation.DESCRIBE)
+            admin.create_acls([grant])[grant].result(15)
+            meta = MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name=name)])
+            ids[name] = w.call(meta).topics[0].topic_id
+        flt = AclBindingFilter(
+            ResourceType.TOPIC, "salaries", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
+            AclOperation.DESCRIBE, AclPermissionType.ALLOW,
+        )  # fmt: skip
+        assert len(admin.delete_acls([flt])[flt].result(15)) == 1  # may no longer describe it
+        topics = [req.DeleteTopicState(name=None, topic_id=ids[n]) for n in ("salaries", "visible")]
+        resp = w.call(req(topics=topics, timeout_ms=5000))
+    assert [(r.name, r.topic_id, r.error_code) for r in resp.responses] == [
+        (None, ids["salaries"], 29),
+        ("visible", ids["visible"], 29),  # may describe it: named
+    ]
+    assert {"salaries", "visible"} <= set(admin.list_topics(timeout=15).topics)  # kept

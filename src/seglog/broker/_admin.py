@@ -151,7 +151,10 @@ def handle_delete_topics(ctx: BrokerContext, req: Any, version: int) -> Any:
             if name is None:
                 raise UnknownTopicError("no topic name or id")
             if not ctx.allowed(Op.DELETE, Res.TOPIC, name):
-                raise _errors.TopicAuthorizationError(name)
+                denied = name
+                if wanted_name is None and not ctx.allowed(Op.DESCRIBE, Res.TOPIC, name):
+                    name = None  # Kafka: asked by id, the name is told only to who may describe
+                raise _errors.TopicAuthorizationError(denied)
             if name == OFFSETS_TOPIC:
                 raise InvalidTopicError(f"{name} is internal: it holds the committed offsets")
             info = ctx.topics.get(name)
