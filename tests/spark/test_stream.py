@@ -116,3 +116,41 @@ def test_fail_on_data_loss(tmp_path: Path) -> None:
         ReadOptions.parse({**options, "failOnDataLoss": "false"}, streaming=True)
     )
     assert [(p.start, p.end) for p in lenient.partitions(beyond, end)] == [(5, 12)]
+
+
+def test_offset_beyond_the_high_watermark_resets_instead_of_stalling(tmp_path: Path) -> None:
+    """A checkpointed offset past the high watermark (topic recreated with fewer records,
+    or startingOffsets beyond the end): Spark's Kafka source ends the next micro-batch at
+    the high watermark, reporting data loss (failOnDataLoss=true raises, false skips) and
+    reading on from there; it must not wait until the log reaches the old offset."""
+    path = tmp_path / "data"
+    _publish(path, "clicks", 0, 0, 5)
+    options = {"path": str(path), "subscribe": "clicks"}
+    beyond = {"clicks": {"0": 9, "1": 0}}
+    strict = SeglogStreamReader(ReadOptions.parse(options, streaming=True))
+    end = strict.latestOffset(beyond, ReadAllAvailable())
+    assert end == {"clicks": {"0": 5, "1": 0}}
+    with pytest.raises(DataLossError, match="failOnDataLoss"):
+        strict.partitions(beyond, end)
+    lenient = SeglogStreamReader(
+        ReadOptions.parse({**options, "failOnDataLoss": "false"}, streaming=True)
+    )
+    end = lenient.latestOffset(beyond, ReadAllAvailable())
+    assert end == {"clicks": {"0": 5, "1": 0}}
+    assert lenient.partitions(beyond, end) == []
+    _publish(path, "clicks", 0, 5, 2)
+    following = lenient.latestOffset(end, ReadAllAvailable())
+    assert following == {"clicks": {"0": 7, "1": 0}}
+    assert [(p.start, p.end) for p in lenient.partitions(end, following)] == [(5, 7)]
+
+
+def test_partition_missing_from_starting_offsets_json_starts_at_earliest(tmp_path: Path) -> None:
+    """As documented (ReadOptions) and as the batch reader does: a partition the
+    startingOffsets JSON omits starts at its log start offset, not at the high watermark
+    (which silently skipped its records)."""
+    path = tmp_path / "data"
+    _publish(path, "clicks", 0, 0, 5)
+    _publish(path, "clicks", 1, 0, 3)
+    options = {"path": str(path), "subscribe": "clicks", "startingOffsets": '{"clicks": {"0": 2}}'}
+    reader = SeglogStreamReader(ReadOptions.parse(options, streaming=True))
+    assert reader.initialOffset() == {"clicks": {"0": 2, "1": 0}}

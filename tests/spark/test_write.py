@@ -497,3 +497,17 @@ def test_encode_columns_ignores_bytes_under_a_null_slot() -> None:
     assert bytes(got) == encode_records(
         [b"1", b"2", b"3"], [b"aa", None, b"cc"], 5, None, BATCH_BYTES
     )
+
+
+def test_negative_partition_column_is_refused_not_routed() -> None:
+    """A partition column of -3 fails (Kafka's producer: invalid partition) instead of
+    being taken for null and the record sent wherever the partitioner puts it."""
+    from seglog.spark._encode import records_of  # noqa: PLC0415
+
+    batch = pa.RecordBatch.from_pydict(
+        {"value": [b"a", b"b"], "partition": pa.array([None, -3], pa.int32())}
+    )
+    with pytest.raises(ValueError, match="partition -3"):
+        list(records_of(batch))
+    ok = pa.RecordBatch.from_pydict({"value": [b"a"], "partition": pa.array([None], pa.int32())})
+    assert [r.partition for r in records_of(ok)] == [-1]

@@ -87,8 +87,8 @@ def _as_bytes(values: list[object], name: str) -> list[bytes | None]:
 def records_of(batch: pa.RecordBatch) -> Iterator[Record]:
     """The records of one Arrow batch of the DataFrame being written.
 
-    Raises ValueError when there is no ``value`` column, TypeError on a column of a type
-    Spark's Kafka sink would refuse.
+    Raises ValueError when there is no ``value`` column or a ``partition`` is negative,
+    TypeError on a column of a type Spark's Kafka sink would refuse.
     """
     names = batch.schema.names
     if "value" not in names:
@@ -107,6 +107,8 @@ def records_of(batch: pa.RecordBatch) -> Iterator[Record]:
         headers = [[] for _ in range(n)]
     for i in range(n):
         part = partitions[i]
+        if part is not None and part < 0:  # -1 is this module's "choose", not the row's
+            raise ValueError(f"partition {part} in the partition column is negative")
         yield Record(topics[i], -1 if part is None else int(part), keys[i], values[i], headers[i])
 
 

@@ -460,8 +460,9 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_trigger: float | None = None
 
     def initialOffset(self) -> dict[str, dict[str, int]]:  # noqa: N802  (pyspark API name)
-        """Offsets of ``startingOffsets`` (default latest) resolved against the logs now."""
-        return offsets_to_json(starting_offsets(self.options, bounds_of(self.options), LATEST))
+        """Offsets of ``startingOffsets`` (default latest) resolved against the logs now;
+        a partition a JSON map omits starts at earliest (as in batch reads)."""
+        return offsets_to_json(starting_offsets(self.options, bounds_of(self.options), EARLIEST))
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
         """``ReadMaxRows(maxOffsetsPerTrigger)`` if that option is set, else read all."""
@@ -488,7 +489,10 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if tp not in self._target:
                     continue
                 high = min(visible, self._target[tp])
-            first = begin.get(tp, low)
+            # beyond the high watermark (topic recreated, startingOffsets past the end): end
+            # at the high watermark, as Spark's Kafka source; partitions() reports the data
+            # loss (or skips it) and the next micro-batch reads on from there
+            first = min(begin.get(tp, low), visible)
             ends[tp] = first
             if high > first:
                 lags[tp] = (first, high)
