@@ -102,6 +102,18 @@ def test_max_bytes_first_batch_always_returned(broker: str, topic: str) -> None:
         assert len(values(three.responses[0].partitions[0].records)) == 3
 
 
+def test_max_bytes_zero_still_returns_first_batch(broker: str, topic: str) -> None:
+    """KIP-74 as Kafka applies it: the first batch of the first non-empty partition comes
+    back even with a request ``max_bytes`` of 0 (Kafka reads it with minOneMessage); an
+    empty answer would leave the consumer polling forever."""
+    with Wire(broker) as w:
+        ensure_topic(w, topic)
+        produce(w, topic, [b"A" * 100])
+        produce(w, topic, [b"B" * 100])
+        resp = w.call(fetch_request(topic, {0: 0}, max_bytes=0, partition_max_bytes=0))
+        assert values(resp.responses[0].partitions[0].records) == [b"A" * 100]
+
+
 def test_unknown_topic_and_partition(broker: str, topic: str) -> None:
     with Wire(broker) as w:
         ensure_topic(w, topic)

@@ -39,3 +39,26 @@ def test_duplicate_and_out_of_order(broker: str, topic: str) -> None:
         resp = w.call(fetch_request(topic, {0: 0}))
     stored = values(resp.responses[0].partitions[0].records)
     assert stored == [b"s0", b"s1", b"s2", b"s3", b"s4", b"s5", b"s0"]
+
+
+def test_new_epoch_must_start_at_sequence_zero(broker: str, topic: str) -> None:
+    """Kafka: a batch of a higher epoch than the partition's producer state must start a
+    new sequence (0); anything else is 45 OUT_OF_ORDER_SEQUENCE_NUMBER, not stored."""
+    with Wire(broker) as w:
+        ensure_topic(w, topic)
+        init = w.call(InitProducerIdRequest[4](transactional_id=None, transaction_timeout_ms=1))
+        pid, epoch = init.producer_id, init.producer_epoch
+
+        def batch(seq: int, ep: int) -> bytes:
+            return make_batch(
+                [f"e{ep}s{seq}".encode()], producer_id=pid, producer_epoch=ep, base_sequence=seq
+            )
+
+        assert send(w, topic, batch(0, epoch)) == (0, 0)
+        assert send(w, topic, batch(1, epoch)) == (0, 1)
+        assert send(w, topic, batch(5, epoch + 1)) == (45, -1)
+        assert send(w, topic, batch(2, epoch)) == (0, 2)  # the old epoch is still current
+        assert send(w, topic, batch(0, epoch + 1)) == (0, 3)
+        resp = w.call(fetch_request(topic, {0: 0}))
+    stored = values(resp.responses[0].partitions[0].records)
+    assert stored == [b"e0s0", b"e0s1", b"e0s2", b"e1s0"]

@@ -2,9 +2,10 @@
 
 Limits follow KIP-74: ``max_bytes`` for the response and ``partition_max_bytes`` per
 partition, except that the first batch of the first non-empty partition is returned even
-when larger. Long poll: when fewer than ``min_bytes`` are available, wait up to
-``max_wait_ms``, woken by ``Log.on_append`` (no polling). No fetch sessions (KIP-227):
-every response has ``session_id`` 0, so clients send full fetch requests.
+when larger (even when a limit is 0, as Kafka reads with ``minOneMessage``). Long poll:
+when fewer than ``min_bytes`` are available, wait up to ``max_wait_ms``, woken by
+``Log.on_append`` (no polling). No fetch sessions (KIP-227): every response has
+``session_id`` 0, so clients send full fetch requests.
 
 Record bytes reach the socket without a copy in the broker: each partition's batches are
 read with one ``os.pread`` (``Log.read``), the response is encoded by kafka-python with a
@@ -85,7 +86,8 @@ def _read(ctx: BrokerContext, wanted: list[_Wanted], max_bytes: int) -> tuple[li
                 hw, start = plog.high_watermark, plog.log_start_offset
                 if w.fetch_offset < start or w.fetch_offset > plog.log_end_offset:
                     code = _errors.OFFSET_OUT_OF_RANGE
-                elif w.fetch_offset < hw and remaining > 0:
+                elif w.fetch_offset < hw and (remaining > 0 or total == 0):
+                    # total 0: the first batch comes back even with max_bytes 0 (KIP-74)
                     limit = min(w.max_bytes, remaining)
                     data = plog.read(w.fetch_offset, max(limit, 1), upper=hw)
                     if len(data) > limit and total > 0:

@@ -6,7 +6,8 @@ across restarts. Duplicate detection follows Kafka's ``ProducerStateManager``: p
 (producer id, topic, partition) the last 5 batches' (first sequence, last sequence, base
 offset, last offset) are kept in memory; a retried batch matching one gets its original
 offsets back (Kafka answers such a DUPLICATE_SEQUENCE with success), a gap or reorder is
-error 45 OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch 47 INVALID_PRODUCER_EPOCH.
+error 45 OUT_OF_ORDER_SEQUENCE_NUMBER (so is a newer epoch's first batch not starting at
+sequence 0), an older epoch 47 INVALID_PRODUCER_EPOCH.
 """
 
 from __future__ import annotations
@@ -140,8 +141,10 @@ class ProducerStateTable:
             return _errors.NONE, -1, -1
         if ident.producer_epoch < state.epoch:
             return _errors.INVALID_PRODUCER_EPOCH, -1, -1
-        if ident.producer_epoch > state.epoch:
-            return _errors.NONE, -1, -1  # new epoch: sequences restart
+        if ident.producer_epoch > state.epoch:  # new epoch: sequences restart at 0
+            if ident.first_sequence != 0:
+                return _errors.OUT_OF_ORDER_SEQUENCE_NUMBER, -1, -1
+            return _errors.NONE, -1, -1
         for entry in state.entries:
             if (entry.first_sequence, entry.last_sequence) == (
                 ident.first_sequence,
