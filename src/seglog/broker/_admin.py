@@ -28,10 +28,6 @@ __all__ = [
 ]
 
 
-# MAX_PARTITIONS (seglog.storage): partitions a topic holds at most (the data directory
-# refuses more); above it CreateTopics and CreatePartitions answer 37 INVALID_PARTITIONS,
-# validating or not
-
 _CTResult = CreateTopicsResponse.CreatableTopicResult
 _CTConfig = _CTResult.CreatableTopicConfigs
 _DYNAMIC_TOPIC_CONFIG = 1

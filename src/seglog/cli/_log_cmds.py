@@ -57,7 +57,7 @@ def _report_table(title: str, reports: list[CheckReport]) -> Table:
 def check_cmd(directory: _DirArg) -> None:
     """Verify every record batch (length, magic, CRC-32C) and index; change nothing."""
     console = Console()
-    with storage_errors_exit_2(console):
+    with storage_errors_exit_2():
         reports = check(directory)
     console.print(_report_table(f"check {directory}", reports))
     if any(not r.ok for r in reports):
@@ -67,7 +67,7 @@ def check_cmd(directory: _DirArg) -> None:
 def recover_cmd(directory: _DirArg) -> None:
     """Keep the longest valid prefix of each log and rebuild its indexes."""
     console = Console()
-    with storage_errors_exit_2(console):
+    with storage_errors_exit_2():
         reports = recover(directory)
     console.print(_report_table(f"recover {directory}", reports))
 
@@ -87,7 +87,7 @@ def stat_cmd(
     """Segments, messages, bytes, offsets, times and index sizes of each log (read-only,
     safe beside a broker)."""
     console = Console()
-    with storage_errors_exit_2(console):
+    with storage_errors_exit_2():
         rows = stat(directory)
     table = Table(title=f"stat {directory}")
     cols = (
@@ -151,7 +151,7 @@ def stat_cmd(
 def migrate_cmd(directory: _DirArg) -> None:
     """Bring each log's on-disk format (``seglog-format``) to this seglog's version."""
     console = Console()
-    with storage_errors_exit_2(console):
+    with storage_errors_exit_2():
         done = migrate(directory)
     for path, old, new in done:
         console.print(f"{path.name}: format {old} -> {new}")

@@ -70,7 +70,7 @@ def trim_cmd(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
     table = Table(title=f"trim {directory}")
     for col in ("log", "segments removed", "bytes freed", "log start", "log end"):
         table.add_column(col, justify="left" if col == "log" else "right")
-    with storage_errors_exit_2(console):
+    with storage_errors_exit_2():
         for d in log_directories(directory):
             with Log.open(d) as log:
                 removed: list[int] = []
@@ -117,7 +117,7 @@ def compact_cmd(
     table = Table(title=f"compact {directory}")
     for col in ("log", "records removed", "bytes freed"):
         table.add_column(col, justify="left" if col == "log" else "right")
-    with storage_errors_exit_2(console):
+    with storage_errors_exit_2():
         for d in log_directories(directory):
             with Log.open(d) as log:
                 res = compact(

@@ -35,7 +35,7 @@ def mirror_cmd(
             f"mirrors need pyarrow: pip install 'seglog[spark]' ({exc})"
         ) from None
     console = Console()
-    with storage_errors_exit_2(console):
+    with storage_errors_exit_2():
         report = sync_mirrors(data_dir, topic)
     table = Table(title=f"mirrors of {data_dir}")
     for column in ("written", "stale removed", "up to date"):
