@@ -83,15 +83,16 @@ def _layer(module: str) -> str | None:
 ALLOWED = {
     "seglog": ("storage",),  # the root re-exports storage's names
     "errors": (),
+    "_malloc": (),  # glibc malloc tuning of a long-running process (broker, Spark workers)
     "storage": (),
     "columnar": ("storage",),  # Arrow/Parquet of topics
     "aio": ("storage",),
-    "broker": ("storage", "columnar"),
-    "spark": ("storage", "columnar", "broker"),
+    "broker": ("storage", "columnar", "_malloc"),
+    "spark": ("storage", "columnar", "broker", "_malloc"),
     "console": ("storage", "columnar", "broker"),  # a Kafka client beside spark
-    "pyspark_seglog": ("storage", "columnar", "broker", "spark"),
-    "bench": ("storage", "columnar", "aio", "broker", "spark", "console"),
-    "cli": ("storage", "columnar", "aio", "broker", "spark", "console", "bench"),
+    "pyspark_seglog": ("storage", "columnar", "broker", "spark", "_malloc"),
+    "bench": ("storage", "columnar", "aio", "broker", "spark", "console", "_malloc"),
+    "cli": ("storage", "columnar", "aio", "broker", "spark", "console", "bench", "_malloc"),
 }
 # outside libraries a layer must not import
 BANNED = {

@@ -34,7 +34,7 @@ SeglogError                         root: catch this to catch everything seglog 
 ```
 
 These classes know nothing of Kafka's wire: the broker maps them to Kafka error codes in
-one table, ``seglog.broker._errors`` (built from ``kafka.errors``).
+one table, ``seglog.broker.protocol.errors`` (built from ``kafka.errors``).
 """
 
 from __future__ import annotations

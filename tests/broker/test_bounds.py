@@ -12,8 +12,8 @@ from kafka.protocol.schemas.fields.array import ArrayField
 from kafka.protocol.schemas.fields.codecs import Bytes, String
 from kafka.protocol.schemas.fields.struct import StructField
 
-from seglog.broker._bounds import check_array_counts
-from seglog.broker._protocol import APIS, parse_request_header
+from seglog.broker.protocol.bounds import check_array_counts
+from seglog.broker.protocol.framing import APIS, parse_request_header
 from seglog.errors import ProtocolError
 
 CASES = [

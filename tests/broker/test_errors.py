@@ -6,7 +6,7 @@ import kafka.errors as ke
 import pytest
 
 import seglog.errors as se
-from seglog.broker import _errors
+from seglog.broker.protocol import errors as _errors
 from seglog.spark._reader import DataLossError  # still importable where it was
 from seglog.storage import SnapshotError
 

@@ -17,10 +17,10 @@ import pytest
 from kafka.protocol.consumer import OffsetDeleteRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
-from seglog.broker._committed import CommittedOffsets
-from seglog.broker._context import BrokerContext
-from seglog.broker._group_admin import handle_offset_delete
-from seglog.broker._group_model import Group, GroupState, Member
+from seglog.broker.apis.group_admin import handle_offset_delete
+from seglog.broker.context import BrokerContext
+from seglog.broker.coordinator.committed import CommittedOffsets
+from seglog.broker.coordinator.group_model import Group, GroupState, Member
 from seglog.storage import DataDir
 
 GROUP_SUBSCRIBED_TO_TOPIC = 86

@@ -13,11 +13,11 @@ import pytest
 import trustme
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from seglog.broker._testing import free_port, start_broker
+from seglog.broker.testing import free_port, start_broker
 
 _CHURN = """
 import os, resource, sys
-from seglog.broker._malloc import tune_malloc
+from seglog._malloc import tune_malloc
 applied = tune_malloc() if sys.argv[1] == "tuned" else False
 def fetch_like():  # the pread result, the TLS BIO copy, the bytes read out of it
     a = os.urandom(1 << 20); b = bytes(a); c = bytearray(b)

@@ -18,14 +18,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from seglog.broker._committed import (
+from seglog.broker.coordinator.committed import (
     CommittedOffsets,
     decode_key,
     decode_value,
     encode_key,
     encode_value,
 )
-from seglog.broker._testing import BrokerProcess
+from seglog.broker.testing import BrokerProcess
 from seglog.storage import OFFSET_OLDEST, DataDir, open_log
 
 from ._wire import Wire

@@ -10,8 +10,8 @@ from typing import NamedTuple
 import pytest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from seglog.broker._produce_wire import encode_produce_response, parse_produce
-from seglog.broker._protocol import APIS, parse_request_header
+from seglog.broker.protocol.framing import APIS, parse_request_header
+from seglog.broker.protocol.produce_wire import encode_produce_response, parse_produce
 from seglog.errors import ProtocolError
 
 from ._wire import make_batch

@@ -19,8 +19,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 from typer.testing import CliRunner
 
 from seglog.broker import BrokerConfig
-from seglog.broker._config_defs import BOOLEAN, BROKER_SETTINGS, BrokerSetting
-from seglog.broker._testing import BrokerProcess
+from seglog.broker.config.settings import BOOLEAN, BROKER_SETTINGS, BrokerSetting
+from seglog.broker.testing import BrokerProcess
 from seglog.cli import build_app
 from seglog.cli._properties import parse_properties
 

@@ -15,7 +15,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, 
 from kafka.protocol.producer import InitProducerIdRequest
 from kafka.record.memory_records import MemoryRecords
 
-from seglog.broker._protocol import APIS
+from seglog.broker.protocol.framing import APIS
 
 from ._wire import Wire, api_versions, ensure_topic, produce
 

@@ -7,7 +7,7 @@ import os
 import pathlib
 import time
 
-from seglog.broker._retention import IDLE_HANDLE_S, RetentionPolicy, RetentionTask
+from seglog.broker.log.retention import IDLE_HANDLE_S, RetentionPolicy, RetentionTask
 from seglog.storage import DataDir, Message
 from seglog.storage.log.gc import MIN_IDLE_S
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyspark
 
-from seglog.broker._testing import free_port
+from seglog.broker.testing import free_port
 
 SPARK_HOME = Path(pyspark.__file__).parent
 

@@ -9,12 +9,12 @@ Heartbeat, LeaveGroup, DescribeGroups, ListGroups: ``_groups``, ``_group_apis``)
 
 from __future__ import annotations
 
-from seglog.broker._committed import OFFSETS_TOPIC
-from seglog.broker._config import BrokerConfig, parse_host_port
-from seglog.broker._listeners import Listener, parse_listeners
-from seglog.broker._scram_store import CredentialStore
-from seglog.broker._server import Broker, run_broker
-from seglog.broker._testing import BrokerProcess, start_broker
+from seglog.broker.config.broker_config import BrokerConfig, parse_host_port
+from seglog.broker.config.listeners import Listener, parse_listeners
+from seglog.broker.coordinator.committed import OFFSETS_TOPIC
+from seglog.broker.network.server import Broker, run_broker
+from seglog.broker.security.scram_store import CredentialStore
+from seglog.broker.testing import BrokerProcess, start_broker
 
 __all__ = [
     "OFFSETS_TOPIC",

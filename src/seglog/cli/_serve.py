@@ -18,7 +18,7 @@ from seglog.broker import (
     parse_listeners,
     run_broker,
 )
-from seglog.broker._config_defs import BOOLEAN, BROKER_SETTINGS, BrokerSetting
+from seglog.broker.config.settings import BOOLEAN, BROKER_SETTINGS, BrokerSetting
 from seglog.cli._json_log import JsonFormatter
 from seglog.cli._properties import load_server_properties
 from seglog.errors import DataDirLockedError

@@ -37,7 +37,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from seglog.broker._malloc import tune_malloc
+from seglog._malloc import tune_malloc
 from seglog.columnar import columns_batch
 from seglog.errors import DataLossError, SeglogError
 from seglog.spark._options import (

@@ -1,0 +1,232 @@
+"""Fetch (API 1): stored record batches returned unchanged, with long poll.
+
+Limits follow KIP-74: ``max_bytes`` for the response and ``partition_max_bytes`` per
+partition, except that the first batch of the first non-empty partition is returned even
+when larger (even when a limit is 0, as Kafka reads with ``minOneMessage``). Long poll:
+when fewer than ``min_bytes`` are available, wait up to ``max_wait_ms``, woken by
+``Log.on_append`` (no polling). No fetch sessions (KIP-227): every response has
+``session_id`` 0, so clients send full fetch requests.
+
+Record bytes reach the socket without a copy in the broker: each partition's batches are
+read with one ``os.pread`` (``Log.read``), the response is encoded by kafka-python with a
+16-byte placeholder in each ``records`` field, and the frame goes out as pieces (the
+encoded head, the records as read, the rest), with the size fields fixed up. Encoding the
+records themselves cost ~210 us per MiB (kafka-python copies them into a growing buffer;
+v12, CPU time on this machine: 307 us for a 1 MiB response against 88 us empty).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+import uuid
+from collections.abc import Coroutine
+from typing import Any, NamedTuple
+
+from kafka.protocol.consumer import FetchResponse
+
+from seglog.broker.context import BrokerContext
+from seglog.broker.protocol import errors as _errors
+from seglog.broker.protocol.framing import encode_response
+from seglog.broker.protocol.reader import uvarint_bytes
+from seglog.broker.security.authorizer import Op, Res
+from seglog.errors import SeglogError
+
+__all__ = ["handle_fetch"]
+
+_MARK_BYTES = 16
+_I32 = struct.Struct(">i")
+Pieces = list[bytes | bytearray | memoryview]
+"""A response frame in pieces, written in order."""
+_Topic = FetchResponse.FetchableTopicResponse
+_Partition = _Topic.PartitionData
+
+
+class _Wanted(NamedTuple):
+    topic: str | None  # None: unknown topic id
+    topic_id: uuid.UUID | None
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    denied: bool = False  # no READ on the topic (29), decided when the request arrived
+
+
+def _plan(ctx: BrokerContext, req: Any, version: int) -> list[_Wanted]:
+    wanted = []
+    for t in req.topics:
+        if version >= 13:
+            info = ctx.topics.by_id(t.topic_id)
+            name, topic_id = (None if info is None else info.name), t.topic_id
+        else:
+            name, topic_id = t.topic, None
+        for p in t.partitions:
+            denied = name is not None and not ctx.allowed(Op.READ, Res.TOPIC, name)
+            wanted.append(
+                _Wanted(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes, denied)
+            )
+    return wanted
+
+
+def _read(ctx: BrokerContext, wanted: list[_Wanted], max_bytes: int) -> tuple[list[Any], int, bool]:
+    """Per-partition response entries, total record bytes, whether any partition erred."""
+    out = []
+    total = 0
+    erred = False
+    remaining = max_bytes
+    for w in wanted:
+        code, hw, start, data = _errors.NONE, -1, -1, b""
+        if w.topic is None:
+            code = _errors.UNKNOWN_TOPIC_ID
+        elif w.denied:
+            code = _errors.TOPIC_AUTHORIZATION_FAILED
+        else:
+            try:
+                plog = ctx.topics.log(w.topic, w.partition)
+                hw, start = plog.high_watermark, plog.log_start_offset
+                if w.fetch_offset < start or w.fetch_offset > plog.log_end_offset:
+                    code = _errors.OFFSET_OUT_OF_RANGE
+                elif w.fetch_offset < hw and (remaining > 0 or total == 0):
+                    # total 0: the first batch comes back even with max_bytes 0 (KIP-74)
+                    limit = min(w.max_bytes, remaining)
+                    data = plog.read(w.fetch_offset, max(limit, 1), upper=hw)
+                    if len(data) > limit and total > 0:
+                        data = b""  # only the first non-empty partition may overshoot
+            except SeglogError as exc:
+                code = _errors.error_code(exc)
+        erred = erred or code != _errors.NONE
+        total += len(data)
+        remaining -= len(data)
+        out.append((w, code, hw, start, data))
+    return out, total, erred
+
+
+def _response(
+    version: int, entries: list[Any], marks: list[tuple[bytes, bytes]], error_code: int = 0
+) -> Any:
+    """The response body; each non-empty ``records`` is a placeholder appended to
+    ``marks`` as (placeholder, records)."""
+    topics: list[Any] = []
+    index: dict[tuple[str | None, uuid.UUID | None], Any] = {}
+    for w, code, hw, start, data in entries:
+        key = (w.topic, w.topic_id)
+        topic = index.get(key)
+        if topic is None:
+            if version >= 13:
+                topic = _Topic(topic_id=w.topic_id, partitions=[])
+            else:
+                topic = _Topic(topic=w.topic, partitions=[])
+            index[key] = topic
+            topics.append(topic)
+        records = data
+        if data:
+            records = os.urandom(_MARK_BYTES - 4) + _I32.pack(len(marks))
+            marks.append((records, data))
+        topic.partitions.append(
+            _Partition(
+                partition_index=w.partition,
+                error_code=code,
+                high_watermark=hw,
+                last_stable_offset=hw,
+                log_start_offset=start,
+                aborted_transactions=[],
+                preferred_read_replica=-1,
+                records=records,
+            )
+        )
+    return FetchResponse[version](
+        throttle_time_ms=0, error_code=error_code, session_id=0, responses=topics, node_endpoints=[]
+    )
+
+
+def _encode(version: int, correlation_id: int, entries: list[Any], error_code: int = 0) -> Pieces:
+    """The framed response: kafka-python's encoding with each placeholder (and its length
+    prefix: compact uvarint 17 in flexible versions, else int32 16) replaced by the real
+    length and the records as read, as separate pieces."""
+    marks: list[tuple[bytes, bytes]] = []
+    encoded = encode_response(1, version, correlation_id, _response(version, entries, marks))
+    if not marks:
+        return [encoded]
+    flexible = bool(FetchResponse.flexible_version_q(version))
+    prefix_bytes = 1 if flexible else 4
+    found = sorted((encoded.find(mark), mark, data) for mark, data in marks)
+    view = memoryview(encoded)
+    pieces: Pieces = []
+    pos = 0
+    size = len(encoded) - 4
+    for at, _mark, data in found:
+        if at < pos:  # cannot happen: 16 random bytes do not occur elsewhere by chance
+            raise RuntimeError("fetch records placeholder not found in the encoded response")
+        length = uvarint_bytes(len(data) + 1) if flexible else _I32.pack(len(data))
+        pieces += (view[pos : at - prefix_bytes], length, data)
+        size += len(length) - prefix_bytes + len(data) - _MARK_BYTES
+        pos = at + _MARK_BYTES
+    pieces.append(view[pos:])
+    head = bytearray(pieces[0])
+    _I32.pack_into(head, 0, size)
+    pieces[0] = head
+    return pieces
+
+
+def handle_fetch(
+    ctx: BrokerContext, req: Any, version: int, correlation_id: int
+) -> Pieces | Coroutine[Any, Any, Pieces]:
+    """The framed response (in pieces) at once when ``min_bytes`` are available, a
+    partition has an error (1 OFFSET_OUT_OF_RANGE, 3 UNKNOWN_TOPIC_OR_PARTITION, 100
+    UNKNOWN_TOPIC_ID) or ``max_wait_ms`` <= 0; else a coroutine long-polling for it. A
+    fetch session id other than 0 gets 70."""
+    if version >= 7 and req.session_id != 0:
+        return _encode(version, correlation_id, [], _errors.FETCH_SESSION_ID_NOT_FOUND)
+    wanted = _plan(ctx, req, version)
+    max_bytes = req.max_bytes if version >= 3 else 0x7FFFFFFF
+    entries, total, erred = _read(ctx, wanted, max_bytes)
+    if total >= req.min_bytes or erred or req.max_wait_ms <= 0 or ctx.shutting_down:
+        _count(ctx, entries)
+        return _encode(version, correlation_id, entries)
+    return _long_poll(
+        ctx,
+        version,
+        correlation_id,
+        wanted=wanted,
+        max_bytes=max_bytes,
+        min_bytes=req.min_bytes,
+        max_wait_ms=req.max_wait_ms,
+    )
+
+
+async def _long_poll(
+    ctx: BrokerContext,
+    version: int,
+    correlation_id: int,
+    *,
+    wanted: list[_Wanted],
+    max_bytes: int,
+    min_bytes: int,
+    max_wait_ms: int,
+) -> Pieces:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_wait_ms / 1000
+    keys = [(w.topic, w.partition) for w in wanted if w.topic is not None]
+    ctx.metrics.fetches_waiting += 1
+    try:
+        while True:
+            fut = ctx.topics.waiter(keys)  # registered before reading: no lost wake-up
+            try:
+                entries, total, erred = _read(ctx, wanted, max_bytes)
+                timeout = deadline - loop.time()
+                if total >= min_bytes or erred or timeout <= 0 or ctx.shutting_down:
+                    _count(ctx, entries)
+                    return _encode(version, correlation_id, entries)
+                await asyncio.wait((fut,), timeout=timeout)
+            finally:
+                ctx.topics.discard(fut, keys)
+                fut.cancel()
+    finally:
+        ctx.metrics.fetches_waiting -= 1
+
+
+def _count(ctx: BrokerContext, entries: list[Any]) -> None:
+    """Bytes and records sent, per partition (metrics)."""
+    for w, _code, _hw, _start, data in entries:
+        if data and w.topic is not None:
+            ctx.metrics.fetched(w.topic, w.partition, data)

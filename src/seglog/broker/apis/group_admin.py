@@ -1,0 +1,156 @@
+"""DeleteGroups (API 42) and OffsetDelete (API 47): removing groups and committed offsets.
+
+Kafka's rules: a group with members is 68 NON_EMPTY_GROUP (DeleteGroups); a group with
+neither members nor committed offsets is 69 GROUP_ID_NOT_FOUND. OffsetDelete follows
+Kafka's ``GroupCoordinator.handleDeleteOffsets`` (``ClassicGroup.validateOffsetDelete``):
+an Empty group (or one known by its committed offsets only) has the named offsets
+deleted; a group with members (PreparingRebalance, CompletingRebalance, Stable) whose
+protocol type is "consumer" refuses, per partition, those of a topic its live members
+subscribe to with 86 GROUP_SUBSCRIBED_TO_TOPIC and deletes the others (the subscription is
+read from each member's consumer-protocol metadata, Kafka's
+``ConsumerProtocolSubscription``); a group with members and any other protocol type (a
+Connect group, say) answers the whole request with 68 NON_EMPTY_GROUP, no partitions
+listed, and deletes nothing.
+
+That metadata is client-supplied bytes, read with the broker's bounded ``WireReader`` as
+Kafka's coordinator reads it: the version, then version 0's fields (topics, user data),
+which every later version starts with. Metadata that does not read so (truncated, a length
+past the end, a null array or topic, non-UTF-8) leaves the subscription unknown, and then,
+as in Kafka (``GroupMetadata.isSubscribedToTopic``), every topic counts as subscribed: the
+request gets 86 for each partition and no committed offset is deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka.protocol.admin import DeleteGroupsResponse
+from kafka.protocol.consumer import OffsetDeleteResponse
+
+from seglog.broker.context import BrokerContext
+from seglog.broker.coordinator.group_model import Group, GroupState
+from seglog.broker.protocol.errors import (
+    GROUP_AUTHORIZATION_FAILED,
+    GROUP_ID_NOT_FOUND,
+    GROUP_SUBSCRIBED_TO_TOPIC,
+    INVALID_GROUP_ID,
+    NON_EMPTY_GROUP,
+)
+from seglog.broker.protocol.reader import WireReader
+from seglog.broker.security.authorizer import Op, Res
+from seglog.errors import ProtocolError
+
+__all__ = ["handle_delete_groups", "handle_offset_delete"]
+
+log = logging.getLogger(__name__)
+
+
+def _known(ctx: BrokerContext, group_id: str) -> bool:
+    return group_id in ctx.groups.groups or bool(ctx.committed.partitions(group_id))
+
+
+def handle_delete_groups(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Delete empty groups and their committed offsets."""
+    results = []
+    for group_id in req.groups_names:
+        group = ctx.groups.groups.get(group_id)
+        if not group_id:
+            code = INVALID_GROUP_ID
+        elif not ctx.allowed(Op.DELETE, Res.GROUP, group_id):
+            code = GROUP_AUTHORIZATION_FAILED
+        elif group is not None and (group.members or group.pending):
+            code = NON_EMPTY_GROUP
+        elif not _known(ctx, group_id):
+            code = GROUP_ID_NOT_FOUND
+        else:
+            ctx.groups.groups.pop(group_id, None)
+            ctx.committed.delete_group(group_id)
+            code = 0
+        results.append(
+            DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=code)
+        )
+    return DeleteGroupsResponse[version](throttle_time_ms=0, results=results)
+
+
+def _subscription(data: bytes) -> set[str]:
+    """The topics of a ConsumerProtocolSubscription: version int16 (>= 0), topics
+    (int32 count, int16-length strings, neither null), user data (nullable bytes); later
+    versions' fields after these are not read. Raises ProtocolError."""
+    r = WireReader(memoryview(data), 0, False, "consumer protocol subscription")
+    version = r.int16()
+    if version < 0:
+        raise ProtocolError(f"consumer protocol subscription version {version}")
+    topics: set[str] = set()  # a set: repeated names take no room
+    for _ in range(r.count(2, nullable=False)):
+        topic = r.string()
+        if topic is None:
+            raise ProtocolError("null topic in the consumer protocol subscription")
+        topics.add(topic)
+    r.skip_bytes()  # user data
+    return topics
+
+
+def _subscribed_topics(group: Group | None) -> set[str] | None:
+    """Topics named in the members' subscriptions; None (every topic counts as subscribed)
+    when one member's cannot be read."""
+    topics: set[str] = set()
+    if group is None or group.protocol_type != "consumer":
+        return topics
+    for member in group.members.values():
+        try:
+            topics.update(_subscription(member.metadata(group.protocol_name)))
+        except ProtocolError as exc:
+            log.warning(
+                "group %r: unreadable subscription of member %r (%s); OffsetDelete treats "
+                "every topic as subscribed",
+                group.group_id,
+                member.member_id,
+                exc,
+            )
+            return None
+    return topics
+
+
+def _non_empty_other_protocol(group: Group | None) -> bool:
+    """The group has members (it is not Empty) and its protocol type is not "consumer".
+    The type is the group's, or while its first generation is being formed (the group
+    has none yet) the first member's, as Kafka's group takes its first member's type."""
+    if group is None or group.state in (GroupState.EMPTY, GroupState.DEAD):
+        return False
+    protocol_type = group.protocol_type
+    if protocol_type is None and group.members:
+        protocol_type = next(iter(group.members.values())).protocol_type
+    return protocol_type != "consumer"
+
+
+def handle_offset_delete(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Delete a group's committed offsets of the named partitions."""
+    resp = OffsetDeleteResponse[version]
+    topic_cls = resp.OffsetDeleteResponseTopic
+    part_cls = topic_cls.OffsetDeleteResponsePartition
+    if not req.group_id:
+        return resp(error_code=INVALID_GROUP_ID, throttle_time_ms=0, topics=[])
+    if not ctx.allowed(Op.DELETE, Res.GROUP, req.group_id):
+        return resp(error_code=GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
+    if not _known(ctx, req.group_id):
+        return resp(error_code=GROUP_ID_NOT_FOUND, throttle_time_ms=0, topics=[])
+    group = ctx.groups.groups.get(req.group_id)
+    if _non_empty_other_protocol(group):
+        return resp(error_code=NON_EMPTY_GROUP, throttle_time_ms=0, topics=[])
+    subscribed = _subscribed_topics(group)
+    deletable: list[tuple[str, int]] = []
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            if subscribed is None or t.name in subscribed:
+                code = GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                code = 0
+                deletable.append((t.name, p.partition_index))
+            parts.append(part_cls(partition_index=p.partition_index, error_code=code))
+        topics.append(topic_cls(name=t.name, partitions=parts))
+    if deletable:
+        ctx.committed.delete_offsets(req.group_id, deletable)
+    return resp(error_code=0, throttle_time_ms=0, topics=topics)

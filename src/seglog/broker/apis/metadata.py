@@ -1,0 +1,124 @@
+"""Metadata (API 3) and FindCoordinator (API 10): this single broker leads every
+partition and coordinates every group and transactional id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
+
+from seglog.broker.context import BrokerContext
+from seglog.broker.coordinator.committed import OFFSETS_TOPIC
+from seglog.broker.protocol import errors as _errors
+from seglog.broker.security.authorizer import CLUSTER_NAME, Op, Res
+from seglog.errors import SeglogError
+from seglog.storage import TopicInfo
+
+__all__ = ["handle_find_coordinator", "handle_metadata"]
+
+_Topic = MetadataResponse.MetadataResponseTopic
+_Partition = _Topic.MetadataResponsePartition
+
+
+def _topic_entry(ctx: BrokerContext, info: TopicInfo) -> Any:
+    node = ctx.config.node_id
+    partitions = [
+        _Partition(
+            error_code=0,
+            partition_index=p,
+            leader_id=node,
+            leader_epoch=0,
+            replica_nodes=[node],
+            isr_nodes=[node],
+            offline_replicas=[],
+        )
+        for p in range(info.partitions)
+    ]
+    return _Topic(
+        error_code=0,
+        name=info.name,
+        topic_id=info.topic_id,
+        is_internal=info.name == OFFSETS_TOPIC,  # as Kafka marks its internal topics
+        partitions=partitions,
+    )
+
+
+def _error_entry(name: str | None, code: int, topic_id: Any = None) -> Any:
+    kwargs: dict[str, Any] = {"error_code": code, "name": name, "is_internal": False}
+    kwargs["partitions"] = []
+    if topic_id is not None:
+        kwargs["topic_id"] = topic_id
+    return _Topic(**kwargs)
+
+
+def handle_metadata(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Brokers (this one), cluster id, and the requested topics (all when ``topics`` is
+    null, or empty at v0). A missing topic is auto-created when both the broker and the
+    request allow it; else 3 UNKNOWN_TOPIC_OR_PARTITION; an illegal name is 17
+    INVALID_TOPIC_EXCEPTION and touches nothing on disk."""
+    requested = req.topics
+    if version == 0 and not requested:
+        requested = None
+    allow = req.allow_auto_topic_creation if version >= 4 else True
+    topics = []
+    if requested is None:  # every topic the principal may describe (the others are hidden)
+        topics = [
+            _topic_entry(ctx, info)
+            for info in ctx.topics.all().values()
+            if ctx.allowed(Op.DESCRIBE, Res.TOPIC, info.name)
+        ]
+    else:
+        for t in requested:
+            name = t.name
+            if name is None:  # v10+: by topic id
+                info = ctx.topics.by_id(t.topic_id)
+                if info is None:
+                    topics.append(_error_entry(None, _errors.UNKNOWN_TOPIC_ID, t.topic_id))
+                elif not ctx.allowed(Op.DESCRIBE, Res.TOPIC, info.name):
+                    # Kafka: 29 with the id (not secret) and without the name (secret)
+                    topics.append(
+                        _error_entry(None, _errors.TOPIC_AUTHORIZATION_FAILED, t.topic_id)
+                    )
+                else:
+                    topics.append(_topic_entry(ctx, info))
+                continue
+            if not ctx.allowed(Op.DESCRIBE, Res.TOPIC, name):
+                topics.append(_error_entry(name, _errors.TOPIC_AUTHORIZATION_FAILED))
+                continue
+            creatable = ctx.allowed(Op.CREATE, Res.CLUSTER, CLUSTER_NAME) or ctx.allowed(
+                Op.CREATE, Res.TOPIC, name
+            )
+            try:
+                info = ctx.topics.ensure(name, allow_auto_create=allow and creatable)
+            except (SeglogError, OSError) as exc:
+                topics.append(_error_entry(name, _errors.error_code(exc)))
+            else:
+                topics.append(_topic_entry(ctx, info))
+    broker = MetadataResponse.MetadataResponseBroker(
+        node_id=ctx.config.node_id, host=ctx.host, port=ctx.port, rack=None
+    )
+    return MetadataResponse[version](
+        throttle_time_ms=0,
+        brokers=[broker],
+        cluster_id=ctx.state.cluster_id,
+        controller_id=ctx.config.node_id,
+        topics=topics,
+        error_code=0,
+    )
+
+
+def handle_find_coordinator(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """This broker for every key (group or transactional id); v4+ answers per key."""
+    node, host, port = ctx.config.node_id, ctx.host, ctx.port
+    resp = FindCoordinatorResponse[version]
+    if version >= 4:
+        coordinators = [
+            FindCoordinatorResponse.Coordinator(
+                key=key, node_id=node, host=host, port=port, error_code=0, error_message=None
+            )
+            for key in req.coordinator_keys
+        ]
+        return resp(throttle_time_ms=0, coordinators=coordinators)
+    return resp(
+        throttle_time_ms=0, error_code=0, error_message=None, node_id=node, host=host, port=port
+    )

@@ -1,0 +1,261 @@
+"""ListOffsets (API 2) and committed offsets: OffsetCommit (API 8), OffsetFetch (API 9).
+
+Commits from group members are checked against ``_groups.GroupCoordinator`` (member id,
+generation); consumers that assign partitions themselves commit with generation -1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import Future
+from typing import Any
+
+from kafka.protocol.consumer import ListOffsetsResponse, OffsetCommitResponse, OffsetFetchResponse
+
+from seglog.broker.context import BrokerContext
+from seglog.broker.coordinator.committed import MAX_RECORD_STRING_BYTES
+from seglog.broker.protocol import errors as _errors
+from seglog.broker.protocol.errors import FENCED_INSTANCE_ID, INVALID_GROUP_ID
+from seglog.broker.security.authorizer import Op, Res
+from seglog.errors import LogClosedError, SeglogError
+
+__all__ = ["handle_list_offsets", "handle_offset_commit", "handle_offset_fetch"]
+
+OFFSET_METADATA_MAX = 4096
+"""Kafka's default ``offset.metadata.max.bytes`` (compared, as Kafka does, with the
+metadata string's length)."""
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+
+log = logging.getLogger(__name__)
+
+_LOTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+_LOPartition = _LOTopic.ListOffsetsPartitionResponse
+
+
+def _list_offset(ctx: BrokerContext, topic: str, partition: int, timestamp: int) -> Any:
+    if not ctx.allowed(Op.DESCRIBE, Res.TOPIC, topic):
+        return _LOPartition(
+            partition_index=partition,
+            error_code=_errors.TOPIC_AUTHORIZATION_FAILED,
+            timestamp=-1,
+            offset=-1,
+            leader_epoch=-1,
+        )
+    try:
+        plog = ctx.topics.log(topic, partition)
+        offset, ts = -1, -1
+        if timestamp == LATEST:
+            offset = plog.high_watermark
+        elif timestamp in (EARLIEST, EARLIEST_LOCAL):
+            offset = plog.log_start_offset
+        elif timestamp >= 0:
+            found = plog.offset_for_time(timestamp)
+            if found is not None and found[0] < plog.high_watermark:
+                offset, ts = found
+        # MAX_TIMESTAMP and other sentinels: no answer (-1, -1), as for a time past the end
+        return _LOPartition(
+            partition_index=partition, error_code=0, timestamp=ts, offset=offset, leader_epoch=0
+        )
+    except SeglogError as exc:
+        return _LOPartition(
+            partition_index=partition,
+            error_code=_errors.error_code(exc),
+            timestamp=-1,
+            offset=-1,
+            leader_epoch=-1,
+        )
+
+
+def handle_list_offsets(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Offsets by time: -2 earliest (log start offset), -1 latest (high watermark, which is
+    also the last stable offset: no transactions), t >= 0 the first batch whose max
+    timestamp >= t (offset, timestamp) or (-1, -1) when none; -3 max timestamp is not
+    tracked and answers (-1, -1). Unknown topic or partition: 3."""
+    topics = [
+        _LOTopic(
+            name=t.name,
+            partitions=[
+                _list_offset(ctx, t.name, p.partition_index, p.timestamp) for p in t.partitions
+            ],
+        )
+        for t in req.topics
+    ]
+    return ListOffsetsResponse[version](throttle_time_ms=0, topics=topics)
+
+
+_OCTopic = OffsetCommitResponse.OffsetCommitResponseTopic
+_OCPartition = _OCTopic.OffsetCommitResponsePartition
+
+
+def handle_offset_commit(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Store committed offsets. Unknown topic or partition: 3; empty group id: 24
+    INVALID_GROUP_ID. Members of a group (``_groups``) must commit with their member id
+    and the current generation (25 UNKNOWN_MEMBER_ID, 22 ILLEGAL_GENERATION, 27
+    REBALANCE_IN_PROGRESS); generation -1 commits to a group without members are simple
+    (assign-mode) commits. Metadata longer than Kafka's default ``offset.metadata.max.bytes``
+    (4096 characters, as Kafka counts them) is 12 OFFSET_METADATA_TOO_LARGE for that
+    partition, and a group id longer than the offsets log's int16 strings hold (32767
+    UTF-8 bytes, only sendable in flexible versions) is 24 INVALID_GROUP_ID: what is stored
+    always encodes to records that ``_committed`` decodes again."""
+    commits: dict[tuple[str, int], tuple[int, str | None]] = {}
+    topics = []
+    group_code = _errors.NONE
+    if req.group_id and not ctx.allowed(Op.READ, Res.GROUP, req.group_id):
+        group_code = _errors.GROUP_AUTHORIZATION_FAILED
+    elif req.group_id and ctx.groups.fenced(
+        req.group_id, req.member_id, getattr(req, "group_instance_id", None)
+    ):
+        group_code = FENCED_INSTANCE_ID
+    elif req.group_id:
+        group_code = ctx.groups.validate_commit(
+            req.group_id, req.generation_id_or_member_epoch, req.member_id
+        )
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            code = group_code
+            if not req.group_id or len(req.group_id.encode()) > MAX_RECORD_STRING_BYTES:
+                code = INVALID_GROUP_ID
+            elif code == _errors.NONE and not ctx.allowed(Op.READ, Res.TOPIC, t.name):
+                code = _errors.TOPIC_AUTHORIZATION_FAILED
+            elif code == _errors.NONE:
+                try:
+                    ctx.topics.log(t.name, p.partition_index)
+                except SeglogError as exc:
+                    code = _errors.error_code(exc)
+            if code == _errors.NONE and len(p.committed_metadata or "") > OFFSET_METADATA_MAX:
+                code = _errors.OFFSET_METADATA_TOO_LARGE
+            if code == _errors.NONE:
+                commits[(t.name, p.partition_index)] = (p.committed_offset, p.committed_metadata)
+            parts.append(_OCPartition(partition_index=p.partition_index, error_code=code))
+        topics.append(_OCTopic(name=t.name, partitions=parts))
+    response = OffsetCommitResponse[version](throttle_time_ms=0, topics=topics)
+    if not commits:
+        return response
+    try:
+        durable = ctx.committed.commit(req.group_id, commits)
+    except (SeglogError, OSError) as exc:
+        log.error("cannot store committed offsets of group %r: %s", req.group_id, exc)
+        return _failed(version, topics)
+    if durable is None:
+        return response
+    return _when_durable(ctx, req.group_id, commits, durable, response, version, topics)
+
+
+def _failed(version: int, topics: list[Any]) -> Any:
+    """Every partition answered 15 COORDINATOR_NOT_AVAILABLE (retriable: the commit was
+    not stored durably; the client retries it)."""
+    failed = [
+        _OCTopic(
+            name=t.name,
+            partitions=[
+                _OCPartition(
+                    partition_index=p.partition_index, error_code=_errors.COORDINATOR_NOT_AVAILABLE
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
+    return OffsetCommitResponse[version](throttle_time_ms=0, topics=failed)
+
+
+async def _when_durable(  # noqa: PLR0917 (the commit and its answer)
+    ctx: BrokerContext,
+    group: str,
+    commits: dict[tuple[str, int], tuple[int, str | None]],
+    durable: Future[int],
+    response: Any,
+    version: int,
+    topics: list[Any],
+) -> Any:
+    """The response once the commit's batch is fsynced (the default durability policy);
+    only then does OffsetFetch see it."""
+    try:
+        await asyncio.wrap_future(durable)
+    except LogClosedError as exc:
+        log.error("committed offsets not durable: %s", exc)
+        return _failed(version, topics)
+    ctx.committed.apply(group, commits)
+    return response
+
+
+def _fetched(
+    ctx: BrokerContext, group: str, topics: list[tuple[str, list[int]]] | None
+) -> list[tuple[str, list[tuple[int, int, str | None]]]]:
+    if topics is None:
+        return [
+            (t, [(p, off, meta) for p, (off, meta) in sorted(parts.items())])
+            for t, parts in ctx.committed.partitions(group).items()
+        ]
+    out = []
+    for name, partitions in topics:
+        rows = []
+        for p in partitions:
+            found = ctx.committed.get(group, name, p)
+            rows.append((p, -1, "") if found is None else (p, found[0], found[1]))
+        out.append((name, rows))
+    return out
+
+
+_GTopic = OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics
+_GPart = _GTopic.OffsetFetchResponsePartitions
+_OFTopic = OffsetFetchResponse.OffsetFetchResponseTopic
+_OFPart = _OFTopic.OffsetFetchResponsePartition
+
+
+def _fetched_topics(
+    ctx: BrokerContext,
+    group: str,
+    topics: Any,
+    topic_cls: Any,
+    part_cls: Any,
+) -> list[Any]:
+    """The OffsetFetch response topics of ``group`` (``topics`` null: every commit), built
+    with the schema classes of the response layout in use (per group in v8+, or flat)."""
+    wanted = None if topics is None else [(t.name, t.partition_indexes) for t in topics]
+    return [
+        topic_cls(
+            name=name,
+            partitions=[
+                part_cls(
+                    partition_index=p,
+                    committed_offset=off,
+                    committed_leader_epoch=-1,
+                    metadata=meta,
+                    error_code=0,
+                )
+                for p, off, meta in rows
+            ],
+        )
+        for name, rows in _fetched(ctx, group, wanted)
+    ]
+
+
+def handle_offset_fetch(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Committed offsets; -1 (and empty metadata) where none is committed. v8+ answers per
+    group; null topics mean every partition with a commit."""
+    resp = OffsetFetchResponse[version]
+    if version >= 8:
+        groups = [
+            OffsetFetchResponse.OffsetFetchResponseGroup(
+                group_id=g.group_id,
+                topics=_fetched_topics(ctx, g.group_id, g.topics, _GTopic, _GPart),
+                error_code=0,
+            )
+            if ctx.allowed(Op.DESCRIBE, Res.GROUP, g.group_id)
+            else OffsetFetchResponse.OffsetFetchResponseGroup(
+                group_id=g.group_id, topics=[], error_code=_errors.GROUP_AUTHORIZATION_FAILED
+            )
+            for g in req.groups
+        ]
+        return resp(throttle_time_ms=0, groups=groups)
+    if not ctx.allowed(Op.DESCRIBE, Res.GROUP, req.group_id):
+        return resp(throttle_time_ms=0, topics=[], error_code=_errors.GROUP_AUTHORIZATION_FAILED)
+    topics = _fetched_topics(ctx, req.group_id, req.topics, _OFTopic, _OFPart)
+    return resp(throttle_time_ms=0, topics=topics, error_code=0)

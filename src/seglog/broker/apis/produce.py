@@ -1,0 +1,254 @@
+"""Produce (API 0): append each partition's record batches as received (compression
+included; validation is ``Log.append``'s job), then answer after the durability policy.
+
+Hot path (v3+): the body is parsed from the receive buffer by ``parse_produce`` and each
+partition's records reach ``Log.append`` as a memoryview slice of it (no copy in the
+broker). Appends happen synchronously, in request order, on the event loop; the wait for
+the group-commit fsync is a callback from :class:`DurabilityWaiters` (one cross-thread
+wake-up per fsync round), so pipelined and concurrent produces share fsyncs and the
+loop never blocks. v0-2 (message sets v0/v1 from clients pinned to old versions) are
+decoded by kafka-python and answered with 87 INVALID_RECORD.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from kafka.protocol.producer import ProduceResponse
+
+from seglog.broker.context import BrokerContext
+from seglog.broker.coordinator.committed import OFFSETS_TOPIC
+from seglog.broker.log.producers import batch_identity
+from seglog.broker.protocol import errors as _errors
+from seglog.broker.protocol.produce_wire import encode_produce_response, parse_produce
+from seglog.broker.security.authorizer import Op, Res
+from seglog.errors import ProtocolError, SeglogError, UnknownTopicError
+from seglog.storage import Log, validate_topic_name
+
+__all__ = ["MAX_RECORDS_PER_BATCH", "handle_produce", "handle_produce_frame"]
+
+log = logging.getLogger(__name__)
+
+_MAGIC_AT = 16  # same byte in message sets v0/v1 and record batches v2
+_HEADER_BYTES = 61  # record batch v2 header
+_DELTA_AND_COUNT = struct.Struct(">i")
+MAX_RECORDS_PER_BATCH = 1_000_000
+"""Largest recordCount accepted in one record batch (librdkafka's batch.num.messages
+maximum): a compressed batch claiming more is 87 INVALID_RECORD before anything is stored,
+so a tiny batch cannot take a billion offsets."""
+
+_Topic = ProduceResponse.TopicProduceResponse
+_Partition = _Topic.PartitionProduceResponse
+
+
+class _Result(NamedTuple):
+    partition: int
+    error_code: int
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    log: Log | None = None  # to wait for: durable end offset >= end_offset
+    end_offset: int = -1
+
+
+Records = bytes | bytearray | memoryview
+TopicData = Sequence[tuple[str, Sequence[tuple[int, Any]]]]
+
+
+def _record_counts_ok(records: Records) -> bool:
+    """Every batch's recordCount is 1..MAX_RECORDS_PER_BATCH and matches lastOffsetDelta
+    (headers only; storage validates lengths and CRCs)."""
+    pos, end = 0, len(records)
+    while end - pos >= _HEADER_BYTES:
+        (size,) = _DELTA_AND_COUNT.unpack_from(records, pos + 8)
+        (delta,) = _DELTA_AND_COUNT.unpack_from(records, pos + 23)
+        (count,) = _DELTA_AND_COUNT.unpack_from(records, pos + 57)
+        if not 0 < count <= MAX_RECORDS_PER_BATCH or delta != count - 1:
+            return False
+        if size <= 0:
+            return True  # storage reports the bad length as CORRUPT_MESSAGE
+        pos += 12 + size
+    return True
+
+
+def _append(ctx: BrokerContext, topic: str, partition: int, records: Any) -> _Result:
+    if not ctx.allowed(Op.WRITE, Res.TOPIC, topic):  # before revealing whether it exists
+        return _Result(partition, _errors.TOPIC_AUTHORIZATION_FAILED)
+    try:
+        plog = ctx.topics.cached_log(topic, partition)
+        if plog is None:
+            validate_topic_name(topic)
+            if ctx.topics.get(topic) is None:
+                raise UnknownTopicError(f"unknown topic {topic!r}")
+            plog = ctx.topics.log(topic, partition)
+        if topic == OFFSETS_TOPIC:  # internal: written by the group coordinator only
+            return _Result(partition, _errors.INVALID_TOPIC_EXCEPTION)
+        if not isinstance(records, bytes | bytearray | memoryview) or not records:
+            return _Result(partition, _errors.INVALID_RECORD)
+        if len(records) > _MAGIC_AT and records[_MAGIC_AT] in (0, 1):
+            # message set v0/v1 (Produce v0-2 from clients pinned to old versions): its
+            # messages are shorter than a v2 header, so storage would call it corrupt
+            return _Result(partition, _errors.INVALID_RECORD)
+        if not _record_counts_ok(records):
+            return _Result(partition, _errors.INVALID_RECORD)
+        ident = batch_identity(records)
+        if ident is not None:
+            code, dup_base, dup_last = ctx.producers.check(topic, partition, ident)
+            if code != _errors.NONE:
+                return _Result(partition, code)
+            if dup_base >= 0:
+                log.debug("duplicate batch from producer %d on %s-%d", ident[0], topic, partition)
+                return _Result(
+                    partition, 0, dup_base, -1, plog.log_start_offset, plog, dup_last + 1
+                )
+        info = plog.append(records)
+        ctx.metrics.produced(topic, partition, info.record_count, len(records))
+        if ident is not None:
+            ctx.producers.record(topic, partition, ident, info.base_offset, info.last_offset)
+        return _Result(
+            partition,
+            0,
+            info.base_offset,
+            info.log_append_time_ms,
+            plog.log_start_offset,
+            plog,
+            info.last_offset + 1,
+        )
+    except (SeglogError, OSError) as exc:
+        return _Result(partition, _errors.error_code(exc))
+
+
+def _response(version: int, results: list[tuple[str, list[_Result]]]) -> Any:
+    topics = [
+        _Topic(
+            name=name,
+            partition_responses=[
+                _Partition(
+                    index=r.partition,
+                    error_code=r.error_code,
+                    base_offset=r.base_offset,
+                    log_append_time_ms=r.log_append_time_ms,
+                    log_start_offset=r.log_start_offset,
+                    record_errors=[],
+                    error_message=None,
+                )
+                for r in parts
+            ],
+        )
+        for name, parts in results
+    ]
+    return ProduceResponse[version](responses=topics, throttle_time_ms=0)
+
+
+def _append_all(
+    ctx: BrokerContext, acks: int, topic_data: TopicData
+) -> list[tuple[str, list[_Result]]]:
+    results: list[tuple[str, list[_Result]]] = []
+    for name, partitions in topic_data:
+        parts = []
+        for index, records in partitions:
+            if acks not in (0, 1, -1):
+                parts.append(_Result(index, _errors.INVALID_REQUIRED_ACKS))
+            else:
+                parts.append(_append(ctx, name, index, records))
+        results.append((name, parts))
+    return results
+
+
+def _check_acks_0(results: list[tuple[str, list[_Result]]]) -> None:
+    failed = [r.error_code for _n, parts in results for r in parts if r.error_code]
+    if failed:
+        # Kafka closes the connection: the producer gets no response to learn from
+        raise ProtocolError(f"acks=0 produce failed with error code(s) {sorted(set(failed))}")
+
+
+def handle_produce(ctx: BrokerContext, req: Any, version: int) -> Any | None:
+    """Produce v0-2 decoded by kafka-python: message sets v0/v1 get 87 INVALID_RECORD
+    (closing would make such clients reconnect forever); acks=0 closes."""
+    topic_data = [
+        (t.name, [(p.index, p.records) for p in t.partition_data]) for t in req.topic_data
+    ]
+    results = _append_all(ctx, req.acks, topic_data)
+    if req.acks == 0:
+        _check_acks_0(results)
+        return None
+    return _response(version, results)
+
+
+def handle_produce_frame(
+    ctx: BrokerContext, frame: memoryview, body_offset: int, version: int, correlation_id: int
+) -> bytearray | asyncio.Future[bytearray] | None:
+    """Produce v3+ straight from the request frame: append, then acks=0 → no response;
+    acks=1/-1 → the encoded response at once (relaxed flush policy, or nothing to wait
+    for) or a future of it completed after the fsync of every appended partition.
+    Per-partition errors: 3 unknown topic/partition, 17 illegal topic name, 2 corrupt
+    batch, 87 invalid record (magic < 2, empty, record count out of range), 10 batch too
+    large, 45 out-of-order sequence, 47 fenced epoch, 21 acks not in (0, 1, -1).
+    Raises ProtocolError (connection closed) for a malformed body or a failed acks=0."""
+    body = parse_produce(frame, body_offset, version)
+    acks = body.acks
+    results = _append_all(ctx, acks, body.topics)
+    if acks == 0:
+        _check_acks_0(results)
+        return None
+    targets: dict[int, tuple[Log, int]] = {}
+    if ctx.sync_before_ack:
+        for _name, parts in results:
+            for r in parts:
+                if r.log is not None and r.log.high_watermark < r.end_offset:
+                    prev = targets.get(id(r.log))
+                    if prev is None or prev[1] < r.end_offset:
+                        targets[id(r.log)] = (r.log, r.end_offset)
+    if not targets:
+        return encode_produce_response(version, correlation_id, results)
+    return _after_fsync(ctx, version, correlation_id, results, list(targets.values()))
+
+
+def _after_fsync(
+    ctx: BrokerContext,
+    version: int,
+    correlation_id: int,
+    results: list[tuple[str, list[_Result]]],
+    targets: list[tuple[Log, int]],
+) -> asyncio.Future[bytearray]:
+    response: asyncio.Future[bytearray] = asyncio.get_running_loop().create_future()
+    remaining = len(targets)
+    failed: dict[int, BaseException] = {}
+
+    def finish() -> None:
+        nonlocal results
+        if response.done():  # the connection went away meanwhile
+            return
+        if failed:
+            for exc in failed.values():
+                log.error("fsync failed: %s", exc)
+            results = [
+                (
+                    name,
+                    [
+                        r._replace(error_code=_errors.error_code(failed[id(r.log)]), base_offset=-1)
+                        if r.log is not None and id(r.log) in failed
+                        else r
+                        for r in parts
+                    ],
+                )
+                for name, parts in results
+            ]
+        response.set_result(encode_produce_response(version, correlation_id, results))
+
+    for plog, end in targets:
+
+        def durable(exc: BaseException | None, plog: Log = plog) -> None:
+            nonlocal remaining
+            if exc is not None:
+                failed[id(plog)] = exc
+            remaining -= 1
+            if remaining == 0:
+                finish()
+
+        ctx.durability.wait(plog, end, durable)
+    return response

@@ -1,0 +1,257 @@
+"""CreateTopics (API 19), DeleteTopics (API 20), InitProducerId (API 22) and
+CreatePartitions (API 37)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import (
+    CreatePartitionsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+)
+from kafka.protocol.producer import InitProducerIdResponse
+
+from seglog.broker.config.settings import validate_topic_configs
+from seglog.broker.context import BrokerContext
+from seglog.broker.coordinator.committed import OFFSETS_TOPIC
+from seglog.broker.protocol import errors as _errors
+from seglog.broker.security.authorizer import CLUSTER_NAME, Op, Res
+from seglog.errors import InvalidTopicError, SeglogError, TopicExistsError, UnknownTopicError
+from seglog.storage import MAX_PARTITIONS, validate_topic_name
+
+__all__ = [
+    "handle_create_partitions",
+    "handle_create_topics",
+    "handle_delete_topics",
+    "handle_init_producer_id",
+]
+
+
+_CTResult = CreateTopicsResponse.CreatableTopicResult
+_CTConfig = _CTResult.CreatableTopicConfigs
+_DYNAMIC_TOPIC_CONFIG = 1
+
+
+def _assignment_problem(assignments: Any, node_id: int) -> str | None:
+    """Why a manual assignment cannot be placed on this single broker, or None (Kafka's
+    ReplicationControlManager.createTopic: each partition once, a replica list naming
+    registered brokers once each, partitions 0..n-1)."""
+    seen: set[int] = set()
+    for a in assignments:
+        if a.partition_index in seen:
+            return f"Found multiple manual partition assignments for partition {a.partition_index}"
+        seen.add(a.partition_index)
+        if list(a.broker_ids) != [node_id]:
+            return f"partition {a.partition_index}: the replicas must be [{node_id}], this broker"
+    if seen != set(range(len(assignments))):
+        return "partitions should be a consecutive 0-based integer sequence"
+    return None
+
+
+def _create_one(ctx: BrokerContext, t: Any, validate_only: bool, version: int) -> Any:
+    name = t.name
+    partitions = t.num_partitions
+    kwargs: dict[str, Any] = {"name": name, "error_message": None}
+    if not (
+        ctx.allowed(Op.CREATE, Res.CLUSTER, CLUSTER_NAME) or ctx.allowed(Op.CREATE, Res.TOPIC, name)
+    ):
+        return _CTResult(error_code=_errors.TOPIC_AUTHORIZATION_FAILED, **kwargs)
+    try:
+        validate_topic_name(name)
+        if ctx.topics.get(name) is not None:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        if t.assignments:
+            if partitions != -1 or t.replication_factor != -1:
+                return _CTResult(error_code=_errors.INVALID_REQUEST, **kwargs)
+            problem = _assignment_problem(t.assignments, ctx.config.node_id)
+            if problem is not None:
+                kwargs["error_message"] = problem
+                return _CTResult(error_code=_errors.INVALID_REPLICA_ASSIGNMENT, **kwargs)
+            partitions = len(t.assignments)
+        elif partitions == -1:
+            partitions = ctx.topics.num_partitions
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            kwargs["error_message"] = f"Number of partitions must be in [1, {MAX_PARTITIONS}]"
+            return _CTResult(error_code=_errors.INVALID_PARTITIONS, **kwargs)
+        if t.replication_factor not in (-1, 1):
+            return _CTResult(error_code=_errors.INVALID_REPLICATION_FACTOR, **kwargs)
+        configs = {c.name: c.value for c in t.configs if c.value is not None}
+        validate_topic_configs(configs)
+        if validate_only:
+            return _CTResult(
+                error_code=0, num_partitions=partitions, replication_factor=1, configs=[], **kwargs
+            )
+        info = ctx.topics.create(name, partitions, configs)
+    except (SeglogError, ValueError, OSError) as exc:
+        kwargs["error_message"] = str(exc)
+        return _CTResult(error_code=_errors.error_code(exc), **kwargs)
+    return _CTResult(
+        topic_id=info.topic_id,
+        error_code=0,
+        num_partitions=info.partitions,
+        replication_factor=1,
+        configs=[
+            _CTConfig(
+                name=k,
+                value=v,
+                read_only=False,
+                config_source=_DYNAMIC_TOPIC_CONFIG,
+                is_sensitive=False,
+            )
+            for k, v in sorted(info.configs.items())
+        ],
+        **kwargs,
+    )
+
+
+def handle_create_topics(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Create topics. Per topic: 17 illegal name (nothing touched on disk), 36 exists,
+    37 partitions < 1 or > MAX_PARTITIONS, 38 replication factor other than 1, 39 a manual
+    assignment other than one replica on this broker per partition 0..n-1, 40 bad config,
+    42 a name given twice in one request or an assignment next to a partition count or
+    replication factor. ``validate_only`` checks without creating."""
+    names = [t.name for t in req.topics]
+    results = []
+    for t in req.topics:
+        if names.count(t.name) > 1:
+            results.append(_CTResult(name=t.name, error_code=_errors.INVALID_REQUEST))
+        else:
+            results.append(_create_one(ctx, t, req.validate_only, version))
+    return CreateTopicsResponse[version](throttle_time_ms=0, topics=results)
+
+
+_DTResult = DeleteTopicsResponse.DeletableTopicResult
+
+
+def handle_delete_topics(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Delete topics by name (v6+: or topic id). 3 unknown topic, 17 illegal name,
+    100 unknown topic id."""
+    wanted: list[tuple[str | None, Any]] = (
+        [(t.name, t.topic_id) for t in req.topics]
+        if version >= 6
+        else [(n, None) for n in req.topic_names]
+    )
+    results = []
+    for wanted_name, wanted_id in wanted:
+        name, topic_id = wanted_name, wanted_id
+        if name is None and topic_id is not None:
+            info = ctx.topics.by_id(topic_id)
+            if info is None:
+                results.append(
+                    _DTResult(name=None, topic_id=topic_id, error_code=_errors.UNKNOWN_TOPIC_ID)
+                )
+                continue
+            name = info.name
+        try:
+            if name is None:
+                raise UnknownTopicError("no topic name or id")
+            if not ctx.allowed(Op.DELETE, Res.TOPIC, name):
+                denied = name
+                if wanted_name is None and not ctx.allowed(Op.DESCRIBE, Res.TOPIC, name):
+                    name = None  # Kafka: asked by id, the name is told only to who may describe
+                raise _errors.TopicAuthorizationError(denied)
+            if name == OFFSETS_TOPIC:
+                raise InvalidTopicError(f"{name} is internal: it holds the committed offsets")
+            info = ctx.topics.get(name)
+            ctx.topics.delete(name)
+            ctx.metrics.forget_topic(name)
+            ctx.producers.forget_topic(name)
+            ctx.committed.forget_topic(name)
+            code = 0
+            topic_id = info.topic_id if info is not None else topic_id
+        except SeglogError as exc:
+            code = _errors.error_code(exc)
+        kwargs: dict[str, Any] = {"name": name, "error_code": code, "error_message": None}
+        if topic_id is not None:
+            kwargs["topic_id"] = topic_id
+        results.append(_DTResult(**kwargs))
+    return DeleteTopicsResponse[version](throttle_time_ms=0, responses=results)
+
+
+_CPResult = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+def _grow_one(ctx: BrokerContext, t: Any, validate_only: bool, node_id: int) -> Any:
+    if not ctx.allowed(Op.ALTER, Res.TOPIC, t.name):
+        return _CPResult(
+            name=t.name, error_code=_errors.TOPIC_AUTHORIZATION_FAILED, error_message=None
+        )
+    try:
+        validate_topic_name(t.name)
+        info = ctx.topics.get(t.name)
+        if info is None:
+            raise UnknownTopicError(f"unknown topic {t.name!r}")
+        if t.count <= info.partitions:
+            return _CPResult(
+                name=t.name,
+                error_code=_errors.INVALID_PARTITIONS,
+                error_message=f"Topic currently has {info.partitions} partitions, which is "
+                f"higher than or equal to the requested {t.count}.",
+            )
+        if t.count > MAX_PARTITIONS:
+            return _CPResult(
+                name=t.name,
+                error_code=_errors.INVALID_PARTITIONS,
+                error_message=f"A topic holds at most {MAX_PARTITIONS} partitions here.",
+            )
+        if t.assignments is not None and (
+            len(t.assignments) != t.count - info.partitions
+            or any(list(a.broker_ids) != [node_id] for a in t.assignments)
+        ):
+            return _CPResult(
+                name=t.name,
+                error_code=_errors.INVALID_REPLICA_ASSIGNMENT,
+                error_message=f"one assignment [{node_id}] per new partition on this broker",
+            )
+        if not validate_only:
+            ctx.topics.add_partitions(t.name, t.count)
+    except (SeglogError, ValueError, OSError) as exc:
+        return _CPResult(name=t.name, error_code=_errors.error_code(exc), error_message=str(exc))
+    return _CPResult(name=t.name, error_code=0, error_message=None)
+
+
+def handle_create_partitions(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """Add partitions to topics (Kafka's CreatePartitions; partitions only grow). Per
+    topic: 3 unknown topic, 17 illegal name, 37 count not above the current one or above
+    MAX_PARTITIONS, 39 assignments other than this broker, 42 a topic named twice;
+    ``validate_only`` checks without changing anything."""
+    names = [t.name for t in req.topics]
+    results = [
+        _CPResult(name=t.name, error_code=_errors.INVALID_REQUEST, error_message="duplicate topic")
+        if names.count(t.name) > 1
+        else _grow_one(ctx, t, req.validate_only, ctx.config.node_id)
+        for t in req.topics
+    ]
+    return CreatePartitionsResponse[version](throttle_time_ms=0, results=results)
+
+
+def handle_init_producer_id(ctx: BrokerContext, req: Any, version: int) -> Any:
+    """A new producer id with epoch 0 (ids persist across restarts); v3+ with a known
+    producer id and epoch bumps the epoch (KIP-360). Transactional ids are not supported:
+    35 UNSUPPORTED_VERSION."""
+    resp = InitProducerIdResponse[version]
+    if not ctx.allowed(Op.IDEMPOTENT_WRITE, Res.CLUSTER, CLUSTER_NAME):
+        return resp(
+            throttle_time_ms=0,
+            error_code=_errors.CLUSTER_AUTHORIZATION_FAILED,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    if req.transactional_id is not None:
+        return resp(
+            throttle_time_ms=0,
+            error_code=_errors.UNSUPPORTED_VERSION,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    if version >= 3 and req.producer_id >= 0 and 0 <= req.producer_epoch < 32766:
+        return resp(
+            throttle_time_ms=0,
+            error_code=0,
+            producer_id=req.producer_id,
+            producer_epoch=req.producer_epoch + 1,
+        )
+    return resp(
+        throttle_time_ms=0, error_code=0, producer_id=ctx.state.next_producer_id(), producer_epoch=0
+    )

@@ -1,0 +1,89 @@
+"""Broker configuration: Kafka's broker config names, defaults from ``_config_defs``."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from seglog.broker.config.settings import setting_default as _d
+from seglog.broker.config.settings import validate_broker_config
+
+__all__ = ["BrokerConfig", "parse_host_port"]
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerConfig:
+    """Everything ``seglog serve`` needs. The fields named in
+    :data:`~seglog.broker.config.settings.BROKER_SETTINGS` take their defaults and their
+    validation from that table (Kafka's name in the comment); construction raises
+    ValueError naming the config when one is out of range. The others are set by hand
+    from ``seglog serve``'s complex flags.
+
+    Sizes are bytes, times ms. ``port`` 0 binds a free port (the bound port is advertised).
+    """
+
+    data_dir: Path  # log.dirs (one directory)
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None  # advertised.listeners host (default: host)
+    advertised_port: int | None = None  # advertised.listeners port (default: bound port)
+    node_id: int = _d("node_id")  # node.id
+    num_partitions: int = _d("num_partitions")  # num.partitions
+    auto_create_topics_enable: bool = _d("auto_create_topics_enable")
+    log_segment_bytes: int = _d("log_segment_bytes")
+    log_flush_interval_messages: int | None = _d("log_flush_interval_messages")
+    log_flush_interval_ms: int | None = _d("log_flush_interval_ms")
+    message_max_bytes: int = _d("message_max_bytes")  # largest record batch
+    socket_request_max_bytes: int = _d("socket_request_max_bytes")
+    max_inflight_requests: int = _d("max_inflight_requests")  # queued.max.requests
+    max_connections: int = _d("max_connections")
+    max_connections_per_ip: int = _d("max_connections_per_ip")
+    connections_max_idle_ms: int = _d("connections_max_idle_ms")
+    partial_request_timeout_ms: int = _d("partial_request_timeout_ms")
+    sasl_authentication_timeout_ms: int = _d("sasl_authentication_timeout_ms")
+    connections_max_reauth_ms: int = _d("connections_max_reauth_ms")
+    shutdown_timeout_ms: int = 10_000  # longest wait for in-flight requests at shutdown
+    # retention and log cleaning (broker defaults; topic configs override them)
+    log_retention_ms: int = _d("log_retention_ms")
+    log_retention_bytes: int = _d("log_retention_bytes")
+    log_cleanup_policy: str = _d("log_cleanup_policy")
+    log_retention_check_interval_ms: int = _d("log_retention_check_interval_ms")
+    log_cleaner_delete_retention_ms: int = _d("log_cleaner_delete_retention_ms")
+    log_cleaner_min_compaction_lag_ms: int = _d("log_cleaner_min_compaction_lag_ms")
+    log_archive_command: str | None = _d("log_archive_command")
+    # consumer-group membership (classic protocol)
+    group_initial_rebalance_delay_ms: int = _d("group_initial_rebalance_delay_ms")
+    group_min_session_timeout_ms: int = _d("group_min_session_timeout_ms")
+    group_max_session_timeout_ms: int = _d("group_max_session_timeout_ms")
+    # listeners and security (None: one PLAINTEXT listener on host:port)
+    listeners: tuple[Any, ...] | None = None  # listeners (+ advertised.listeners): _listeners
+    ssl_certfile: Path | None = None  # ssl.keystore.location (PEM certificate chain)
+    ssl_keyfile: Path | None = None  # ssl.key.password's key, PEM
+    ssl_cafile: Path | None = None  # ssl.truststore.location (PEM CAs of client certificates)
+    ssl_client_auth: str = _d("ssl_client_auth")
+    sasl_enabled_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    authorizer_class_name: str | None = _d("authorizer_class_name")
+    super_users: tuple[str, ...] = ()  # super.users (User:NAME; the flag separates with ;)
+    allow_everyone_if_no_acl_found: bool = _d("allow_everyone_if_no_acl_found")
+    # operations
+    metrics_host: str | None = None  # seglog: serve Prometheus /metrics here (None: off)
+    metrics_port: int = 0  # seglog: its port (0: any free port, logged)
+
+    def __post_init__(self) -> None:
+        validate_broker_config(self)
+
+
+def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:
+    """``"HOST:PORT"`` / ``"HOST"`` / ``":PORT"`` / ``"[::1]:PORT"`` → (host, port).
+
+    Raises ``ValueError`` on a bad port."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        return text or "127.0.0.1", default_port
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port out of range: {port}")
+    return host or "127.0.0.1", port

@@ -1,0 +1,531 @@
+"""The declarative tables of topic configs and broker configs.
+
+:data:`BROKER_SETTINGS` is the single source of the static broker configs: the
+``BrokerConfig`` fields' defaults and validation, the ``seglog serve`` flags, the keys
+of ``seglog serve --config server.properties`` and the BROKER resource of DescribeConfigs
+all come from it.
+
+:data:`TOPIC_CONFIGS` has one row per topic config: Kafka's name, its type (Kafka's
+``ConfigType`` numbers, as DescribeConfigs v3+ reports them), its broker synonym (a
+topic config without an override takes the broker's value: ``retention.ms`` ←
+``log.retention.ms``), how to read the broker's value from :class:`BrokerConfig`, and a
+validator. DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and CreateTopics all
+validate against it: a name not in the table is 40 INVALID_CONFIG, as in Kafka.
+
+Sources (Kafka's ``ConfigSource``): 1 DYNAMIC_TOPIC_CONFIG (a topic override),
+4 STATIC_BROKER_CONFIG (a ``seglog serve`` flag or properties key other than the
+default), 5 DEFAULT_CONFIG.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from seglog.broker.config.broker_config import BrokerConfig
+
+__all__ = [
+    "BROKER_SETTINGS",
+    "BROKER_SETTINGS_BY_NAME",
+    "CONSUMED",
+    "CONSUMED_GROUPS",
+    "DEFAULT_CONFIG",
+    "DYNAMIC_TOPIC_CONFIG",
+    "STATIC_BROKER_CONFIG",
+    "TOPIC_CONFIGS",
+    "BrokerEntry",
+    "BrokerSetting",
+    "TopicConfigDef",
+    "broker_entries",
+    "consumed_groups",
+    "setting_default",
+    "validate_broker_config",
+    "validate_topic_configs",
+]
+
+DYNAMIC_TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+# Kafka's ConfigType (DescribeConfigs v3+)
+BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
+
+_LONG_MAX = (1 << 63) - 1
+_INT_MAX = (1 << 31) - 1
+
+
+def _int_in(lo: int, hi: int) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        try:
+            number = int(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an integer") from None
+        if not lo <= number <= hi:
+            raise ValueError(f"{number} is outside [{lo}, {hi}]")
+
+    return check
+
+
+def _one_of(*allowed: str) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        if value not in allowed:
+            raise ValueError(f"{value!r} is not one of {', '.join(allowed)}")
+
+    return check
+
+
+def _cleanup_policy(value: str) -> None:
+    parts = [p.strip() for p in value.split(",")]
+    if not parts or any(p not in ("delete", "compact") for p in parts):
+        raise ValueError(f"{value!r}: a list of delete and compact")
+
+
+def _boolean(value: str) -> None:
+    if value.lower() not in ("true", "false"):
+        raise ValueError(f"{value!r} is not true or false")
+
+
+def _group_list(value: str) -> None:
+    if value.strip() and any(not g.strip() for g in value.split(",")):
+        raise ValueError(f"{value!r}: a comma-separated list of consumer group ids")
+
+
+CONSUMED = "seglog.retention.consumed"
+CONSUMED_GROUPS = "seglog.retention.consumed.groups"
+
+
+def consumed_groups(value: str | None) -> tuple[str, ...]:
+    """The group ids of a ``seglog.retention.consumed.groups`` value (in order, once)."""
+    return tuple(dict.fromkeys(g.strip() for g in (value or "").split(",") if g.strip()))
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicConfigDef:
+    """One topic config: Kafka's name and type, its broker synonym, Kafka's default and
+    the broker's value for it (None: not set, e.g. flush.messages under seglog's
+    fsync-before-ack default), and a validator raising ValueError."""
+
+    name: str
+    type: int
+    synonym: str | None
+    kafka_default: str | None
+    broker_value: Callable[[BrokerConfig], str | None]
+    validate: Callable[[str], None]
+    doc: str
+
+
+def _field(name: str) -> Callable[[BrokerConfig], str | None]:
+    def read(config: BrokerConfig) -> str | None:
+        value = getattr(config, name)
+        if value is None:
+            return None
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    return read
+
+
+def _const(value: str | None) -> Callable[[BrokerConfig], str | None]:
+    return lambda _config: value
+
+
+_WEEK_MS = str(7 * 24 * 3600 * 1000)
+
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
+    d.name: d
+    for d in (
+        TopicConfigDef(
+            "cleanup.policy", LIST, "log.cleanup.policy", "delete",
+            _field("log_cleanup_policy"), _cleanup_policy,
+            "delete (retention by time/size), compact (last record per key), or both",
+        ),
+        TopicConfigDef(
+            "retention.ms", LONG, "log.retention.ms", _WEEK_MS,
+            _field("log_retention_ms"), _int_in(-1, _LONG_MAX),
+            "ms a closed segment is kept after its newest record (-1: forever)",
+        ),
+        TopicConfigDef(
+            "retention.bytes", LONG, "log.retention.bytes", "-1",
+            _field("log_retention_bytes"), _int_in(-1, _LONG_MAX),
+            "bytes per partition above which the oldest segments are removed (-1: no limit)",
+        ),
+        TopicConfigDef(
+            "delete.retention.ms", LONG, "log.cleaner.delete.retention.ms", "86400000",
+            _field("log_cleaner_delete_retention_ms"), _int_in(0, _LONG_MAX),
+            "ms the cleaner keeps tombstones of a compacted topic",
+        ),
+        TopicConfigDef(
+            "min.compaction.lag.ms", LONG, "log.cleaner.min.compaction.lag.ms", "0",
+            _field("log_cleaner_min_compaction_lag_ms"), _int_in(0, _LONG_MAX),
+            "ms a record stays uncompacted",
+        ),
+        TopicConfigDef(
+            "segment.bytes", INT, "log.segment.bytes", str(1 << 30),
+            _field("log_segment_bytes"), _int_in(64, _INT_MAX),
+            "bytes of the active segment before a new one is rolled",
+        ),
+        TopicConfigDef(
+            "seglog.segment.messages", LONG, None, None,
+            _const(None), _int_in(1, _LONG_MAX),
+            "seglog: records of the active segment before a new one is rolled "
+            "(NATS's max msgs per block; unset: no limit)",
+        ),
+        TopicConfigDef(
+            "segment.ms", LONG, "log.roll.ms", _WEEK_MS,
+            _const(_WEEK_MS), _int_in(1, _LONG_MAX),
+            "ms after the active segment's first append before a new one is rolled",
+        ),
+        TopicConfigDef(
+            "index.interval.bytes", INT, "log.index.interval.bytes", "4096",
+            _const("4096"), _int_in(1, _INT_MAX),
+            "bytes of log between two offset index entries",
+        ),
+        TopicConfigDef(
+            "max.message.bytes", INT, "message.max.bytes", "1048588",
+            _field("message_max_bytes"), _int_in(61, _INT_MAX),
+            "largest record batch accepted, in bytes",
+        ),
+        TopicConfigDef(
+            "flush.messages", LONG, "log.flush.interval.messages", None,
+            _field("log_flush_interval_messages"), _int_in(1, _LONG_MAX),
+            "fsync every N messages instead of before each acknowledgement "
+            "(>= 2^62, e.g. Kafka's default Long.MAX_VALUE: never on a count)",
+        ),
+        TopicConfigDef(
+            "flush.ms", LONG, "log.flush.interval.ms", None,
+            _field("log_flush_interval_ms"), _int_in(1, _LONG_MAX),
+            "fsync data older than N ms instead of before each acknowledgement",
+        ),
+        TopicConfigDef(
+            "message.timestamp.type", STRING, "log.message.timestamp.type", "CreateTime",
+            _const("CreateTime"), _one_of("CreateTime", "LogAppendTime"),
+            "CreateTime keeps the producer's timestamps, LogAppendTime sets the broker's",
+        ),
+        TopicConfigDef(
+            "seglog.key.index", BOOLEAN, None, "false",
+            _const("false"), _boolean,
+            "seglog: keep an index of the last offset per key (embedded get_by_key)",
+        ),
+        TopicConfigDef(
+            "seglog.parquet.mirror", BOOLEAN, None, "false",
+            _const("false"), _boolean,
+            "seglog: write a Parquet mirror of each closed segment (Spark read_topic)",
+        ),
+        TopicConfigDef(
+            CONSUMED, BOOLEAN, None, "false",
+            _const("false"), _boolean,
+            "seglog: retention also removes the closed segments wholly below the lowest "
+            "committed offset of the groups in seglog.retention.consumed.groups; a "
+            "partition is not trimmed while one of them has no committed offset for it, "
+            "nor when the list is empty",
+        ),
+        TopicConfigDef(
+            CONSUMED_GROUPS, LIST, None, "",
+            _const(""), _group_list,
+            "seglog: the consumer group ids (comma-separated) every one of which must have "
+            "committed past a segment before seglog.retention.consumed=true removes it",
+        ),
+    )
+}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerSetting:
+    """One static broker config: the single source of its ``BrokerConfig`` field and
+    default, its ``seglog serve`` flag (:attr:`flag`: the name with dashes), its
+    server.properties key (the name), its validation and its DescribeConfigs entry.
+
+    ``type`` is Kafka's ConfigType: BOOLEAN (a ``--x/--no-x`` flag), INT and LONG (an
+    int within ``[min, max]``; ``max`` is 2^31-1 for INT, 2^63-1 for LONG unless given),
+    STRING and LIST (text, one of ``choices`` when given, checked by ``check`` when
+    given). A None ``default`` makes
+    the setting optional (an empty value is None)."""
+
+    name: str
+    field: str
+    type: int
+    default: bool | int | str | None
+    doc: str
+    min: int | None = None
+    max: int | None = None
+    choices: tuple[str, ...] = ()
+    check: Callable[[str], None] | None = None
+    panel: str | None = None  # the --help panel of its flag (None: the options')
+    sensitive: bool = False  # DescribeConfigs hides its value
+
+    @property
+    def flag(self) -> str:
+        """The ``seglog serve`` option: ``log.segment.bytes`` → ``--log-segment-bytes``."""
+        return "--" + self.name.replace(".", "-")
+
+    @property
+    def param(self) -> str:
+        """The option's parameter name (``log_segment_bytes``)."""
+        return self.name.replace(".", "_")
+
+    @property
+    def python_type(self) -> builtins.type[bool | int | str]:
+        """bool, int or str."""
+        return bool if self.type == BOOLEAN else int if self.type in (INT, LONG) else str
+
+    def parse(self, text: str) -> bool | int | str | None:
+        """A flag's or properties file's text → the field's value, validated. Raises
+        ValueError naming the config (``log.segment.bytes=10: below the minimum 1024``)."""
+        text = text.strip()
+        if self.default is None and text == "":
+            return None
+        value: bool | int | str
+        if self.type == BOOLEAN:
+            if text.lower() not in ("true", "false"):
+                raise ValueError(f"{self.name}={text}: not true or false")
+            value = text.lower() == "true"
+        elif self.type in (INT, LONG):
+            try:
+                value = int(text)
+            except ValueError:
+                raise ValueError(f"{self.name}={text}: not an integer") from None
+        else:
+            value = text
+        self.validate(value)
+        return value
+
+    def validate(self, value: object) -> None:
+        """Check a field's value (of :attr:`python_type`, or None when optional). Raises
+        ValueError naming the config."""
+        if value is None and self.default is None:
+            return
+        kind = self.python_type
+        if type(value) is not kind:  # bool is an int: exact types
+            what = {bool: "true or false", int: "an integer", str: "a string"}[kind]
+            raise ValueError(f"{self.name}={value!r}: not {what}")
+        if isinstance(value, int) and not isinstance(value, bool):
+            low = self.min
+            high = self.max if self.max is not None else _INT_MAX if self.type == INT else _LONG_MAX
+            if low is not None and value < low:
+                raise ValueError(f"{self.name}={value}: below the minimum {low}")
+            if value > high:
+                raise ValueError(f"{self.name}={value}: above the maximum {high}")
+        if isinstance(value, str):
+            if self.choices and value not in self.choices:
+                raise ValueError(f"{self.name}={value}: not one of {', '.join(self.choices)}")
+            if self.check is not None:
+                try:
+                    self.check(value)
+                except ValueError as exc:
+                    raise ValueError(f"{self.name}={value}: {exc}") from None
+
+    def text(self, value: object) -> str | None:
+        """The value as Kafka prints it (``true``, ``1048576``; None stays None)."""
+        if value is None:
+            return None
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _policy_list(value: str) -> None:
+    parts = [p.strip() for p in value.split(",")]
+    if not parts or any(p not in ("delete", "compact") for p in parts):
+        raise ValueError("a list of delete and compact")
+
+
+_SEC = "Security (listeners, TLS, SASL)"
+_DAY_MS = 24 * 3600 * 1000
+
+# The static broker configs, in --help and DescribeConfigs order. Every one is a
+# ``seglog serve`` flag, a server.properties key, a BrokerConfig field (its default here)
+# and a DescribeConfigs entry of the BROKER resource. log.dirs, listeners, TLS files,
+# SASL mechanisms, super.users, console and metrics addresses are parsed by hand in
+# seglog.cli._serve; of them, DescribeConfigs shows log.dirs.
+BROKER_SETTINGS: tuple[BrokerSetting, ...] = (
+    BrokerSetting(
+        "node.id", "node_id", INT, 0,
+        "This broker's id in Metadata, FindCoordinator and DescribeCluster.", min=0,
+    ),
+    BrokerSetting(
+        "num.partitions", "num_partitions", INT, 1,
+        "Partitions of auto-created topics.", min=1,
+    ),
+    BrokerSetting(
+        "auto.create.topics.enable", "auto_create_topics_enable", BOOLEAN, True,
+        "Create a topic on first use (Metadata), as Kafka does by default.",
+    ),
+    BrokerSetting(
+        "log.segment.bytes", "log_segment_bytes", INT, 1 << 30,
+        "Segment size before a roll.", min=1024,
+    ),
+    BrokerSetting(
+        "log.flush.interval.messages", "log_flush_interval_messages", LONG, None,
+        "fsync every N messages in the background and answer produces at once "
+        "(default: answer acks=1/all only after fsync).", min=1,
+    ),
+    BrokerSetting(
+        "log.flush.interval.ms", "log_flush_interval_ms", LONG, None,
+        "fsync at least every T ms in the background (relaxes the default policy).", min=1,
+    ),
+    BrokerSetting(
+        "message.max.bytes", "message_max_bytes", INT, 1048588,
+        "Largest record batch (bytes).", min=64,
+    ),
+    BrokerSetting(
+        "socket.request.max.bytes", "socket_request_max_bytes", INT, 100 * 1024 * 1024,
+        "Largest request frame (bytes).", min=1024,
+    ),
+    BrokerSetting(
+        "max.connections", "max_connections", INT, 1000,
+        "Most client connections at once; more are closed at accept.", min=1,
+    ),
+    BrokerSetting(
+        "max.connections.per.ip", "max_connections_per_ip", INT, 1000,
+        "Most connections from one IP address.", min=1,
+    ),
+    BrokerSetting(
+        "connections.max.idle.ms", "connections_max_idle_ms", LONG, 10 * 60 * 1000,
+        "Close connections idle this long, in ms; 0: never.", min=0,
+    ),
+    BrokerSetting(
+        "queued.max.requests", "max_inflight_requests", INT, 256,
+        "Requests in flight per connection before reading from it pauses.", min=1,
+    ),
+    BrokerSetting(
+        "partial.request.timeout.ms", "partial_request_timeout_ms", LONG, 30_000,
+        "seglog: close a connection whose started request is not whole after this many ms "
+        "(0: never).", min=0,
+    ),
+    BrokerSetting(
+        "log.retention.ms", "log_retention_ms", LONG, 7 * _DAY_MS,
+        "Remove closed segments whose newest record is older, in ms; -1: never "
+        "(topic config retention.ms overrides).", min=-1,
+    ),
+    BrokerSetting(
+        "log.retention.bytes", "log_retention_bytes", LONG, -1,
+        "Remove the oldest closed segments while a partition is larger, in bytes; "
+        "-1: no limit.", min=-1,
+    ),
+    BrokerSetting(
+        "log.cleanup.policy", "log_cleanup_policy", LIST, "delete",
+        "delete, compact or compact,delete (topic config cleanup.policy overrides).",
+        check=_policy_list,
+    ),
+    BrokerSetting(
+        "log.retention.check.interval.ms", "log_retention_check_interval_ms", LONG,
+        5 * 60 * 1000, "How often retention and compaction run, in ms.", min=1,
+    ),
+    BrokerSetting(
+        "log.cleaner.delete.retention.ms", "log_cleaner_delete_retention_ms", LONG, _DAY_MS,
+        "How long tombstones stay in compacted topics, in ms.", min=0,
+    ),
+    BrokerSetting(
+        "log.cleaner.min.compaction.lag.ms", "log_cleaner_min_compaction_lag_ms", LONG, 0,
+        "Segments younger than this are not compacted, in ms.", min=0,
+    ),
+    BrokerSetting(
+        "log.archive.command", "log_archive_command", STRING, None,
+        "seglog: command run as 'COMMAND TOPIC PARTITION FILE...' with a segment's files "
+        "renamed to .bak before retention removes it; it owns them afterwards.",
+    ),
+    BrokerSetting(
+        "group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms", INT, 100,
+        "How long the first rebalance of an empty consumer group waits for more members, "
+        "in ms (Kafka's default: 3000).", min=0,
+    ),
+    BrokerSetting(
+        "group.min.session.timeout.ms", "group_min_session_timeout_ms", INT, 6000,
+        "Smallest consumer session timeout accepted, in ms.", min=1,
+    ),
+    BrokerSetting(
+        "group.max.session.timeout.ms", "group_max_session_timeout_ms", INT, 1_800_000,
+        "Largest consumer session timeout accepted, in ms.", min=1,
+    ),
+    BrokerSetting(
+        "ssl.client.auth", "ssl_client_auth", STRING, "none",
+        "required, requested or none: client certificates on TLS listeners.",
+        choices=("required", "requested", "none"), panel=_SEC,
+    ),
+    BrokerSetting(
+        "sasl.authentication.timeout.ms", "sasl_authentication_timeout_ms", LONG, 10_000,
+        "seglog: close a SASL connection not authenticated after this many ms (0: never).",
+        min=0, panel=_SEC,
+    ),
+    BrokerSetting(
+        "connections.max.reauth.ms", "connections_max_reauth_ms", LONG, 0,
+        "SASL sessions last this many ms: clients re-authenticate (KIP-368) or are "
+        "disconnected at their next request; 0: never.", min=0, panel=_SEC,
+    ),
+    BrokerSetting(
+        "authorizer.class.name", "authorizer_class_name", STRING, None,
+        "Any value (e.g. StandardAuthorizer) turns ACLs on.", panel=_SEC,
+    ),
+    BrokerSetting(
+        "allow.everyone.if.no.acl.found", "allow_everyone_if_no_acl_found", BOOLEAN, False,
+        "Allow access to resources without ACLs.", panel=_SEC,
+    ),
+)  # fmt: skip
+
+BROKER_SETTINGS_BY_NAME: dict[str, BrokerSetting] = {s.name: s for s in BROKER_SETTINGS}
+_BY_FIELD: dict[str, BrokerSetting] = {s.field: s for s in BROKER_SETTINGS}
+
+
+def setting_default(field: str) -> Any:
+    """The table's default of a BrokerConfig field (BrokerConfig's defaults read it)."""
+    return _BY_FIELD[field].default
+
+
+def validate_broker_config(config: object) -> None:
+    """Check every table field of a BrokerConfig. Raises ValueError naming the config."""
+    for setting in BROKER_SETTINGS:
+        setting.validate(getattr(config, setting.field))
+
+
+class BrokerEntry(NamedTuple):
+    """One config of the BROKER resource as DescribeConfigs reports it."""
+
+    name: str
+    type: int
+    value: str | None
+    source: int  # STATIC_BROKER_CONFIG or DEFAULT_CONFIG
+    doc: str
+    sensitive: bool
+
+
+def broker_entries(config: BrokerConfig) -> list[BrokerEntry]:
+    """The BROKER resource's configs: log.dirs, then every :data:`BROKER_SETTINGS` row
+    with the running broker's value; the source is STATIC_BROKER_CONFIG when it differs
+    from the table's default (a flag or properties key set it), else DEFAULT_CONFIG."""
+    out = [
+        BrokerEntry(
+            "log.dirs", STRING, str(config.data_dir), STATIC_BROKER_CONFIG,
+            "The data directory (seglog serve --data-dir; one directory).", False,
+        )
+    ]  # fmt: skip
+    for s in BROKER_SETTINGS:
+        value = getattr(config, s.field)
+        source = DEFAULT_CONFIG if value == s.default else STATIC_BROKER_CONFIG
+        doc = f"{s.doc} (seglog serve {s.flag})"
+        text = None if s.sensitive else s.text(value)
+        out.append(BrokerEntry(s.name, s.type, text, source, doc, s.sensitive))
+    return out
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
+    """Check every name and value against :data:`TOPIC_CONFIGS` (None values are
+    deletions: only the name is checked). Raises ValueError naming the config (the broker
+    answers 40 INVALID_CONFIG with that message)."""
+    for name, value in configs.items():
+        spec = TOPIC_CONFIGS.get(name)
+        if spec is None:
+            raise ValueError(f"Unknown topic config name: {name}")
+        if value is not None:
+            try:
+                spec.validate(value)
+            except ValueError as exc:
+                raise ValueError(
+                    f"Invalid value {value!r} for configuration {name}: {exc}"
+                ) from None
+    consumed = configs.get(CONSUMED) or "false"
+    if consumed.lower() == "true" and not consumed_groups(configs.get(CONSUMED_GROUPS)):
+        raise ValueError(
+            f"Invalid value {consumed!r} for configuration {CONSUMED}: "
+            f"{CONSUMED_GROUPS} names no consumer group, so nothing would ever be "
+            "trimmed (a segment goes only once every named group committed past it)"
+        )

@@ -1,0 +1,300 @@
+"""Broker metrics: counters kept on the hot paths, and a Prometheus collector that reads
+the broker's state when scraped (``seglog serve --metrics-listen HOST:PORT``).
+
+Hot paths only add to plain dicts and ints on the event-loop thread (a dict increment per
+partition per request) or observe a histogram; everything else (offsets, sizes, segment
+counts, group lag, file counters) is read at scrape time. The scrape runs on
+prometheus-client's HTTP thread and asks the event loop for one consistent snapshot
+(``run_coroutine_threadsafe``), so no broker structure is read from two threads.
+
+Metric names follow Prometheus conventions (``_total`` counters, ``_seconds``, ``_bytes``);
+the README's metrics table lists each one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import struct
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+if TYPE_CHECKING:
+    from seglog.broker.context import BrokerContext
+
+__all__ = ["BrokerMetrics", "Snapshot", "record_count", "take_snapshot"]
+
+_BATCH = struct.Struct(">qi")  # baseOffset, batchLength
+_RECORDS_AT = 57  # recordCount in a record batch v2 header (Kafka DefaultRecordBatch)
+_HEADER = 61
+
+PartitionKey = tuple[str, int]
+
+
+def record_count(data: bytes | bytearray | memoryview) -> int:
+    """Records in the whole record batches of ``data`` (a fetch response's records: the
+    last batch may be cut short by max bytes and is not counted)."""
+    count, pos, end = 0, 0, len(data)
+    while pos + _HEADER <= end:
+        _base, length = _BATCH.unpack_from(data, pos)
+        nxt = pos + 12 + length
+        if length < _HEADER - 12 or nxt > end:
+            break
+        count += int.from_bytes(data[pos + _RECORDS_AT : pos + _HEADER], "big", signed=True)
+        pos = nxt
+    return count
+
+
+class BrokerMetrics:
+    """What the broker counts as it runs. Counters by (topic, partition) are plain dicts
+    written on the event loop; histograms are prometheus-client's (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.started = time.time()
+        self.bytes_in: defaultdict[PartitionKey, int] = defaultdict(int)
+        self.messages_in: defaultdict[PartitionKey, int] = defaultdict(int)
+        self.bytes_out: defaultdict[PartitionKey, int] = defaultdict(int)
+        self.messages_out: defaultdict[PartitionKey, int] = defaultdict(int)
+        self.fetches_waiting = 0
+        self.requests = Counter(
+            "seglog_requests",
+            "Requests answered, by API",
+            ["api"],
+            registry=self.registry,
+        )
+        self.request_seconds = Histogram(
+            "seglog_request_duration_seconds",
+            "Time from a request's arrival to its response (long polls and fsync waits"
+            " included), by API",
+            ["api"],
+            registry=self.registry,
+            buckets=(
+                0.0005,
+                0.001,
+                0.0025,
+                0.005,
+                0.01,
+                0.025,
+                0.05,
+                0.1,
+                0.25,
+                0.5,
+                1,
+                2.5,
+                5,
+                10,
+                30,
+            ),
+        )
+        self.auth_failures = Counter(
+            "seglog_authentication_failures",
+            "Failed SASL authentications, by mechanism",
+            ["mechanism"],
+            registry=self.registry,
+        )
+        self.reauthentications = Counter(
+            "seglog_reauthentications",
+            "Successful SASL re-authentications of an authenticated connection (KIP-368),"
+            " by mechanism",
+            ["mechanism"],
+            registry=self.registry,
+        )
+        self.expired_sessions_closed = Counter(
+            "seglog_expired_sessions_closed",
+            "Connections closed because a request arrived after their SASL session"
+            " expired (connections.max.reauth.ms; Kafka's expired-connections-killed-count)",
+            registry=self.registry,
+        )
+        self.fsync_seconds = Histogram(
+            "seglog_fsync_duration_seconds",
+            "Duration of one group-commit fsync round of a partition log",
+            registry=self.registry,
+            buckets=(0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+        )
+        self.group_commit_records = Histogram(
+            "seglog_group_commit_records",
+            "Offsets (records) made durable by one fsync round (group-commit size)",
+            registry=self.registry,
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 16384, 65536),
+        )
+
+    def produced(self, topic: str, partition: int, records: int, size: int) -> None:
+        """Count an append of ``records`` records, ``size`` bytes."""
+        key = (topic, partition)
+        self.bytes_in[key] += size
+        self.messages_in[key] += records
+
+    def fetched(self, topic: str, partition: int, data: bytes | bytearray | memoryview) -> None:
+        """Count records read for a fetch response."""
+        if data:
+            key = (topic, partition)
+            self.bytes_out[key] += len(data)
+            self.messages_out[key] += record_count(data)
+
+    def observe_sync(self, seconds: float, records: int) -> None:
+        """A log's fsync thread finished a round (``Log.set_sync_observer``)."""
+        self.fsync_seconds.observe(seconds)
+        self.group_commit_records.observe(records)
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop a deleted topic's counters."""
+        for table in (self.bytes_in, self.messages_in, self.bytes_out, self.messages_out):
+            for key in [k for k in table if k[0] == topic]:
+                del table[key]
+
+    def serve_collector(self, snapshot: Any) -> None:
+        """Register the scrape-time collector (``snapshot()`` returns a :class:`Snapshot`)
+        and the process collector (RSS, CPU, open fds)."""
+        self.registry.register(_StateCollector(self, snapshot))
+        ProcessCollector(registry=self.registry)
+
+
+@dataclasses.dataclass
+class Snapshot:
+    """The broker's state at one instant, read on the event loop."""
+
+    partitions: list[tuple[str, int, dict[str, int], dict[str, int]]]
+    """(topic, partition, Log.stat(), FileCounters.as_dict())."""
+    lag: list[tuple[str, str, int, int]]
+    """(group, topic, partition, lag in records = high watermark - committed offset)."""
+    connections: dict[str, int]
+    """Open connections by listener name."""
+    fetches_waiting: int
+    traffic: dict[str, dict[PartitionKey, int]]
+    uptime_s: float
+
+
+def take_snapshot(
+    ctx: BrokerContext, metrics: BrokerMetrics, connections: dict[str, int]
+) -> Snapshot:
+    """Read everything the collector reports (on the event loop)."""
+    partitions = []
+    ends: dict[PartitionKey, int] = {}
+    for name, info in sorted(ctx.topics.all().items()):
+        for p in range(info.partitions):
+            try:
+                plog = ctx.topics.log(name, p)
+                stat = plog.stat()
+            except Exception:  # deleted or offline meanwhile: skipped this scrape
+                continue
+            ends[(name, p)] = stat["high_watermark"]
+            partitions.append((name, p, stat, plog.counters.as_dict()))
+    lag = []
+    for group in sorted(ctx.committed.groups()):
+        for topic, parts in sorted(ctx.committed.partitions(group).items()):
+            for p, (offset, _meta) in sorted(parts.items()):
+                end = ends.get((topic, p))
+                if end is not None:
+                    lag.append((group, topic, p, max(end - offset, 0)))
+    traffic = {
+        "bytes_in": dict(metrics.bytes_in),
+        "messages_in": dict(metrics.messages_in),
+        "bytes_out": dict(metrics.bytes_out),
+        "messages_out": dict(metrics.messages_out),
+    }
+    return Snapshot(
+        partitions,
+        lag,
+        connections,
+        metrics.fetches_waiting,
+        traffic,
+        time.time() - metrics.started,
+    )
+
+
+def snapshot_from_loop(
+    loop: asyncio.AbstractEventLoop, ctx: BrokerContext, metrics: BrokerMetrics, connections: Any
+) -> Any:
+    """A ``snapshot()`` callable for the collector: runs :func:`take_snapshot` on ``loop``
+    and waits for it (at most 10 s) from the scraping thread."""
+
+    async def on_loop() -> Snapshot:
+        return take_snapshot(ctx, metrics, connections())
+
+    def snapshot() -> Snapshot:
+        return asyncio.run_coroutine_threadsafe(on_loop(), loop).result(10)
+
+    return snapshot
+
+
+_TP = ["topic", "partition"]
+
+
+class _StateCollector:
+    def __init__(self, metrics: BrokerMetrics, snapshot: Any) -> None:
+        self._metrics = metrics
+        self._snapshot = snapshot
+
+    def describe(self) -> list[Metric]:
+        return []  # collected on demand: nothing to describe at registration
+
+    def collect(self) -> Iterator[Metric]:
+        snap: Snapshot = self._snapshot()
+        traffic = {
+            "bytes_in": ("seglog_partition_bytes_in", "Record batch bytes appended"),
+            "messages_in": ("seglog_partition_messages_in", "Records appended"),
+            "bytes_out": ("seglog_partition_bytes_out", "Record batch bytes sent to fetchers"),
+            "messages_out": ("seglog_partition_messages_out", "Records sent to fetchers"),
+        }
+        for key, (name, doc) in traffic.items():
+            fam = CounterMetricFamily(name, doc, labels=_TP)
+            for (t, p), v in sorted(snap.traffic[key].items()):
+                fam.add_metric([t, str(p)], v)
+            yield fam
+        gauges = {
+            "log_start_offset": ("seglog_log_start_offset", "Log start offset"),
+            "log_end_offset": ("seglog_log_end_offset", "Log end offset (next offset)"),
+            "high_watermark": ("seglog_high_watermark", "High watermark (fsynced end)"),
+            "bytes": ("seglog_log_size_bytes", "Bytes of the partition's segments"),
+            "segments": ("seglog_log_segments", "Segments of the partition"),
+        }
+        for key, (name, doc) in gauges.items():
+            g = GaugeMetricFamily(name, doc, labels=_TP)
+            for t, p, stat, _counters in snap.partitions:
+                g.add_metric([t, str(p)], stat[key])
+            yield g
+        counter_docs = {
+            "opens": "Segment files opened",
+            "appends": "Append calls (one write each)",
+            "appended_bytes": "Bytes written by appends",
+            "syncs": "fsync rounds",
+            "rolls": "Segments rolled",
+            "truncations": "Segment files truncated (recovery, retention, cleaner)",
+            "errors": "Failed writes, rolls and fsyncs",
+            "gc_closes": "Idle segment handles closed",
+            "appended_records": "Records appended",
+            "reads": "Reads of record batches",
+            "read_bytes": "Bytes read",
+            "deletions": "Segment files deleted",
+            "renames": "Segment files renamed",
+            "index_writes": "Offset/time index writes",
+        }
+        for key, doc in counter_docs.items():
+            fam = CounterMetricFamily(f"seglog_storage_{key}", f"Storage: {doc}", labels=_TP)
+            for t, p, _stat, counters in snap.partitions:
+                fam.add_metric([t, str(p)], counters.get(key, 0))
+            yield fam
+        lag = GaugeMetricFamily(
+            "seglog_consumer_group_lag",
+            "Records between a group's committed offset and the high watermark",
+            labels=["group", *_TP],
+        )
+        for group, t, p, value in snap.lag:
+            lag.add_metric([group, t, str(p)], value)
+        yield lag
+        conns = GaugeMetricFamily(
+            "seglog_connections", "Open client connections, by listener", labels=["listener"]
+        )
+        for listener, count in sorted(snap.connections.items()):
+            conns.add_metric([listener], count)
+        yield conns
+        yield GaugeMetricFamily(
+            "seglog_fetches_waiting", "Fetches parked in a long poll", value=snap.fetches_waiting
+        )
+        yield GaugeMetricFamily("seglog_uptime_seconds", "Seconds since start", value=snap.uptime_s)

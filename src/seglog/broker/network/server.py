@@ -1,0 +1,557 @@
+"""The broker process: listener, request dispatch, startup and clean shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import signal
+import socket
+import ssl
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from prometheus_client import start_http_server
+
+from seglog._malloc import tune_malloc
+from seglog.broker.apis.acls import ACL_HANDLERS
+from seglog.broker.apis.cluster import (
+    handle_describe_cluster,
+    handle_describe_log_dirs,
+    handle_describe_quorum,
+)
+from seglog.broker.apis.configs import (
+    handle_alter_configs,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
+from seglog.broker.apis.delete_records import handle_delete_records
+from seglog.broker.apis.fetch import handle_fetch
+from seglog.broker.apis.group_admin import handle_delete_groups, handle_offset_delete
+from seglog.broker.apis.groups import GROUP_HANDLERS
+from seglog.broker.apis.metadata import handle_find_coordinator, handle_metadata
+from seglog.broker.apis.offsets import (
+    handle_list_offsets,
+    handle_offset_commit,
+    handle_offset_fetch,
+)
+from seglog.broker.apis.produce import handle_produce, handle_produce_frame
+from seglog.broker.apis.replica import REPLICA_HANDLERS
+from seglog.broker.apis.sasl import check_session, handle_sasl_authenticate, handle_sasl_handshake
+from seglog.broker.apis.scram import SCRAM_HANDLERS
+from seglog.broker.apis.topics import (
+    handle_create_partitions,
+    handle_create_topics,
+    handle_delete_topics,
+    handle_init_producer_id,
+)
+from seglog.broker.config.broker_config import BrokerConfig
+from seglog.broker.config.listeners import Listener
+from seglog.broker.context import BrokerContext
+from seglog.broker.coordinator.committed import CommittedOffsets
+from seglog.broker.coordinator.groups import GroupCoordinator
+from seglog.broker.log.durability import DurabilityWaiters
+from seglog.broker.log.producer_recovery import rebuild, write_snapshot
+from seglog.broker.log.producers import BrokerState, ProducerStateTable
+from seglog.broker.log.retention import RetentionTask, start_retention
+from seglog.broker.log.topics import TopicManager
+from seglog.broker.metrics import snapshot_from_loop
+from seglog.broker.network.connection import Connection, Response
+from seglog.broker.protocol import framing as _protocol
+from seglog.broker.protocol.bounds import check_array_counts
+from seglog.broker.protocol.errors import GROUP_AUTHORIZATION_FAILED, UNSUPPORTED_VERSION
+from seglog.broker.protocol.nulls import reject_nulls
+from seglog.broker.security.authorizer import Authorizer, Op, Res
+from seglog.broker.security.scram_store import CredentialStore
+from seglog.broker.security.tls import principal_from_cert, server_context
+from seglog.errors import ProtocolError, SeglogError
+from seglog.storage import DataDir, LogConfig
+
+__all__ = ["Broker", "run_broker"]
+
+log = logging.getLogger("seglog.broker")
+
+_SNAPSHOT_INTERVAL_S = 60.0
+_BEFORE_AUTHENTICATION = {18, 17, 36}  # ApiVersions, SaslHandshake, SaslAuthenticate
+_MEMBERSHIP = {11, 12, 13, 14}  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup: READ on the group
+SASL_HANDLERS = {17: handle_sasl_handshake, 36: handle_sasl_authenticate}
+
+
+def _advertised_host(host: str) -> str:
+    """The host clients are given for a listener bound to ``host``: itself, or this
+    machine's name for a wildcard bind (Kafka's default advertised listener)."""
+    return socket.getfqdn() if host in ("", "0.0.0.0", "::") else host
+
+
+def _tls_context(config: BrokerConfig) -> ssl.SSLContext:
+    if config.ssl_certfile is None:
+        raise ValueError("an SSL or SASL_SSL listener needs --ssl-certfile (and --ssl-keyfile)")
+    return server_context(
+        config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile, config.ssl_client_auth
+    )
+
+
+Handler = Callable[[BrokerContext, Any, int], Any]
+
+_HANDLERS: dict[int, Handler] = {
+    0: handle_produce,
+    2: handle_list_offsets,
+    3: handle_metadata,
+    8: handle_offset_commit,
+    9: handle_offset_fetch,
+    10: handle_find_coordinator,
+    19: handle_create_topics,
+    20: handle_delete_topics,
+    21: handle_delete_records,
+    22: handle_init_producer_id,
+    32: handle_describe_configs,
+    33: handle_alter_configs,
+    35: handle_describe_log_dirs,
+    37: handle_create_partitions,
+    42: handle_delete_groups,
+    44: handle_incremental_alter_configs,
+    47: handle_offset_delete,
+    55: handle_describe_quorum,
+    60: handle_describe_cluster,
+    **ACL_HANDLERS,
+    **SCRAM_HANDLERS,
+    **REPLICA_HANDLERS,
+}
+
+
+def _log_config(config: BrokerConfig) -> LogConfig:
+    return LogConfig(
+        segment_bytes=config.log_segment_bytes,
+        max_message_bytes=config.message_max_bytes,
+        flush_messages=config.log_flush_interval_messages,
+        flush_ms=config.log_flush_interval_ms,
+    )
+
+
+class Broker:
+    """A single-node Kafka-wire broker over one data directory.
+
+    ``await start()`` opens the data directory (its writer lock; DataDirLockedError if
+    another process holds it) and binds the listener; ``await stop()`` stops accepting,
+    finishes in-flight requests and closes every log cleanly."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self._servers: list[asyncio.Server] = []
+        self.listeners: dict[str, tuple[str, int]] = {}
+        """Bound (host, port) by listener name."""
+        self._advertised: dict[str, tuple[str, int]] = {}
+        self._data_dir: DataDir | None = None
+        self._ctx: BrokerContext | None = None
+        self._connections: set[Connection] = set()
+        self._per_host: dict[str, int] = {}
+        self._refused = 0
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self.bound: tuple[str, int] | None = None
+        self._retention: RetentionTask | None = None  # retention / cleaner thread
+        self._metrics_server: Any = None  # prometheus-client's WSGI server (its own thread)
+        self._snapshot_timer: asyncio.TimerHandle | None = None
+        self.metrics_bound: tuple[str, int] | None = None
+
+    async def start(self) -> None:
+        """Open the data directory and start listening. Raises OSError (address in use)."""
+        config = self.config
+        loop = asyncio.get_running_loop()
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir = DataDir(config.data_dir, create=True, default_config=_log_config(config))
+        self._data_dir = data_dir
+        try:
+            committed = CommittedOffsets(data_dir)  # creates __consumer_offsets on first start
+            topics = TopicManager(
+                data_dir,
+                loop,
+                num_partitions=config.num_partitions,
+                auto_create=config.auto_create_topics_enable,
+            )
+            state = BrokerState(config.data_dir)
+            state.begin_epoch()  # a lone voter elects itself at each start (DescribeQuorum)
+            topics.on_change = state.metadata_changed
+            producers = ProducerStateTable()
+            rebuild(producers, topics, config.data_dir)  # before any produce can arrive
+            listeners = config.listeners or (
+                Listener(
+                    "PLAINTEXT", "PLAINTEXT", config.host, config.port,
+                    config.advertised_host, config.advertised_port,
+                ),
+            )  # fmt: skip
+            tls = _tls_context(config) if any(lst.tls for lst in listeners) else None
+            for lst in listeners:
+                server = await loop.create_server(
+                    functools.partial(self._new_connection, lst),
+                    lst.host,
+                    lst.port,
+                    reuse_address=True,
+                    ssl=tls if lst.tls else None,
+                )
+                self._servers.append(server)
+                port = int(server.sockets[0].getsockname()[1])
+                self.listeners[lst.name] = (lst.host, port)
+                self._advertised[lst.name] = (
+                    lst.advertised_host or _advertised_host(lst.host),
+                    lst.advertised_port or port,
+                )
+        except BaseException:
+            for server in self._servers:
+                server.close()
+            data_dir.close()
+            raise
+        first = listeners[0].name
+        self.bound = self.listeners[first]
+        self._ctx = BrokerContext(
+            config=config,
+            topics=topics,
+            state=state,
+            producers=producers,
+            committed=committed,
+            host=self._advertised[first][0],
+            port=self._advertised[first][1],
+            sync_before_ack=config.log_flush_interval_messages is None
+            and config.log_flush_interval_ms is None,
+            durability=DurabilityWaiters(loop),
+            groups=GroupCoordinator(
+                initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                min_session_timeout_ms=config.group_min_session_timeout_ms,
+                max_session_timeout_ms=config.group_max_session_timeout_ms,
+            ),
+            credentials=CredentialStore(config.data_dir),
+            sasl_mechanisms=config.sasl_enabled_mechanisms,
+            authorizer=Authorizer(
+                config.data_dir,
+                enabled=bool(config.authorizer_class_name),
+                super_users=config.super_users,
+                allow_if_no_acl=config.allow_everyone_if_no_acl_found,
+            ),
+        )
+        topics.sync_observer = self._ctx.metrics.observe_sync
+        self._schedule_idle_sweep()
+        self._snapshot_timer = loop.call_later(_SNAPSHOT_INTERVAL_S, self._snapshot_producers)
+        self._retention = start_retention(config, self._data_dir, committed.lowest)
+        if config.metrics_host is not None:
+            self._start_metrics(loop)
+        for lst in listeners:
+            host, port = self.listeners[lst.name]
+            a_host, a_port = self._advertised[lst.name]
+            log.info(
+                "seglog broker listening on %s:%d (%s, %s; advertised %s:%d), data directory %s",
+                host, port, lst.name, lst.protocol, a_host, a_port, config.data_dir,
+            )  # fmt: skip
+
+    def _start_metrics(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve ``/metrics`` (Prometheus text format) on ``metrics_host:metrics_port``."""
+        ctx, config = self._ctx, self.config
+        assert ctx is not None
+        assert config.metrics_host is not None
+        metrics = ctx.metrics
+        metrics.serve_collector(
+            snapshot_from_loop(loop, ctx, metrics, self._connections_by_listener)
+        )
+        server, _thread = start_http_server(
+            config.metrics_port, config.metrics_host, registry=metrics.registry
+        )
+        self._metrics_server = server
+        self.metrics_bound = (config.metrics_host, int(server.server_port))
+        log.info("metrics on http://%s:%d/metrics", config.metrics_host, server.server_port)
+
+    def _snapshot_producers(self, *, reschedule: bool = True) -> None:
+        """Write the idempotent-producer snapshot (every minute and at shutdown), so a
+        restart scans only the batches appended after it."""
+        ctx = self._ctx
+        if ctx is None:
+            return
+        try:
+            write_snapshot(ctx.producers, ctx.topics, self.config.data_dir)
+        except (OSError, SeglogError) as exc:  # the next start scans more; never fatal
+            log.warning("cannot write the producer-state snapshot: %s", exc)
+        if reschedule and not ctx.shutting_down:
+            loop = asyncio.get_running_loop()
+            self._snapshot_timer = loop.call_later(_SNAPSHOT_INTERVAL_S, self._snapshot_producers)
+
+    def _new_connection(self, listener: Listener) -> Connection:
+        conn = Connection(
+            self.dispatch,
+            max_request_bytes=self.config.socket_request_max_bytes,
+            max_inflight=self.config.max_inflight_requests,
+            on_open=self._admit,
+            on_close=self._closed,
+        )
+        conn.listener = listener
+        conn.authenticated = not listener.sasl
+        conn.partial_timeout_s = self.config.partial_request_timeout_ms / 1000
+        return conn
+
+    # -- connection limits ------------------------------------------------------------------
+
+    def _admit(self, conn: Connection) -> bool:
+        """Count a new connection, or refuse it (closed at once) when ``max.connections``
+        or ``max.connections.per.ip`` is reached, or the broker is shutting down."""
+        host = conn.peer_host
+        config = self.config
+        reason = None
+        if self._ctx is None or self._ctx.shutting_down:
+            reason = "shutting down"
+        elif len(self._connections) >= config.max_connections:
+            reason = f"max.connections {config.max_connections} reached"
+        elif self._per_host.get(host, 0) >= config.max_connections_per_ip:
+            reason = f"max.connections.per.ip {config.max_connections_per_ip} reached"
+        if reason is not None:
+            self._refused += 1
+            # one line per power of two refusals: a flood cannot flood the log
+            if self._refused & (self._refused - 1) == 0:
+                log.warning(
+                    "refusing connection from %s: %s (%d refused so far)",
+                    conn.peer,
+                    reason,
+                    self._refused,
+                )
+            return False
+        self._connections.add(conn)
+        self._per_host[host] = self._per_host.get(host, 0) + 1
+        if not conn.authenticated and self.config.sasl_authentication_timeout_ms > 0:
+            timeout = self.config.sasl_authentication_timeout_ms / 1000
+            asyncio.get_running_loop().call_later(timeout, self._auth_expired, conn)
+        if conn.listener is not None and conn.listener.tls:
+            principal = principal_from_cert(conn.peer_certificate())
+            if principal is not None:
+                conn.principal = principal
+                log.info("TLS client %s from %s", principal, conn.peer)
+        return True
+
+    @staticmethod
+    def _auth_expired(conn: Connection) -> None:
+        if not conn.authenticated:
+            log.warning("closing connection from %s: not authenticated in time", conn.peer)
+            conn.abort()
+
+    def _closed(self, conn: Connection) -> None:
+        if conn not in self._connections:
+            return  # refused at accept: never counted
+        self._connections.discard(conn)
+        host = conn.peer_host
+        left = self._per_host.get(host, 0) - 1
+        if left > 0:
+            self._per_host[host] = left
+        else:
+            self._per_host.pop(host, None)
+
+    def _connections_by_listener(self) -> dict[str, int]:
+        counts = dict.fromkeys(self.listeners, 0)
+        for conn in self._connections:
+            name = conn.listener.name if conn.listener is not None else "PLAINTEXT"
+            counts[name] = counts.get(name, 0) + 1
+        return counts
+
+    @property
+    def connection_count(self) -> int:
+        """Open client connections (refused ones excluded)."""
+        return len(self._connections)
+
+    # -- idle connections ---------------------------------------------------------------
+
+    def _schedule_idle_sweep(self) -> None:
+        idle_ms = self.config.connections_max_idle_ms
+        if idle_ms <= 0:
+            return
+        interval = min(max(idle_ms / 4000, 0.01), 30.0)
+        loop = asyncio.get_running_loop()
+        self._idle_timer = loop.call_later(interval, self._sweep_idle)
+
+    def _sweep_idle(self) -> None:
+        """Close connections with nothing in flight and no traffic for
+        ``connections.max.idle.ms`` (Kafka's default: 10 minutes)."""
+        self._idle_timer = None
+        if self._ctx is None or self._ctx.shutting_down:
+            return
+        now = asyncio.get_running_loop().time()
+        limit = self.config.connections_max_idle_ms / 1000
+        for conn in list(self._connections):
+            if not conn.busy and now - conn.last_active > limit:
+                log.info("closing connection from %s: idle for %.1f s", conn.peer, limit)
+                conn.close_idle()
+        self._schedule_idle_sweep()
+
+    # -- requests -------------------------------------------------------------------------
+
+    def dispatch(
+        self, conn: Connection, frame: memoryview
+    ) -> Response | Awaitable[Response | None] | None:
+        """:meth:`handle` one request, counted and timed per API (metrics): until the
+        response is ready, long polls and fsync waits included."""
+        started = time.perf_counter()
+        result = self.handle(conn, frame)
+        spec = _protocol.APIS.get(int.from_bytes(frame[:2], "big"))
+        if spec is None or self._ctx is None:
+            return result
+        metrics = self._ctx.metrics
+        name = spec.name.removesuffix("Request")
+
+        def done(_fut: object = None) -> None:
+            metrics.requests.labels(name).inc()
+            metrics.request_seconds.labels(name).observe(time.perf_counter() - started)
+
+        if result is None or isinstance(result, bytes | bytearray | list):
+            done()
+            return result
+        if isinstance(result, asyncio.Future):
+            result.add_done_callback(done)
+            return result
+        return self._timed(result, done)
+
+    @staticmethod
+    async def _timed(
+        pending: Awaitable[Response | None], done: Callable[[], None]
+    ) -> Response | None:
+        try:
+            return await pending
+        finally:
+            done()
+
+    def handle(
+        self, conn: Connection, frame: memoryview
+    ) -> Response | Awaitable[Response | None] | None:
+        """Decode one request frame and run its handler. Raises ProtocolError (the
+        connection is closed) for a malformed frame, an unknown API key, or a version
+        outside the served range; ApiVersions of an unknown version gets a v0 body with
+        error 35 UNSUPPORTED_VERSION (KIP-511)."""
+        ctx = self._ctx
+        assert ctx is not None
+        view = frame
+        header = _protocol.parse_request_header(view)
+        key, version = header.api_key, header.api_version
+        spec = _protocol.APIS.get(key)
+        if spec is None:
+            raise ProtocolError(f"unknown API key {key}")
+        if conn.sasl is not None or conn.session_expires is not None:
+            check_session(ctx, conn, key, spec.name)  # KIP-368: re-authenticating / expired
+        if key == _protocol.API_VERSIONS_KEY:
+            if not spec.accepts(version):
+                body = _protocol.api_versions_body(0, UNSUPPORTED_VERSION)
+                return _protocol.encode_response(key, 0, header.correlation_id, body)
+            return _protocol.encode_response(
+                key, version, header.correlation_id, _protocol.api_versions_body(version)
+            )
+        if not spec.accepts(version):
+            raise ProtocolError(f"unsupported version {version} of {spec.name} (API {key})")
+        if not conn.authenticated and key not in _BEFORE_AUTHENTICATION:
+            raise ProtocolError(f"{spec.name} before SASL authentication on {conn.listener.name}")
+        # Metadata, FindCoordinator, DescribeCluster advertise the listener asked on
+        ctx.host, ctx.port = self._advertised[conn.listener.name]
+        ctx.listener = conn.listener.name
+        ctx.principal, ctx.client_host = conn.principal, conn.peer_host  # ACL checks
+        if key == _protocol.PRODUCE_KEY and version >= _protocol.PRODUCE_FRAME_MIN_VERSION:
+            return handle_produce_frame(
+                ctx, view, header.body_offset, version, header.correlation_id
+            )
+        check_array_counts(spec.request, view, header.body_offset, version)
+        try:
+            request = spec.request.decode(view[header.body_offset :], version=version)
+        except Exception as exc:
+            raise ProtocolError(f"malformed {spec.name} v{version}: {exc!r}") from exc
+        reject_nulls(request, version)  # null where the schema forbids it: malformed
+        if key == _protocol.FETCH_KEY:
+            return handle_fetch(ctx, request, version, header.correlation_id)
+        if key in SASL_HANDLERS:  # per-connection authentication state
+            result = SASL_HANDLERS[key](ctx, conn, request, version)
+        elif key in _MEMBERSHIP and not ctx.allowed(Op.READ, Res.GROUP, request.group_id):
+            result = spec.response[version](error_code=GROUP_AUTHORIZATION_FAILED)
+        elif key in GROUP_HANDLERS:  # group membership: needs the client id and host
+            client = header.client_id or ""
+            result = GROUP_HANDLERS[key](ctx, request, version, client, conn.peer_host)
+        else:
+            result = _HANDLERS[key](ctx, request, version)
+        if result is None:
+            return None
+        if isinstance(result, Coroutine):
+            return self._encode_later(key, version, header.correlation_id, result)
+        return _protocol.encode_response(key, version, header.correlation_id, result)
+
+    @staticmethod
+    async def _encode_later(
+        key: int, version: int, correlation_id: int, pending: Awaitable[Any]
+    ) -> bytearray | None:
+        body = await pending
+        if body is None:
+            return None
+        return _protocol.encode_response(key, version, correlation_id, body)
+
+    async def stop(self) -> None:
+        """Stop accepting, answer in-flight requests (long polls return at once), close
+        connections and logs (a clean shutdown: no recovery scan on the next start)."""
+        for server in self._servers:
+            server.close()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        if self._ctx is not None:
+            self._ctx.shutting_down = True
+            self._ctx.topics.wake_all()
+            self._ctx.groups.shutdown()  # parked JoinGroup/SyncGroup answer at once
+        timeout = self.config.shutdown_timeout_ms / 1000
+        if self._connections:
+            await asyncio.gather(
+                *(c.drain_and_close(timeout) for c in list(self._connections)),
+                return_exceptions=True,
+            )
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers = []
+        if self._snapshot_timer is not None:
+            self._snapshot_timer.cancel()
+        if self._ctx is not None:
+            self._snapshot_producers(reschedule=False)  # in-flight produces are done
+            self._ctx.topics.close()
+        if self._retention is not None:
+            await asyncio.to_thread(self._retention.stop)  # before the logs close
+            self._retention = None
+        if self._metrics_server is not None:
+            await asyncio.to_thread(self._metrics_server.shutdown)
+            self._metrics_server.server_close()
+            self._metrics_server = None
+        if self._data_dir is not None:
+            self._data_dir.close()
+            self._data_dir = None
+        log.info("seglog broker stopped")
+
+
+async def _serve(config: BrokerConfig) -> None:
+    loop = asyncio.get_running_loop()
+    log.info("event loop: %s", type(loop).__module__.partition(".")[0])  # uvloop / asyncio
+    broker = Broker(config)
+    await broker.start()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+        log.info("shutting down")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await broker.stop()
+
+
+def run_broker(config: BrokerConfig) -> None:
+    """Run a broker until SIGINT or SIGTERM, then shut down cleanly and return. Sets
+    glibc's malloc thresholds for the process first (``_malloc.tune_malloc``)."""
+    tune_malloc()
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(_serve(config))
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop when installed (libuv, and TLS in Cython rather than asyncio's
+    pure-Python SSL protocol: benchmarks/security_bench.py), else asyncio's default.
+    ``SEGLOG_EVENT_LOOP=asyncio`` forces the default."""
+    if os.environ.get("SEGLOG_EVENT_LOOP", "") == "asyncio":
+        return None
+    try:
+        import uvloop  # noqa: PLC0415
+    except ImportError:
+        return None
+    return uvloop.new_event_loop

@@ -1,0 +1,1 @@
+"""The broker's protocol layer."""
