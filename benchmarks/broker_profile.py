@@ -42,9 +42,8 @@ from pathlib import Path
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-from seglog.bench._disk import raw_append_rate
-from seglog.bench._kafka import Rate, create_topic, fetch_confluent, produce
-from seglog.broker.testing import BrokerProcess, free_port, start_broker
+from seglog.bench import Rate, create_topic, fetch_confluent, produce, raw_append_rate
+from seglog.broker import BrokerProcess, free_port, start_broker
 
 SIZES = (1024, 100)
 MOCK = {"test.mock.num.brokers": 1}

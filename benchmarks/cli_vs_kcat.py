@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from seglog.broker.testing import start_broker
+from seglog.broker import start_broker
 
 SEGLOG = str(Path(sys.executable).with_name("seglog"))
 

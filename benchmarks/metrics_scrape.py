@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client import CollectorRegistry, start_http_server
 
-from seglog.broker.testing import free_port, start_broker
+from seglog.broker import free_port, start_broker
 
 
 def _time_get(url: str, repeat: int) -> list[float]:

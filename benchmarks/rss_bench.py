@@ -40,7 +40,7 @@ import crc32c
 import numpy as np
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from seglog.broker.testing import BrokerProcess, start_broker
+from seglog.broker import BrokerProcess, start_broker
 from seglog.storage import DataDir, LogConfig, encode_records
 
 TOPIC = "rss"

@@ -27,7 +27,7 @@ import trustme
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from seglog.broker.testing import free_port, start_broker
+from seglog.broker import free_port, start_broker
 
 SEGLOG = str(Path(sys.executable).with_name("seglog"))
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import seglog.spark
-from seglog.bench._spark import _session
+from seglog.bench import spark_session
 from seglog.storage import DataDir
 
 TOPIC = "stream-bench"
@@ -132,7 +132,7 @@ def main() -> None:
     try:
         print(f"writing {args.partitions} x {args.partition_gib} GiB ...", flush=True)
         rows = _write(path, args.partitions, args.partition_gib, args.value_bytes)
-        spark = _session()
+        spark = spark_session()
         seglog.spark.register(spark)
         _batch(spark, path, rows)  # warm-up: JIT, Python workers, page cache
         batch: list[float] = []

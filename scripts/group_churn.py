@@ -24,7 +24,7 @@ from pathlib import Path
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from seglog.broker.testing import BrokerProcess, free_port, start_broker
+from seglog.broker import BrokerProcess, free_port, start_broker
 from seglog.storage import open_log
 
 TOPIC, GROUP, PARTITIONS = "churn", "churners", 4

@@ -172,10 +172,13 @@ STORAGE_ORDER = (
 )  # fmt: skip
 
 
-def _storage_imports() -> list[tuple[str, str, int, bool, bool]]:
+def _subpackage_imports(
+    package: str, order: tuple[str, ...]
+) -> list[tuple[str, str, int, bool, bool]]:
     """(importing subpackage, imported subpackage, line, type-only, inside a function) for
-    every import between storage's subpackages."""
-    storage = ROOT / "src" / "seglog" / "storage"
+    every import between the subpackages (and top-level modules) of ``seglog.<package>``."""
+    root = ROOT / "src" / "seglog" / package
+    prefix = f"seglog.{package}."
     found: list[tuple[str, str, int, bool, bool]] = []
 
     def walk(node: ast.AST, where: str, type_only: bool, deferred: bool) -> None:
@@ -184,19 +187,21 @@ def _storage_imports() -> list[tuple[str, str, int, bool, bool]]:
                 walk(child, where, True, deferred)
                 continue
             in_function = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
-            if isinstance(child, ast.ImportFrom) and (child.module or "").startswith(
-                "seglog.storage."
-            ):
+            if isinstance(child, ast.ImportFrom) and (child.module or "").startswith(prefix):
                 target = child.module.split(".")[2]  # type: ignore[union-attr]
                 found.append((where, target, child.lineno, type_only, deferred))
             walk(child, where, type_only, deferred or in_function)
 
-    for path in storage.rglob("*.py"):
-        rel = path.relative_to(storage)
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root)
         where = rel.parts[0] if len(rel.parts) > 1 else rel.stem
-        if where in STORAGE_ORDER:
+        if where in order:
             walk(ast.parse(path.read_text()), where, False, False)
     return found
+
+
+def _storage_imports() -> list[tuple[str, str, int, bool, bool]]:
+    return _subpackage_imports("storage", STORAGE_ORDER)
 
 
 def test_storage_subpackages_import_one_way() -> None:
@@ -223,3 +228,80 @@ def test_log_implements_its_whole_contract() -> None:
     assert len(members) > 30
     assert [n for n in members if n not in vars(Log)] == []
     assert [n for n in members if not inspect.getdoc(getattr(Log, n))] == []
+
+
+# the broker's subpackages and top-level modules, lowest first: each imports only those
+# before it (Kafka's network / server / coordinator / log / security packages, aiokafka's
+# protocol/); the package's __init__ only re-exports (type-only imports and a lazy loader)
+BROKER_ORDER = (
+    "protocol", "config", "security", "log", "coordinator", "metrics", "context", "apis",
+    "network", "process", "testing",
+)  # fmt: skip
+
+
+def test_broker_subpackages_import_one_way() -> None:
+    """protocol < config < security < log < coordinator < metrics < context < apis <
+    network < process: no import (not even a type-only one) points up or sideways to a
+    later one, and none hides in a function."""
+    rank = {name: i for i, name in enumerate(BROKER_ORDER)}
+    found = _subpackage_imports("broker", BROKER_ORDER)
+    assert {i[0] for i in found} >= {"apis", "network", "context"}  # the walk sees them
+    upward = [i for i in found if rank[i[1]] > rank[i[0]]]
+    deferred = [i for i in found if i[4]]
+    assert upward == []
+    assert deferred == []
+    on_disk = {
+        p.stem if p.is_file() else p.name
+        for p in (SRC / "seglog" / "broker").iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()
+    }
+    assert on_disk == set(BROKER_ORDER)  # a new module or subpackage gets its place here
+
+
+def _is_private(module: str) -> bool:
+    """A module path other packages may not import: one with a ``_private`` part, or a
+    module inside ``seglog.broker`` or ``seglog.storage`` (their package exports the
+    public names)."""
+    parts = module.split(".")
+    if any(p.startswith("_") and not p.startswith("__") for p in parts[1:]):
+        return True
+    return len(parts) > 2 and parts[0] == "seglog" and parts[1] in ("broker", "storage")
+
+
+def _script_imports() -> list[tuple[str, str]]:
+    """(file, module) for every ``seglog`` import in benchmarks/, scripts/ and examples/
+    (``from m import _name`` also as ``m._name``)."""
+    found = []
+    for folder in ("benchmarks", "scripts", "examples"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names: list[str] = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    # a private name counts as a private module: seglog.bench._x
+                    names = [node.module or ""]
+                    names += [f"{node.module}.{a.name}" for a in node.names if a.name[0] == "_"]
+                found += [
+                    (str(path.relative_to(ROOT)), n) for n in names if n.split(".")[0] == "seglog"
+                ]
+    return found
+
+
+def test_other_packages_and_scripts_use_public_names_only() -> None:
+    """Nothing outside ``seglog.broker`` imports its inner modules (type-only imports
+    included), and benchmarks/, scripts/ and examples/ import only public names of any
+    seglog package (no ``_private`` module or name)."""
+    graph = _import_graph(type_only=True)
+    inner = sorted(
+        f"{module} imports {target}"
+        for module, imported in graph.items()
+        if _layer(module) != "broker"
+        for target in imported
+        if target.startswith("seglog.broker.")
+    )
+    scripts = _script_imports()
+    assert len(scripts) > 10  # the walk sees them
+    private = sorted(f"{path} imports {name}" for path, name in scripts if _is_private(name))
+    assert inner == []
+    assert private == []

@@ -1,6 +1,6 @@
 """Run ``seglog serve`` as a subprocess on a free loopback port, for the demo and its test.
 
-A thin wrapper over the broker's own launcher (``seglog.broker.testing.start_broker``):
+A thin wrapper over the broker's own launcher (``seglog.broker.start_broker``):
 ``seglog serve --data-dir DIR --listen 127.0.0.1:<free port>``, ready once it accepts TCP
 connections, stopped with SIGTERM (a clean shutdown) when the block exits, normally or
 by an exception.
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from seglog.broker.testing import start_broker
+from seglog.broker import start_broker
 
 __all__ = ["BrokerError", "running_broker"]
 

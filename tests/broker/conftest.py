@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from seglog.broker.testing import BrokerProcess, start_broker
+from seglog.broker import BrokerProcess, start_broker
 
 _names = itertools.count()
 

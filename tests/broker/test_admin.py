@@ -16,7 +16,7 @@ from kafka.admin import NewTopic as KpNewTopic
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.metadata import MetadataRequest
 
-from seglog.broker.testing import BrokerProcess
+from seglog.broker import BrokerProcess
 
 from ._wire import Wire
 

@@ -14,7 +14,7 @@ from kafka.protocol.consumer import FetchRequest, JoinGroupRequest, ListOffsetsR
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-from seglog.broker.testing import BrokerProcess
+from seglog.broker import BrokerProcess
 
 from ._wire import Wire, api_versions, make_batch, produce_request, tree_digest
 

@@ -1,4 +1,4 @@
-"""The array-count walk (``_bounds``) agrees with kafka-python's decoder: every version of
+"""The array-count walk (``protocol.bounds``) agrees with kafka-python's decoder: every version of
 every API served, with every array populated, walks to the end without complaint, and a
 count larger than the bytes left is refused."""
 
@@ -12,13 +12,14 @@ from kafka.protocol.schemas.fields.array import ArrayField
 from kafka.protocol.schemas.fields.codecs import Bytes, String
 from kafka.protocol.schemas.fields.struct import StructField
 
+from seglog.broker.apis.registry import REGISTRY, flexible_request
 from seglog.broker.protocol.bounds import check_array_counts
-from seglog.broker.protocol.framing import APIS, parse_request_header
+from seglog.broker.protocol.framing import parse_request_header
 from seglog.errors import ProtocolError
 
 CASES = [
     (key, v)
-    for key, spec in APIS.items()
+    for key, spec in REGISTRY.items()
     if key != 18  # ApiVersions is answered without decoding its body
     for v in range(spec.min_accepted, spec.max_version + 1)
 ]
@@ -46,13 +47,13 @@ def sample(field: Any, version: int) -> Any:
 
 @pytest.mark.parametrize(("key", "version"), CASES)
 def test_walk_accepts_every_served_request(key: int, version: int) -> None:
-    request_class = APIS[key].request
+    request_class = REGISTRY[key].request
     struct = request_class._struct
     values = {f.name: sample(f, version) for f in struct._fields if f.for_version_q(version)}
     request = request_class[version](**values)
     request.with_header(correlation_id=1, client_id="bounds")
     frame = memoryview(bytes(request.encode(header=True)))
-    header = parse_request_header(frame)
+    header = parse_request_header(frame, flexible_request)
     request_class.decode(frame[header.body_offset :], version=version)  # kafka-python agrees
     check_array_counts(request_class, frame, header.body_offset, version, walk_above=0)
     if any(isinstance(v, list) for v in values.values()):

@@ -19,7 +19,7 @@ from confluent_kafka.admin import (
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 
-from seglog.broker.testing import BrokerProcess
+from seglog.broker import BrokerProcess
 from seglog.storage import open_log
 
 BROKER_ARGS = ("--log-retention-ms", "3600000")

@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kafka.admin import KafkaAdminClient
 from kafka.admin import NewPartitions as KpNewPartitions
 
-from seglog.broker.testing import BrokerProcess
+from seglog.broker import BrokerProcess
 
 
 def _code(future: object) -> int:

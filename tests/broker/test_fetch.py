@@ -15,7 +15,7 @@ from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import MetadataRequest
 from prometheus_client.parser import text_string_to_metric_families
 
-from seglog.broker.testing import BrokerProcess
+from seglog.broker import BrokerProcess
 
 from ._wire import Wire, ensure_topic, fetch_request, make_batch, produce, produce_request, values
 

@@ -27,7 +27,7 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
-from seglog.broker.testing import BrokerProcess
+from seglog.broker import BrokerProcess
 
 from ._wire import Wire, ensure_topic, fetch_request, make_batch, produce_request
 

@@ -18,7 +18,7 @@ from kafka.protocol.consumer import OffsetDeleteRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
 from seglog.broker.apis.group_admin import handle_offset_delete
-from seglog.broker.context import BrokerContext
+from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.committed import CommittedOffsets
 from seglog.broker.coordinator.group_model import Group, GroupState, Member
 from seglog.storage import DataDir
@@ -71,8 +71,8 @@ def _offset_delete(offsets: CommittedOffsets, metadata: bytes) -> dict[str, int]
     ctx = SimpleNamespace(
         groups=SimpleNamespace(groups={"g": group}),
         committed=offsets,
-        allowed=lambda *_: True,
     )
+    rctx = SimpleNamespace(api_version=0, allowed=lambda *_: True)
     part = OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition
     req = OffsetDeleteRequest[0](
         group_id="g",
@@ -83,7 +83,7 @@ def _offset_delete(offsets: CommittedOffsets, metadata: bytes) -> dict[str, int]
             for name in ("sub", "other")
         ],
     )
-    resp: Any = handle_offset_delete(cast(BrokerContext, ctx), req, 0)
+    resp: Any = handle_offset_delete(cast(BrokerContext, ctx), cast(RequestContext, rctx), req)
     assert resp.error_code == 0
     return {t.name: t.partitions[0].error_code for t in resp.topics}
 
@@ -149,9 +149,8 @@ def test_offset_delete_of_group_with_members_by_protocol_type(
     a "consumer" group deletes the partitions of topics no member subscribes to."""
     member = Member("m", None, "client", "127.0.0.1", 6000, 10_000, member_type, [("p", _GOOD)])
     group = Group("g", state, 1, group_type, "p", "m", members={"m": member})
-    ctx = SimpleNamespace(
-        groups=SimpleNamespace(groups={"g": group}), committed=offsets, allowed=lambda *_: True
-    )
+    ctx = SimpleNamespace(groups=SimpleNamespace(groups={"g": group}), committed=offsets)
+    rctx = SimpleNamespace(api_version=0, allowed=lambda *_: True)
     part = OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition
     req = OffsetDeleteRequest[0](
         group_id="g",
@@ -161,7 +160,7 @@ def test_offset_delete_of_group_with_members_by_protocol_type(
             )
         ],
     )
-    resp: Any = handle_offset_delete(cast(BrokerContext, ctx), req, 0)
+    resp: Any = handle_offset_delete(cast(BrokerContext, ctx), cast(RequestContext, rctx), req)
     assert resp.error_code == want
     if want:
         assert resp.topics == []

@@ -27,7 +27,7 @@ from kafka.protocol.consumer import (
     SyncGroupRequest,
 )
 
-from seglog.broker.testing import BrokerProcess
+from seglog.broker import BrokerProcess
 
 from ._wire import Wire, api_versions
 

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.protocol.producer import InitProducerIdRequest
 
-from seglog.broker.testing import BrokerProcess, free_port
+from seglog.broker import BrokerProcess, free_port
 
 from ._wire import Wire, ensure_topic, fetch_request, produce, values
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import crc32c
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
+from seglog.broker import BrokerProcess
 from seglog.broker.protocol.bounds import WALK_ABOVE_BYTES
-from seglog.broker.testing import BrokerProcess
 
 from ._wire import (
     Wire,

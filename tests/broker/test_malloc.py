@@ -1,4 +1,4 @@
-"""glibc malloc settings of the broker process (``_malloc.tune_malloc``): freed fetch-sized
+"""glibc malloc settings of the broker process (``seglog._malloc.tune_malloc``): freed fetch-sized
 buffers stay mapped instead of being returned to the kernel and faulted in again."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import trustme
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from seglog.broker.testing import free_port, start_broker
+from seglog.broker import free_port, start_broker
 
 _CHURN = """
 import os, resource, sys

@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from seglog.broker.testing import BrokerProcess, free_port
+from seglog.broker import BrokerProcess, free_port
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

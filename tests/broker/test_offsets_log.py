@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from seglog.broker import BrokerProcess
 from seglog.broker.coordinator.committed import (
     CommittedOffsets,
     decode_key,
@@ -25,7 +26,6 @@ from seglog.broker.coordinator.committed import (
     encode_key,
     encode_value,
 )
-from seglog.broker.testing import BrokerProcess
 from seglog.storage import OFFSET_OLDEST, DataDir, open_log
 
 from ._wire import Wire

@@ -1,4 +1,4 @@
-"""The broker's own Produce codec (``_produce_wire``) against kafka-python's: every
+"""The broker's own Produce codec (``protocol.produce_wire``) against kafka-python's: every
 version parses what kafka-python encodes and encodes exactly the bytes kafka-python
 would; malformed bodies raise ProtocolError before anything is allocated from a length."""
 
@@ -10,13 +10,14 @@ from typing import NamedTuple
 import pytest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from seglog.broker.protocol.framing import APIS, parse_request_header
+from seglog.broker.apis.registry import REGISTRY, flexible_request
+from seglog.broker.protocol.framing import parse_request_header
 from seglog.broker.protocol.produce_wire import encode_produce_response, parse_produce
 from seglog.errors import ProtocolError
 
 from ._wire import make_batch
 
-VERSIONS = list(range(3, APIS[0].max_version + 1))
+VERSIONS = list(range(3, REGISTRY[0].max_version + 1))
 
 
 def request_frame(version: int, topics: dict[str, list[tuple[int, bytes | None]]]) -> bytes:
@@ -40,7 +41,7 @@ def test_parse_matches_kafka_python(version: int) -> None:
     batch_a, batch_b = make_batch([b"a"] * 3), make_batch([b"b" * 300])
     frame = request_frame(version, {"t1": [(0, batch_a), (5, None)], "t.two": [(2, batch_b)]})
     view = memoryview(frame)
-    header = parse_request_header(view)
+    header = parse_request_header(view, flexible_request)
     body = parse_produce(view, header.body_offset, version)
     assert (body.transactional_id, body.acks, body.timeout_ms) == ("tx-é", -1, 1234)
     got = [
@@ -98,7 +99,7 @@ def test_response_bytes_match_kafka_python(version: int) -> None:
 @pytest.mark.parametrize("version", [8, 9])
 def test_every_truncation_is_a_protocol_error(version: int) -> None:
     frame = request_frame(version, {"t": [(0, make_batch([b"v"] * 2)), (1, None)]})
-    header = parse_request_header(memoryview(frame))
+    header = parse_request_header(memoryview(frame), flexible_request)
     # the last byte of a flexible body is its (empty) tagged fields: cut before it
     for cut in range(header.body_offset, len(frame) - 1):
         with pytest.raises(ProtocolError):
@@ -128,7 +129,7 @@ def test_counts_and_lengths_checked_before_use(version: int, body: bytes) -> Non
 def test_tagged_fields_are_skipped() -> None:
     """A tagged-field section is a plain uvarint count (not a compact length): a body
     carrying one unknown tagged field per struct still parses (the reader before the merge
-    with ``_bounds`` read the count as a compact length and lost its place)."""
+    with ``protocol.bounds`` read the count as a compact length and lost its place)."""
     batch = make_batch([b"tagged"])
     tag = b"\x01\x07\x02hi"  # one field: tag 7, 2 bytes
     body = (

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 from kafka.protocol.producer import InitProducerIdRequest
 
-from seglog.broker.testing import BrokerProcess
+from seglog.broker import BrokerProcess
 
 from ._wire import Wire, ensure_topic, fetch_request, make_batch, produce_request, values
 

@@ -18,9 +18,8 @@ import typer.main
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 from typer.testing import CliRunner
 
-from seglog.broker import BrokerConfig
+from seglog.broker import BrokerConfig, BrokerProcess
 from seglog.broker.config.settings import BOOLEAN, BROKER_SETTINGS, BrokerSetting
-from seglog.broker.testing import BrokerProcess
 from seglog.cli import build_app
 from seglog.cli._properties import parse_properties
 

@@ -15,19 +15,19 @@ from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, 
 from kafka.protocol.producer import InitProducerIdRequest
 from kafka.record.memory_records import MemoryRecords
 
-from seglog.broker.protocol.framing import APIS
+from seglog.broker.apis.registry import REGISTRY
 
 from ._wire import Wire, api_versions, ensure_topic, produce
 
 
 def versions(api_key: int) -> list[int]:
-    spec = APIS[api_key]
+    spec = REGISTRY[api_key]
     return list(range(spec.min_version, spec.max_version + 1))
 
 
 def test_api_versions_advertised(broker: str) -> None:
     advertised = api_versions(broker)
-    assert advertised == {k: (s.min_version, s.max_version) for k, s in APIS.items()}
+    assert advertised == {k: (s.min_version, s.max_version) for k, s in REGISTRY.items()}
     assert {0, 1, 2, 3, 10, 18, 19, 20, 22} <= set(advertised)
 
 
@@ -38,7 +38,7 @@ def test_api_versions(broker: str, version: int) -> None:
             ApiVersionsRequest[version](client_software_name="t", client_software_version="1")
         )
     assert resp.error_code == 0
-    assert {k.api_key for k in resp.api_keys} == set(APIS)
+    assert {k.api_key for k in resp.api_keys} == set(REGISTRY)
 
 
 @pytest.mark.parametrize("version", versions(3))
@@ -311,7 +311,7 @@ def test_create_and_delete_topics(broker: str, topic: str, version: int) -> None
         ]
         if version >= 5:
             assert resp.topics[0].num_partitions == 2
-        dversion = min(version - 1, APIS[20].max_version) if version < 7 else 6
+        dversion = min(version - 1, REGISTRY[20].max_version) if version < 7 else 6
         dreq = DeleteTopicsRequest[dversion]
         if dversion >= 6:
             dresp = w.call(dreq(topics=[dreq.DeleteTopicState(name=topic)], timeout_ms=5000))

@@ -25,7 +25,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from prometheus_client.parser import text_string_to_metric_families
 
-from seglog.broker.testing import BrokerProcess, free_port, start_broker
+from seglog.broker import BrokerProcess, free_port, start_broker
 
 from ._wire import Wire
 

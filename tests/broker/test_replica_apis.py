@@ -19,7 +19,7 @@ from kafka.protocol.admin import (
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest
 from kafka.protocol.producer import InitProducerIdRequest
 
-from seglog.broker.testing import BrokerProcess
+from seglog.broker import BrokerProcess
 
 from ._wire import Wire, ensure_topic, make_batch, produce_request
 

@@ -21,7 +21,7 @@ from confluent_kafka.admin import (
 from kafka.protocol.admin import DeleteRecordsRequest
 from tests.broker._wire import Wire, api_versions, ensure_topic, fetch_request, produce, values
 
-from seglog.broker.testing import BrokerProcess
+from seglog.broker import BrokerProcess
 
 OLD = 1_000_000_000_000  # a 2001 timestamp, older than any retention.ms used here
 

@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
-from seglog.broker.testing import BrokerProcess, free_port, start_broker
+from seglog.broker import BrokerProcess, free_port, start_broker
 
 from ._wire import Wire
 

@@ -20,7 +20,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from seglog.broker.testing import BrokerProcess, free_port, start_broker
+from seglog.broker import BrokerProcess, free_port, start_broker
 
 ADMIN_DN = "CN=admin,OU=ops,OU=dev,O=Acme"  # a real admin's subject (two OUs)
 

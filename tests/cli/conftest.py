@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from seglog.broker.testing import BrokerProcess, start_broker
+from seglog.broker import BrokerProcess, start_broker
 
 _names = itertools.count()
 SEGLOG = [str(Path(sys.executable).with_name("seglog"))]

@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from seglog.broker.testing import BrokerProcess, free_port, start_broker
+from seglog.broker import BrokerProcess, free_port, start_broker
 
 CHROMIUM = "/usr/bin/chromium"
 SEGLOG = str(Path(sys.executable).with_name("seglog"))

@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from seglog.broker.testing import free_port, start_broker
+from seglog.broker import free_port, start_broker
 
 SEGLOG = str(Path(sys.executable).with_name("seglog"))
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyspark
 
-from seglog.broker.testing import free_port
+from seglog.broker import free_port
 
 SPARK_HOME = Path(pyspark.__file__).parent
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import trustme
 
-from seglog.broker.testing import BrokerProcess, free_port, start_broker
+from seglog.broker import BrokerProcess, free_port, start_broker
 
 SEGLOG = str(Path(sys.executable).with_name("seglog"))
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}

@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from seglog.broker.testing import BrokerProcess, start_broker
+from seglog.broker import BrokerProcess, start_broker
 from seglog.columnar import arrow_schema, mirrors_of, sync_mirrors
 from seglog.spark import read_topic
 from seglog.spark._read_topic import plan_topic_read

@@ -60,7 +60,7 @@ def test_early_stop_leaves_no_reader_thread(
 
 def test_reader_tunes_malloc_in_its_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A task reading a range fixes glibc's malloc thresholds in its Python worker first
-    (``broker._malloc.tune_malloc``, as the broker does: fewer page faults per chunk)."""
+    (``seglog._malloc.tune_malloc``, as the broker does: fewer page faults per chunk)."""
     path = tmp_path / "data"
     _publish(path)
     calls: list[tuple[int, ...]] = []

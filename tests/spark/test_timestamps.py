@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from seglog.broker.testing import BrokerProcess, start_broker
+from seglog.broker import BrokerProcess, start_broker
 from seglog.spark._options import ReadOptions, parse_duration_ms
 from seglog.spark._reader import SeglogStreamReader
 from seglog.storage import DataDir, Message

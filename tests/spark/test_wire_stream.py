@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from seglog.broker.testing import BrokerProcess, start_broker
+from seglog.broker import BrokerProcess, start_broker
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from seglog.broker.testing import start_broker
+from seglog.broker import start_broker
 from seglog.spark import _stage
 from seglog.spark._options import ReadOptions, WriteOptions
 from seglog.spark._reader import SeglogStreamReader

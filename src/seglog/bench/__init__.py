@@ -16,7 +16,31 @@ docs/BENCHMARKS.md.
 
 from __future__ import annotations
 
+from seglog.bench._disk import raw_append_rate
+from seglog.bench._kafka import Rate, create_topic, fetch_confluent, produce
 from seglog.bench._report import Report, Row, Samples
 from seglog.bench._run import BenchOptions, machine_info, run_bench
 
-__all__ = ["BenchOptions", "Report", "Row", "Samples", "machine_info", "run_bench"]
+__all__ = [
+    "BenchOptions",
+    "Rate",
+    "Report",
+    "Row",
+    "Samples",
+    # the pieces the scripts under benchmarks/ reuse
+    "create_topic",
+    "fetch_confluent",
+    "machine_info",
+    "produce",
+    "raw_append_rate",
+    "run_bench",
+    "spark_session",
+]
+
+
+def spark_session() -> object:
+    """The benchmarks' local SparkSession (``local[2]``, 4 GiB driver, Arrow on; PySpark
+    workers on this interpreter). Imports PySpark: needs the ``spark`` extra and a JDK."""
+    from seglog.bench._spark import spark_session as session  # noqa: PLC0415
+
+    return session()

@@ -43,7 +43,7 @@ WARMUP_ROUNDS = 3
 """Untimed rounds of count() and groupBy(key) on every source before the timed ones."""
 
 
-def _session() -> Any:
+def spark_session() -> Any:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only
@@ -205,7 +205,7 @@ def spark_reads(
         results.fail("seglog", f"writing the topic failed: {exc!r}")
         results.fail("mirrors", f"writing the topic failed: {exc!r}")
     progress("spark: starting local[2] session")
-    spark = _session()
+    spark = spark_session()
     try:
         try:
             seglog.spark.register(spark)

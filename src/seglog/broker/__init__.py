@@ -1,33 +1,86 @@
 """seglog's single-node Kafka-wire broker (``seglog serve``): asyncio, kafka-python's
 protocol schemas, one partition = one ``seglog.storage.Log``.
 
-APIs served (advertised versions in ``_protocol.APIS``): ApiVersions, Metadata, Produce,
-Fetch, ListOffsets, CreateTopics, DeleteTopics, InitProducerId, FindCoordinator,
-OffsetCommit, OffsetFetch, and consumer-group membership (JoinGroup, SyncGroup,
-Heartbeat, LeaveGroup, DescribeGroups, ListGroups: ``_groups``, ``_group_apis``).
+The APIs served and their versions are one table, ``seglog.broker.apis.registry``. Inside,
+subpackages import one way, bottom first (``tests/test_quality.py`` holds the order):
+``protocol`` (framing, API keys, errors) and ``config``; ``security`` (authorizer, TLS,
+SCRAM store, the connection's SASL session) and ``log`` (topic manager, durability,
+retention, producer state, internal topic names); ``coordinator`` (consumer groups,
+committed offsets); ``metrics``; ``context`` (the broker's services and each request's
+facts); ``apis`` (one module per API family, the registry); ``network`` (connections,
+listeners, dispatch); ``process`` (``seglog serve``'s event loop) and ``testing`` (a
+``seglog serve`` subprocess).
+
+Other packages use only the names below. They load on first use, so importing one of them
+(a settings table, ``parse_host_port``) does not load the whole broker.
 """
 
 from __future__ import annotations
 
-from seglog.broker.config.broker_config import BrokerConfig, parse_host_port
-from seglog.broker.config.listeners import Listener, parse_listeners
-from seglog.broker.coordinator.committed import OFFSETS_TOPIC
-from seglog.broker.network.server import Broker, run_broker
-from seglog.broker.security.scram_store import CredentialStore
-from seglog.broker.testing import BrokerProcess, start_broker
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from seglog.broker.config.broker_config import BrokerConfig, parse_host_port
+    from seglog.broker.config.listeners import Listener, parse_listeners
+    from seglog.broker.config.settings import (
+        BOOLEAN,
+        BROKER_SETTINGS,
+        BROKER_SETTINGS_BY_NAME,
+        BrokerSetting,
+    )
+    from seglog.broker.log.internal_topics import OFFSETS_TOPIC
+    from seglog.broker.network.server import Broker
+    from seglog.broker.process import run_broker
+    from seglog.broker.security.scram_store import CredentialStore
+    from seglog.broker.testing import BrokerProcess, free_port, start_broker
 
 __all__ = [
+    "BOOLEAN",
+    "BROKER_SETTINGS",
+    "BROKER_SETTINGS_BY_NAME",
     "OFFSETS_TOPIC",
     # running a broker in this process
     "Broker",
     "BrokerConfig",
     # a `seglog serve` subprocess (tests, demo, benchmarks)
     "BrokerProcess",
+    # the broker settings table (flags, server.properties keys, defaults)
+    "BrokerSetting",
     # listeners and security
     "CredentialStore",
     "Listener",
+    "free_port",
     "parse_host_port",
     "parse_listeners",
     "run_broker",
     "start_broker",
 ]
+
+_WHERE = {
+    "BOOLEAN": "config.settings",
+    "BROKER_SETTINGS": "config.settings",
+    "BROKER_SETTINGS_BY_NAME": "config.settings",
+    "Broker": "network.server",
+    "BrokerConfig": "config.broker_config",
+    "BrokerProcess": "testing",
+    "BrokerSetting": "config.settings",
+    "CredentialStore": "security.scram_store",
+    "Listener": "config.listeners",
+    "OFFSETS_TOPIC": "log.internal_topics",
+    "free_port": "testing",
+    "parse_host_port": "config.broker_config",
+    "parse_listeners": "config.listeners",
+    "run_broker": "process",
+    "start_broker": "testing",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its module on first use (PEP 562)."""
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'seglog.broker' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"seglog.broker.{where}"), name)
+    globals()[name] = value
+    return value

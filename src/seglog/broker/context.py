@@ -1,63 +1,102 @@
-"""What every API handler sees: the broker's shared state, owned by the event loop."""
+"""What every API handler sees: the broker's shared services (:class:`BrokerContext`, one
+per broker, owned by the event loop) and the facts of the request it handles
+(:class:`RequestContext`, one per request, never shared).
+
+Every handler has one signature, ``handler(ctx, rctx, request)`` (see
+``seglog.broker.apis.registry``), so a permission check reads the principal the request
+arrived with, before or after an ``await``."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 from seglog.broker.config.broker_config import BrokerConfig
 from seglog.broker.coordinator.committed import CommittedOffsets
 from seglog.broker.coordinator.groups import GroupCoordinator
+from seglog.broker.log.cluster_state import BrokerState
 from seglog.broker.log.durability import DurabilityWaiters
-from seglog.broker.log.producers import BrokerState, ProducerStateTable
+from seglog.broker.log.producers import ProducerStateTable
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.metrics import BrokerMetrics
+from seglog.broker.protocol.framing import RequestHeader
 from seglog.broker.security.authorizer import Authorizer
 from seglog.broker.security.scram_store import CredentialStore
+from seglog.broker.security.session import Session
 
-__all__ = ["BrokerContext"]
+__all__ = ["BrokerContext", "RequestContext"]
 
 
 @dataclasses.dataclass
 class BrokerContext:
-    """Shared broker state. ``host``/``port`` are the advertised listener (Metadata,
-    FindCoordinator); ``sync_before_ack`` is the default durability policy (answer
-    acks=1/all produces only after their bytes are fsynced); ``durability`` holds the
-    produces waiting for their fsync."""
+    """The broker's shared services. ``sync_before_ack`` is the default durability policy
+    (answer acks=1/all produces only after their bytes are fsynced); ``durability`` holds
+    the produces waiting for their fsync."""
 
     config: BrokerConfig
     topics: TopicManager
     state: BrokerState
     producers: ProducerStateTable
     committed: CommittedOffsets
-    host: str
-    port: int
     sync_before_ack: bool
     durability: DurabilityWaiters
     shutting_down: bool = False
     groups: GroupCoordinator = dataclasses.field(default_factory=GroupCoordinator)
     """Consumer-group membership (JoinGroup/SyncGroup/Heartbeat/LeaveGroup)."""
     metrics: BrokerMetrics = dataclasses.field(default_factory=BrokerMetrics)
+    """Traffic counters and latency histograms (exported by ``--metrics-listen``)."""
     credentials: CredentialStore | None = None
     """SCRAM credentials (SASL listeners), None without SASL."""
     sasl_mechanisms: tuple[str, ...] = ()
     """sasl.enabled.mechanisms."""
     authorizer: Authorizer | None = None
     """ACLs (None: everything allowed)."""
-    principal: str = "User:ANONYMOUS"
-    """The principal of the request being handled (set by the dispatcher per request)."""
-    client_host: str = ""
-    """Its client's address (ACL hosts)."""
-    listener: str = "PLAINTEXT"
-    """The name of the listener it arrived on (``host``/``port`` are its address)."""
+
+
+@dataclasses.dataclass(slots=True)
+class RequestContext:
+    """One request's facts, fixed when it arrives: its header, the principal and client
+    host it came with (ACLs), the listener it arrived on and that listener's advertised
+    address (Metadata, FindCoordinator, DescribeCluster answer with it), and the
+    connection's :class:`Session` (the SASL APIs move it on)."""
+
+    header: RequestHeader
+    principal: str
+    """``User:NAME`` (or Kafka's ``User:ANONYMOUS``) when the request arrived."""
+    client_host: str
+    """The client's IP address ("" when unknown)."""
+    listener: str
+    """The name of the listener it arrived on."""
+    host: str
+    """The advertised host of that listener."""
+    port: int
+    """The advertised port of that listener."""
+    session: Session
+    """The connection's authentication state (shared by its requests)."""
+    sasl_listener: bool = False
+    """Whether the listener authenticates with SASL."""
+    peer: Any = None
+    """The client's socket address (log lines)."""
+    close_connection: Callable[[], None] = lambda: None
+    """Close the connection once the responses already queued are written."""
+    authorizer: Authorizer | None = None
+
+    @property
+    def api_version(self) -> int:
+        """The request's version (the header's ``api_version``)."""
+        return self.header.api_version
+
+    @property
+    def client_id(self) -> str:
+        """The header's client id ("" when null)."""
+        return self.header.client_id or ""
 
     def allowed(self, operation: int, resource_type: int, name: str) -> bool:
-        """Whether the current request's principal may do ``operation`` on the resource
-        (:class:`Authorizer`; always True without one). Call it in the synchronous part of
-        a handler: the principal changes with the next request."""
+        """Whether this request's principal may do ``operation`` on the resource
+        (:class:`Authorizer`; always True without one)."""
         if self.authorizer is None:
             return True
         return self.authorizer.authorize(
             self.principal, self.client_host, operation, resource_type, name
         )
-
-    """Traffic counters and latency histograms (exported by ``--metrics-listen``)."""

@@ -19,13 +19,13 @@ import struct
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-if TYPE_CHECKING:
-    from seglog.broker.context import BrokerContext
+from seglog.broker.coordinator.committed import CommittedOffsets
+from seglog.broker.log.topics import TopicManager
 
 __all__ = ["BrokerMetrics", "Snapshot", "record_count", "take_snapshot"]
 
@@ -171,23 +171,27 @@ class Snapshot:
 
 
 def take_snapshot(
-    ctx: BrokerContext, metrics: BrokerMetrics, connections: dict[str, int]
+    topics: TopicManager,
+    committed: CommittedOffsets,
+    metrics: BrokerMetrics,
+    connections: dict[str, int],
 ) -> Snapshot:
-    """Read everything the collector reports (on the event loop)."""
+    """Read everything the collector reports (on the event loop): each partition's log
+    stats and file counters, each group's lag from its committed offsets."""
     partitions = []
     ends: dict[PartitionKey, int] = {}
-    for name, info in sorted(ctx.topics.all().items()):
+    for name, info in sorted(topics.all().items()):
         for p in range(info.partitions):
             try:
-                plog = ctx.topics.log(name, p)
+                plog = topics.log(name, p)
                 stat = plog.stat()
             except Exception:  # deleted or offline meanwhile: skipped this scrape
                 continue
             ends[(name, p)] = stat["high_watermark"]
             partitions.append((name, p, stat, plog.counters.as_dict()))
     lag = []
-    for group in sorted(ctx.committed.groups()):
-        for topic, parts in sorted(ctx.committed.partitions(group).items()):
+    for group in sorted(committed.groups()):
+        for topic, parts in sorted(committed.partitions(group).items()):
             for p, (offset, _meta) in sorted(parts.items()):
                 end = ends.get((topic, p))
                 if end is not None:
@@ -209,13 +213,17 @@ def take_snapshot(
 
 
 def snapshot_from_loop(
-    loop: asyncio.AbstractEventLoop, ctx: BrokerContext, metrics: BrokerMetrics, connections: Any
+    loop: asyncio.AbstractEventLoop,
+    topics: TopicManager,
+    committed: CommittedOffsets,
+    metrics: BrokerMetrics,
+    connections: Any,
 ) -> Any:
     """A ``snapshot()`` callable for the collector: runs :func:`take_snapshot` on ``loop``
     and waits for it (at most 10 s) from the scraping thread."""
 
     async def on_loop() -> Snapshot:
-        return take_snapshot(ctx, metrics, connections())
+        return take_snapshot(topics, committed, metrics, connections())
 
     def snapshot() -> Snapshot:
         return asyncio.run_coroutine_threadsafe(on_loop(), loop).result(10)

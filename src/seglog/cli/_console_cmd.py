@@ -24,7 +24,7 @@ def console(
         from seglog.console import serve_console  # noqa: PLC0415
     except ImportError as exc:
         raise fail(f"the console needs: pip install 'seglog[console]' ({exc})", 2) from None
-    from seglog.broker.config.broker_config import parse_host_port  # noqa: PLC0415 - keeps start-up light
+    from seglog.broker import parse_host_port  # noqa: PLC0415 - keeps start-up light
 
     try:
         host, port = parse_host_port(listen, 8080)

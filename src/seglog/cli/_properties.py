@@ -19,7 +19,7 @@ from pathlib import Path
 
 import typer
 
-from seglog.broker.config.settings import BROKER_SETTINGS, BROKER_SETTINGS_BY_NAME
+from seglog.broker import BROKER_SETTINGS, BROKER_SETTINGS_BY_NAME
 
 __all__ = ["load_server_properties", "parse_properties", "read_properties"]
 

@@ -13,12 +13,14 @@ from typing import Annotated, Any
 import typer
 
 from seglog.broker import (
+    BOOLEAN,
+    BROKER_SETTINGS,
     BrokerConfig,
+    BrokerSetting,
     parse_host_port,
     parse_listeners,
     run_broker,
 )
-from seglog.broker.config.settings import BOOLEAN, BROKER_SETTINGS, BrokerSetting
 from seglog.cli._json_log import JsonFormatter
 from seglog.cli._properties import load_server_properties
 from seglog.errors import DataDirLockedError

@@ -10,7 +10,7 @@ from typing import Any
 
 from kafka.protocol.admin import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
 
-from seglog.broker.context import BrokerContext
+from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.protocol.errors import (
     CLUSTER_AUTHORIZATION_FAILED,
     INVALID_REQUEST,
@@ -18,7 +18,11 @@ from seglog.broker.protocol.errors import (
 )
 from seglog.broker.security.authorizer import CLUSTER_NAME, Acl, AclFilter, Op, Res
 
-__all__ = ["ACL_HANDLERS"]
+__all__ = [
+    "handle_create_acls",
+    "handle_delete_acls",
+    "handle_describe_acls",
+]
 
 
 def _filter(f: Any, prefix: str) -> AclFilter:
@@ -33,18 +37,19 @@ def _filter(f: Any, prefix: str) -> AclFilter:
     )
 
 
-def _refusal(ctx: BrokerContext, operation: int) -> tuple[int, str] | None:
+def _refusal(ctx: BrokerContext, rctx: RequestContext, operation: int) -> tuple[int, str] | None:
     if ctx.authorizer is None or not ctx.authorizer.enabled:
         return SECURITY_DISABLED, "no authorizer is configured (seglog serve --authorizer)"
-    if not ctx.allowed(operation, Res.CLUSTER, CLUSTER_NAME):
-        return CLUSTER_AUTHORIZATION_FAILED, f"{ctx.principal} may not manage ACLs"
+    if not rctx.allowed(operation, Res.CLUSTER, CLUSTER_NAME):
+        return CLUSTER_AUTHORIZATION_FAILED, f"{rctx.principal} may not manage ACLs"
     return None
 
 
-def handle_create_acls(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_create_acls(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Add ACL bindings; each creation succeeds or fails alone."""
+    version = rctx.api_version
     result_cls = CreateAclsResponse.AclCreationResult
-    refused = _refusal(ctx, Op.ALTER)
+    refused = _refusal(ctx, rctx, Op.ALTER)
     results = []
     valid: list[Acl] = []
     for c in req.creations:
@@ -67,10 +72,11 @@ def handle_create_acls(ctx: BrokerContext, req: Any, version: int) -> Any:
     return CreateAclsResponse[version](throttle_time_ms=0, results=results)
 
 
-def handle_describe_acls(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_describe_acls(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """The bindings matching the filter, grouped by resource pattern."""
+    version = rctx.api_version
     resp = DescribeAclsResponse[version]
-    refused = _refusal(ctx, Op.DESCRIBE)
+    refused = _refusal(ctx, rctx, Op.DESCRIBE)
     if refused is not None or ctx.authorizer is None:
         code, message = refused or (SECURITY_DISABLED, None)
         return resp(throttle_time_ms=0, error_code=code, error_message=message, resources=[])
@@ -96,11 +102,12 @@ def handle_describe_acls(ctx: BrokerContext, req: Any, version: int) -> Any:
     return resp(throttle_time_ms=0, error_code=0, error_message=None, resources=resources)
 
 
-def handle_delete_acls(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_delete_acls(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Remove the bindings matching each filter; each filter reports what it removed."""
+    version = rctx.api_version
     result_cls = DeleteAclsResponse.DeleteAclsFilterResult
     matching_cls = result_cls.DeleteAclsMatchingAcl
-    refused = _refusal(ctx, Op.ALTER)
+    refused = _refusal(ctx, rctx, Op.ALTER)
     results = []
     for f in req.filters:
         if refused is not None or ctx.authorizer is None:
@@ -129,6 +136,3 @@ def handle_delete_acls(ctx: BrokerContext, req: Any, version: int) -> Any:
             )
         )
     return DeleteAclsResponse[version](throttle_time_ms=0, filter_results=results)
-
-
-ACL_HANDLERS = {30: handle_create_acls, 29: handle_describe_acls, 31: handle_delete_acls}

@@ -32,7 +32,7 @@ from kafka.protocol.admin import (
     DescribeQuorumResponse,
 )
 
-from seglog.broker.context import BrokerContext
+from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.protocol import errors as _errors
 from seglog.broker.security.authorizer import CLUSTER_NAME, Op, Res
 from seglog.errors import SeglogError
@@ -52,10 +52,11 @@ METADATA_TOPIC = "__cluster_metadata"  # KRaft's metadata log: partition 0
 _CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12}
 
 
-def handle_describe_cluster(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_describe_cluster(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """This broker as the cluster's only broker and its controller."""
+    version = rctx.api_version
     resp = DescribeClusterResponse[version]
-    if not ctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+    if not rctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
         return resp(
             throttle_time_ms=0, error_code=_errors.CLUSTER_AUTHORIZATION_FAILED,
             error_message=None, cluster_id=ctx.state.cluster_id, controller_id=-1, brokers=[],
@@ -72,7 +73,7 @@ def handle_describe_cluster(ctx: BrokerContext, req: Any, version: int) -> Any:
             brokers=[],
         )
     broker = DescribeClusterResponse.DescribeClusterBroker(
-        broker_id=ctx.config.node_id, host=ctx.host, port=ctx.port, rack=None, is_fenced=False
+        broker_id=ctx.config.node_id, host=rctx.host, port=rctx.port, rack=None, is_fenced=False
     )
     extra: dict[str, Any] = {}
     if req.include_cluster_authorized_operations:
@@ -89,13 +90,14 @@ def handle_describe_cluster(ctx: BrokerContext, req: Any, version: int) -> Any:
     )
 
 
-def handle_describe_log_dirs(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_describe_log_dirs(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """The data directory with the size of each asked partition (all when ``topics`` is
     null); unknown topics and partitions are left out, as Kafka does."""
+    version = rctx.api_version
     result_cls = DescribeLogDirsResponse.DescribeLogDirsResult
     topic_cls = result_cls.DescribeLogDirsTopic
     part_cls = topic_cls.DescribeLogDirsPartition
-    if not ctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+    if not rctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
         return DescribeLogDirsResponse[version](
             throttle_time_ms=0, error_code=_errors.CLUSTER_AUTHORIZATION_FAILED, results=[]
         )
@@ -138,14 +140,15 @@ def handle_describe_log_dirs(ctx: BrokerContext, req: Any, version: int) -> Any:
     return DescribeLogDirsResponse[version](throttle_time_ms=0, error_code=0, results=[result])
 
 
-def handle_describe_quorum(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_describe_quorum(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """The metadata quorum: ``__cluster_metadata``-0 led by this node, its only voter.
 
     Errors (top level, no topics), as Kafka's: 31 CLUSTER_AUTHORIZATION_FAILED without
     DESCRIBE on the cluster; 42 INVALID_REQUEST unless the request names exactly that
     topic and partition."""
+    version = rctx.api_version
     resp = DescribeQuorumResponse[version]
-    if not ctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+    if not rctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
         return resp(
             error_code=_errors.CLUSTER_AUTHORIZATION_FAILED,
             error_message="Cluster authorization failed.",
@@ -185,7 +188,9 @@ def handle_describe_quorum(ctx: BrokerContext, req: Any, version: int) -> Any:
         current_voters=[voter],
         observers=[],
     )
-    listener = DescribeQuorumResponse.Node.Listener(name=ctx.listener, host=ctx.host, port=ctx.port)
+    listener = DescribeQuorumResponse.Node.Listener(
+        name=rctx.listener, host=rctx.host, port=rctx.port
+    )
     return resp(
         error_code=_errors.NONE,
         error_message=None,

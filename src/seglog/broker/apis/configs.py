@@ -1,6 +1,6 @@
 """DescribeConfigs (API 32), AlterConfigs (API 33) and IncrementalAlterConfigs (API 44)
 for TOPIC (resource type 2) and BROKER (4) resources, over the table in
-``_config_defs``.
+``config.settings``.
 
 Topic configs are per-topic overrides persisted in the topic metadata and applied live;
 broker configs are static (``seglog serve`` flags and properties, the table
@@ -29,7 +29,7 @@ from seglog.broker.config.settings import (
     broker_entries,
     validate_topic_configs,
 )
-from seglog.broker.context import BrokerContext
+from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.protocol import errors as _errors
 from seglog.broker.security.authorizer import CLUSTER_NAME, Op, Res
 from seglog.errors import SeglogError, UnknownTopicError
@@ -53,11 +53,11 @@ class _RequestError(Exception):
         self.code = code
 
 
-def _authorize(ctx: BrokerContext, r: Any, operation: int) -> None:
+def _authorize(ctx: BrokerContext, rctx: RequestContext, r: Any, operation: int) -> None:
     """29 (topic) / 31 (broker) unless the principal may ``operation`` the resource."""
-    if r.resource_type == TOPIC and not ctx.allowed(operation, Res.TOPIC, r.resource_name):
+    if r.resource_type == TOPIC and not rctx.allowed(operation, Res.TOPIC, r.resource_name):
         raise _RequestError(_errors.TOPIC_AUTHORIZATION_FAILED, "not authorized")
-    if r.resource_type == BROKER and not ctx.allowed(operation, Res.CLUSTER, CLUSTER_NAME):
+    if r.resource_type == BROKER and not rctx.allowed(operation, Res.CLUSTER, CLUSTER_NAME):
         raise _RequestError(_errors.CLUSTER_AUTHORIZATION_FAILED, "not authorized")
 
 
@@ -134,9 +134,10 @@ def _broker_entries(
     return out
 
 
-def handle_describe_configs(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_describe_configs(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Describe topic and broker configs: every config of the table (or the keys asked
     for), with value, source, synonyms (v1+, when asked), type and documentation (v3+)."""
+    version = rctx.api_version
     synonyms = bool(getattr(req, "include_synonyms", False))
     docs = bool(getattr(req, "include_documentation", False))
     results = []
@@ -144,7 +145,7 @@ def handle_describe_configs(ctx: BrokerContext, req: Any, version: int) -> Any:
         keys = None if r.configuration_keys is None else set(r.configuration_keys)
         base = {"resource_type": r.resource_type, "resource_name": r.resource_name}
         try:
-            _authorize(ctx, r, Op.DESCRIBE_CONFIGS)
+            _authorize(ctx, rctx, r, Op.DESCRIBE_CONFIGS)
             if r.resource_type == TOPIC:
                 entries = _topic_entries(ctx, r.resource_name, keys, synonyms, docs)
             elif r.resource_type == BROKER:
@@ -168,11 +169,11 @@ def handle_describe_configs(ctx: BrokerContext, req: Any, version: int) -> Any:
 
 
 def _apply(
-    ctx: BrokerContext, r: Any, validate_only: bool, new_configs: Any
+    ctx: BrokerContext, rctx: RequestContext, r: Any, validate_only: bool, new_configs: Any
 ) -> tuple[int, str | None]:
     """Resolve one resource's change with ``new_configs(current) -> dict`` and apply it."""
     try:
-        _authorize(ctx, r, Op.ALTER_CONFIGS)
+        _authorize(ctx, rctx, r, Op.ALTER_CONFIGS)
         if r.resource_type == BROKER:
             _check_broker(ctx, r.resource_name)
             raise _RequestError(
@@ -201,9 +202,10 @@ def _apply(
     return 0, None
 
 
-def handle_alter_configs(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_alter_configs(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """AlterConfigs: a topic's overrides become exactly the configs given (Kafka's
     legacy replace semantics; a null value is 40 INVALID_CONFIG)."""
+    version = rctx.api_version
 
     def replace(r: Any) -> Any:
         def new(_current: dict[str, str]) -> dict[str, str]:
@@ -218,7 +220,7 @@ def handle_alter_configs(ctx: BrokerContext, req: Any, version: int) -> Any:
 
     responses = []
     for r in req.resources:
-        code, message = _apply(ctx, r, req.validate_only, replace(r))
+        code, message = _apply(ctx, rctx, r, req.validate_only, replace(r))
         responses.append(
             _AlterResult(
                 error_code=code,
@@ -267,12 +269,13 @@ def _incremental(ctx: BrokerContext, r: Any) -> Any:
     return new
 
 
-def handle_incremental_alter_configs(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_incremental_alter_configs(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """IncrementalAlterConfigs: per config SET (0), DELETE (1: back to the broker's
     value), APPEND (2) / SUBTRACT (3) for list configs (cleanup.policy)."""
+    version = rctx.api_version
     responses = []
     for r in req.resources:
-        code, message = _apply(ctx, r, req.validate_only, _incremental(ctx, r))
+        code, message = _apply(ctx, rctx, r, req.validate_only, _incremental(ctx, r))
         responses.append(
             _IncResult(
                 error_code=code,

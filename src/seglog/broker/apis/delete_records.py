@@ -17,7 +17,7 @@ from typing import Any
 
 from kafka.protocol.admin import DeleteRecordsResponse
 
-from seglog.broker.context import BrokerContext
+from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.protocol import errors as _errors
 from seglog.broker.security.authorizer import Op, Res
 from seglog.errors import SeglogError
@@ -55,8 +55,11 @@ def _delete(plan: _Plan, archive: str | None) -> list[Any]:
     return topics
 
 
-def handle_delete_records(ctx: BrokerContext, req: Any, version: int) -> Coroutine[Any, Any, Any]:
+def handle_delete_records(
+    ctx: BrokerContext, rctx: RequestContext, req: Any
+) -> Coroutine[Any, Any, Any]:
     """Resolve the partitions on the loop, delete in a worker thread, answer."""
+    version = rctx.api_version
     plan: _Plan = []
     for t in req.topics:
         parts = []
@@ -64,7 +67,7 @@ def handle_delete_records(ctx: BrokerContext, req: Any, version: int) -> Corouti
             plog: Log | None = None
             code = _errors.NONE
             try:
-                if not ctx.allowed(Op.DELETE, Res.TOPIC, t.name):
+                if not rctx.allowed(Op.DELETE, Res.TOPIC, t.name):
                     code = _errors.TOPIC_AUTHORIZATION_FAILED
                 else:
                     plog = ctx.topics.log(t.name, p.partition_index)

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from kafka.protocol.consumer import FetchResponse
 
-from seglog.broker.context import BrokerContext
+from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.protocol import errors as _errors
 from seglog.broker.protocol.framing import encode_response
 from seglog.broker.protocol.reader import uvarint_bytes
@@ -52,7 +52,7 @@ class _Wanted(NamedTuple):
     denied: bool = False  # no READ on the topic (29), decided when the request arrived
 
 
-def _plan(ctx: BrokerContext, req: Any, version: int) -> list[_Wanted]:
+def _plan(ctx: BrokerContext, rctx: RequestContext, req: Any, version: int) -> list[_Wanted]:
     wanted = []
     for t in req.topics:
         if version >= 13:
@@ -61,7 +61,7 @@ def _plan(ctx: BrokerContext, req: Any, version: int) -> list[_Wanted]:
         else:
             name, topic_id = t.topic, None
         for p in t.partitions:
-            denied = name is not None and not ctx.allowed(Op.READ, Res.TOPIC, name)
+            denied = name is not None and not rctx.allowed(Op.READ, Res.TOPIC, name)
             wanted.append(
                 _Wanted(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes, denied)
             )
@@ -144,7 +144,7 @@ def _encode(version: int, correlation_id: int, entries: list[Any], error_code: i
     prefix: compact uvarint 17 in flexible versions, else int32 16) replaced by the real
     length and the records as read, as separate pieces."""
     marks: list[tuple[bytes, bytes]] = []
-    encoded = encode_response(1, version, correlation_id, _response(version, entries, marks))
+    encoded = encode_response(_response(version, entries, marks), correlation_id)
     if not marks:
         return [encoded]
     flexible = bool(FetchResponse.flexible_version_q(version))
@@ -169,15 +169,16 @@ def _encode(version: int, correlation_id: int, entries: list[Any], error_code: i
 
 
 def handle_fetch(
-    ctx: BrokerContext, req: Any, version: int, correlation_id: int
+    ctx: BrokerContext, rctx: RequestContext, req: Any
 ) -> Pieces | Coroutine[Any, Any, Pieces]:
     """The framed response (in pieces) at once when ``min_bytes`` are available, a
     partition has an error (1 OFFSET_OUT_OF_RANGE, 3 UNKNOWN_TOPIC_OR_PARTITION, 100
     UNKNOWN_TOPIC_ID) or ``max_wait_ms`` <= 0; else a coroutine long-polling for it. A
     fetch session id other than 0 gets 70."""
+    version, correlation_id = rctx.api_version, rctx.header.correlation_id
     if version >= 7 and req.session_id != 0:
         return _encode(version, correlation_id, [], _errors.FETCH_SESSION_ID_NOT_FOUND)
-    wanted = _plan(ctx, req, version)
+    wanted = _plan(ctx, rctx, req, version)
     max_bytes = req.max_bytes if version >= 3 else 0x7FFFFFFF
     entries, total, erred = _read(ctx, wanted, max_bytes)
     if total >= req.min_bytes or erred or req.max_wait_ms <= 0 or ctx.shutting_down:

@@ -28,7 +28,7 @@ from typing import Any
 from kafka.protocol.admin import DeleteGroupsResponse
 from kafka.protocol.consumer import OffsetDeleteResponse
 
-from seglog.broker.context import BrokerContext
+from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.group_model import Group, GroupState
 from seglog.broker.protocol.errors import (
     GROUP_AUTHORIZATION_FAILED,
@@ -50,14 +50,15 @@ def _known(ctx: BrokerContext, group_id: str) -> bool:
     return group_id in ctx.groups.groups or bool(ctx.committed.partitions(group_id))
 
 
-def handle_delete_groups(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_delete_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Delete empty groups and their committed offsets."""
+    version = rctx.api_version
     results = []
     for group_id in req.groups_names:
         group = ctx.groups.groups.get(group_id)
         if not group_id:
             code = INVALID_GROUP_ID
-        elif not ctx.allowed(Op.DELETE, Res.GROUP, group_id):
+        elif not rctx.allowed(Op.DELETE, Res.GROUP, group_id):
             code = GROUP_AUTHORIZATION_FAILED
         elif group is not None and (group.members or group.pending):
             code = NON_EMPTY_GROUP
@@ -124,14 +125,15 @@ def _non_empty_other_protocol(group: Group | None) -> bool:
     return protocol_type != "consumer"
 
 
-def handle_offset_delete(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_offset_delete(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Delete a group's committed offsets of the named partitions."""
+    version = rctx.api_version
     resp = OffsetDeleteResponse[version]
     topic_cls = resp.OffsetDeleteResponseTopic
     part_cls = topic_cls.OffsetDeleteResponsePartition
     if not req.group_id:
         return resp(error_code=INVALID_GROUP_ID, throttle_time_ms=0, topics=[])
-    if not ctx.allowed(Op.DELETE, Res.GROUP, req.group_id):
+    if not rctx.allowed(Op.DELETE, Res.GROUP, req.group_id):
         return resp(error_code=GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
     if not _known(ctx, req.group_id):
         return resp(error_code=GROUP_ID_NOT_FOUND, throttle_time_ms=0, topics=[])

@@ -1,9 +1,9 @@
-"""Group membership APIs over ``_groups.GroupCoordinator``: JoinGroup (11), Heartbeat
+"""Group membership APIs over ``coordinator.groups.GroupCoordinator``: JoinGroup (11), Heartbeat
 (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16).
 
 Requests and responses are kafka-python's schema classes (Kafka's JSON message schemas).
-Each handler takes ``(ctx, request, version, client_id, client_host)``: members are
-described with the client id and host of their latest JoinGroup.
+Members are described with the client id and host of their latest JoinGroup. JoinGroup,
+Heartbeat, LeaveGroup and SyncGroup need READ on the group (30 GROUP_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -18,13 +18,12 @@ from kafka.protocol.consumer import (
     SyncGroupResponse,
 )
 
-from seglog.broker.context import BrokerContext
+from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.group_model import GroupState
 from seglog.broker.protocol.errors import FENCED_INSTANCE_ID, GROUP_AUTHORIZATION_FAILED, NONE
 from seglog.broker.security.authorizer import Op, Res
 
 __all__ = [
-    "GROUP_HANDLERS",
     "handle_describe_groups",
     "handle_heartbeat",
     "handle_join_group",
@@ -36,19 +35,28 @@ __all__ = [
 CLASSIC = "classic"
 
 
-async def handle_join_group(
-    ctx: BrokerContext, req: Any, version: int, client_id: str, client_host: str
-) -> Any:
+def _denied(rctx: RequestContext, req: Any, response: Any) -> Any:
+    """30 GROUP_AUTHORIZATION_FAILED unless the principal may READ the group (membership
+    APIs, as Kafka's ``GroupCoordinator`` checks them); None when allowed."""
+    if rctx.allowed(Op.READ, Res.GROUP, req.group_id):
+        return None
+    return response[rctx.api_version](error_code=GROUP_AUTHORIZATION_FAILED)
+
+
+async def handle_join_group(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """JoinGroup: waits until the group's rebalance completes (or answers at once with
     79 MEMBER_ID_REQUIRED for a v4+ join without a member id, 23 for protocols the group
     does not share, 26 for a session timeout outside the broker's range, 25 for an
     unknown member id)."""
+    version = rctx.api_version
+    if (denied := _denied(rctx, req, JoinGroupResponse)) is not None:
+        return denied
     result = await ctx.groups.join(
         req.group_id,
         req.member_id,
         group_instance_id=req.group_instance_id if version >= 5 else None,
-        client_id=client_id,
-        client_host=client_host,
+        client_id=rctx.client_id,
+        client_host=rctx.client_host,
         session_timeout_ms=req.session_timeout_ms,
         rebalance_timeout_ms=req.rebalance_timeout_ms if version >= 1 else -1,
         protocol_type=req.protocol_type,
@@ -76,12 +84,12 @@ async def handle_join_group(
     )
 
 
-async def handle_sync_group(
-    ctx: BrokerContext, req: Any, version: int, client_id: str, client_host: str
-) -> Any:
+async def handle_sync_group(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """SyncGroup: the leader's assignments complete the rebalance; followers wait for
     them. 25 unknown member, 22 wrong generation, 27 while the group rebalances."""
-    del client_id, client_host
+    version = rctx.api_version
+    if (denied := _denied(rctx, req, SyncGroupResponse)) is not None:
+        return denied
     instance = req.group_instance_id if version >= 3 else None
     if ctx.groups.fenced(req.group_id, req.member_id, instance):
         return SyncGroupResponse[version](
@@ -104,11 +112,11 @@ async def handle_sync_group(
     )
 
 
-def handle_heartbeat(
-    ctx: BrokerContext, req: Any, version: int, client_id: str, client_host: str
-) -> Any:
+def handle_heartbeat(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Heartbeat: 0, or 27 REBALANCE_IN_PROGRESS (rejoin), 25, 22."""
-    del client_id, client_host
+    version = rctx.api_version
+    if (denied := _denied(rctx, req, HeartbeatResponse)) is not None:
+        return denied
     instance = req.group_instance_id if version >= 3 else None
     if ctx.groups.fenced(req.group_id, req.member_id, instance):
         return HeartbeatResponse[version](throttle_time_ms=0, error_code=FENCED_INSTANCE_ID)
@@ -116,12 +124,12 @@ def handle_heartbeat(
     return HeartbeatResponse[version](throttle_time_ms=0, error_code=code)
 
 
-def handle_leave_group(
-    ctx: BrokerContext, req: Any, version: int, client_id: str, client_host: str
-) -> Any:
+def handle_leave_group(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """LeaveGroup: v0-2 one member (its error is the top-level error), v3+ a batch of
     members with one error each (25 for an unknown member)."""
-    del client_id, client_host
+    version = rctx.api_version
+    if (denied := _denied(rctx, req, LeaveGroupResponse)) is not None:
+        return denied
     if version < 3:
         (code,) = ctx.groups.leave(req.group_id, [req.member_id])
         return LeaveGroupResponse[version](throttle_time_ms=0, error_code=code)
@@ -151,10 +159,10 @@ def handle_leave_group(
     return LeaveGroupResponse[version](throttle_time_ms=0, error_code=NONE, members=members)
 
 
-def _describe(ctx: BrokerContext, group_id: str) -> Any:
+def _describe(ctx: BrokerContext, rctx: RequestContext, group_id: str) -> Any:
     described = DescribeGroupsResponse.DescribedGroup
     member_cls = described.DescribedGroupMember
-    if not ctx.allowed(Op.DESCRIBE, Res.GROUP, group_id):
+    if not rctx.allowed(Op.DESCRIBE, Res.GROUP, group_id):
         return described(
             error_code=GROUP_AUTHORIZATION_FAILED, group_id=group_id, group_state="",
             protocol_type="", protocol_data="", members=[],
@@ -193,23 +201,19 @@ def _describe(ctx: BrokerContext, group_id: str) -> Any:
     )
 
 
-def handle_describe_groups(
-    ctx: BrokerContext, req: Any, version: int, client_id: str, client_host: str
-) -> Any:
+def handle_describe_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """DescribeGroups: state, protocol and members (metadata and assignment only while
     Stable, as Kafka); an unknown group is described as Dead with no error."""
-    del client_id, client_host
-    groups = [_describe(ctx, g) for g in req.groups]
+    version = rctx.api_version
+    groups = [_describe(ctx, rctx, g) for g in req.groups]
     return DescribeGroupsResponse[version](throttle_time_ms=0, groups=groups)
 
 
-def handle_list_groups(
-    ctx: BrokerContext, req: Any, version: int, client_id: str, client_host: str
-) -> Any:
+def handle_list_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """ListGroups: groups with members, plus groups known only by committed offsets
     (Empty, protocol type ""); v4 filters by state, v5 by type (all groups are
     "classic"), both case-insensitive."""
-    del client_id, client_host
+    version = rctx.api_version
     empty = ("", GroupState.EMPTY.value)
     rows: dict[str, tuple[str, str]] = dict.fromkeys(ctx.committed.groups(), empty)
     for g in ctx.groups.groups.values():
@@ -222,17 +226,6 @@ def handle_list_groups(
         for gid, (ptype, state) in sorted(rows.items())
         if (not states or state.lower() in states)
         and (not types or CLASSIC in types)
-        and ctx.allowed(Op.DESCRIBE, Res.GROUP, gid)  # the others are hidden
+        and rctx.allowed(Op.DESCRIBE, Res.GROUP, gid)  # the others are hidden
     ]
     return ListGroupsResponse[version](throttle_time_ms=0, error_code=NONE, groups=groups)
-
-
-GROUP_HANDLERS = {
-    11: handle_join_group,
-    12: handle_heartbeat,
-    13: handle_leave_group,
-    14: handle_sync_group,
-    15: handle_describe_groups,
-    16: handle_list_groups,
-}
-"""API key → handler ``(ctx, request, version, client_id, client_host)``."""

@@ -7,8 +7,8 @@ from typing import Any
 
 from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
 
-from seglog.broker.context import BrokerContext
-from seglog.broker.coordinator.committed import OFFSETS_TOPIC
+from seglog.broker.context import BrokerContext, RequestContext
+from seglog.broker.log.internal_topics import OFFSETS_TOPIC
 from seglog.broker.protocol import errors as _errors
 from seglog.broker.security.authorizer import CLUSTER_NAME, Op, Res
 from seglog.errors import SeglogError
@@ -51,11 +51,12 @@ def _error_entry(name: str | None, code: int, topic_id: Any = None) -> Any:
     return _Topic(**kwargs)
 
 
-def handle_metadata(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_metadata(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Brokers (this one), cluster id, and the requested topics (all when ``topics`` is
     null, or empty at v0). A missing topic is auto-created when both the broker and the
     request allow it; else 3 UNKNOWN_TOPIC_OR_PARTITION; an illegal name is 17
     INVALID_TOPIC_EXCEPTION and touches nothing on disk."""
+    version = rctx.api_version
     requested = req.topics
     if version == 0 and not requested:
         requested = None
@@ -65,7 +66,7 @@ def handle_metadata(ctx: BrokerContext, req: Any, version: int) -> Any:
         topics = [
             _topic_entry(ctx, info)
             for info in ctx.topics.all().values()
-            if ctx.allowed(Op.DESCRIBE, Res.TOPIC, info.name)
+            if rctx.allowed(Op.DESCRIBE, Res.TOPIC, info.name)
         ]
     else:
         for t in requested:
@@ -74,7 +75,7 @@ def handle_metadata(ctx: BrokerContext, req: Any, version: int) -> Any:
                 info = ctx.topics.by_id(t.topic_id)
                 if info is None:
                     topics.append(_error_entry(None, _errors.UNKNOWN_TOPIC_ID, t.topic_id))
-                elif not ctx.allowed(Op.DESCRIBE, Res.TOPIC, info.name):
+                elif not rctx.allowed(Op.DESCRIBE, Res.TOPIC, info.name):
                     # Kafka: 29 with the id (not secret) and without the name (secret)
                     topics.append(
                         _error_entry(None, _errors.TOPIC_AUTHORIZATION_FAILED, t.topic_id)
@@ -82,10 +83,10 @@ def handle_metadata(ctx: BrokerContext, req: Any, version: int) -> Any:
                 else:
                     topics.append(_topic_entry(ctx, info))
                 continue
-            if not ctx.allowed(Op.DESCRIBE, Res.TOPIC, name):
+            if not rctx.allowed(Op.DESCRIBE, Res.TOPIC, name):
                 topics.append(_error_entry(name, _errors.TOPIC_AUTHORIZATION_FAILED))
                 continue
-            creatable = ctx.allowed(Op.CREATE, Res.CLUSTER, CLUSTER_NAME) or ctx.allowed(
+            creatable = rctx.allowed(Op.CREATE, Res.CLUSTER, CLUSTER_NAME) or rctx.allowed(
                 Op.CREATE, Res.TOPIC, name
             )
             try:
@@ -95,7 +96,7 @@ def handle_metadata(ctx: BrokerContext, req: Any, version: int) -> Any:
             else:
                 topics.append(_topic_entry(ctx, info))
     broker = MetadataResponse.MetadataResponseBroker(
-        node_id=ctx.config.node_id, host=ctx.host, port=ctx.port, rack=None
+        node_id=ctx.config.node_id, host=rctx.host, port=rctx.port, rack=None
     )
     return MetadataResponse[version](
         throttle_time_ms=0,
@@ -107,9 +108,10 @@ def handle_metadata(ctx: BrokerContext, req: Any, version: int) -> Any:
     )
 
 
-def handle_find_coordinator(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_find_coordinator(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """This broker for every key (group or transactional id); v4+ answers per key."""
-    node, host, port = ctx.config.node_id, ctx.host, ctx.port
+    version = rctx.api_version
+    node, host, port = ctx.config.node_id, rctx.host, rctx.port
     resp = FindCoordinatorResponse[version]
     if version >= 4:
         coordinators = [

@@ -1,6 +1,6 @@
-"""ListOffsets (API 2) and committed offsets: OffsetCommit (API 8), OffsetFetch (API 9).
+"""Committed group offsets: OffsetCommit (API 8), OffsetFetch (API 9).
 
-Commits from group members are checked against ``_groups.GroupCoordinator`` (member id,
+Commits from group members are checked against ``coordinator.groups.GroupCoordinator`` (member id,
 generation); consumers that assign partitions themselves commit with generation -1.
 """
 
@@ -11,101 +11,43 @@ import logging
 from concurrent.futures import Future
 from typing import Any
 
-from kafka.protocol.consumer import ListOffsetsResponse, OffsetCommitResponse, OffsetFetchResponse
+from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
 
-from seglog.broker.context import BrokerContext
+from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.committed import MAX_RECORD_STRING_BYTES
 from seglog.broker.protocol import errors as _errors
 from seglog.broker.protocol.errors import FENCED_INSTANCE_ID, INVALID_GROUP_ID
 from seglog.broker.security.authorizer import Op, Res
 from seglog.errors import LogClosedError, SeglogError
 
-__all__ = ["handle_list_offsets", "handle_offset_commit", "handle_offset_fetch"]
+__all__ = ["handle_offset_commit", "handle_offset_fetch"]
 
 OFFSET_METADATA_MAX = 4096
 """Kafka's default ``offset.metadata.max.bytes`` (compared, as Kafka does, with the
 metadata string's length)."""
 
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL = -4
 
 log = logging.getLogger(__name__)
-
-_LOTopic = ListOffsetsResponse.ListOffsetsTopicResponse
-_LOPartition = _LOTopic.ListOffsetsPartitionResponse
-
-
-def _list_offset(ctx: BrokerContext, topic: str, partition: int, timestamp: int) -> Any:
-    if not ctx.allowed(Op.DESCRIBE, Res.TOPIC, topic):
-        return _LOPartition(
-            partition_index=partition,
-            error_code=_errors.TOPIC_AUTHORIZATION_FAILED,
-            timestamp=-1,
-            offset=-1,
-            leader_epoch=-1,
-        )
-    try:
-        plog = ctx.topics.log(topic, partition)
-        offset, ts = -1, -1
-        if timestamp == LATEST:
-            offset = plog.high_watermark
-        elif timestamp in (EARLIEST, EARLIEST_LOCAL):
-            offset = plog.log_start_offset
-        elif timestamp >= 0:
-            found = plog.offset_for_time(timestamp)
-            if found is not None and found[0] < plog.high_watermark:
-                offset, ts = found
-        # MAX_TIMESTAMP and other sentinels: no answer (-1, -1), as for a time past the end
-        return _LOPartition(
-            partition_index=partition, error_code=0, timestamp=ts, offset=offset, leader_epoch=0
-        )
-    except SeglogError as exc:
-        return _LOPartition(
-            partition_index=partition,
-            error_code=_errors.error_code(exc),
-            timestamp=-1,
-            offset=-1,
-            leader_epoch=-1,
-        )
-
-
-def handle_list_offsets(ctx: BrokerContext, req: Any, version: int) -> Any:
-    """Offsets by time: -2 earliest (log start offset), -1 latest (high watermark, which is
-    also the last stable offset: no transactions), t >= 0 the first batch whose max
-    timestamp >= t (offset, timestamp) or (-1, -1) when none; -3 max timestamp is not
-    tracked and answers (-1, -1). Unknown topic or partition: 3."""
-    topics = [
-        _LOTopic(
-            name=t.name,
-            partitions=[
-                _list_offset(ctx, t.name, p.partition_index, p.timestamp) for p in t.partitions
-            ],
-        )
-        for t in req.topics
-    ]
-    return ListOffsetsResponse[version](throttle_time_ms=0, topics=topics)
-
 
 _OCTopic = OffsetCommitResponse.OffsetCommitResponseTopic
 _OCPartition = _OCTopic.OffsetCommitResponsePartition
 
 
-def handle_offset_commit(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_offset_commit(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Store committed offsets. Unknown topic or partition: 3; empty group id: 24
-    INVALID_GROUP_ID. Members of a group (``_groups``) must commit with their member id
+    INVALID_GROUP_ID. Members of a group (``coordinator.groups``) must commit with their member id
     and the current generation (25 UNKNOWN_MEMBER_ID, 22 ILLEGAL_GENERATION, 27
     REBALANCE_IN_PROGRESS); generation -1 commits to a group without members are simple
     (assign-mode) commits. Metadata longer than Kafka's default ``offset.metadata.max.bytes``
     (4096 characters, as Kafka counts them) is 12 OFFSET_METADATA_TOO_LARGE for that
     partition, and a group id longer than the offsets log's int16 strings hold (32767
     UTF-8 bytes, only sendable in flexible versions) is 24 INVALID_GROUP_ID: what is stored
-    always encodes to records that ``_committed`` decodes again."""
+    always encodes to records that ``coordinator.committed`` decodes again."""
+    version = rctx.api_version
     commits: dict[tuple[str, int], tuple[int, str | None]] = {}
     topics = []
     group_code = _errors.NONE
-    if req.group_id and not ctx.allowed(Op.READ, Res.GROUP, req.group_id):
+    if req.group_id and not rctx.allowed(Op.READ, Res.GROUP, req.group_id):
         group_code = _errors.GROUP_AUTHORIZATION_FAILED
     elif req.group_id and ctx.groups.fenced(
         req.group_id, req.member_id, getattr(req, "group_instance_id", None)
@@ -121,7 +63,7 @@ def handle_offset_commit(ctx: BrokerContext, req: Any, version: int) -> Any:
             code = group_code
             if not req.group_id or len(req.group_id.encode()) > MAX_RECORD_STRING_BYTES:
                 code = INVALID_GROUP_ID
-            elif code == _errors.NONE and not ctx.allowed(Op.READ, Res.TOPIC, t.name):
+            elif code == _errors.NONE and not rctx.allowed(Op.READ, Res.TOPIC, t.name):
                 code = _errors.TOPIC_AUTHORIZATION_FAILED
             elif code == _errors.NONE:
                 try:
@@ -237,9 +179,10 @@ def _fetched_topics(
     ]
 
 
-def handle_offset_fetch(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_offset_fetch(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Committed offsets; -1 (and empty metadata) where none is committed. v8+ answers per
     group; null topics mean every partition with a commit."""
+    version = rctx.api_version
     resp = OffsetFetchResponse[version]
     if version >= 8:
         groups = [
@@ -248,14 +191,14 @@ def handle_offset_fetch(ctx: BrokerContext, req: Any, version: int) -> Any:
                 topics=_fetched_topics(ctx, g.group_id, g.topics, _GTopic, _GPart),
                 error_code=0,
             )
-            if ctx.allowed(Op.DESCRIBE, Res.GROUP, g.group_id)
+            if rctx.allowed(Op.DESCRIBE, Res.GROUP, g.group_id)
             else OffsetFetchResponse.OffsetFetchResponseGroup(
                 group_id=g.group_id, topics=[], error_code=_errors.GROUP_AUTHORIZATION_FAILED
             )
             for g in req.groups
         ]
         return resp(throttle_time_ms=0, groups=groups)
-    if not ctx.allowed(Op.DESCRIBE, Res.GROUP, req.group_id):
+    if not rctx.allowed(Op.DESCRIBE, Res.GROUP, req.group_id):
         return resp(throttle_time_ms=0, topics=[], error_code=_errors.GROUP_AUTHORIZATION_FAILED)
     topics = _fetched_topics(ctx, req.group_id, req.topics, _OFTopic, _OFPart)
     return resp(throttle_time_ms=0, topics=topics, error_code=0)

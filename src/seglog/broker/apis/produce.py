@@ -20,16 +20,17 @@ from typing import Any, NamedTuple
 
 from kafka.protocol.producer import ProduceResponse
 
-from seglog.broker.context import BrokerContext
-from seglog.broker.coordinator.committed import OFFSETS_TOPIC
+from seglog.broker.context import BrokerContext, RequestContext
+from seglog.broker.log.internal_topics import OFFSETS_TOPIC
 from seglog.broker.log.producers import batch_identity
 from seglog.broker.protocol import errors as _errors
+from seglog.broker.protocol.framing import encode_response
 from seglog.broker.protocol.produce_wire import encode_produce_response, parse_produce
 from seglog.broker.security.authorizer import Op, Res
 from seglog.errors import ProtocolError, SeglogError, UnknownTopicError
 from seglog.storage import Log, validate_topic_name
 
-__all__ = ["MAX_RECORDS_PER_BATCH", "handle_produce", "handle_produce_frame"]
+__all__ = ["MAX_RECORDS_PER_BATCH", "handle_produce"]
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +76,10 @@ def _record_counts_ok(records: Records) -> bool:
     return True
 
 
-def _append(ctx: BrokerContext, topic: str, partition: int, records: Any) -> _Result:
-    if not ctx.allowed(Op.WRITE, Res.TOPIC, topic):  # before revealing whether it exists
+def _append(
+    ctx: BrokerContext, rctx: RequestContext, topic: str, partition: int, records: Any
+) -> _Result:
+    if not rctx.allowed(Op.WRITE, Res.TOPIC, topic):  # before revealing whether it exists
         return _Result(partition, _errors.TOPIC_AUTHORIZATION_FAILED)
     try:
         plog = ctx.topics.cached_log(topic, partition)
@@ -145,7 +148,7 @@ def _response(version: int, results: list[tuple[str, list[_Result]]]) -> Any:
 
 
 def _append_all(
-    ctx: BrokerContext, acks: int, topic_data: TopicData
+    ctx: BrokerContext, rctx: RequestContext, acks: int, topic_data: TopicData
 ) -> list[tuple[str, list[_Result]]]:
     results: list[tuple[str, list[_Result]]] = []
     for name, partitions in topic_data:
@@ -154,7 +157,7 @@ def _append_all(
             if acks not in (0, 1, -1):
                 parts.append(_Result(index, _errors.INVALID_REQUIRED_ACKS))
             else:
-                parts.append(_append(ctx, name, index, records))
+                parts.append(_append(ctx, rctx, name, index, records))
         results.append((name, parts))
     return results
 
@@ -166,21 +169,28 @@ def _check_acks_0(results: list[tuple[str, list[_Result]]]) -> None:
         raise ProtocolError(f"acks=0 produce failed with error code(s) {sorted(set(failed))}")
 
 
-def handle_produce(ctx: BrokerContext, req: Any, version: int) -> Any | None:
-    """Produce v0-2 decoded by kafka-python: message sets v0/v1 get 87 INVALID_RECORD
-    (closing would make such clients reconnect forever); acks=0 closes."""
+def handle_produce(
+    ctx: BrokerContext, rctx: RequestContext, req: Any
+) -> bytearray | asyncio.Future[bytearray] | None:
+    """Produce v3+ gets the request frame undecoded (:func:`_produce_frame`); v0-2 is
+    decoded by kafka-python and its message sets v0/v1 get 87 INVALID_RECORD (closing
+    would make such clients reconnect forever); acks=0 closes. Returns the encoded
+    response (registered with ``encoded``)."""
+    version = rctx.api_version
+    if isinstance(req, memoryview):
+        return _produce_frame(ctx, rctx, req)
     topic_data = [
         (t.name, [(p.index, p.records) for p in t.partition_data]) for t in req.topic_data
     ]
-    results = _append_all(ctx, req.acks, topic_data)
+    results = _append_all(ctx, rctx, req.acks, topic_data)
     if req.acks == 0:
         _check_acks_0(results)
         return None
-    return _response(version, results)
+    return encode_response(_response(version, results), rctx.header.correlation_id)
 
 
-def handle_produce_frame(
-    ctx: BrokerContext, frame: memoryview, body_offset: int, version: int, correlation_id: int
+def _produce_frame(
+    ctx: BrokerContext, rctx: RequestContext, frame: memoryview
 ) -> bytearray | asyncio.Future[bytearray] | None:
     """Produce v3+ straight from the request frame: append, then acks=0 → no response;
     acks=1/-1 → the encoded response at once (relaxed flush policy, or nothing to wait
@@ -189,9 +199,11 @@ def handle_produce_frame(
     batch, 87 invalid record (magic < 2, empty, record count out of range), 10 batch too
     large, 45 out-of-order sequence, 47 fenced epoch, 21 acks not in (0, 1, -1).
     Raises ProtocolError (connection closed) for a malformed body or a failed acks=0."""
-    body = parse_produce(frame, body_offset, version)
+    header = rctx.header
+    version, correlation_id = header.api_version, header.correlation_id
+    body = parse_produce(frame, header.body_offset, version)
     acks = body.acks
-    results = _append_all(ctx, acks, body.topics)
+    results = _append_all(ctx, rctx, acks, body.topics)
     if acks == 0:
         _check_acks_0(results)
         return None

@@ -27,13 +27,20 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.consumer import OffsetForLeaderEpochResponse
 
-from seglog.broker.context import BrokerContext
-from seglog.broker.coordinator.committed import OFFSETS_TOPIC
+from seglog.broker.context import BrokerContext, RequestContext
+from seglog.broker.log.internal_topics import OFFSETS_TOPIC
 from seglog.broker.protocol import errors as _errors
 from seglog.broker.protocol.errors import ELECTION_NOT_NEEDED, NO_REASSIGNMENT_IN_PROGRESS
 from seglog.broker.security.authorizer import CLUSTER_NAME, Op, Res
 
-__all__ = ["REPLICA_HANDLERS"]
+__all__ = [
+    "handle_alter_partition_reassignments",
+    "handle_describe_producers",
+    "handle_describe_topic_partitions",
+    "handle_elect_leaders",
+    "handle_list_partition_reassignments",
+    "handle_offset_for_leader_epoch",
+]
 
 UNKNOWN = _errors.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -43,8 +50,9 @@ def _exists(ctx: BrokerContext, topic: str, partition: int) -> bool:
     return info is not None and 0 <= partition < info.partitions
 
 
-def handle_offset_for_leader_epoch(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_offset_for_leader_epoch(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """End offset of the asked leader epoch (always epoch 0 here)."""
+    version = rctx.api_version
     resp = OffsetForLeaderEpochResponse[version]
     topic_cls = resp.OffsetForLeaderTopicResult
     part_cls = topic_cls.EpochEndOffset
@@ -53,7 +61,7 @@ def handle_offset_for_leader_epoch(ctx: BrokerContext, req: Any, version: int) -
         parts = []
         for p in t.partitions:
             code, epoch, end = UNKNOWN, -1, -1
-            if not ctx.allowed(Op.DESCRIBE, Res.TOPIC, t.topic):
+            if not rctx.allowed(Op.DESCRIBE, Res.TOPIC, t.topic):
                 code = _errors.TOPIC_AUTHORIZATION_FAILED
             elif _exists(ctx, t.topic, p.partition):
                 code, epoch = _errors.NONE, 0
@@ -65,8 +73,9 @@ def handle_offset_for_leader_epoch(ctx: BrokerContext, req: Any, version: int) -
     return resp(throttle_time_ms=0, topics=topics)
 
 
-def handle_describe_producers(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_describe_producers(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Active idempotent producers per partition."""
+    version = rctx.api_version
     resp = DescribeProducersResponse[version]
     topic_cls = resp.TopicResponse
     part_cls = topic_cls.PartitionResponse
@@ -75,7 +84,7 @@ def handle_describe_producers(ctx: BrokerContext, req: Any, version: int) -> Any
     for t in req.topics:
         parts = []
         for p in t.partition_indexes:
-            if not ctx.allowed(Op.READ, Res.TOPIC, t.name):
+            if not rctx.allowed(Op.READ, Res.TOPIC, t.name):
                 parts.append(
                     part_cls(
                         partition_index=p,
@@ -115,9 +124,10 @@ def handle_describe_producers(ctx: BrokerContext, req: Any, version: int) -> Any
     return resp(throttle_time_ms=0, topics=topics)
 
 
-def handle_describe_topic_partitions(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_describe_topic_partitions(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Topics (all the principal may describe when none is named), partitions in order
     of (topic, partition), cut at ``response_partition_limit`` with a next cursor."""
+    version = rctx.api_version
     resp = DescribeTopicPartitionsResponse[version]
     topic_cls = resp.DescribeTopicPartitionsResponseTopic
     part_cls = topic_cls.DescribeTopicPartitionsResponsePartition
@@ -133,7 +143,7 @@ def handle_describe_topic_partitions(ctx: BrokerContext, req: Any, version: int)
         if name < start_topic:
             continue
         info = everything.get(name)
-        if info is None or not ctx.allowed(Op.DESCRIBE, Res.TOPIC, name):
+        if info is None or not rctx.allowed(Op.DESCRIBE, Res.TOPIC, name):
             if req.topics:  # named: answer why; listing all: hidden
                 code = UNKNOWN if info is None else _errors.TOPIC_AUTHORIZATION_FAILED
                 topics.append(
@@ -172,12 +182,13 @@ def handle_describe_topic_partitions(ctx: BrokerContext, req: Any, version: int)
     return resp(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
 
 
-def handle_elect_leaders(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_elect_leaders(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """84 for every partition: its only replica is its leader."""
+    version = rctx.api_version
     resp = ElectLeadersResponse[version]
     result_cls = resp.ReplicaElectionResult
     part_cls = result_cls.PartitionResult
-    if not ctx.allowed(Op.ALTER, Res.CLUSTER, CLUSTER_NAME):
+    if not rctx.allowed(Op.ALTER, Res.CLUSTER, CLUSTER_NAME):
         return resp(
             throttle_time_ms=0,
             error_code=_errors.CLUSTER_AUTHORIZATION_FAILED,
@@ -202,12 +213,13 @@ def handle_elect_leaders(ctx: BrokerContext, req: Any, version: int) -> Any:
     return resp(throttle_time_ms=0, error_code=0, replica_election_results=results)
 
 
-def handle_alter_partition_reassignments(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_alter_partition_reassignments(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Replicas [this broker]: done at once; others 39; cancelling 85."""
+    version = rctx.api_version
     resp = AlterPartitionReassignmentsResponse[version]
     topic_cls = resp.ReassignableTopicResponse
     part_cls = topic_cls.ReassignablePartitionResponse
-    if not ctx.allowed(Op.ALTER, Res.CLUSTER, CLUSTER_NAME):
+    if not rctx.allowed(Op.ALTER, Res.CLUSTER, CLUSTER_NAME):
         return resp(
             throttle_time_ms=0,
             error_code=_errors.CLUSTER_AUTHORIZATION_FAILED,
@@ -234,10 +246,11 @@ def handle_alter_partition_reassignments(ctx: BrokerContext, req: Any, version: 
     return resp(throttle_time_ms=0, error_code=0, error_message=None, responses=responses)
 
 
-def handle_list_partition_reassignments(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_list_partition_reassignments(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """No reassignment is ever in progress on one node."""
+    version = rctx.api_version
     resp = ListPartitionReassignmentsResponse[version]
-    if not ctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+    if not rctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
         return resp(
             throttle_time_ms=0,
             error_code=_errors.CLUSTER_AUTHORIZATION_FAILED,
@@ -245,13 +258,3 @@ def handle_list_partition_reassignments(ctx: BrokerContext, req: Any, version: i
             topics=[],
         )
     return resp(throttle_time_ms=0, error_code=0, error_message=None, topics=[])
-
-
-REPLICA_HANDLERS = {
-    23: handle_offset_for_leader_epoch,
-    43: handle_elect_leaders,
-    45: handle_alter_partition_reassignments,
-    46: handle_list_partition_reassignments,
-    61: handle_describe_producers,
-    75: handle_describe_topic_partitions,
-}

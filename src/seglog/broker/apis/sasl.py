@@ -29,23 +29,23 @@ as Kafka accepts them since 3.8.1; the proof is still checked over the message a
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from typing import Any
 
 import scramp
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
-from seglog.broker.context import BrokerContext
+from seglog.broker.context import BrokerContext, RequestContext
+from seglog.broker.protocol.api_keys import ApiKey
 from seglog.broker.protocol.errors import (
     ILLEGAL_SASL_STATE,
     SASL_AUTHENTICATION_FAILED,
     UNSUPPORTED_SASL_MECHANISM,
 )
+from seglog.broker.security.session import SaslExchange, Session
 from seglog.errors import ProtocolError
 
 __all__ = [
-    "SaslSession",
     "check_session",
     "handle_sasl_authenticate",
     "handle_sasl_handshake",
@@ -53,96 +53,83 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SASL_HANDSHAKE_KEY = 17
-SASL_AUTHENTICATE_KEY = 36
 MIN_REAUTH_INTERVAL_S = 1.0  # Kafka: one re-authentication per second at most
 
 
-@dataclasses.dataclass
-class SaslSession:
-    """Where one connection is in its SASL exchange (``reauth``: of an authenticated
-    connection, KIP-368)."""
-
-    mechanism: str | None = None
-    scram: Any = None  # scramp's ScramServer between the two SCRAM messages
-    user: str | None = None
-    reauth: bool = False
-
-
-def check_session(ctx: BrokerContext, conn: Any, api_key: int, api_name: str) -> None:
+def check_session(ctx: BrokerContext, session: Session, api_key: int, api_name: str) -> None:
     """Refuse a request the connection's SASL session does not allow now: anything but
     SaslAuthenticate while re-authenticating, anything but SaslHandshake once the session
     has expired. Raises ProtocolError (the connection is closed, as Kafka closes it)."""
-    session: SaslSession | None = conn.sasl
-    if session is not None and session.reauth:
-        if api_key != SASL_AUTHENTICATE_KEY:
+    exchange = session.exchange
+    if exchange is not None and exchange.reauth:
+        if api_key != ApiKey.SASL_AUTHENTICATE:
             raise ProtocolError(f"{api_name} during SASL re-authentication")
         return
-    expires: float | None = conn.session_expires
+    expires = session.expires
     if (
         expires is not None
-        and api_key != SASL_HANDSHAKE_KEY
+        and api_key != ApiKey.SASL_HANDSHAKE
         and asyncio.get_running_loop().time() > expires
     ):
         ctx.metrics.expired_sessions_closed.inc()
         raise ProtocolError(
-            f"{api_name} after the SASL session of {conn.principal} expired"
+            f"{api_name} after the SASL session of {session.principal} expired"
             " (connections.max.reauth.ms) without re-authentication"
         )
 
 
-def handle_sasl_handshake(ctx: BrokerContext, conn: Any, req: Any, version: int) -> Any:
+def handle_sasl_handshake(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Choose the mechanism: 33 when it is not enabled (with the enabled list), 34 on a
     listener without SASL. On an authenticated connection it starts a re-authentication
     when sessions expire (``connections.max.reauth.ms`` > 0) and the last one started at
     least a second ago, else it is answered 34."""
+    version = rctx.api_version
     resp = SaslHandshakeResponse[version]
     enabled = list(ctx.sasl_mechanisms)
-    if not conn.listener.sasl:
+    session = rctx.session
+    if not rctx.sasl_listener:
         return resp(error_code=ILLEGAL_SASL_STATE, mechanisms=enabled)
-    if conn.authenticated:
+    if session.authenticated:
         now = asyncio.get_running_loop().time()
-        last: float | None = conn.reauth_started
-        if conn.session_expires is None or (
-            last is not None and now - last < MIN_REAUTH_INTERVAL_S
-        ):
+        last = session.reauth_started
+        if session.expires is None or (last is not None and now - last < MIN_REAUTH_INTERVAL_S):
             return resp(error_code=ILLEGAL_SASL_STATE, mechanisms=enabled)
-        conn.reauth_started = now
+        session.reauth_started = now
         if req.mechanism not in enabled:
-            _close_soon(conn)
+            _close_soon(rctx)
             return resp(error_code=UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled)
         # a different mechanism is refused at its SaslAuthenticate (58), as Kafka does
-        conn.sasl = SaslSession(mechanism=req.mechanism, reauth=True)
+        session.exchange = SaslExchange(mechanism=req.mechanism, reauth=True)
         return resp(error_code=0, mechanisms=enabled)
     if req.mechanism not in enabled:
         return resp(error_code=UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled)
-    conn.sasl = SaslSession(mechanism=req.mechanism)
+    session.exchange = SaslExchange(mechanism=req.mechanism)
     return resp(error_code=0, mechanisms=enabled)
 
 
-def _close_soon(conn: Any) -> None:
+def _close_soon(rctx: RequestContext) -> None:
     """Close after the answer being built is written; requests already received after it
     are refused (``authenticated`` False), never served with the old principal."""
-    conn.authenticated = False
-    asyncio.get_running_loop().call_soon(conn.close_idle)
+    rctx.session.authenticated = False
+    asyncio.get_running_loop().call_soon(rctx.close_connection)
 
 
-def _fail(ctx: BrokerContext, conn: Any, version: int, reason: str) -> Any:
-    session: SaslSession | None = conn.sasl
-    mechanism = session.mechanism if session and session.mechanism else "none"
-    user = session.user if session and session.user else "?"
+def _fail(ctx: BrokerContext, rctx: RequestContext, reason: str) -> Any:
+    exchange = rctx.session.exchange
+    mechanism = exchange.mechanism if exchange and exchange.mechanism else "none"
+    user = exchange.user if exchange and exchange.user else "?"
     log.warning(
         "%s failed from %s: user %r, mechanism %s: %s",
-        "re-authentication" if session and session.reauth else "authentication",
-        conn.peer,
+        "re-authentication" if exchange and exchange.reauth else "authentication",
+        rctx.peer,
         user,
         mechanism,
         reason,
     )
     ctx.metrics.auth_failures.labels(mechanism).inc()
-    conn.sasl = None
-    _close_soon(conn)
-    return SaslAuthenticateResponse[version](
+    rctx.session.exchange = None
+    _close_soon(rctx)
+    return SaslAuthenticateResponse[rctx.api_version](
         error_code=SASL_AUTHENTICATION_FAILED,
         error_message=f"Authentication failed: {reason}",
         auth_bytes=b"",
@@ -150,29 +137,31 @@ def _fail(ctx: BrokerContext, conn: Any, version: int, reason: str) -> Any:
     )
 
 
-def _ok(ctx: BrokerContext, conn: Any, version: int, user: str, token: bytes) -> Any:
-    session: SaslSession = conn.sasl
+def _ok(ctx: BrokerContext, rctx: RequestContext, user: str, token: bytes) -> Any:
+    session = rctx.session
+    exchange = session.exchange
+    assert exchange is not None
     principal = f"User:{user}"
-    if session.reauth and principal != conn.principal:
+    if exchange.reauth and principal != session.principal:
         return _fail(
             ctx,
-            conn,
-            version,
-            f"Cannot change principals during re-authentication from {conn.principal}: {principal}",
+            rctx,
+            f"Cannot change principals during re-authentication from {session.principal}:"
+            f" {principal}",
         )
     lifetime_ms = ctx.config.connections_max_reauth_ms
     now = asyncio.get_running_loop().time()
-    conn.session_expires = now + lifetime_ms / 1000 if lifetime_ms > 0 else None
-    conn.authenticated = True
-    conn.principal = principal
-    conn.sasl_mechanism = session.mechanism
-    conn.sasl = None
-    if session.reauth:
-        ctx.metrics.reauthentications.labels(session.mechanism or "none").inc()
-        log.info("re-authenticated %s as %s (%d ms session)", conn.peer, principal, lifetime_ms)
+    session.expires = now + lifetime_ms / 1000 if lifetime_ms > 0 else None
+    session.authenticated = True
+    session.principal = principal
+    session.mechanism = exchange.mechanism
+    session.exchange = None
+    if exchange.reauth:
+        ctx.metrics.reauthentications.labels(exchange.mechanism or "none").inc()
+        log.info("re-authenticated %s as %s (%d ms session)", rctx.peer, principal, lifetime_ms)
     else:
-        log.info("authenticated %s as %s", conn.peer, principal)
-    return SaslAuthenticateResponse[version](
+        log.info("authenticated %s as %s", rctx.peer, principal)
+    return SaslAuthenticateResponse[rctx.api_version](
         error_code=0, error_message=None, auth_bytes=token, session_lifetime_ms=lifetime_ms
     )
 
@@ -196,35 +185,39 @@ def _accept_doubled_client_nonce(server: Any, client_final: str) -> None:
             return
 
 
-def handle_sasl_authenticate(ctx: BrokerContext, conn: Any, req: Any, version: int) -> Any:
+def handle_sasl_authenticate(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """One step of the chosen mechanism (PLAIN: one message; SCRAM: client-first then
     client-final). The last step answers ``session_lifetime_ms`` (``connections.max.
     reauth.ms``; 0: the session never expires); a re-authentication must keep the
     connection's mechanism and principal (else 58 and the connection is closed)."""
-    session: SaslSession | None = conn.sasl
-    if session is None or session.mechanism is None or (conn.authenticated and not session.reauth):
-        return _fail(ctx, conn, version, "SaslAuthenticate without a SaslHandshake")
-    if session.reauth and session.mechanism != conn.sasl_mechanism:
+    version = rctx.api_version
+    session = rctx.session.exchange
+    if (
+        session is None
+        or session.mechanism is None
+        or (rctx.session.authenticated and not session.reauth)
+    ):
+        return _fail(ctx, rctx, "SaslAuthenticate without a SaslHandshake")
+    if session.reauth and session.mechanism != rctx.session.mechanism:
         return _fail(
             ctx,
-            conn,
-            version,
+            rctx,
             f"SASL mechanism {session.mechanism} requested by client is not supported for"
-            f" re-authentication of mechanism {conn.sasl_mechanism}",
+            f" re-authentication of mechanism {rctx.session.mechanism}",
         )
     store = ctx.credentials
     data = bytes(req.auth_bytes)
     if session.mechanism == "PLAIN":
         parts = data.split(b"\0")
         if len(parts) != 3:
-            return _fail(ctx, conn, version, "malformed PLAIN message")
+            return _fail(ctx, rctx, "malformed PLAIN message")
         _authzid, user_raw, password_raw = parts
         session.user = user_raw.decode(errors="replace")
         if store is None or not store.check_plain(
             session.user, password_raw.decode(errors="replace")
         ):
-            return _fail(ctx, conn, version, "Invalid username or password")
-        return _ok(ctx, conn, version, session.user, b"")
+            return _fail(ctx, rctx, "Invalid username or password")
+        return _ok(ctx, rctx, session.user, b"")
     # SCRAM-SHA-256 / -512
     try:
         if session.scram is None:
@@ -249,7 +242,7 @@ def handle_sasl_authenticate(ctx: BrokerContext, conn: Any, req: Any, version: i
         client_final = data.decode()
         _accept_doubled_client_nonce(server, client_final)
         server.set_client_final(client_final)
-        return _ok(ctx, conn, version, session.user or "", server.get_server_final().encode())
+        return _ok(ctx, rctx, session.user or "", server.get_server_final().encode())
     except (scramp.ScramException, KeyError, UnicodeDecodeError, ValueError) as exc:
         reason = "Invalid username or password" if isinstance(exc, KeyError) else str(exc)
-        return _fail(ctx, conn, version, reason)
+        return _fail(ctx, rctx, reason)

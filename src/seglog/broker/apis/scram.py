@@ -16,7 +16,7 @@ from kafka.protocol.admin import (
     DescribeUserScramCredentialsResponse,
 )
 
-from seglog.broker.context import BrokerContext
+from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.protocol import errors as _errors
 from seglog.broker.protocol.errors import (
     RESOURCE_NOT_FOUND,
@@ -26,7 +26,10 @@ from seglog.broker.protocol.errors import (
 from seglog.broker.security.authorizer import CLUSTER_NAME, Op, Res
 from seglog.broker.security.scram_store import CredentialStore
 
-__all__ = ["SCRAM_HANDLERS"]
+__all__ = [
+    "handle_alter_user_scram_credentials",
+    "handle_describe_user_scram_credentials",
+]
 
 _MECHANISM_CODES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 _CODES = {name: code for code, name in _MECHANISM_CODES.items()}
@@ -38,12 +41,15 @@ def _store(ctx: BrokerContext) -> CredentialStore:
     return ctx.credentials
 
 
-def handle_describe_user_scram_credentials(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_describe_user_scram_credentials(
+    ctx: BrokerContext, rctx: RequestContext, req: Any
+) -> Any:
     """Mechanisms and iterations per user (all users when ``users`` is null)."""
+    version = rctx.api_version
     resp = DescribeUserScramCredentialsResponse[version]
     result_cls = resp.DescribeUserScramCredentialsResult
     info_cls = result_cls.CredentialInfo
-    if not ctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+    if not rctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
         return resp(
             throttle_time_ms=0, error_code=_errors.CLUSTER_AUTHORIZATION_FAILED,
             error_message=None, results=[],
@@ -70,11 +76,12 @@ def handle_describe_user_scram_credentials(ctx: BrokerContext, req: Any, version
     return resp(throttle_time_ms=0, error_code=0, error_message=None, results=results)
 
 
-def handle_alter_user_scram_credentials(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_alter_user_scram_credentials(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Apply deletions and upsertions; one result per user."""
+    version = rctx.api_version
     resp = AlterUserScramCredentialsResponse[version]
     result_cls = resp.AlterUserScramCredentialsResult
-    allowed = ctx.allowed(Op.ALTER, Res.CLUSTER, CLUSTER_NAME)
+    allowed = rctx.allowed(Op.ALTER, Res.CLUSTER, CLUSTER_NAME)
     store = _store(ctx)
     outcome: dict[str, tuple[int, str | None]] = {}
     users = [d.name for d in req.deletions] + [u.name for u in req.upsertions]
@@ -108,9 +115,3 @@ def handle_alter_user_scram_credentials(ctx: BrokerContext, req: Any, version: i
                 outcome[u.name] = (UNACCEPTABLE_CREDENTIAL, str(exc))
     results = [result_cls(user=n, error_code=c, error_message=m) for n, (c, m) in outcome.items()]
     return resp(throttle_time_ms=0, results=results)
-
-
-SCRAM_HANDLERS = {
-    50: handle_describe_user_scram_credentials,
-    51: handle_alter_user_scram_credentials,
-}

@@ -1,5 +1,5 @@
-"""CreateTopics (API 19), DeleteTopics (API 20), InitProducerId (API 22) and
-CreatePartitions (API 37)."""
+"""Topic administration: CreateTopics (API 19), DeleteTopics (API 20) and CreatePartitions
+(API 37)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ from kafka.protocol.admin import (
     CreateTopicsResponse,
     DeleteTopicsResponse,
 )
-from kafka.protocol.producer import InitProducerIdResponse
 
 from seglog.broker.config.settings import validate_topic_configs
-from seglog.broker.context import BrokerContext
-from seglog.broker.coordinator.committed import OFFSETS_TOPIC
+from seglog.broker.context import BrokerContext, RequestContext
+from seglog.broker.log.internal_topics import OFFSETS_TOPIC
 from seglog.broker.protocol import errors as _errors
 from seglog.broker.security.authorizer import CLUSTER_NAME, Op, Res
 from seglog.errors import InvalidTopicError, SeglogError, TopicExistsError, UnknownTopicError
@@ -24,7 +23,6 @@ __all__ = [
     "handle_create_partitions",
     "handle_create_topics",
     "handle_delete_topics",
-    "handle_init_producer_id",
 ]
 
 
@@ -49,12 +47,15 @@ def _assignment_problem(assignments: Any, node_id: int) -> str | None:
     return None
 
 
-def _create_one(ctx: BrokerContext, t: Any, validate_only: bool, version: int) -> Any:
+def _create_one(
+    ctx: BrokerContext, rctx: RequestContext, t: Any, validate_only: bool, version: int
+) -> Any:
     name = t.name
     partitions = t.num_partitions
     kwargs: dict[str, Any] = {"name": name, "error_message": None}
     if not (
-        ctx.allowed(Op.CREATE, Res.CLUSTER, CLUSTER_NAME) or ctx.allowed(Op.CREATE, Res.TOPIC, name)
+        rctx.allowed(Op.CREATE, Res.CLUSTER, CLUSTER_NAME)
+        or rctx.allowed(Op.CREATE, Res.TOPIC, name)
     ):
         return _CTResult(error_code=_errors.TOPIC_AUTHORIZATION_FAILED, **kwargs)
     try:
@@ -105,28 +106,30 @@ def _create_one(ctx: BrokerContext, t: Any, validate_only: bool, version: int) -
     )
 
 
-def handle_create_topics(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_create_topics(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Create topics. Per topic: 17 illegal name (nothing touched on disk), 36 exists,
     37 partitions < 1 or > MAX_PARTITIONS, 38 replication factor other than 1, 39 a manual
     assignment other than one replica on this broker per partition 0..n-1, 40 bad config,
     42 a name given twice in one request or an assignment next to a partition count or
     replication factor. ``validate_only`` checks without creating."""
+    version = rctx.api_version
     names = [t.name for t in req.topics]
     results = []
     for t in req.topics:
         if names.count(t.name) > 1:
             results.append(_CTResult(name=t.name, error_code=_errors.INVALID_REQUEST))
         else:
-            results.append(_create_one(ctx, t, req.validate_only, version))
+            results.append(_create_one(ctx, rctx, t, req.validate_only, version))
     return CreateTopicsResponse[version](throttle_time_ms=0, topics=results)
 
 
 _DTResult = DeleteTopicsResponse.DeletableTopicResult
 
 
-def handle_delete_topics(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_delete_topics(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Delete topics by name (v6+: or topic id). 3 unknown topic, 17 illegal name,
     100 unknown topic id."""
+    version = rctx.api_version
     wanted: list[tuple[str | None, Any]] = (
         [(t.name, t.topic_id) for t in req.topics]
         if version >= 6
@@ -146,9 +149,9 @@ def handle_delete_topics(ctx: BrokerContext, req: Any, version: int) -> Any:
         try:
             if name is None:
                 raise UnknownTopicError("no topic name or id")
-            if not ctx.allowed(Op.DELETE, Res.TOPIC, name):
+            if not rctx.allowed(Op.DELETE, Res.TOPIC, name):
                 denied = name
-                if wanted_name is None and not ctx.allowed(Op.DESCRIBE, Res.TOPIC, name):
+                if wanted_name is None and not rctx.allowed(Op.DESCRIBE, Res.TOPIC, name):
                     name = None  # Kafka: asked by id, the name is told only to who may describe
                 raise _errors.TopicAuthorizationError(denied)
             if name == OFFSETS_TOPIC:
@@ -172,8 +175,10 @@ def handle_delete_topics(ctx: BrokerContext, req: Any, version: int) -> Any:
 _CPResult = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-def _grow_one(ctx: BrokerContext, t: Any, validate_only: bool, node_id: int) -> Any:
-    if not ctx.allowed(Op.ALTER, Res.TOPIC, t.name):
+def _grow_one(
+    ctx: BrokerContext, rctx: RequestContext, t: Any, validate_only: bool, node_id: int
+) -> Any:
+    if not rctx.allowed(Op.ALTER, Res.TOPIC, t.name):
         return _CPResult(
             name=t.name, error_code=_errors.TOPIC_AUTHORIZATION_FAILED, error_message=None
         )
@@ -211,47 +216,17 @@ def _grow_one(ctx: BrokerContext, t: Any, validate_only: bool, node_id: int) -> 
     return _CPResult(name=t.name, error_code=0, error_message=None)
 
 
-def handle_create_partitions(ctx: BrokerContext, req: Any, version: int) -> Any:
+def handle_create_partitions(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Add partitions to topics (Kafka's CreatePartitions; partitions only grow). Per
     topic: 3 unknown topic, 17 illegal name, 37 count not above the current one or above
     MAX_PARTITIONS, 39 assignments other than this broker, 42 a topic named twice;
     ``validate_only`` checks without changing anything."""
+    version = rctx.api_version
     names = [t.name for t in req.topics]
     results = [
         _CPResult(name=t.name, error_code=_errors.INVALID_REQUEST, error_message="duplicate topic")
         if names.count(t.name) > 1
-        else _grow_one(ctx, t, req.validate_only, ctx.config.node_id)
+        else _grow_one(ctx, rctx, t, req.validate_only, ctx.config.node_id)
         for t in req.topics
     ]
     return CreatePartitionsResponse[version](throttle_time_ms=0, results=results)
-
-
-def handle_init_producer_id(ctx: BrokerContext, req: Any, version: int) -> Any:
-    """A new producer id with epoch 0 (ids persist across restarts); v3+ with a known
-    producer id and epoch bumps the epoch (KIP-360). Transactional ids are not supported:
-    35 UNSUPPORTED_VERSION."""
-    resp = InitProducerIdResponse[version]
-    if not ctx.allowed(Op.IDEMPOTENT_WRITE, Res.CLUSTER, CLUSTER_NAME):
-        return resp(
-            throttle_time_ms=0,
-            error_code=_errors.CLUSTER_AUTHORIZATION_FAILED,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
-    if req.transactional_id is not None:
-        return resp(
-            throttle_time_ms=0,
-            error_code=_errors.UNSUPPORTED_VERSION,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
-    if version >= 3 and req.producer_id >= 0 and 0 <= req.producer_epoch < 32766:
-        return resp(
-            throttle_time_ms=0,
-            error_code=0,
-            producer_id=req.producer_id,
-            producer_epoch=req.producer_epoch + 1,
-        )
-    return resp(
-        throttle_time_ms=0, error_code=0, producer_id=ctx.state.next_producer_id(), producer_epoch=0
-    )

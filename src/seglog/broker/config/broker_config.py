@@ -1,4 +1,4 @@
-"""Broker configuration: Kafka's broker config names, defaults from ``_config_defs``."""
+"""Broker configuration: Kafka's broker config names, defaults from ``config.settings``."""
 
 from __future__ import annotations
 

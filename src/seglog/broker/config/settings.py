@@ -22,10 +22,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
-
-if TYPE_CHECKING:
-    from seglog.broker.config.broker_config import BrokerConfig
+from typing import Any, NamedTuple
 
 __all__ = [
     "BROKER_SETTINGS",
@@ -102,33 +99,48 @@ def consumed_groups(value: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(g.strip() for g in (value or "").split(",") if g.strip()))
 
 
+class BrokerSource(NamedTuple):
+    """Where a topic config's broker-wide value comes from: a ``BrokerConfig`` field
+    (named, so this table needs no import of ``BrokerConfig``) or a constant."""
+
+    field: str | None = None
+    const: str | None = None
+
+    def value(self, config: object) -> str | None:
+        """The broker's value as Kafka prints it (booleans lower case; None: not set)."""
+        if self.field is None:
+            return self.const
+        value = getattr(config, self.field)
+        if value is None:
+            return None
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 @dataclasses.dataclass(frozen=True)
 class TopicConfigDef:
     """One topic config: Kafka's name and type, its broker synonym, Kafka's default and
-    the broker's value for it (None: not set, e.g. flush.messages under seglog's
-    fsync-before-ack default), and a validator raising ValueError."""
+    where the broker's value for it comes from (None: not set, e.g. flush.messages under
+    seglog's fsync-before-ack default), and a validator raising ValueError."""
 
     name: str
     type: int
     synonym: str | None
     kafka_default: str | None
-    broker_value: Callable[[BrokerConfig], str | None]
+    broker: BrokerSource
     validate: Callable[[str], None]
     doc: str
 
-
-def _field(name: str) -> Callable[[BrokerConfig], str | None]:
-    def read(config: BrokerConfig) -> str | None:
-        value = getattr(config, name)
-        if value is None:
-            return None
-        return str(value).lower() if isinstance(value, bool) else str(value)
-
-    return read
+    def broker_value(self, config: object) -> str | None:
+        """The running broker's value for this config (``config``: a ``BrokerConfig``)."""
+        return self.broker.value(config)
 
 
-def _const(value: str | None) -> Callable[[BrokerConfig], str | None]:
-    return lambda _config: value
+def _field(name: str) -> BrokerSource:
+    return BrokerSource(field=name)
+
+
+def _const(value: str | None) -> BrokerSource:
+    return BrokerSource(const=value)
 
 
 _WEEK_MS = str(7 * 24 * 3600 * 1000)
@@ -488,10 +500,11 @@ class BrokerEntry(NamedTuple):
     sensitive: bool
 
 
-def broker_entries(config: BrokerConfig) -> list[BrokerEntry]:
-    """The BROKER resource's configs: log.dirs, then every :data:`BROKER_SETTINGS` row
-    with the running broker's value; the source is STATIC_BROKER_CONFIG when it differs
-    from the table's default (a flag or properties key set it), else DEFAULT_CONFIG."""
+def broker_entries(config: Any) -> list[BrokerEntry]:
+    """The BROKER resource's configs (``config``: a ``BrokerConfig``): log.dirs, then
+    every :data:`BROKER_SETTINGS` row with the running broker's value; the source is
+    STATIC_BROKER_CONFIG when it differs from the table's default (a flag or properties
+    key set it), else DEFAULT_CONFIG."""
     out = [
         BrokerEntry(
             "log.dirs", STRING, str(config.data_dir), STATIC_BROKER_CONFIG,

@@ -1,1 +1,3 @@
-"""The broker's coordinator layer."""
+"""Coordinators: the classic consumer-group coordinator (``groups``, its data in
+``group_model``) and committed offsets in the internal compacted topic
+``__consumer_offsets`` (``committed``)."""

@@ -49,6 +49,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
+from seglog.broker.log.internal_topics import OFFSETS_TOPIC
 from seglog.broker.protocol.reader import WireReader
 from seglog.errors import ProtocolError
 from seglog.storage import OFFSET_OLDEST, DataDir, Log
@@ -67,7 +68,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
 _LEGACY_FILE = "consumer-offsets.json"
 _KEY_VERSION, _VALUE_VERSION = 1, 3

@@ -1,4 +1,4 @@
-"""Data of the classic group coordinator (``_groups``): Kafka's group error codes, the
+"""Data of the classic group coordinator (``coordinator.groups``): Kafka's group error codes, the
 group states, members, groups, and the answers JoinGroup / SyncGroup wait for."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ passed; a generation, protocol and leader are chosen and JoinGroup is answered) 
 (the leader's SyncGroup assignments are handed out) → PreparingRebalance ... A group
 whose last member is gone goes back to Empty and is then forgotten (Dead): membership
 lives in memory only (a restarted broker makes every member rejoin); committed offsets
-are kept by ``_committed.CommittedOffsets``.
+are kept by ``coordinator.committed.CommittedOffsets``.
 
 Every timer (session timeouts, the rebalance deadline, ``group.initial.rebalance.delay.ms``)
 is a ``loop.call_later`` handle on the broker's event loop; JoinGroup and SyncGroup

@@ -22,7 +22,7 @@ import struct
 import time
 from pathlib import Path
 
-from seglog.broker.coordinator.committed import OFFSETS_TOPIC
+from seglog.broker.log.internal_topics import OFFSETS_TOPIC
 from seglog.broker.log.producers import BatchIdentity, ProducerStateTable
 from seglog.broker.log.topics import TopicManager
 from seglog.errors import SeglogError

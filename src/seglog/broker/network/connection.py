@@ -26,6 +26,8 @@ import struct
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
+from seglog.broker.config.listeners import Listener
+from seglog.broker.security.session import Session
 from seglog.errors import ProtocolError
 
 __all__ = ["Connection", "Dispatch", "Response"]
@@ -60,6 +62,7 @@ class Connection(asyncio.BufferedProtocol):
         max_inflight: int,
         on_open: Callable[[Connection], bool],
         on_close: Callable[[Connection], None],
+        listener: Listener,
     ) -> None:
         self._dispatch = dispatch
         self._max_request_bytes = max_request_bytes
@@ -78,13 +81,10 @@ class Connection(asyncio.BufferedProtocol):
         self.accepted = False  # on_open said yes (counted in the connection limits)
         self.peer: Any = None
         self.last_active = self._loop.time()
-        self.listener: Any = None  # the _listeners.Listener it arrived on
-        self.principal = "User:ANONYMOUS"  # Kafka's principal before/without authentication
-        self.authenticated = True  # False on a SASL listener until SaslAuthenticate succeeds
-        self.sasl: Any = None  # _sasl.SaslSession during the exchange
-        self.sasl_mechanism: str | None = None  # the mechanism it authenticated with
-        self.session_expires: float | None = None  # loop time its SASL session ends (KIP-368)
-        self.reauth_started: float | None = None  # loop time of the last re-authentication
+        self.listener = listener
+        """The listener it arrived on."""
+        self.session = Session(authenticated=not listener.sasl)
+        """Its principal and SASL state (the SASL APIs move it on)."""
         self.partial_timeout_s = 0.0  # a started request must arrive whole in this time (0: off)
         self._partial_timer: asyncio.TimerHandle | None = None
         self.closed = self._loop.create_future()

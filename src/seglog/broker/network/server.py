@@ -1,82 +1,50 @@
-"""The broker process: listener, request dispatch, startup and clean shutdown."""
+"""The broker: listeners, connection admission and limits, request dispatch, startup and
+clean shutdown (the composition root of the broker's services)."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import logging
-import os
-import signal
 import socket
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import start_http_server
 
-from seglog._malloc import tune_malloc
-from seglog.broker.apis.acls import ACL_HANDLERS
-from seglog.broker.apis.cluster import (
-    handle_describe_cluster,
-    handle_describe_log_dirs,
-    handle_describe_quorum,
-)
-from seglog.broker.apis.configs import (
-    handle_alter_configs,
-    handle_describe_configs,
-    handle_incremental_alter_configs,
-)
-from seglog.broker.apis.delete_records import handle_delete_records
-from seglog.broker.apis.fetch import handle_fetch
-from seglog.broker.apis.group_admin import handle_delete_groups, handle_offset_delete
-from seglog.broker.apis.groups import GROUP_HANDLERS
-from seglog.broker.apis.metadata import handle_find_coordinator, handle_metadata
-from seglog.broker.apis.offsets import (
-    handle_list_offsets,
-    handle_offset_commit,
-    handle_offset_fetch,
-)
-from seglog.broker.apis.produce import handle_produce, handle_produce_frame
-from seglog.broker.apis.replica import REPLICA_HANDLERS
-from seglog.broker.apis.sasl import check_session, handle_sasl_authenticate, handle_sasl_handshake
-from seglog.broker.apis.scram import SCRAM_HANDLERS
-from seglog.broker.apis.topics import (
-    handle_create_partitions,
-    handle_create_topics,
-    handle_delete_topics,
-    handle_init_producer_id,
-)
+from seglog.broker.apis.registry import REGISTRY, api_versions_body, flexible_request
+from seglog.broker.apis.sasl import check_session
 from seglog.broker.config.broker_config import BrokerConfig
 from seglog.broker.config.listeners import Listener
-from seglog.broker.context import BrokerContext
+from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.committed import CommittedOffsets
 from seglog.broker.coordinator.groups import GroupCoordinator
+from seglog.broker.log.cluster_state import BrokerState
 from seglog.broker.log.durability import DurabilityWaiters
 from seglog.broker.log.producer_recovery import rebuild, write_snapshot
-from seglog.broker.log.producers import BrokerState, ProducerStateTable
+from seglog.broker.log.producers import ProducerStateTable
 from seglog.broker.log.retention import RetentionTask, start_retention
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.metrics import snapshot_from_loop
 from seglog.broker.network.connection import Connection, Response
-from seglog.broker.protocol import framing as _protocol
+from seglog.broker.protocol.api_keys import ApiKey, api_name
 from seglog.broker.protocol.bounds import check_array_counts
-from seglog.broker.protocol.errors import GROUP_AUTHORIZATION_FAILED, UNSUPPORTED_VERSION
+from seglog.broker.protocol.errors import UNSUPPORTED_VERSION
+from seglog.broker.protocol.framing import encode_response, parse_request_header
 from seglog.broker.protocol.nulls import reject_nulls
-from seglog.broker.security.authorizer import Authorizer, Op, Res
+from seglog.broker.security.authorizer import Authorizer
 from seglog.broker.security.scram_store import CredentialStore
 from seglog.broker.security.tls import principal_from_cert, server_context
 from seglog.errors import ProtocolError, SeglogError
 from seglog.storage import DataDir, LogConfig
 
-__all__ = ["Broker", "run_broker"]
+__all__ = ["Broker"]
 
 log = logging.getLogger("seglog.broker")
 
 _SNAPSHOT_INTERVAL_S = 60.0
-_BEFORE_AUTHENTICATION = {18, 17, 36}  # ApiVersions, SaslHandshake, SaslAuthenticate
-_MEMBERSHIP = {11, 12, 13, 14}  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup: READ on the group
-SASL_HANDLERS = {17: handle_sasl_handshake, 36: handle_sasl_authenticate}
 
 
 def _advertised_host(host: str) -> str:
@@ -91,34 +59,6 @@ def _tls_context(config: BrokerConfig) -> ssl.SSLContext:
     return server_context(
         config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile, config.ssl_client_auth
     )
-
-
-Handler = Callable[[BrokerContext, Any, int], Any]
-
-_HANDLERS: dict[int, Handler] = {
-    0: handle_produce,
-    2: handle_list_offsets,
-    3: handle_metadata,
-    8: handle_offset_commit,
-    9: handle_offset_fetch,
-    10: handle_find_coordinator,
-    19: handle_create_topics,
-    20: handle_delete_topics,
-    21: handle_delete_records,
-    22: handle_init_producer_id,
-    32: handle_describe_configs,
-    33: handle_alter_configs,
-    35: handle_describe_log_dirs,
-    37: handle_create_partitions,
-    42: handle_delete_groups,
-    44: handle_incremental_alter_configs,
-    47: handle_offset_delete,
-    55: handle_describe_quorum,
-    60: handle_describe_cluster,
-    **ACL_HANDLERS,
-    **SCRAM_HANDLERS,
-    **REPLICA_HANDLERS,
-}
 
 
 def _log_config(config: BrokerConfig) -> LogConfig:
@@ -210,8 +150,6 @@ class Broker:
             state=state,
             producers=producers,
             committed=committed,
-            host=self._advertised[first][0],
-            port=self._advertised[first][1],
             sync_before_ack=config.log_flush_interval_messages is None
             and config.log_flush_interval_ms is None,
             durability=DurabilityWaiters(loop),
@@ -250,7 +188,9 @@ class Broker:
         assert config.metrics_host is not None
         metrics = ctx.metrics
         metrics.serve_collector(
-            snapshot_from_loop(loop, ctx, metrics, self._connections_by_listener)
+            snapshot_from_loop(
+                loop, ctx.topics, ctx.committed, metrics, self._connections_by_listener
+            )
         )
         server, _thread = start_http_server(
             config.metrics_port, config.metrics_host, registry=metrics.registry
@@ -280,9 +220,8 @@ class Broker:
             max_inflight=self.config.max_inflight_requests,
             on_open=self._admit,
             on_close=self._closed,
+            listener=listener,
         )
-        conn.listener = listener
-        conn.authenticated = not listener.sasl
         conn.partial_timeout_s = self.config.partial_request_timeout_ms / 1000
         return conn
 
@@ -313,19 +252,19 @@ class Broker:
             return False
         self._connections.add(conn)
         self._per_host[host] = self._per_host.get(host, 0) + 1
-        if not conn.authenticated and self.config.sasl_authentication_timeout_ms > 0:
+        if not conn.session.authenticated and self.config.sasl_authentication_timeout_ms > 0:
             timeout = self.config.sasl_authentication_timeout_ms / 1000
             asyncio.get_running_loop().call_later(timeout, self._auth_expired, conn)
-        if conn.listener is not None and conn.listener.tls:
+        if conn.listener.tls:
             principal = principal_from_cert(conn.peer_certificate())
             if principal is not None:
-                conn.principal = principal
+                conn.session.principal = principal
                 log.info("TLS client %s from %s", principal, conn.peer)
         return True
 
     @staticmethod
     def _auth_expired(conn: Connection) -> None:
-        if not conn.authenticated:
+        if not conn.session.authenticated:
             log.warning("closing connection from %s: not authenticated in time", conn.peer)
             conn.abort()
 
@@ -343,8 +282,7 @@ class Broker:
     def _connections_by_listener(self) -> dict[str, int]:
         counts = dict.fromkeys(self.listeners, 0)
         for conn in self._connections:
-            name = conn.listener.name if conn.listener is not None else "PLAINTEXT"
-            counts[name] = counts.get(name, 0) + 1
+            counts[conn.listener.name] = counts.get(conn.listener.name, 0) + 1
         return counts
 
     @property
@@ -385,7 +323,7 @@ class Broker:
         response is ready, long polls and fsync waits included."""
         started = time.perf_counter()
         result = self.handle(conn, frame)
-        spec = _protocol.APIS.get(int.from_bytes(frame[:2], "big"))
+        spec = REGISTRY.get(int.from_bytes(frame[:2], "big"))
         if spec is None or self._ctx is None:
             return result
         metrics = self._ctx.metrics
@@ -415,70 +353,67 @@ class Broker:
     def handle(
         self, conn: Connection, frame: memoryview
     ) -> Response | Awaitable[Response | None] | None:
-        """Decode one request frame and run its handler. Raises ProtocolError (the
-        connection is closed) for a malformed frame, an unknown API key, or a version
-        outside the served range; ApiVersions of an unknown version gets a v0 body with
-        error 35 UNSUPPORTED_VERSION (KIP-511)."""
+        """Decode one request frame and run its handler from the registry
+        (``apis/registry.py``). Raises ProtocolError (the connection is closed) for a
+        malformed frame, an unknown API key, a version outside the served range, or a
+        request its SASL session does not allow; ApiVersions of an unknown version gets a
+        v0 body with error 35 UNSUPPORTED_VERSION (KIP-511)."""
         ctx = self._ctx
         assert ctx is not None
-        view = frame
-        header = _protocol.parse_request_header(view)
+        header = parse_request_header(frame, flexible_request)
         key, version = header.api_key, header.api_version
-        spec = _protocol.APIS.get(key)
+        spec = REGISTRY.get(key)
         if spec is None:
-            raise ProtocolError(f"unknown API key {key}")
-        if conn.sasl is not None or conn.session_expires is not None:
-            check_session(ctx, conn, key, spec.name)  # KIP-368: re-authenticating / expired
-        if key == _protocol.API_VERSIONS_KEY:
-            if not spec.accepts(version):
-                body = _protocol.api_versions_body(0, UNSUPPORTED_VERSION)
-                return _protocol.encode_response(key, 0, header.correlation_id, body)
-            return _protocol.encode_response(
-                key, version, header.correlation_id, _protocol.api_versions_body(version)
-            )
+            raise ProtocolError(f"unknown API key {api_name(key)}")
+        session = conn.session
+        if session.checked:
+            check_session(ctx, session, key, spec.name)  # KIP-368: re-authenticating / expired
         if not spec.accepts(version):
+            if key == ApiKey.API_VERSIONS:
+                return encode_response(
+                    api_versions_body(0, UNSUPPORTED_VERSION), header.correlation_id
+                )
             raise ProtocolError(f"unsupported version {version} of {spec.name} (API {key})")
-        if not conn.authenticated and key not in _BEFORE_AUTHENTICATION:
+        if not session.authenticated and not spec.before_authentication:
             raise ProtocolError(f"{spec.name} before SASL authentication on {conn.listener.name}")
-        # Metadata, FindCoordinator, DescribeCluster advertise the listener asked on
-        ctx.host, ctx.port = self._advertised[conn.listener.name]
-        ctx.listener = conn.listener.name
-        ctx.principal, ctx.client_host = conn.principal, conn.peer_host  # ACL checks
-        if key == _protocol.PRODUCE_KEY and version >= _protocol.PRODUCE_FRAME_MIN_VERSION:
-            return handle_produce_frame(
-                ctx, view, header.body_offset, version, header.correlation_id
-            )
-        check_array_counts(spec.request, view, header.body_offset, version)
-        try:
-            request = spec.request.decode(view[header.body_offset :], version=version)
-        except Exception as exc:
-            raise ProtocolError(f"malformed {spec.name} v{version}: {exc!r}") from exc
-        reject_nulls(request, version)  # null where the schema forbids it: malformed
-        if key == _protocol.FETCH_KEY:
-            return handle_fetch(ctx, request, version, header.correlation_id)
-        if key in SASL_HANDLERS:  # per-connection authentication state
-            result = SASL_HANDLERS[key](ctx, conn, request, version)
-        elif key in _MEMBERSHIP and not ctx.allowed(Op.READ, Res.GROUP, request.group_id):
-            result = spec.response[version](error_code=GROUP_AUTHORIZATION_FAILED)
-        elif key in GROUP_HANDLERS:  # group membership: needs the client id and host
-            client = header.client_id or ""
-            result = GROUP_HANDLERS[key](ctx, request, version, client, conn.peer_host)
+        listener = conn.listener
+        host, port = self._advertised[listener.name]
+        rctx = RequestContext(
+            header=header,
+            principal=session.principal,
+            client_host=conn.peer_host,
+            listener=listener.name,
+            host=host,
+            port=port,
+            session=session,
+            sasl_listener=listener.sasl,
+            peer=conn.peer,
+            close_connection=conn.close_idle,
+            authorizer=ctx.authorizer,
+        )
+        request: Any
+        if spec.raw_from is not None and version >= spec.raw_from:
+            request = frame
         else:
-            result = _HANDLERS[key](ctx, request, version)
-        if result is None:
-            return None
+            check_array_counts(spec.request, frame, header.body_offset, version)
+            try:
+                request = spec.request.decode(frame[header.body_offset :], version=version)
+            except Exception as exc:
+                raise ProtocolError(f"malformed {spec.name} v{version}: {exc!r}") from exc
+            reject_nulls(request, version)  # null where the schema forbids it: malformed
+        result = spec.handler(ctx, rctx, request)
+        if result is None or spec.encoded:
+            return cast("Response | Awaitable[Response | None] | None", result)
         if isinstance(result, Coroutine):
-            return self._encode_later(key, version, header.correlation_id, result)
-        return _protocol.encode_response(key, version, header.correlation_id, result)
+            return self._encode_later(header.correlation_id, result)
+        return encode_response(result, header.correlation_id)
 
     @staticmethod
-    async def _encode_later(
-        key: int, version: int, correlation_id: int, pending: Awaitable[Any]
-    ) -> bytearray | None:
+    async def _encode_later(correlation_id: int, pending: Awaitable[Any]) -> bytearray | None:
         body = await pending
         if body is None:
             return None
-        return _protocol.encode_response(key, version, correlation_id, body)
+        return encode_response(body, correlation_id)
 
     async def stop(self) -> None:
         """Stop accepting, answer in-flight requests (long polls return at once), close
@@ -517,41 +452,3 @@ class Broker:
             self._data_dir.close()
             self._data_dir = None
         log.info("seglog broker stopped")
-
-
-async def _serve(config: BrokerConfig) -> None:
-    loop = asyncio.get_running_loop()
-    log.info("event loop: %s", type(loop).__module__.partition(".")[0])  # uvloop / asyncio
-    broker = Broker(config)
-    await broker.start()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-        log.info("shutting down")
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        await broker.stop()
-
-
-def run_broker(config: BrokerConfig) -> None:
-    """Run a broker until SIGINT or SIGTERM, then shut down cleanly and return. Sets
-    glibc's malloc thresholds for the process first (``_malloc.tune_malloc``)."""
-    tune_malloc()
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(_serve(config))
-
-
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's event loop when installed (libuv, and TLS in Cython rather than asyncio's
-    pure-Python SSL protocol: benchmarks/security_bench.py), else asyncio's default.
-    ``SEGLOG_EVENT_LOOP=asyncio`` forces the default."""
-    if os.environ.get("SEGLOG_EVENT_LOOP", "") == "asyncio":
-        return None
-    try:
-        import uvloop  # noqa: PLC0415
-    except ImportError:
-        return None
-    return uvloop.new_event_loop

@@ -1,1 +1,5 @@
-"""The broker's protocol layer."""
+"""The Kafka wire protocol, below everything else in the broker: request framing and
+headers (``framing``), API keys by name (``api_keys``), the bounded reader every parser
+uses (``reader``), the array-count walk run before decoding (``bounds``), null checks
+(``nulls``), Produce parsed in place (``produce_wire``), and the one table mapping storage
+errors to Kafka error codes (``errors``). Bytes in, bytes out: no broker state."""

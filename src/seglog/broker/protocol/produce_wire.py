@@ -18,7 +18,7 @@ tagged fields after every struct):
 
 Every length and array count is checked against the bytes left in the frame before it is
 used (an element takes at least one byte), so nothing is allocated from a length field:
-the fields are read with the broker's one bounded reader, ``_reader.WireReader``.
+the fields are read with the broker's one bounded reader, ``protocol.reader.WireReader``.
 Raises ``ProtocolError`` on anything malformed (the connection is then closed).
 """
 

@@ -2,11 +2,11 @@
 
 Every read is checked against the end of the buffer before anything is taken from it, and
 every problem is a ``ProtocolError`` (the connection is then closed): a length or count
-is never trusted to allocate. Used by the request header parser (``_protocol``), the
-array-count walk run before kafka-python decodes a request (``_bounds``), the Produce
-parser (``_produce_wire``), and for bytes that are not requests: the records of
-``__consumer_offsets`` (``_committed``) and the consumer-protocol subscriptions in
-JoinGroup metadata (``_group_admin``), whose callers turn the error into their own outcome.
+is never trusted to allocate. Used by the request header parser (``protocol.framing``), the
+array-count walk run before kafka-python decodes a request (``protocol.bounds``), the Produce
+parser (``protocol.produce_wire``), and for bytes that are not requests: the records of
+``__consumer_offsets`` (``coordinator.committed``) and the consumer-protocol subscriptions in
+JoinGroup metadata (``apis.group_admin``), whose callers turn the error into their own outcome.
 
 Varints here are Kafka's protocol ones (compact lengths, tagged fields): *unsigned*, at
 most 5 bytes (an int32), not the zigzag varints of record batches (those, one at a time,

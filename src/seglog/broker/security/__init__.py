@@ -1,1 +1,3 @@
-"""The broker's security layer."""
+"""Who may do what: the ACL authorizer (``authorizer``), TLS contexts and certificate
+principals (``tls``), the SCRAM credential store (``scram_store``), and each connection's
+authentication state (``session``)."""

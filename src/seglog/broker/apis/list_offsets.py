@@ -1,0 +1,83 @@
+"""ListOffsets (API 2): the offset of a timestamp, the log start, the log end (high
+watermark) or the batch with the largest timestamp of each partition."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka.protocol.consumer import ListOffsetsResponse
+
+from seglog.broker.context import BrokerContext, RequestContext
+from seglog.broker.protocol import errors as _errors
+from seglog.broker.security.authorizer import Op, Res
+from seglog.errors import SeglogError
+
+__all__ = ["handle_list_offsets"]
+
+log = logging.getLogger(__name__)
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+
+log = logging.getLogger(__name__)
+
+_LOTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+_LOPartition = _LOTopic.ListOffsetsPartitionResponse
+
+
+def _list_offset(
+    ctx: BrokerContext, rctx: RequestContext, topic: str, partition: int, timestamp: int
+) -> Any:
+    if not rctx.allowed(Op.DESCRIBE, Res.TOPIC, topic):
+        return _LOPartition(
+            partition_index=partition,
+            error_code=_errors.TOPIC_AUTHORIZATION_FAILED,
+            timestamp=-1,
+            offset=-1,
+            leader_epoch=-1,
+        )
+    try:
+        plog = ctx.topics.log(topic, partition)
+        offset, ts = -1, -1
+        if timestamp == LATEST:
+            offset = plog.high_watermark
+        elif timestamp in (EARLIEST, EARLIEST_LOCAL):
+            offset = plog.log_start_offset
+        elif timestamp >= 0:
+            found = plog.offset_for_time(timestamp)
+            if found is not None and found[0] < plog.high_watermark:
+                offset, ts = found
+        # MAX_TIMESTAMP and other sentinels: no answer (-1, -1), as for a time past the end
+        return _LOPartition(
+            partition_index=partition, error_code=0, timestamp=ts, offset=offset, leader_epoch=0
+        )
+    except SeglogError as exc:
+        return _LOPartition(
+            partition_index=partition,
+            error_code=_errors.error_code(exc),
+            timestamp=-1,
+            offset=-1,
+            leader_epoch=-1,
+        )
+
+
+def handle_list_offsets(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
+    """Offsets by time: -2 earliest (log start offset), -1 latest (high watermark, which is
+    also the last stable offset: no transactions), t >= 0 the first batch whose max
+    timestamp >= t (offset, timestamp) or (-1, -1) when none; -3 max timestamp is not
+    tracked and answers (-1, -1). Unknown topic or partition: 3."""
+    version = rctx.api_version
+    topics = [
+        _LOTopic(
+            name=t.name,
+            partitions=[
+                _list_offset(ctx, rctx, t.name, p.partition_index, p.timestamp)
+                for p in t.partitions
+            ],
+        )
+        for t in req.topics
+    ]
+    return ListOffsetsResponse[version](throttle_time_ms=0, topics=topics)
