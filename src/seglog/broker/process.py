@@ -18,11 +18,13 @@ __all__ = ["run_broker"]
 log = logging.getLogger("seglog.broker")
 
 
-async def _serve(config: BrokerConfig) -> None:
+async def _serve(config: BrokerConfig, on_started: Callable[[], None] | None) -> None:
     loop = asyncio.get_running_loop()
     log.info("event loop: %s", type(loop).__module__.partition(".")[0])  # uvloop / asyncio
     broker = Broker(config)
     await broker.start()
+    if on_started is not None:
+        on_started()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
@@ -35,12 +37,15 @@ async def _serve(config: BrokerConfig) -> None:
         await broker.stop()
 
 
-def run_broker(config: BrokerConfig) -> None:
-    """Run a broker until SIGINT or SIGTERM, then shut down cleanly and return. Sets
-    glibc's malloc thresholds for the process first (``seglog._malloc.tune_malloc``)."""
+def run_broker(config: BrokerConfig, on_started: Callable[[], None] | None = None) -> None:
+    """Run a broker until SIGINT or SIGTERM, then shut down cleanly and return;
+    ``on_started()`` runs once its listeners accept connections (on the event loop: keep it
+    short, e.g. start a thread). Sets glibc's malloc thresholds for the process first
+    (``seglog._malloc.tune_malloc``). Raises DataDirLockedError when another process holds
+    the data directory, OSError when a listener cannot bind."""
     tune_malloc()
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(_serve(config))
+        runner.run(_serve(config, on_started))
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

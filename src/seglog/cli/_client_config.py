@@ -9,9 +9,11 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["DEFAULT_BROKERS", "ClientOptions", "print_json"]
+__all__ = ["DEFAULT_BROKERS", "LOG_NOTICE", "ClientOptions", "print_json"]
 
 DEFAULT_BROKERS = "127.0.0.1:9092"
+LOG_NOTICE = 5
+"""librdkafka's ``log_level`` (syslog severities) for the client commands: notice and worse."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,12 +29,18 @@ class ClientOptions:
     ssl_ca_location: str | None = None
 
     def config(self, **overrides: Any) -> dict[str, Any]:
-        """The librdkafka configuration; ``overrides`` first, then the options, then
+        """The librdkafka configuration (``log_level`` 5: notices and worse on stderr);
+        ``overrides`` first, then the options, then
         ``-X`` entries (which win). Raises ``typer.Exit(2)`` on a ``-X`` without ``=``."""
         conf: dict[str, Any] = {
             "bootstrap.servers": self.brokers
             or os.environ.get("SEGLOG_BROKERS")
             or DEFAULT_BROKERS,
+            # librdkafka's informational lines (``%6|...``: "Purging 1 unserved events
+            # from background queue" as an admin client is destroyed, "Disconnected")
+            # are noise on a command's stderr; notices, warnings and errors still show
+            # (``-X log_level=7`` brings back everything)
+            "log_level": LOG_NOTICE,
             **overrides,
         }
         for key, value in (

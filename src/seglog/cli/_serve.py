@@ -27,6 +27,8 @@ from seglog.errors import DataDirLockedError
 
 __all__ = ["register", "serve"]
 
+_LOG_CRITICAL = 2  # librdkafka's log_level (syslog severities): critical and worse
+
 
 _SEC = "Security (listeners, TLS, SASL)"
 
@@ -253,10 +255,9 @@ def _serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    if console_listen is not None:
-        _start_console(config, console_listen)
+    start_console = _console_starter(config, console_listen) if console_listen else None
     try:
-        run_broker(config)
+        run_broker(config, on_started=start_console)
     except DataDirLockedError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -291,9 +292,14 @@ def _build_serve() -> Callable[..., None]:
 serve = _build_serve()
 
 
-def _start_console(config: BrokerConfig, listen: str) -> None:
-    """Run the web console in a daemon thread, as a client of this broker's first
-    listener (which needs a fixed port). Exit 2 when that is impossible."""
+def _console_starter(config: BrokerConfig, listen: str) -> Callable[[], None]:
+    """What starts the web console in a daemon thread once the broker listens, as a client
+    of this broker's first listener (which needs a fixed port). Exit 2 when that is
+    impossible (checked now, before the broker starts).
+
+    Its librdkafka clients log only critical lines: their broker is this process, so a
+    failed connection can only come from this process starting or stopping (connection
+    refused at shutdown), and the console reports a failed request on its page."""
     try:
         from seglog.console import serve_console  # noqa: PLC0415
     except ImportError as exc:
@@ -314,12 +320,14 @@ def _start_console(config: BrokerConfig, listen: str) -> None:
     except ValueError as exc:
         raise typer.BadParameter(f"--console-listen {listen!r}: {exc}") from exc
     bootstrap = f"{'127.0.0.1' if host in ('', '0.0.0.0') else host}:{port}"
-    threading.Thread(
+    conf = {"bootstrap.servers": bootstrap, "log_level": _LOG_CRITICAL}
+    thread = threading.Thread(
         target=serve_console,
-        args=({"bootstrap.servers": bootstrap}, c_host, c_port, time.time()),
+        args=(conf, c_host, c_port, time.time()),
         name="seglog-console",
         daemon=True,
-    ).start()
+    )
+    return thread.start
 
 
 def register(app: typer.Typer) -> None:
