@@ -19,7 +19,7 @@ SeglogError                         root: catch this to catch everything seglog 
 │   ├── FormatVersionError          a partition directory's ``seglog-format`` version is
 │   │                               newer than this seglog, older (migrate first) or garbage
 │   ├── LogClosedError              the log was closed (or taken offline after an fsync
-│   │                               failure, see RELIABILITY-NOTES "fsyncgate")
+│   │                               failure: never retried, PostgreSQL's "fsyncgate")
 │   ├── ReadOnlyError               a write on a log opened read-only
 │   ├── InvalidTopicError           a topic name breaking Kafka's rule
 │   ├── TopicExistsError            create of an existing topic

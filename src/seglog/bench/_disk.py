@@ -2,9 +2,9 @@
 
 This is the ceiling for any log that makes every acknowledged append durable: one
 ``os.write`` of a 1 MiB buffer to the end of a growing file, then ``os.fdatasync``, repeated
-(no Python buffering, no record format, no network). PERF-NOTES measured ~1.15 GB/s on a
-quiet machine of this kind; a noisy one gives less, which is why it is re-measured in every
-run, in the bench data directory, so it shares the disk with the broker's segments.
+(no Python buffering, no record format, no network). It varies with the machine and how
+busy it is, which is why it is re-measured in every run, in the bench data directory, so
+it shares the disk with the broker's segments.
 """
 
 from __future__ import annotations

@@ -171,7 +171,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "validate_topic_name": ("seglog.storage.log.datadir", "validate_topic_name"),
 }
 
-__all__ = [  # noqa: RUF022  (grouped by topic, as STYLE.md asks)
+__all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
     # logs and their configuration (the contract: seglog.storage.api)
     "AppendInfo",
     "FLUSH_NEVER",

@@ -5,8 +5,9 @@ the log for a sync point (what to fsync, and the log end offset those bytes reac
 the fsyncs outside every lock, then completes every waiting future whose offset is now
 durable. Appends arriving during an fsync are covered by the next one: that is the
 sharing. On any fsync error the thread stops for good and every waiter, present and
-future, fails with LogClosedError: the error is never retried (fsyncgate, see
-RELIABILITY-NOTES).
+future, fails with LogClosedError: the error is never retried (a failed fsync may have
+dropped the dirty pages, so a retry that succeeds proves nothing: PostgreSQL's
+"fsyncgate", 2018).
 
 A blocking caller (``sync``: ``Log.sync``, ``publish``) runs the round itself when none is
 under way, so a lone writer pays one write + fdatasync and no thread hand-off; rounds are
