@@ -19,9 +19,11 @@ Conventions for the Python samples (write new ones the same way):
   working directory, so relative paths such as ``"data"`` land there; a block needs
   nothing from another block;
 - ``127.0.0.1:9092`` and ``localhost:9092`` in a block are replaced by the address of a
-  real ``seglog serve`` started once for this module (``seglog.broker.start_broker``, a
-  subprocess with its own data directory): samples are written against Kafka's default
-  address and run against the test broker;
+  real ``seglog serve --num-partitions 3`` started once for this module
+  (``seglog.broker.start_broker``, a subprocess with its own data directory): samples are
+  written against the documented ``seglog serve --listen 127.0.0.1:9092 --num-partitions
+  3`` and run against the test broker. Samples share that broker, so each uses its own
+  topic and group names;
 - a block that mentions ``pyspark`` is a Spark sample: it gets the ``spark`` marker and runs
   after this module has created the local SparkSession (``local[2]``, as tests/spark does),
   which the sample's own ``SparkSession.builder...getOrCreate()`` then returns. Spark
@@ -153,7 +155,9 @@ def _sample_params() -> list[object]:
 def docs_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A real ``seglog serve`` for the samples that name 127.0.0.1:9092; it must stop
     cleanly (exit 0, no traceback in its log)."""
-    proc = start_broker(tmp_path_factory.mktemp("docs-broker") / "data")
+    proc = start_broker(
+        tmp_path_factory.mktemp("docs-broker") / "data", extra_args=("--num-partitions", "3")
+    )
     try:
         yield proc
     finally:
