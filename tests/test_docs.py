@@ -240,6 +240,7 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
         [str(mkdocs), "build", "--strict", "--config-file", str(MKDOCS_YML)]
         + ["--site-dir", str(tmp_path / "site")],
         cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
         capture_output=True,
         text=True,
         timeout=240,
