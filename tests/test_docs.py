@@ -134,7 +134,11 @@ def fenced_blocks(text: str) -> Iterator[tuple[int, str, str]]:
 def python_samples() -> list[Sample]:
     out = []
     for path in doc_files():
-        for line, info, body in fenced_blocks(path.read_text(encoding="utf-8")):
+        try:
+            blocks = list(fenced_blocks(path.read_text(encoding="utf-8")))
+        except AssertionError as e:
+            raise AssertionError(f"{path.relative_to(ROOT)}: {e}") from None
+        for line, info, body in blocks:
             words = info.split()
             if words and words[0] in ("python", "py", "python3"):
                 out.append(Sample(path, line, body))
@@ -177,7 +181,7 @@ def spark_session() -> Iterator[object]:
             "the Spark samples need a Java 17/21 runtime on PATH: "
             "apt-get install openjdk-17-jre-headless"
         )
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession  # noqa: PLC0415 - only for the Spark samples
 
     existing = SparkSession.getActiveSession()
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -237,8 +241,10 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     mkdocs = Path(sys.executable).with_name("mkdocs")
     assert mkdocs.exists(), f"{mkdocs} missing: pip install -e '.[dev]' (mkdocs-material)"
     result = subprocess.run(
-        [str(mkdocs), "build", "--strict", "--config-file", str(MKDOCS_YML)]
-        + ["--site-dir", str(tmp_path / "site")],
+        [
+            *(str(mkdocs), "build", "--strict"),
+            *("--config-file", str(MKDOCS_YML), "--site-dir", str(tmp_path / "site")),
+        ],
         cwd=ROOT,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
         capture_output=True,
