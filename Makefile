@@ -27,5 +27,9 @@ check: $(BIN)/.installed
 bench: $(BIN)/.installed
 	$(BIN)/seglog bench
 
+.PHONY: docs
+docs: $(BIN)/.installed
+	$(BIN)/mkdocs build --strict --site-dir site
+
 clean:
 	rm -rf $(VENV) data out .pytest_cache .mypy_cache .ruff_cache
