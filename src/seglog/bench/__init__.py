@@ -7,7 +7,7 @@ rate (librdkafka's mock cluster); fetch MB/s; embedded publish/consume; and Spar
 reads of a topic next to Spark reading the same records from Parquet and JSON lines;
 then the storage engine's section (``_storage_bench``; ``--skip-storage``).
 Medians of ``repeat`` runs; ratios are median(seglog) / median(reference). See
-docs/BENCHMARKS.md.
+docs/benchmarks.md.
 
     from seglog.bench import BenchOptions, run_bench
     report = run_bench(BenchOptions.quick(skip_spark=True), progress=print)

@@ -62,7 +62,7 @@ def table(rows: list[StorageRow]) -> Table:
 
 
 def markdown(rows: list[StorageRow]) -> str:
-    """The rows as a markdown table (for the README)."""
+    """The rows as a markdown table (docs/benchmarks.md)."""
     lines = ["| " + " | ".join(_HEAD) + " |", "|" + "---|" * len(_HEAD)]
     lines += ["| " + " | ".join(_cells(r)) + " |" for r in rows]
     return "\n".join(lines) + "\n"

@@ -8,7 +8,7 @@ prometheus-client's HTTP thread and asks the event loop for one consistent snaps
 (``run_coroutine_threadsafe``), so no broker structure is read from two threads.
 
 Metric names follow Prometheus conventions (``_total`` counters, ``_seconds``, ``_bytes``);
-the README's metrics table lists each one.
+the metrics table of docs/operations.md lists each one.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """seglog's storage engine: partition logs of record batches v2 in Kafka's on-disk format.
 
 One :class:`Log` is one partition, a directory of segments (``%020d.log`` + ``.index`` +
-``.timeindex``). :class:`DataDir` holds the topics of a broker. See docs/DESIGN.md.
+``.timeindex``). :class:`DataDir` holds the topics of a broker. See docs/internals.md.
 """
 
 from __future__ import annotations
