@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import time
 
 from tests.storage._batches import make_batch
 
@@ -139,3 +140,32 @@ def test_adopt_over_an_empty_active_segment_counts_its_index_files(
         assert moved.pop("renames") == 1
         assert moved.pop("deletions") == 2
         assert moved.pop("index_writes") == len(written)
+
+
+def test_syncs_count_each_fsync_round_of_a_blocking_publish(tmp_path: pathlib.Path) -> None:
+    """Default policy: each ``publish`` of a lone writer fsyncs once before returning, and
+    ``counters.syncs`` (the broker's ``seglog_storage_syncs_total``) counts each round."""
+    with seglog.open_log(tmp_path / "t-0", create=True) as log:
+        before = _snapshot(log)
+        _publish(log, 20)
+        assert _delta(log, before)["syncs"] == 20
+        assert log.counters.as_dict()["syncs"] == log.fsync_count
+        assert log.stats().counters["syncs"] == log.fsync_count
+        log.sync()  # nothing new to make durable: no round
+        assert log.counters.syncs == log.fsync_count == before["syncs"] + 20
+
+
+def test_syncs_count_the_background_rounds_of_flush_messages(tmp_path: pathlib.Path) -> None:
+    """``flush_messages``: the fsync thread syncs on its own; every round it runs (each one
+    the sync observer sees) is counted once in ``counters.syncs``."""
+    rounds: list[int] = []
+    with seglog.open_log(tmp_path / "t-0", create=True, flush_messages=5) as log:
+        log.set_sync_observer(lambda _s, n: rounds.append(n))
+        _publish(log, 20)
+        assert log.sync_future(20).result(timeout=30) >= 20
+        deadline = time.monotonic() + 10  # the observer runs just after the round's count
+        while len(rounds) < log.counters.syncs and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert log.counters.syncs >= 1
+        assert log.counters.syncs == len(rounds) == log.fsync_count
+        assert sum(rounds) == 20  # the rounds together made all 20 records durable

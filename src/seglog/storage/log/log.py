@@ -107,6 +107,7 @@ class Log(LogAPI):
                 on_durable=functools.partial(append.on_durable, st),
                 on_error=functools.partial(append.on_sync_error, st),
                 interval_ms=config.flush_ms,
+                counters=st.counters,
             )
 
     # -- opening ---------------------------------------------------------------------------
@@ -165,7 +166,7 @@ class Log(LogAPI):
 
     @property
     def fsync_count(self) -> int:
-        return self.state.group_commit.fsync_count if self.state.group_commit is not None else 0
+        return self.state.counters.syncs
 
     # -- state -----------------------------------------------------------------------------
 

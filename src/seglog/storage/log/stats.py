@@ -130,7 +130,6 @@ def log_stats(log: Log) -> LogStats:
     segs = [segment_stats(s, hw) for s in list(log.state.segments)]
     keys = log.state.keys
     counters = log.counters.as_dict()
-    counters["syncs"] = log.fsync_count
     firsts = [s.first_timestamp_ms for s in segs if s.batches]
     return LogStats(
         directory=str(log.directory),
