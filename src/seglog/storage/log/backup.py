@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from seglog.errors import DirectoryNotFoundError, StorageError
 from seglog.storage.fileio import files
 from seglog.storage.index.offset_time import OffsetIndex, TimeIndex
+from seglog.storage.log.subscription import SUBSCRIPTIONS_DIR, backup_states
 
 if TYPE_CHECKING:
     from seglog.storage.log.log import Log
@@ -161,8 +162,12 @@ def plan_log(log: Log, prefix: str, out: Plan) -> None:
     rp = f"{last_base}\n".encode()
     items.append(BackupItem(prefix + files.RECOVERY_POINT, len(rp), data=rp))
     items.extend(small_files(log.directory, prefix))
+    end = min(upper, log.log_end_offset)
+    # read after ``upper``: a state newer than the copied prefix is capped at its end
+    for name, data in backup_states(log.directory, end):
+        items.append(BackupItem(f"{prefix}{SUBSCRIPTIONS_DIR}/{name}", len(data), data=data))
     out.items.extend(items)
-    out.log_end_offsets[log.directory.name] = min(upper, log.log_end_offset)
+    out.log_end_offsets[log.directory.name] = end
 
 
 def copy_item(item: BackupItem, fd_out: int, progress: Callable[[int], None]) -> None:
