@@ -129,10 +129,10 @@ def plan_log(log: Log, prefix: str, out: Plan) -> None:
     if log.read_only:
         log.refresh()
     items: list[BackupItem] = []
-    with log.state.lock:
-        log.state.check_open()
+    with log._state.lock:
+        log._state.check_open()
         upper = log.high_watermark
-        segs = [s for s in log.state.segments if s.base_offset < upper] or log.state.segments[:1]
+        segs = [s for s in log._state.segments if s.base_offset < upper] or log._state.segments[:1]
         last_base = segs[-1].base_offset if segs else 0
         try:
             for seg in segs:
@@ -141,7 +141,7 @@ def plan_log(log: Log, prefix: str, out: Plan) -> None:
                 if seg.next_offset > upper:
                     found = seg.find(upper, size)
                     length, end = (found[0], upper) if found is not None else (size, end)
-                whole = length == size and seg is not log.state.segments[-1]
+                whole = length == size and seg is not log._state.segments[-1]
                 items.append(
                     BackupItem(
                         prefix + seg.path.name,

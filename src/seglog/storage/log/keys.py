@@ -77,7 +77,7 @@ def load_key_index(state: LogState, end: int) -> KeyIndex:
 def rebuild_key_index(log: Log) -> KeyIndex:
     """Rebuild the key index of the open ``log`` from its data (after a cleaner or delete
     changed stored batches) and install it; NoIndexError without ``key_index``."""
-    state = log.state
+    state = log._state
     if state.keys is None:
         raise NoIndexError(f"log {state.directory} was opened without key_index")
     with state.lock:

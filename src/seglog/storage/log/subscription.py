@@ -499,7 +499,7 @@ class Subscription:
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"subscription {self._name} is closed")
-        self._log.state.check_open()
+        self._log._state.check_open()
 
     def close(self) -> None:
         """Compact the state file (a clean snapshot) and release it; idempotent. Later
@@ -658,7 +658,7 @@ class Subscriptions:
         validate_subscription_name(name)
         if ack_wait_ms < 1 or max_in_flight < 1:
             raise ValueError("ack_wait_ms and max_in_flight must be >= 1")
-        st = self._log.state
+        st = self._log._state
         st.check_writable()
         with self._lock:
             live = self._live.get(name)
@@ -705,7 +705,7 @@ class Subscriptions:
     def unsubscribe(self, name: str) -> None:
         """See ``Log.unsubscribe``."""
         validate_subscription_name(name)
-        self._log.state.check_writable()
+        self._log._state.check_writable()
         with self._lock:
             live = self._live.pop(name, None)
             if live is not None:
