@@ -21,7 +21,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from seglog.storage.fileio import files
-from seglog.storage.log import append, keys
+from seglog.storage.log import append
 
 if TYPE_CHECKING:
     from seglog.storage.log.log import Log
@@ -33,7 +33,6 @@ __all__ = [
     "close_retired",
     "closed_segments",
     "drop_segments",
-    "forget_removed",
     "maintenance_lock",
     "replace_segment",
     "retire",
@@ -63,12 +62,6 @@ def segments(log: Log) -> list[Segment]:
     """Every segment of ``log`` now, oldest first, the active one last: the list itself
     (replaced on change, never mutated: a consistent snapshot; do not modify it)."""
     return log._state.segments
-
-
-def forget_removed(log: Log, removed: list[int], *, rescan: bool) -> None:
-    """Fix ``log``'s in-memory key index after the records at ``removed`` were deleted
-    (``keys.forget_removed``: called under the maintenance lock, after the rewrite)."""
-    keys.forget_removed(log._state, removed, rescan=rescan)
 
 
 def closed_segments(log: Log) -> list[Segment]:

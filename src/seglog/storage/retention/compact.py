@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from seglog.storage.log import maint
+from seglog.storage.log.keys import forget_removed
 from seglog.storage.record.columns import decode_columns
 from seglog.storage.retention.rewrite import Removed, iter_chunks, rewrite_segment
 
@@ -162,7 +163,7 @@ def compact(
             done, size = rewrite_segment(log, seg, offsets)
             removed.extend(done)
             freed += size
-        maint.forget_removed(log, removed, rescan=False)  # removed last records are tombstones
+        forget_removed(log, removed, rescan=False)  # removed last records are tombstones
         maint.close_retired(log)
         return Removed(removed, freed)
 

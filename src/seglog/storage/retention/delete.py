@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from seglog.storage.log import maint
+from seglog.storage.log.keys import forget_removed
 from seglog.storage.retention.rewrite import Removed, rewrite_segment
 
 if TYPE_CHECKING:
@@ -42,6 +43,6 @@ def delete_offsets(log: Log, offsets: Iterable[int]) -> Removed:
                 gone, size = rewrite_segment(log, seg, wanted[lo:hi])
                 removed.extend(gone)
                 freed += size
-        maint.forget_removed(log, removed, rescan=True)  # a key's older record becomes its last
+        forget_removed(log, removed, rescan=True)  # a key's older record becomes its last
         maint.close_retired(log)
         return Removed(removed, freed)
