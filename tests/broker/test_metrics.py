@@ -4,6 +4,7 @@ known traffic; counters equal what was sent. ``--log-format json`` lines parse a
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from collections.abc import Callable
 
@@ -122,3 +123,33 @@ def test_scrape_during_a_long_poll(broker_factory: Callable[..., BrokerProcess])
         assert waiting >= 1
     finally:
         consumer.close()
+
+
+def test_storage_syncs_count_the_fsync_rounds(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """``seglog_storage_syncs_total`` of a partition counts its group-commit fsync rounds:
+    every acks=all produce waited for one, and over all partitions they are the rounds the
+    ``seglog_fsync_duration_seconds`` histogram timed."""
+    port = free_port()
+    proc = broker_factory(["--metrics-listen", f"127.0.0.1:{port}"])
+    topic, n = "synced", 10
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(10)
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "acks": "all"})
+    for i in range(n):  # one at a time: each acknowledged only after its own fsync round
+        producer.produce(topic, value=b"v%d" % i, partition=0)
+        assert producer.flush(10) == 0
+
+    def syncs(m: Samples) -> tuple[float, float]:
+        per_partition = sum(v for (name, _), v in m.items() if name == "seglog_storage_syncs_total")
+        return per_partition, m[("seglog_fsync_duration_seconds_count", ())]
+
+    # a round is counted before its produce is answered and timed just after: poll
+    deadline = time.monotonic() + 10
+    m = _scrape(port)
+    while syncs(m)[0] != syncs(m)[1] and time.monotonic() < deadline:
+        time.sleep(0.05)
+        m = _scrape(port)
+    assert m[("seglog_storage_syncs_total", _tp(topic))] >= n
+    assert m[("seglog_storage_appends_total", _tp(topic))] == n
+    total, timed = syncs(m)
+    assert total == timed

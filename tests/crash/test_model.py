@@ -62,7 +62,7 @@ class ModelMachine(RuleBasedStateMachine):
         return sorted(o for o in self.model if o >= max(offset, self.start))
 
     def _active_base(self) -> int:
-        return self.log.state.segments[-1].base_offset
+        return self.log.segments()[-1].base_offset
 
     # -- rules -----------------------------------------------------------------------------
 

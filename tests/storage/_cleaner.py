@@ -31,7 +31,7 @@ def crash_at(step: str, nth: int = 1) -> Callable[[str], None]:
 
 def abandon(log: Log) -> None:
     """Drop a log as a crash would: no clean-shutdown marker, nothing finished."""
-    log.state.offline = Crash("simulated crash")
+    log._state.offline = Crash("simulated crash")  # internals: no public way to crash
     log.close()
 
 

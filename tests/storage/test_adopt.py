@@ -113,7 +113,7 @@ def test_adopt_copies_what_cannot_be_a_segment(make_log, tmp_path: pathlib.Path)
 
 def _segment_counts(log: Log) -> list[tuple[int, int]]:
     """(base offset, offsets held) of each segment, oldest first."""
-    segs = log.state.segments
+    segs = log.segments()
     ends = [s.base_offset for s in segs[1:]] + [log.log_end_offset]
     return [(s.base_offset, end - s.base_offset) for s, end in zip(segs, ends, strict=True)]
 
@@ -158,7 +158,7 @@ def test_adopt_copy_respects_segment_bytes(make_log, tmp_path: pathlib.Path) -> 
         values = _stage(staged, 10, records=1)
         log.adopt(staged)
         log.sync()
-        assert [s.size for s in log.state.segments] == [3 * batch] * 3 + [batch]
+        assert [s.size for s in log.segments()] == [3 * batch] * 3 + [batch]
         assert [m.value for m in log.consume(0, 100)[1]] == values
 
 

@@ -4,7 +4,6 @@ offsets kept with gaps, batch properties, crash at each step of the swap. Tests 
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,7 +38,7 @@ def test_keeps_the_last_record_per_key_with_offsets_and_gaps(tmp_path: Path) -> 
     path = tmp_path / "t-0"
     log = keyed_log(path, 150, keys=10)
     before = all_messages(log)
-    active = log.state.segments[-1].base_offset
+    active = log.segments()[-1].base_offset
     res = compact(log, now_ms=NOW)
     after = all_messages(log)
     assert after == _expected_after(before, active)
@@ -76,10 +75,10 @@ def test_active_segment_and_unkeyed_records_untouched(make_log: MakeLog) -> None
     log.close()
     log = keyed_log(make_log, 60, keys=3)
     log.publish([Message(value=b"unkeyed", timestamp=5)])
-    active = log.state.segments[-1]
-    active_bytes = os.pread(active.fd, active.size, 0)
+    active = log.directory / f"{log.segments()[-1].base_offset:020d}.log"
+    active_bytes = active.read_bytes()
     compact(log, now_ms=NOW)
-    assert os.pread(active.fd, active.size, 0) == active_bytes
+    assert active.read_bytes() == active_bytes
     assert b"unkeyed" in [m.value for m in all_messages(log)]
     log.close()
 
@@ -89,7 +88,7 @@ def test_tombstones_dropped_only_after_delete_retention(make_log: MakeLog) -> No
     log.publish([Message(key=b"k0", value=None, timestamp=2_000)])  # tombstone for k0
     for _ in range(30):  # later segments: the tombstone's segment becomes cleanable
         log.publish([Message(key=b"k1", value=b"x" * 40, timestamp=2_001)])
-    assert log.state.segments[-1].base_offset > 60
+    assert log.segments()[-1].base_offset > 60
     compact(log, delete_retention_ms=1_000, now_ms=2_500)  # tombstone 500 ms old: kept
     msgs = all_messages(log)
     assert [m.offset for m in msgs if m.key == b"k0"] == [60]  # only the tombstone
@@ -104,8 +103,8 @@ def test_tombstones_dropped_only_after_delete_retention(make_log: MakeLog) -> No
 
 def test_min_compaction_lag_is_honoured(make_log: MakeLog) -> None:
     log = keyed_log(make_log, 150, keys=10, ts0=1_000)
-    segs = log.state.segments
-    young = segs[5].max_timestamp  # segments from 5 on are younger than the lag
+    segs = log.segments()
+    young = segs[5].max_timestamp_ms  # segments from 5 on are younger than the lag
     lag = 100
     res = compact(log, min_compaction_lag_ms=lag, now_ms=young + lag - 1)
     assert res.offsets
@@ -123,7 +122,7 @@ def test_before_bounds_updates_and_klevdb_forms(make_log: MakeLog) -> None:
     assert res.offsets == list(range(40))  # every one superseded by a later record
     assert [m.offset for m in all_messages(log)] == list(range(40, 100))  # 1040+: kept
     compact_updates(log)
-    keys = [m.key for m in all_messages(log) if m.offset < log.state.segments[-1].base_offset]
+    keys = [m.key for m in all_messages(log) if m.offset < log.segments()[-1].base_offset]
     assert len(keys) == len(set(keys))
     log.publish([Message(key=b"k1", value=None, timestamp=1_500)])
     for _ in range(8):
@@ -157,8 +156,8 @@ def test_rebuilt_batches_keep_their_properties(make_log: MakeLog) -> None:
     log.sync()
     for i in range(60):  # later records for b and c, rolling segments
         log.publish([Message(key=b"bc"[i % 2 : i % 2 + 1], value=b"z" * 50, timestamp=6_000)])
-    assert log.state.segments[0].base_offset == 0
-    assert len(log.state.segments) >= 2
+    assert log.segments()[0].base_offset == 0
+    assert len(log.segments()) >= 2
     compact(log, now_ms=NOW)
     raw = log.read(0, 1 << 20)
     h = parse_header(raw)
@@ -198,7 +197,7 @@ def test_crash_at_each_compaction_step(tmp_path: Path, step: str, nth: int) -> N
     path = tmp_path / "t-0"
     log = keyed_log(path, 150, keys=10)
     before = all_messages(log)
-    active = log.state.segments[-1].base_offset
+    active = log.segments()[-1].base_offset
     new = _expected_after(before, active)
     with pytest.raises(Crash), stepping(crash_at(step, nth)):
         compact(log, now_ms=NOW)
@@ -208,14 +207,14 @@ def test_crash_at_each_compaction_step(tmp_path: Path, step: str, nth: int) -> N
         assert leftover_files(path) == []
         # per segment: exactly the old or the new records
         kept = {m.offset for m in after}
-        for seg in log.state.segments:
+        for seg in log.segments():
             lo, hi = seg.base_offset, seg.next_offset if seg.size else seg.base_offset
             old_part = [m.offset for m in before if lo <= m.offset < hi]
             new_part = [m.offset for m in new if lo <= m.offset < hi]
             got = sorted(o for o in kept if lo <= o < hi)
             assert got in (old_part, new_part) or (not seg.size and not new_part)
         # the crashed segment itself: committed from "swap" on
-        first = log.state.segments[nth - 1]
+        first = log.segments()[nth - 1]
         first_new = [m.offset for m in new if first.base_offset <= m.offset < first.next_offset]
         if step != "cleaned":
             assert (
@@ -245,16 +244,17 @@ def test_uncompressed_batches_spliced_record_by_record(tmp_path: Path) -> None:
             ]
         )
     before = all_messages(log)
-    active = log.state.segments[-1].base_offset
+    active = log.segments()[-1].base_offset
     compact(log, now_ms=NOW)
     after = all_messages(log)
     assert after == _expected_after(before, active)
     partial = 0
-    for seg in log.state.segments[:-1]:
+    for seg in log.segments()[:-1]:
+        data = (log.directory / f"{seg.base_offset:020d}.log").read_bytes()
         pos = 0
         while pos < seg.size:
-            h = parse_header(os.pread(seg.fd, 61, pos))
-            raw = os.pread(seg.fd, h.size, pos)
+            h = parse_header(data[pos : pos + 61])
+            raw = data[pos : pos + h.size]
             batch = DefaultRecordBatch(raw)
             assert batch.validate_crc()
             recs = list(batch)

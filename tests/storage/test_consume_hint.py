@@ -33,7 +33,7 @@ MakeLog = Callable[..., Log]
 
 
 def _fresh(log: Log, offset: int, count: int) -> list[Message]:
-    log.state.read_hint = None  # a cold lookup through the offset index
+    log._state.read_hint = None  # a cold lookup through the offset index (internals)
     return log.consume(offset, count)[1]
 
 
@@ -44,9 +44,9 @@ def _walk(log: Log, per_call: int) -> list[Message]:
     offset = OFFSET_OLDEST
     while True:
         nxt, msgs = log.consume(offset, per_call)
-        saved = log.state.read_hint
+        saved = log._state.read_hint  # internals: the hint is what this file tests
         assert msgs == _fresh(log, offset, per_call)
-        log.state.read_hint = saved
+        log._state.read_hint = saved
         if not msgs:
             return out
         out.extend(msgs)
@@ -173,7 +173,7 @@ def test_hint_survives_roll_and_appends(make_log: MakeLog) -> None:
             seen += cols.values()
             offset = cols.next_offset
         assert seen == [b"x%03d" % i for i in range(120)]
-        assert len(log.state.segments) > 2
+        assert len(log.segments()) > 2
 
 
 def test_hint_after_retention_compaction_delete(make_log: MakeLog) -> None:
@@ -204,7 +204,7 @@ def test_hint_after_reopen(tmp_path: Path) -> None:
     nxt, _ = log.consume(OFFSET_OLDEST, 25)
     log.close()
     with seglog.open_log(path) as log2:
-        assert log2.state.read_hint is None
+        assert log2._state.read_hint is None
         _, msgs = log2.consume(nxt, 5)
         assert [m.offset for m in msgs] == [25, 26, 27, 28, 29]
         assert _walk(log2, 6) == all_messages(log2)

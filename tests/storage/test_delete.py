@@ -24,7 +24,7 @@ def test_delete_offsets_returns_what_was_deleted(make_log: MakeLog, backend: str
     log = keyed_log(make_log, 100)
     path = log.directory
     before = all_messages(log)
-    active = log.state.segments[-1].base_offset
+    active = log.segments()[-1].base_offset
     wanted = {0, 1, 17, 18, 19, 42, 98, active, 1000, -5}
     res = delete_offsets(log, wanted)
     assert set(res.offsets) == {o for o in wanted if 0 <= o < 100}  # the active one too
@@ -48,12 +48,12 @@ def test_delete_offsets_returns_what_was_deleted(make_log: MakeLog, backend: str
 def test_delete_in_the_active_segment_rolls_it_first(tmp_path: Path) -> None:
     path = tmp_path / "t-0"
     log = keyed_log(path, 30, segment_bytes=1 << 20)  # one segment: all of it active
-    assert [s.base_offset for s in log.state.segments] == [0]
+    assert [s.base_offset for s in log.segments()] == [0]
     before = all_messages(log)
     res = delete_offsets(log, [5, 6, 29, 30])
     assert res.offsets == [5, 6, 29]  # 30 is the log end: not stored
     assert res.bytes_freed > 0
-    assert [s.base_offset for s in log.state.segments] == [0, 30]  # rolled at the end
+    assert [s.base_offset for s in log.segments()] == [0, 30]  # rolled at the end
     assert log.counters.rolls == 1
     after = all_messages(log)
     assert after == [m for m in before if m.offset not in {5, 6, 29}]
@@ -65,7 +65,7 @@ def test_delete_in_the_active_segment_rolls_it_first(tmp_path: Path) -> None:
     assert log.publish([Message(key=b"k0", value=b"v30")]) == 31
     assert log.get(30).value == b"v30"
     assert delete_offsets(log, [31]).offsets == []  # past the end: no roll
-    assert [s.base_offset for s in log.state.segments] == [0, 30]
+    assert [s.base_offset for s in log.segments()] == [0, 30]
     log.close()
     with seglog.open_log(path) as log:
         assert [m.offset for m in all_messages(log)] == [
@@ -107,11 +107,11 @@ def test_crash_deleting_in_the_active_segment(tmp_path: Path, step: str) -> None
 def test_delete_a_whole_segment_keeps_offsets(make_log: MakeLog, backend: str) -> None:
     log = keyed_log(make_log, 60)
     path = log.directory
-    seg = log.state.segments[1]
+    seg = log.segments()[1]
     res = delete_offsets(log, range(seg.base_offset, seg.next_offset))
     assert res.offsets == list(range(seg.base_offset, seg.next_offset))
-    assert log.state.segments[1].size == 0
-    assert log.state.segments[1].base_offset == seg.base_offset
+    assert log.segments()[1].size == 0
+    assert log.segments()[1].base_offset == seg.base_offset
     _nxt, msgs = log.consume(seg.base_offset, 1)
     assert msgs[0].offset == seg.next_offset
     log.close()

@@ -160,7 +160,7 @@ def test_fsync_error_takes_log_offline_never_retried(tmp_path):
     assert log.sync() == 2
     fsyncs = log.fsync_count
     log.append(make_batch(1))
-    seg_fd = log.state.segments[-1].fd
+    seg_fd = log._state.segments[-1].fd  # internals: the fault is injected under the log
     saved = os.dup(seg_fd)
     r, w = os.pipe()
     os.dup2(r, seg_fd)
@@ -342,7 +342,7 @@ def test_fsync_error_in_a_publishing_thread_takes_log_offline(tmp_path):
     log = Log.open(tmp_path / "p", create=True)
     assert log.publish([Message(value=b"a")]) == 1
     fsyncs = log.fsync_count
-    seg = log.state.segments[-1]
+    seg = log._state.segments[-1]  # internals: its sync is replaced by a failing one
     calls: list[str] = []
 
     def failing_sync() -> None:
@@ -372,7 +372,7 @@ def test_interrupted_caller_round_is_no_fsync_error(tmp_path):
     """A KeyboardInterrupt inside the round a publisher runs is raised to it, but the log
     stays online and the fsync thread makes the records durable."""
     with Log.open(tmp_path / "p", create=True) as log:
-        seg = log.state.segments[-1]
+        seg = log._state.segments[-1]  # internals: its sync is interrupted
         real = seg.sync
         calls: list[str] = []
 

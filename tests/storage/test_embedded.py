@@ -187,6 +187,7 @@ def test_storage_public_names_pinned() -> None:
             "LogStats",
             "RestoreReport",
             "STR",
+            "SegmentInfo",
             "SegmentStats",
             "SnapshotError",
             "TypedLog",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import time
 
 from tests.storage._batches import make_batch
 
@@ -44,7 +45,7 @@ def test_publish_and_roll_count_no_deletions_or_renames(tmp_path: pathlib.Path) 
         before = _snapshot(log)
         _publish(log, 20)
         moved = _delta(log, before)
-        rolls = len(log.state.segments) - 1
+        rolls = len(log.segments()) - 1
         assert rolls > 2
         assert moved["appends"] == 20
         assert moved["appended_records"] == 20
@@ -57,14 +58,14 @@ def test_publish_and_roll_count_no_deletions_or_renames(tmp_path: pathlib.Path) 
         assert len(msgs) == 20
         moved = _delta(log, before)
         assert moved["reads"] >= 1
-        assert moved["read_bytes"] == sum(s.size for s in log.state.segments)
+        assert moved["read_bytes"] == sum(s.size for s in log.segments())
 
 
 def test_trim_counts_a_rename_and_a_deletion_per_file(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "t-0"
     with seglog.open_log(path, create=True, segment_bytes=300) as log:
         _publish(log, 20)
-        segs = log.state.segments
+        segs = log.segments()
         gone = segs[:2]
         n_files = sum(len(_files(path, s.base_offset)) for s in gone)
         assert n_files >= 2 * 1  # at least the .log files
@@ -78,11 +79,12 @@ def test_compaction_counts_swap_renames_and_index_rewrites(tmp_path: pathlib.Pat
     path = tmp_path / "t-0"
     with seglog.open_log(path, create=True, segment_bytes=300) as log:
         _publish(log, 30)
-        closed = log.state.segments[:-1]
+        closed = log.segments()[:-1]
         before = _snapshot(log)
         res = compact(log)
         assert res.offsets  # superseded keys removed
-        rewritten = [s for s, new in zip(closed, log.state.segments, strict=False) if new is not s]
+        # a rewritten segment lost records: smaller
+        rewritten = [s for s, new in zip(closed, log.segments(), strict=False) if new.size < s.size]
         assert len(rewritten) >= 3
         k = len(rewritten)
         # each rewrite: .log.cleaned -> .swap -> .log, both .cleaned indexes -> live (four
@@ -94,7 +96,7 @@ def test_delete_offsets_counts_like_compaction(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "t-0"
     with seglog.open_log(path, create=True, segment_bytes=300) as log:
         _publish(log, 20)
-        first, second = log.state.segments[:2]
+        first, second = log.segments()[:2]
         before = _snapshot(log)
         res = delete_offsets(log, [first.base_offset, second.base_offset])
         assert res.offsets == [first.base_offset, second.base_offset]
@@ -139,3 +141,32 @@ def test_adopt_over_an_empty_active_segment_counts_its_index_files(
         assert moved.pop("renames") == 1
         assert moved.pop("deletions") == 2
         assert moved.pop("index_writes") == len(written)
+
+
+def test_syncs_count_each_fsync_round_of_a_blocking_publish(tmp_path: pathlib.Path) -> None:
+    """Default policy: each ``publish`` of a lone writer fsyncs once before returning, and
+    ``counters.syncs`` (the broker's ``seglog_storage_syncs_total``) counts each round."""
+    with seglog.open_log(tmp_path / "t-0", create=True) as log:
+        before = _snapshot(log)
+        _publish(log, 20)
+        assert _delta(log, before)["syncs"] == 20
+        assert log.counters.as_dict()["syncs"] == log.fsync_count
+        assert log.stats().counters["syncs"] == log.fsync_count
+        log.sync()  # nothing new to make durable: no round
+        assert log.counters.syncs == log.fsync_count == before["syncs"] + 20
+
+
+def test_syncs_count_the_background_rounds_of_flush_messages(tmp_path: pathlib.Path) -> None:
+    """``flush_messages``: the fsync thread syncs on its own; every round it runs (each one
+    the sync observer sees) is counted once in ``counters.syncs``."""
+    rounds: list[int] = []
+    with seglog.open_log(tmp_path / "t-0", create=True, flush_messages=5) as log:
+        log.set_sync_observer(lambda _s, n: rounds.append(n))
+        _publish(log, 20)
+        assert log.sync_future(20).result(timeout=30) >= 20
+        deadline = time.monotonic() + 10  # the observer runs just after the round's count
+        while len(rounds) < log.counters.syncs and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert log.counters.syncs >= 1
+        assert log.counters.syncs == len(rounds) == log.fsync_count
+        assert sum(rounds) == 20  # the rounds together made all 20 records durable

@@ -1,6 +1,9 @@
 """Offset and time indexes off the Python heap (issue 7): entries the index files hold are
 read back in blocks on lookup (``storage/index/offset_time.py``); only block summaries and
-the active segment's unflushed tail stay in memory, and no file handle stays open for it."""
+the active segment's unflushed tail stay in memory, and no file handle stays open for it.
+
+The tests look at each segment's index objects (heap entries, lookups): internals, so
+they reach them through the log's private ``_state``."""
 
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ def _check_lookups(log: Log) -> None:
         assert log.consume(off, 2)[1][0].offset == off
         assert log.offset_by_time(T0 + 10 * off - 5) == (off, T0 + 10 * off)
         assert log.offset_by_time(T0 + 10 * off) == (off, T0 + 10 * off)
-    for seg in log.state.segments:
+    for seg in log._state.segments:
         offsets, positions = seg.index.entries()
         timestamps, rels = seg.time_index.entries()
         assert len(offsets) == len(seg.index)
@@ -67,7 +70,7 @@ def test_closed_segments_keep_no_entries_in_memory(
 ) -> None:
     log = make_log(**CONFIG)
     _fill(log)
-    segs = log.state.segments
+    segs = log._state.segments
     assert len(segs) >= 3
     assert sum(len(s.index) for s in segs) > 4 * BLOCK_ENTRIES
     for seg in segs[:-1]:
@@ -95,7 +98,7 @@ def test_reopened_log_reads_indexes_from_files(tmp_path: pathlib.Path, tiny_cach
         _fill(log)
     for read_only in (False, True):
         with open_log(tmp_path / "log", read_only=read_only, **CONFIG) as log:
-            segs = log.state.segments
+            segs = log._state.segments
             assert all(s.index.heap_entries() == 0 for s in segs)
             assert all(s.time_index.heap_entries() == 0 for s in segs)
             fds = _open_fds(tmp_path)
@@ -112,7 +115,7 @@ def test_read_only_reader_drops_rolled_segments_entries(
             _fill(writer)
             writer.sync()  # the rolled segments' index files are written
             reader.refresh()
-            segs = reader.state.segments
+            segs = reader._state.segments
             assert len(segs) >= 3
             # the first segment was the reader's tail (entries from its data), now sealed
             assert segs[0].index.heap_entries() == 0
@@ -128,7 +131,7 @@ def test_unreadable_block_falls_back_to_a_scan(
     searched from its start instead (slower, still right)."""
     with open_log(tmp_path / "log", create=True, **CONFIG) as log:
         _fill(log)
-        seg = log.state.segments[0]
+        seg = log._state.segments[0]
         assert seg.index.lookup(200) != (0, 0)
 
         def short_read(self: object, first: int, count: int) -> bytes:

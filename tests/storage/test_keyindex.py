@@ -140,7 +140,8 @@ def test_rebuild_key_index(make_log: MakeLog, backend: str) -> None:
     with make_log(key_index=True) as log:
         path = log.directory
         _fill(log, 1)
-        log.state.keys = KeyIndex()  # as if a cleaner rewrote the data under the index
+        # internals: as if a cleaner rewrote the data under the index
+        log._state.keys = KeyIndex()
         with pytest.raises(NotFoundError):
             log.offset_by_key(b"k2")
         idx = rebuild_key_index(log)

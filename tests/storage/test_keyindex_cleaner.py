@@ -40,7 +40,7 @@ def test_compaction_keeps_last_record_and_forgets_removed_tombstones(tmp_path: P
     tomb = log.offset_by_key(b"gone")
     for i in range(60, 90):
         log.publish([Message(key=b"k%d" % (i % 6), value=b"v%d" % i, timestamp=1_000 + i)])
-    assert tomb < log.state.segments[-1].base_offset  # in a closed segment: cleanable
+    assert tomb < log.segments()[-1].base_offset  # in a closed segment: cleanable
     last = {k: log.offset_by_key(b"k%d" % k) for k in range(6)}
     values = {k: log.get(off).value for k, off in last.items()}
     removed = compact(log, now_ms=10**12, delete_retention_ms=0)
@@ -134,7 +134,7 @@ def test_check_and_stat_report_the_checkpointed_log_start(tmp_path: Path) -> Non
     path = tmp_path / "t-0"
     with _keyed(path, 40, key_index=False) as log:
         trim_by_offset(log, 33)  # inside a segment: the checkpoint, not a base offset
-        assert log.state.segments[0].base_offset < 33
+        assert log.segments()[0].base_offset < 33
     [report] = check(path)
     assert report.ok
     assert (report.log_start_offset, report.log_end_offset) == (33, 40)

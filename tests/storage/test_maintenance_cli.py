@@ -25,7 +25,7 @@ def test_trim_and_compact_commands(tmp_path: Path) -> None:
     with seglog.open_log(data / "orders-0") as log:
         assert log.log_start_offset == 20
         msgs = all_messages(log)
-        active = log.state.segments[-1].base_offset
+        active = log.segments()[-1].base_offset
         closed_keys = [m.key for m in msgs if m.offset < active]
         assert len(closed_keys) == len(set(closed_keys))  # compacted
         assert msgs[-1].offset == 99

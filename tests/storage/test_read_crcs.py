@@ -34,7 +34,7 @@ def _corrupt_log(log: Log) -> int:
     both backends read through); returns that batch's offset."""
     for i in range(40):
         log.publish([Message(key=b"k%d" % (i % 4), value=b"value-%04d" % i, timestamp=i)])
-    assert len(log.state.segments) > 2
+    assert len(log.segments()) > 2
     seg = log.directory / f"{0:020d}.log"
     data = seg.read_bytes()
     pos, base, size = _batch_positions(data)[2]

@@ -28,7 +28,7 @@ MakeLog = Callable[..., seglog.Log]
 
 
 def _bases(log: seglog.Log) -> list[int]:
-    return [s.base_offset for s in log.state.segments]
+    return [s.base_offset for s in log.segments()]
 
 
 def test_trim_by_age_removes_old_segments_never_the_active(make_log: MakeLog) -> None:
@@ -53,8 +53,8 @@ def test_trim_by_age_removes_old_segments_never_the_active(make_log: MakeLog) ->
 
 def test_trim_by_age_stops_at_the_first_young_segment(make_log: MakeLog) -> None:
     log = keyed_log(make_log, 120)
-    segs = log.state.segments
-    cut = segs[3].max_timestamp  # segments 0..3 are older than or at cut
+    segs = log.segments()
+    cut = segs[3].max_timestamp_ms  # segments 0..3 are older than or at cut
     res = trim_by_age(log, 0, now_ms=cut + 1)
     assert res.segments == tuple(s.base_offset for s in segs[:4])
     assert log.log_start_offset == segs[4].base_offset
@@ -66,15 +66,15 @@ def test_trim_by_age_stops_at_the_first_young_segment(make_log: MakeLog) -> None
 
 def test_trim_by_size_keeps_at_least_retention_bytes(make_log: MakeLog) -> None:
     log = keyed_log(make_log, 120)
-    total = sum(s.size for s in log.state.segments)
+    total = sum(s.size for s in log.segments())
     limit = total // 2
     res = trim_by_size(log, limit)
-    left = sum(s.size for s in log.state.segments)
+    left = sum(s.size for s in log.segments())
     assert res.segments
-    assert limit <= left < limit + max(s.size for s in log.state.segments)
+    assert limit <= left < limit + max(s.size for s in log.segments())
     assert trim_by_size(log, limit).segments == ()
     res = trim_by_size(log, 0)  # everything but the active segment
-    assert len(log.state.segments) == 1
+    assert len(log.segments()) == 1
     assert all_messages(log)[0].offset == log.log_start_offset
     log.close()
 
@@ -84,7 +84,7 @@ def test_trim_by_count_moves_the_start_inside_a_segment(make_log: MakeLog) -> No
     res = trim_by_count(log, 50)
     assert res.log_start_offset == 70 == log.log_start_offset
     assert [m.offset for m in all_messages(log)] == list(range(70, 120))
-    assert all(s.base_offset <= 70 for s in log.state.segments[:1])
+    assert all(s.base_offset <= 70 for s in log.segments()[:1])
     assert trim_by_count(log, 500).segments == ()  # fewer records than the limit
     assert log.log_start_offset == 70
     trim_by_count(log, 0)
@@ -98,8 +98,8 @@ def test_trim_by_offset_persists_and_readers_below_get_an_error(tmp_path: Path) 
     log = keyed_log(path, 120)
     res = trim_by_offset(log, 55)
     assert res.log_start_offset == 55 == log.log_start_offset
-    assert all(s.base_offset <= 55 for s in log.state.segments[:1])
-    assert log.state.segments[0].base_offset < 55  # mid-segment: the segment stays
+    assert all(s.base_offset <= 55 for s in log.segments()[:1])
+    assert log.segments()[0].base_offset < 55  # mid-segment: the segment stays
     assert log.get(55).offset == 55
     with pytest.raises(InvalidOffsetError, match="55"):
         log.consume(54, 10)
@@ -123,14 +123,14 @@ def test_trim_by_offset_persists_and_readers_below_get_an_error(tmp_path: Path) 
 
 def test_archive_hook_callable_receives_bak_files(tmp_path: Path) -> None:
     log = keyed_log(tmp_path / "orders-3", 60)
-    first = log.state.segments[0]
-    expected = first.path.read_bytes()
+    first = log.segments()[0]
+    expected = (log.directory / f"{first.base_offset:020d}.log").read_bytes()
     got: list[tuple[str, int, list[Path]]] = []
 
     def hook(topic: str, partition: int, files: list[Path]) -> None:
         got.append((topic, partition, files))
 
-    res = trim_by_age(log, 0, now_ms=first.max_timestamp + 1, archive=hook)
+    res = trim_by_age(log, 0, now_ms=first.max_timestamp_ms + 1, archive=hook)
     assert res.segments == (first.base_offset,)
     assert len(got) == 1
     topic, partition, files = got[0]
@@ -156,7 +156,7 @@ def test_archive_hook_command(tmp_path: Path) -> None:
         "for f in sys.argv[3:]: shutil.move(f, dest)\n"
     )
     log = keyed_log(tmp_path / "t-0", 60)
-    n = len(log.state.segments) - 1
+    n = len(log.segments()) - 1
     res = trim_by_size(log, 0, archive=[sys.executable, str(script)])
     assert len(res.segments) == n
     archived = sorted(p.name for p in (out / "t.0").iterdir())
@@ -182,7 +182,7 @@ def test_crash_at_each_retention_step(tmp_path: Path, step: str, nth: int) -> No
     path = tmp_path / "t-0"
     log = keyed_log(path, 90)
     before = all_messages(log)
-    target = log.state.segments[3].base_offset
+    target = log.segments()[3].base_offset
     with pytest.raises(Crash), stepping(crash_at(step, 1 if step == "checkpoint" else nth)):
         trim_by_offset(log, target)
     abandon(log)
@@ -192,6 +192,6 @@ def test_crash_at_each_retention_step(tmp_path: Path, step: str, nth: int) -> No
         assert all_messages(log) == [m for m in before if m.offset >= target]
         assert leftover_files(path) == []
         res = trim_by_offset(log, target)  # finishes: removes what is wholly below
-        assert log.state.segments[0].base_offset == target
+        assert log.segments()[0].base_offset == target
         assert all(b < target for b in res.segments)
     assert all(r.ok for r in check(path))

@@ -22,7 +22,7 @@ MakeLog = Callable[..., seglog.Log]
 
 
 def _bases(log: seglog.Log) -> list[int]:
-    return [s.base_offset for s in log.state.segments]
+    return [s.base_offset for s in log.segments()]
 
 
 def _expected_start(bases: list[int], floor: int) -> int:
@@ -163,7 +163,7 @@ def test_crash_at_each_step(tmp_path: Path, step: str, nth: int) -> None:
         assert all_messages(log) == [m for m in before if m.offset >= target]
         assert leftover_files(path) == []
         res = trim_consumed(log, ["s"])  # finishes: removes what is wholly below
-        assert log.state.segments[0].base_offset == target
+        assert log.segments()[0].base_offset == target
         assert all(b < target for b in res.segments)
         with log.subscribe("s") as s:  # the subscription is intact
             assert s.position == 60

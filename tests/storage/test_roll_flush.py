@@ -18,7 +18,7 @@ MakeLog = Callable[..., Log]
 
 
 def _segment_bases(log: Log) -> list[int]:
-    return [s.base_offset for s in log.state.segments]
+    return [s.base_offset for s in log.segments()]
 
 
 def test_roll_by_segment_messages(make_log: MakeLog, backend: str) -> None:
@@ -29,7 +29,7 @@ def test_roll_by_segment_messages(make_log: MakeLog, backend: str) -> None:
             log.append(make_batch(2))  # 2 + 2 fit, a third batch would make 6 > 5
         log.sync()
         assert _segment_bases(log) == [0, 4, 8]
-        counts = [s.next_offset - s.base_offset for s in log.state.segments]
+        counts = [s.next_offset - s.base_offset for s in log.segments()]
         assert counts == [4, 4, 4]
         assert all(c <= 5 for c in counts)
         log.append(make_batch(1))  # 4 + 1 = 5: still fits
@@ -106,7 +106,7 @@ def test_flush_messages_never_still_fsyncs_rolled_segments(make_log: MakeLog) ->
         log.set_sync_observer(lambda _s, _n: synced.set())
         log.append(make_batch(2))  # rolls: the rolled segment is fsynced in the background
         assert synced.wait(10)
-        assert log.state.rolled_unsynced == []
+        assert log._state.rolled_unsynced == []  # internals: nothing left to fsync
         assert log.fsync_count == 1
 
 

@@ -99,9 +99,9 @@ def test_gc_closes_idle_handles_and_reopens(make_log: MakeLog) -> None:
         # periodic GC on a thread, stopped by close
         log.start_gc(every_s=0.05, unused_for_s=0.0)
         deadline = time.monotonic() + 20
-        while sum(s.fd_is_open for s in log.state.segments) > 1 and time.monotonic() < deadline:
+        while sum(s.fd_open for s in log.segments()) > 1 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert sum(s.fd_is_open for s in log.state.segments) == 1
+        assert sum(s.fd_open for s in log.segments()) == 1
     assert not any(t.name.startswith("seglog-gc") for t in threading.enumerate())
     assert not (paths & _open_fds())
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     # Logs in RAM (a private tmpfs directory, removed at close)
     from seglog.storage.log.memory import MemoryLog, NoMemoryFilesystemError, memory_log
-    from seglog.storage.log.stats import LogStats, SegmentStats
+    from seglog.storage.log.stats import LogStats, SegmentInfo, SegmentStats
 
     # Durable subscriptions (NATS Streaming's durable subscribers)
     from seglog.storage.log.subscription import Delivery, Subscription
@@ -130,6 +130,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "RestoreReport": ("seglog.storage.tools.snapshot", "RestoreReport"),
     "STR": ("seglog.storage.log.typed", "STR"),
     "Subscription": ("seglog.storage.log.subscription", "Subscription"),
+    "SegmentInfo": ("seglog.storage.log.stats", "SegmentInfo"),
     "SegmentStats": ("seglog.storage.log.stats", "SegmentStats"),
     "SnapshotError": ("seglog.storage.tools.snapshot", "SnapshotError"),
     "TopicInfo": ("seglog.storage.log.datadir", "TopicInfo"),
@@ -247,6 +248,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
     # statistics
     "FileCounters",
     "LogStats",
+    "SegmentInfo",
     "SegmentStats",
     # building blocks the upper layers use (record batch v2 encoding and headers, blocking
     # reads, directory walking, defaults)

@@ -86,7 +86,7 @@ if TYPE_CHECKING:  # names for the signatures only (api.py sits below the log pa
     from seglog.storage.log.backup import BackupReport
     from seglog.storage.log.blocking import CancelToken
     from seglog.storage.log.reader import FileSlice
-    from seglog.storage.log.stats import LogStats
+    from seglog.storage.log.stats import LogStats, SegmentInfo
     from seglog.storage.log.subscription import Subscription
     from seglog.storage.record.columns import RecordColumns
     from seglog.storage.record.message import Message
@@ -390,6 +390,15 @@ class LogAPI(Protocol):
         """The cheap summary of :meth:`stats` (no batch header read): ``{"segments",
         "bytes", "log_start_offset", "log_end_offset", "high_watermark"}`` (bytes of whole
         valid batches); the same dict per partition as ``seglog.storage.stat(dir)``."""
+        ...
+
+    def segments(self) -> list[SegmentInfo]:
+        """Its segments, oldest first, the active one (where appends go) last: one
+        ``SegmentInfo`` each (base offset, next offset, size in bytes, largest timestamp in
+        ms, whether its read handle is open), taken from memory without any file read
+        (O(segments)); a snapshot (a roll, retention or the cleaner change the list after).
+        Never empty on a writer. Sizes and next offsets count appended batches, visible or
+        not yet (``stat``'s ``bytes`` is their sum). LogClosedError when closed (or offline)."""
         ...
 
     def stats(self) -> LogStats:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from seglog.errors import DirectoryNotFoundError, StorageError
 from seglog.storage.fileio import files
 from seglog.storage.index.offset_time import OffsetIndex, TimeIndex
+from seglog.storage.log.subscription import SUBSCRIPTIONS_DIR, backup_states
 
 if TYPE_CHECKING:
     from seglog.storage.log.log import Log
@@ -128,10 +129,10 @@ def plan_log(log: Log, prefix: str, out: Plan) -> None:
     if log.read_only:
         log.refresh()
     items: list[BackupItem] = []
-    with log.state.lock:
-        log.state.check_open()
+    with log._state.lock:
+        log._state.check_open()
         upper = log.high_watermark
-        segs = [s for s in log.state.segments if s.base_offset < upper] or log.state.segments[:1]
+        segs = [s for s in log._state.segments if s.base_offset < upper] or log._state.segments[:1]
         last_base = segs[-1].base_offset if segs else 0
         try:
             for seg in segs:
@@ -140,7 +141,7 @@ def plan_log(log: Log, prefix: str, out: Plan) -> None:
                 if seg.next_offset > upper:
                     found = seg.find(upper, size)
                     length, end = (found[0], upper) if found is not None else (size, end)
-                whole = length == size and seg is not log.state.segments[-1]
+                whole = length == size and seg is not log._state.segments[-1]
                 items.append(
                     BackupItem(
                         prefix + seg.path.name,
@@ -161,8 +162,12 @@ def plan_log(log: Log, prefix: str, out: Plan) -> None:
     rp = f"{last_base}\n".encode()
     items.append(BackupItem(prefix + files.RECOVERY_POINT, len(rp), data=rp))
     items.extend(small_files(log.directory, prefix))
+    end = min(upper, log.log_end_offset)
+    # read after ``upper``: a state newer than the copied prefix is capped at its end
+    for name, data in backup_states(log.directory, end):
+        items.append(BackupItem(f"{prefix}{SUBSCRIPTIONS_DIR}/{name}", len(data), data=data))
     out.items.extend(items)
-    out.log_end_offsets[log.directory.name] = min(upper, log.log_end_offset)
+    out.log_end_offsets[log.directory.name] = end
 
 
 def copy_item(item: BackupItem, fd_out: int, progress: Callable[[int], None]) -> None:

@@ -46,7 +46,7 @@ def publish_values(
     """See ``Log.publish_values``."""
     n = len(values)
     if n == 0:
-        log.state.check_writable()
+        log._state.check_writable()
         return log.log_end_offset
     ts: int | npt.NDArray[np.int64]
     if timestamp_ms is None:
@@ -60,7 +60,7 @@ def publish_values(
             raise ValueError(f"{len(ts)} timestamps for {n} values")
     if keys is not None and len(keys) != n:
         raise ValueError(f"{len(keys)} keys for {n} values")
-    cap = log.state.config.max_message_bytes
+    cap = log._state.config.max_message_bytes
     data = encode_records(values, keys, ts, None, cap, mutable=True, reuse=True)
     return publish_batches(log, data)
 
@@ -72,7 +72,7 @@ def publish_batches(log: Log, data: bytes | bytearray) -> int:
     under the default policy, wait until they are durable, running the fsync in this
     thread when no other round is under way (``GroupCommit.sync``); return the next
     offset. ``publish`` and ``publish_values``."""
-    st = log.state
+    st = log._state
     gc = st.group_commit
     try:
         if not st.config.fsync_before_ack or gc is None:
@@ -91,25 +91,25 @@ def publish_batches(log: Log, data: bytes | bytearray) -> int:
 def consume_columns(log: Log, offset: int, max_count: int) -> RecordColumns:
     """See ``Log.consume_columns``."""
     if offset == OFFSET_NEWEST:
-        log.state.check_open()
+        log._state.check_open()
         return empty_columns(log.high_watermark)
     if offset == OFFSET_OLDEST:
         offset = log.log_start_offset
-    log.state.check_open()
+    log._state.check_open()
     if log.read_only and offset >= log.log_end_offset:
         log.refresh()  # another process may have written up to (or past) it
     offset, _ = reader.resolve_read(
-        log.state, offset, None
+        log._state, offset, None
     )  # InvalidOffsetError with read's message
     upper = log.high_watermark
     parts: list[RecordColumns] = []
     have, nxt = 0, offset
     want = max(_MIN_READ, min(_MAX_READ, max_count * _GUESS_BYTES_PER_RECORD))
-    segs = log.state.segments  # before reading: a hint never outlives the list it was read in
+    segs = log._state.segments  # before reading: a hint never outlives the list it was read in
     last: tuple[Segment, int, bytes] | None = None
     while have < max_count:
-        log.state.check_open()
-        data, seg, pos = reader.read_next(log.state, nxt, want, upper)
+        log._state.check_open()
+        data, seg, pos = reader.read_next(log._state, nxt, want, upper)
         if not data or seg is None:
             break
         last = seg, pos, data
@@ -121,5 +121,5 @@ def consume_columns(log: Log, offset: int, max_count: int) -> RecordColumns:
         nxt = max(nxt, cols.next_offset)
         want = min(_MAX_READ, want * 2)
     if last is not None:
-        reader.remember(log.state, nxt, segs, *last)
+        reader.remember(log._state, nxt, segs, *last)
     return concat_columns(parts, nxt)

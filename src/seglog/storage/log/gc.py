@@ -31,9 +31,9 @@ def gc(log: Log, unused_for_s: float) -> int:
     Safe beside readers and the writer (any thread); LogClosedError on a closed log."""
     if unused_for_s < 0:
         raise ValueError("unused_for_s must be >= 0")
-    log.state.check_open()
+    log._state.check_open()
     cutoff = time.monotonic() - max(unused_for_s, MIN_IDLE_S)
-    segs = list(log.state.segments)
+    segs = list(log._state.segments)
     if not log.read_only:
         segs = segs[:-1]
     closed = sum(1 for seg in segs if seg.release_fd(cutoff))
@@ -50,12 +50,12 @@ def start_gc(log: Log, every_s: float, unused_for_s: float) -> Callable[[], None
 
     def run() -> None:
         while not stop.wait(every_s):
-            if log.state.closed:
+            if log._state.closed:
                 return
             try:
                 gc(log, unused_for_s)
             except Exception:  # closed meanwhile: the next round exits
-                if log.state.closed:
+                if log._state.closed:
                     return
 
     thread = threading.Thread(target=run, name=f"seglog-gc-{log.directory.name}", daemon=True)

@@ -77,7 +77,7 @@ def load_key_index(state: LogState, end: int) -> KeyIndex:
 def rebuild_key_index(log: Log) -> KeyIndex:
     """Rebuild the key index of the open ``log`` from its data (after a cleaner or delete
     changed stored batches) and install it; NoIndexError without ``key_index``."""
-    state = log.state
+    state = log._state
     if state.keys is None:
         raise NoIndexError(f"log {state.directory} was opened without key_index")
     with state.lock:
@@ -96,14 +96,15 @@ def drop_key_index_file(directory: pathlib.Path) -> None:
     files.remove_if_exists(directory / KEY_INDEX_FILE)
 
 
-def forget_removed(state: LogState, removed: list[int], *, rescan: bool) -> None:
-    """Fix the in-memory key index after the records at ``removed`` were deleted by
+def forget_removed(log: Log, removed: list[int], *, rescan: bool) -> None:
+    """Fix ``log``'s in-memory key index after the records at ``removed`` were deleted by
     compaction or ``delete_offsets`` (called under the maintenance lock, after the
     rewrite): a key whose last offset was removed points at its latest surviving older
     record, found by decoding the log from the log start up to that offset (``rescan``:
     delete-by-offsets), or is forgotten (compaction removes a key's last record, a
     tombstone, only when no earlier record of the key is kept). Appends that happened
     meanwhile win (an entry no longer naming a removed offset is left alone)."""
+    state = log._state
     keys = state.keys
     if keys is None or not removed:
         return

@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from seglog.storage.log.blocking import CancelToken
-    from seglog.storage.log.stats import LogStats
+    from seglog.storage.log.stats import LogStats, SegmentInfo
     from seglog.storage.log.subscription import Subscription
     from seglog.storage.record.columns import RecordColumns
     from seglog.storage.record.message import Message
@@ -91,9 +91,9 @@ class Log(LogAPI):
         *,
         read_only: bool,
     ) -> None:
-        st = self.state = LogState(directory, config, segments, read_only=read_only)
-        """The log's internal state, shared with storage's own modules (not part of the
-        embedded contract: ``seglog.storage.api``)."""
+        st = self._state = LogState(directory, config, segments, read_only=read_only)
+        """The log's internal state, shared with the modules of ``seglog.storage.log``
+        only (private: not part of the embedded contract, ``seglog.storage.api``)."""
         self.on_append(st.notifier.notify)
         if config.key_index:
             st.keys = load_key_index(st, st.log_end_offset)
@@ -107,6 +107,7 @@ class Log(LogAPI):
                 on_durable=functools.partial(append.on_durable, st),
                 on_error=functools.partial(append.on_sync_error, st),
                 interval_ms=config.flush_ms,
+                counters=st.counters,
             )
 
     # -- opening ---------------------------------------------------------------------------
@@ -155,90 +156,90 @@ class Log(LogAPI):
                 segments[-1].first_append_ms = append.now_ms()
                 segments[-1].sync()  # what recovery kept is durable before anyone reads it
             log = cls(path, config, segments, read_only=read_only)
-            log.state.counters.truncations += 1 if report.truncated_bytes else 0
+            log._state.counters.truncations += 1 if report.truncated_bytes else 0
         except BaseException:
             if lock_fd is not None:
                 os.close(lock_fd)
             raise
-        log.state.lock_fd = lock_fd
+        log._state.lock_fd = lock_fd
         return log
 
     @property
     def fsync_count(self) -> int:
-        return self.state.group_commit.fsync_count if self.state.group_commit is not None else 0
+        return self._state.counters.syncs
 
     # -- state -----------------------------------------------------------------------------
 
     @property
     def directory(self) -> pathlib.Path:
-        return self.state.directory
+        return self._state.directory
 
     @property
     def config(self) -> LogConfig:
-        return self.state.config
+        return self._state.config
 
     @config.setter
     def config(self, config: LogConfig) -> None:
-        self.state.config = config
+        self._state.config = config
 
     @property
     def read_only(self) -> bool:
-        return self.state.read_only
+        return self._state.read_only
 
     @property
     def counters(self) -> FileCounters:
-        return self.state.counters
+        return self._state.counters
 
     @property
     def append_count(self) -> int:
-        return self.state.append_count
+        return self._state.append_count
 
     @property
     def closed(self) -> bool:
-        return self.state.closed
+        return self._state.closed
 
     # -- offsets ---------------------------------------------------------------------------
 
     @property
     def log_start_offset(self) -> int:
-        return self.state.log_start_offset
+        return self._state.log_start_offset
 
     @property
     def log_end_offset(self) -> int:
-        return self.state.log_end_offset
+        return self._state.log_end_offset
 
     @property
     def high_watermark(self) -> int:
-        return self.state.high_watermark
+        return self._state.high_watermark
 
     @property
     def waiting_readers(self) -> int:
-        return len(self.state.notifier)
+        return len(self._state.notifier)
 
     # -- appending and reading -------------------------------------------------------------
 
     def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
-        return append.append(self.state, records)
+        return append.append(self._state, records)
 
     def adopt(self, path: str | os.PathLike[str]) -> AppendInfo:
-        return adopt.adopt(self.state, path)
+        return adopt.adopt(self._state, path)
 
     def refresh(self) -> int:
-        return reader.refresh(self.state)
+        return reader.refresh(self._state)
 
     def read(self, offset: int, max_bytes: int, *, upper: int | None = None) -> bytes:
-        return reader.read(self.state, offset, max_bytes, upper=upper)
+        return reader.read(self._state, offset, max_bytes, upper=upper)
 
     def read_slice(
         self, offset: int, max_bytes: int, *, upper: int | None = None
     ) -> FileSlice | None:
-        return reader.read_slice(self.state, offset, max_bytes, upper=upper)
+        return reader.read_slice(self._state, offset, max_bytes, upper=upper)
 
     def batches(self, start: int = OFFSET_OLDEST, end: int | None = None) -> Iterator[memoryview]:
-        return reader.batches(self.state, start, end)
+        return reader.batches(self._state, start, end)
 
     def offset_for_time(self, timestamp_ms: int) -> tuple[int, int] | None:
-        return reader.offset_for_time(self.state, timestamp_ms)
+        return reader.offset_for_time(self._state, timestamp_ms)
 
     # -- the embedded API (publish, consume, get...) ---------------------------------------
 
@@ -270,11 +271,11 @@ class Log(LogAPI):
         return blocking.consume_blocking(self, offset, max_count, timeout_s, cancel=cancel)
 
     def wait_for_offset(self, offset: int) -> Future[int]:
-        return self.state.notifier.wait(offset)
+        return self._state.notifier.wait(offset)
 
     def consume_by_key(self, key: bytes, offset: int, max_count: int) -> tuple[int, list[Message]]:
-        self.state.check_open()
-        return keys.consume_by_key(self.state, key, offset, max_count)
+        self._state.check_open()
+        return keys.consume_by_key(self._state, key, offset, max_count)
 
     def get(self, offset: int) -> Message:
         return message_ops.get(self, offset)
@@ -287,9 +288,9 @@ class Log(LogAPI):
             raise NotFoundError(f"the last message with key {key!r} was removed") from e
 
     def offset_by_key(self, key: bytes) -> int:
-        self.state.check_open()
-        offset = keys.get_offset(self.state, key)
-        if offset >= self.state.high_watermark and self.state.group_commit is not None:
+        self._state.check_open()
+        offset = keys.get_offset(self._state, key)
+        if offset >= self._state.high_watermark and self._state.group_commit is not None:
             self.sync_future(offset + 1).result()
         return offset
 
@@ -303,8 +304,8 @@ class Log(LogAPI):
         return message_ops.get(self, self.offset_by_time(timestamp_ms)[0])
 
     def next_offset(self) -> int:
-        self.state.check_open()
-        return self.state.log_end_offset
+        self._state.check_open()
+        return self._state.log_end_offset
 
     # -- durable subscriptions (subscription.py) --------------------------------------------
 
@@ -329,7 +330,7 @@ class Log(LogAPI):
     def _registry(self) -> subscription.Subscriptions:
         """The log's durable subscriptions, made on first use (kept in the state, so a
         close through the state alone closes them too)."""
-        st = self.state
+        st = self._state
         with st.lock:
             if st.subscriptions is None:
                 st.subscriptions = subscription.Subscriptions(self)
@@ -338,44 +339,49 @@ class Log(LogAPI):
     # -- durability ------------------------------------------------------------------------
 
     def sync(self) -> int:
-        self.state.check_open()
-        if self.state.group_commit is None:
-            return self.state.log_end_offset
+        self._state.check_open()
+        if self._state.group_commit is None:
+            return self._state.log_end_offset
         # blocking: the fsync runs in this thread when no round is under way
-        return self.state.group_commit.sync(self.state.log_end_offset)
+        return self._state.group_commit.sync(self._state.log_end_offset)
 
     def sync_future(self, offset: int) -> Future[int]:
-        if self.state.group_commit is None:
+        if self._state.group_commit is None:
             fut: Future[int] = Future()
-            if self.state.closed:
+            if self._state.closed:
                 fut.set_exception(LogClosedError("log closed"))
             else:
-                fut.set_result(self.state.log_end_offset)
+                fut.set_result(self._state.log_end_offset)
             return fut
-        return self.state.group_commit.wait_for(offset)
+        return self._state.group_commit.wait_for(offset)
 
     def on_append(self, callback: Callable[[int], None]) -> Callable[[], None]:
-        key = next(self.state.callback_ids)
-        self.state.callbacks[key] = callback
+        key = next(self._state.callback_ids)
+        self._state.callbacks[key] = callback
 
         def unregister() -> None:
-            self.state.callbacks.pop(key, None)
+            self._state.callbacks.pop(key, None)
 
         return unregister
 
     def set_sync_observer(self, observer: Callable[[float, int], None] | None) -> None:
-        if self.state.group_commit is not None:
-            self.state.group_commit.on_round = observer
+        if self._state.group_commit is not None:
+            self._state.group_commit.on_round = observer
 
     def stat(self) -> dict[str, int]:
-        segs = self.state.segments
+        segs = self._state.segments
         return {
             "segments": len(segs),
             "bytes": sum(s.size for s in segs),
             "log_start_offset": self.log_start_offset,
-            "log_end_offset": self.state.log_end_offset,
-            "high_watermark": self.state.high_watermark,
+            "log_end_offset": self._state.log_end_offset,
+            "high_watermark": self._state.high_watermark,
         }
+
+    def segments(self) -> list[SegmentInfo]:
+        st = self._state
+        st.check_open()
+        return [stats.segment_info(seg) for seg in st.segments]
 
     def stats(self) -> LogStats:
         return stats.log_stats(self)
@@ -384,10 +390,10 @@ class Log(LogAPI):
         return gc.gc(self, unused_for_s)
 
     def start_gc(self, every_s: float = 60.0, unused_for_s: float = 300.0) -> None:
-        self.state.check_open()
-        if self.state.stop_gc is not None:
-            self.state.stop_gc()
-        self.state.stop_gc = gc.start_gc(self, every_s, unused_for_s)
+        self._state.check_open()
+        if self._state.stop_gc is not None:
+            self._state.stop_gc()
+        self._state.stop_gc = gc.start_gc(self, every_s, unused_for_s)
 
     def backup(self, dest: str | os.PathLike[str]) -> BackupReport:
         return backup_log(self, dest)
@@ -395,27 +401,27 @@ class Log(LogAPI):
     # -- closing ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        with self.state.lock:
-            if self.state.closed:
+        with self._state.lock:
+            if self._state.closed:
                 return
-            self.state.closed = True
-        if self.state.subscriptions is not None:
-            self.state.subscriptions.close_all()
-        if self.state.stop_gc is not None:
-            self.state.stop_gc()
-        if self.state.group_commit is not None:
-            self.state.group_commit.close()
-        self.state.notifier.close("closed")
-        clean = self.state.offline is None and not self.read_only
-        if clean and self.state.keys is not None:
+            self._state.closed = True
+        if self._state.subscriptions is not None:
+            self._state.subscriptions.close_all()
+        if self._state.stop_gc is not None:
+            self._state.stop_gc()
+        if self._state.group_commit is not None:
+            self._state.group_commit.close()
+        self._state.notifier.close("closed")
+        clean = self._state.offline is None and not self.read_only
+        if clean and self._state.keys is not None:
             try:
                 keys.save_key_index(
-                    self.directory, self.state.keys, self.state, self.state.log_end_offset
+                    self.directory, self._state.keys, self._state, self._state.log_end_offset
                 )
             except (OSError, StorageError) as e:  # derived data: rebuilt at the next open
                 _logger.warning("cannot write the key index of %s: %s", self.directory, e)
-        for seg in self.state.segments:
-            if clean and seg is self.state.segments[-1]:
+        for seg in self._state.segments:
+            if clean and seg is self._state.segments[-1]:
                 try:
                     seg.finish_time_index()
                     seg.sync_all()
@@ -425,13 +431,13 @@ class Log(LogAPI):
             seg.close()
         maint.close_retired(self, force=True)
         if clean:
-            marker = {"log_end_offset": self.state.log_end_offset, "time_ms": append.now_ms()}
+            marker = {"log_end_offset": self._state.log_end_offset, "time_ms": append.now_ms()}
             files.write_small_file(
                 self.directory / files.CLEAN_SHUTDOWN, json.dumps(marker).encode()
             )
-        if self.state.lock_fd is not None:
-            os.close(self.state.lock_fd)  # releases the flock
-            self.state.lock_fd = None
+        if self._state.lock_fd is not None:
+            os.close(self._state.lock_fd)  # releases the flock
+            self._state.lock_fd = None
 
     def __enter__(self) -> Log:
         return self
@@ -447,7 +453,7 @@ class Log(LogAPI):
     def __repr__(self) -> str:
         return (
             f"Log({str(self.directory)!r}, start={self.log_start_offset}, "
-            f"end={self.state.log_end_offset}, hw={self.state.high_watermark})"
+            f"end={self._state.log_end_offset}, hw={self._state.high_watermark})"
         )
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "replace_segment",
     "retire",
     "roll_holding",
+    "segments",
     "set_log_start",
 ]
 
@@ -57,13 +58,19 @@ def maintenance_lock(log: Log) -> threading.Lock:
         return lock
 
 
+def segments(log: Log) -> list[Segment]:
+    """Every segment of ``log`` now, oldest first, the active one last: the list itself
+    (replaced on change, never mutated: a consistent snapshot; do not modify it)."""
+    return log._state.segments
+
+
 def closed_segments(log: Log) -> list[Segment]:
     """Segments maintenance may remove or rewrite: every segment but the active one and
     those rolled but not yet fsynced by the group commit thread (next time)."""
-    with log.state.lock:
-        log.state.check_writable()
-        unsynced = {id(s) for s in log.state.rolled_unsynced}
-        return [s for s in log.state.segments[:-1] if id(s) not in unsynced]
+    with log._state.lock:
+        log._state.check_writable()
+        unsynced = {id(s) for s in log._state.rolled_unsynced}
+        return [s for s in log._state.segments[:-1] if id(s) not in unsynced]
 
 
 def roll_holding(log: Log, offsets: list[int]) -> bool:
@@ -75,7 +82,7 @@ def roll_holding(log: Log, offsets: list[int]) -> bool:
     durable. Offsets at or past the log end are not looked at. Returns whether it
     rolled. Raises LogClosedError (closed, or offline: also when the round fails),
     ReadOnlyError, StorageError (the roll failed)."""
-    st = log.state
+    st = log._state
     with st.lock:
         st.check_writable()
         seg = st.segments[-1]
@@ -97,10 +104,10 @@ def set_log_start(log: Log, offset: int) -> None:
     if offset <= log.log_start_offset:
         return
     files.write_small_file(log.directory / files.LOG_START_OFFSET, f"{offset}\n".encode())
-    with log.state.lock:
-        log.state.log_start_checkpoint = max(log.state.log_start_checkpoint, offset)
-        if log.state.keys is not None:  # keys whose records all fell below it: NotFoundError
-            log.state.keys.prune_below(log.state.log_start_checkpoint)
+    with log._state.lock:
+        log._state.log_start_checkpoint = max(log._state.log_start_checkpoint, offset)
+        if log._state.keys is not None:  # keys whose records all fell below it: NotFoundError
+            log._state.keys.prune_below(log._state.log_start_checkpoint)
 
 
 def retire(st: LogState, seg: Segment) -> None:
@@ -119,29 +126,29 @@ def retire(st: LogState, seg: Segment) -> None:
 def drop_segments(log: Log, segments: list[Segment]) -> None:
     """Take ``segments`` out of the log's list (their files are handled by the caller)."""
     gone = {id(s) for s in segments}
-    with log.state.lock:
-        log.state.segments = [s for s in log.state.segments if id(s) not in gone]
+    with log._state.lock:
+        log._state.segments = [s for s in log._state.segments if id(s) not in gone]
         for seg in segments:
-            retire(log.state, seg)
+            retire(log._state, seg)
 
 
 def replace_segment(log: Log, old: Segment, new: Segment) -> None:
     """Put ``new`` (same base offset, already loaded) in place of ``old``."""
     new.counters = log.counters
-    with log.state.lock:
-        log.state.segments = [new if s is old else s for s in log.state.segments]
-        retire(log.state, old)
+    with log._state.lock:
+        log._state.segments = [new if s is old else s for s in log._state.segments]
+        retire(log._state, old)
 
 
 def close_retired(log: Log, *, force: bool = False) -> None:
     """Close retired segments older than ``RETIRE_DELAY_S`` (all when ``force``)."""
     now = time.monotonic()
-    with log.state.lock:
+    with log._state.lock:
         keep: list[tuple[float, Segment]] = []
         done: list[tuple[float, Segment]] = []
-        for when, seg in log.state.retired:
+        for when, seg in log._state.retired:
             (done if force or now - when >= RETIRE_DELAY_S else keep).append((when, seg))
-        log.state.retired = keep
+        log._state.retired = keep
     for _, seg in done:
         seg.close()
 

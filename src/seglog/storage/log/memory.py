@@ -246,7 +246,7 @@ def _discard(state: LogState, root: str) -> None:
     being thrown away (e.g. the clean-shutdown marker not written on a full tmpfs)."""
     try:
         shell = object.__new__(Log)  # Log.close is a function of the state only
-        shell.state = state
+        shell._state = state
         Log.close(shell)
     except Exception as e:  # a finalizer: report, never raise
         _logger.warning("closing memory log %s: %s", root, e)
@@ -271,7 +271,7 @@ class MemoryLog(Log):
         compaction and ``delete_offsets`` skip it: this keeps them as prompt as on a log
         under the default policy (``publish``/``publish_values`` append through here)."""
         info = super().append(records)
-        if self.state.rolled_unsynced and self.state.group_commit is not None:
+        if self._state.rolled_unsynced and self._state.group_commit is not None:
             self.sync()
         return info
 
@@ -282,14 +282,14 @@ class MemoryLog(Log):
         would keep it alive forever and an unclosed memory log would never be removed
         before exit. Every Log method is a function of the state alone."""
         view = object.__new__(Log)
-        view.state = self.state
+        view._state = self._state
         return view
 
     def _registry(self) -> subscription.Subscriptions:
         """As ``Log._registry``, over :meth:`_state_view`: a subscription does not keep
         the memory log alive (dropping the log closes its subscriptions, as its data is
         gone)."""
-        st = self.state
+        st = self._state
         with st.lock:
             if st.subscriptions is None:
                 st.subscriptions = subscription.Subscriptions(self._state_view())
@@ -359,5 +359,5 @@ def memory_log(
         shutil.rmtree(root, ignore_errors=True)
         raise
     # weakref.finalize runs at garbage collection or, if still alive, at exit (atexit)
-    log._discard = weakref.finalize(log, _discard, log.state, root)
+    log._discard = weakref.finalize(log, _discard, log._state, root)
     return log

@@ -24,7 +24,7 @@ __all__ = ["consume", "get", "publish"]
 def publish(log: Log, messages: Sequence[Message]) -> int:
     """See ``Log.publish``."""
     if not messages:
-        log.state.check_writable()
+        log._state.check_writable()
         return log.log_end_offset
     data = encode_messages(messages, log.config.max_message_bytes, mutable=True, reuse=True)
     return fastpath.publish_batches(log, data)
@@ -33,7 +33,7 @@ def publish(log: Log, messages: Sequence[Message]) -> int:
 def consume(log: Log, offset: int, max_count: int) -> tuple[int, list[Message]]:
     """See ``Log.consume``."""
     if offset == OFFSET_NEWEST:
-        log.state.check_open()
+        log._state.check_open()
         return log.high_watermark, []
     # vectorised decode (record/columns.py), then Message objects
     cols = fastpath.consume_columns(log, offset, max_count)

@@ -4,8 +4,10 @@
 modules that do the work: ``reader.py`` (reads), ``append.py`` (appends, rolls, the
 group-commit hooks), ``keys.py`` (key index), ``maint.py`` (what retention and the
 cleaner change), ``fastpath.py``, ``message_ops.py``, ``gc.py``, ``stats.py``,
-``backup.py``. Nothing outside ``seglog.storage`` uses it (``Log.state`` is not part of
-the embedded contract, see ``seglog.storage.api``).
+``backup.py``, ``subscription.py``. Nothing outside ``seglog.storage.log`` uses it
+(``Log._state`` is private: retention, the tools, the broker and tests use the public
+members of ``Log``, the contract in ``seglog.storage.api``; retention reaches segments
+only through ``maint.py``).
 
 Concurrency: ``lock`` (re-entrant) is the write lock: appends, rolls and segment list
 swaps take it. Readers never take it: they snapshot ``segments`` (a list replaced, never

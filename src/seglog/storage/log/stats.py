@@ -21,7 +21,46 @@ if TYPE_CHECKING:
 
 from seglog.storage.fileio.counters import FileCounters
 
-__all__ = ["FileCounters", "LogStats", "SegmentStats", "log_stats", "segment_stats"]
+__all__ = [
+    "FileCounters",
+    "LogStats",
+    "SegmentInfo",
+    "SegmentStats",
+    "log_stats",
+    "segment_info",
+    "segment_stats",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """One segment as ``Log.segments()`` lists it: what the log keeps in memory, no file
+    read (``SegmentStats`` counts records by reading batch headers)."""
+
+    base_offset: int
+    """Its first offset (the file name, ``%020d.log``)."""
+    next_offset: int
+    """Offset after its last batch (appended ones, visible or not yet); equal to
+    ``base_offset`` when it is empty. The next segment's base offset may be higher (gaps
+    left by the cleaner) but never lower."""
+    size: int
+    """Bytes of whole batches in its ``.log`` file (appended ones, visible or not yet)."""
+    max_timestamp_ms: int
+    """Largest record timestamp it holds (ms, batch maxTimestamp), -1 when it holds none
+    (empty, or only records without timestamps)."""
+    fd_open: bool
+    """Whether its read handle is open now (False once ``Log.gc`` closed it idle)."""
+
+
+def segment_info(seg: Segment) -> SegmentInfo:
+    """The :class:`SegmentInfo` of ``seg`` now."""
+    return SegmentInfo(
+        base_offset=seg.base_offset,
+        next_offset=seg.next_offset,
+        size=seg.size,
+        max_timestamp_ms=seg.max_timestamp,
+        fd_open=seg.fd_is_open,
+    )
 
 
 @dataclass(frozen=True)
@@ -125,12 +164,11 @@ def segment_stats(seg: Segment, upper: int) -> SegmentStats:
 
 def log_stats(log: Log) -> LogStats:
     """See ``Log.stats``."""
-    log.state.check_open()
+    log._state.check_open()
     hw = log.high_watermark
-    segs = [segment_stats(s, hw) for s in list(log.state.segments)]
-    keys = log.state.keys
+    segs = [segment_stats(s, hw) for s in list(log._state.segments)]
+    keys = log._state.keys
     counters = log.counters.as_dict()
-    counters["syncs"] = log.fsync_count
     firsts = [s.first_timestamp_ms for s in segs if s.batches]
     return LogStats(
         directory=str(log.directory),

@@ -72,6 +72,7 @@ __all__ = [
     "Delivery",
     "Subscription",
     "Subscriptions",
+    "backup_states",
     "clock",
     "floor",
     "validate_subscription_name",
@@ -498,7 +499,7 @@ class Subscription:
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"subscription {self._name} is closed")
-        self._log.state.check_open()
+        self._log._state.check_open()
 
     def close(self) -> None:
         """Compact the state file (a clean snapshot) and release it; idempotent. Later
@@ -598,6 +599,44 @@ def floor(log: Log, name: str) -> int | None:
     return max(start, min([position, *(o for o in pending if o >= start)]))
 
 
+def backup_states(directory: pathlib.Path, end: int) -> list[tuple[str, bytes]]:
+    """The subscription state files of the partition ``directory`` as a backup of its
+    prefix ending at offset ``end`` holds them: ``(file name, bytes)`` sorted by name,
+    each journal replayed into one snapshot line (what ``close`` writes) whose position
+    is at most ``end`` and whose unacknowledged offsets are below ``end`` (deliveries past
+    the copied prefix are not in the copy, so neither is their state). A file that cannot
+    be replayed (damaged snapshot line) is copied as it is: the copy's ``subscribe``
+    raises LogCorruptedError as the source's does. A file removed meanwhile
+    (``unsubscribe``) is left out. OSError on other read errors."""
+    try:
+        entries = sorted(os.listdir(directory / SUBSCRIPTIONS_DIR))
+    except FileNotFoundError:
+        return []
+    out: list[tuple[str, bytes]] = []
+    for entry in entries:
+        name = entry[: -len(SUFFIX)]
+        if not entry.endswith(SUFFIX) or not _NAME.fullmatch(name) or name in (".", ".."):
+            continue
+        path = directory / SUBSCRIPTIONS_DIR / entry
+        try:
+            loaded = _load(path)
+        except LogCorruptedError:
+            with contextlib.suppress(FileNotFoundError):
+                out.append((entry, path.read_bytes()))
+            continue
+        if loaded is None:
+            continue
+        position, pending = loaded
+        snapshot = {
+            "v": 1,
+            "name": name,
+            "position": min(position, end),
+            "pending": [[o, c] for o, c in sorted(pending.items()) if o < end],
+        }
+        out.append((entry, _line(snapshot)))
+    return out
+
+
 class Subscriptions:
     """The subscriptions of one open log (``Log.subscribe`` and friends): the live
     :class:`Subscription` objects by name, and their directory."""
@@ -619,7 +658,7 @@ class Subscriptions:
         validate_subscription_name(name)
         if ack_wait_ms < 1 or max_in_flight < 1:
             raise ValueError("ack_wait_ms and max_in_flight must be >= 1")
-        st = self._log.state
+        st = self._log._state
         st.check_writable()
         with self._lock:
             live = self._live.get(name)
@@ -666,7 +705,7 @@ class Subscriptions:
     def unsubscribe(self, name: str) -> None:
         """See ``Log.unsubscribe``."""
         validate_subscription_name(name)
-        self._log.state.check_writable()
+        self._log._state.check_writable()
         with self._lock:
             live = self._live.pop(name, None)
             if live is not None:

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from seglog.errors import LogClosedError
+from seglog.storage.fileio.counters import FileCounters
 
 __all__ = ["GroupCommit", "SyncPoint"]
 
@@ -46,7 +47,9 @@ class GroupCommit:
     ``point`` returns the current :data:`SyncPoint` (called under no lock of ours);
     ``on_durable(end)`` runs on the thread after each successful fsync; ``on_error(exc)``
     once after a failed one. ``interval_ms``: also sync on a timer when dirty
-    (``flush.ms``); None: only when requested.
+    (``flush.ms``); None: only when requested. ``counters``: the log's
+    :class:`FileCounters`, whose ``syncs`` counts each successful round (here, the one
+    place that runs them: the thread's rounds and callers' alike).
     """
 
     def __init__(
@@ -58,7 +61,11 @@ class GroupCommit:
         on_durable: Callable[[int], None],
         on_error: Callable[[BaseException], None],
         interval_ms: int | None = None,
+        counters: FileCounters | None = None,
     ) -> None:
+        self.counters = counters if counters is not None else FileCounters()
+        """``syncs``: number of successful fsync rounds run (each covers every waiter
+        it reaches)."""
         self._point = point
         self._on_durable = on_durable
         self._on_error = on_error
@@ -82,8 +89,6 @@ class GroupCommit:
         """The fsync thread waits for the end of a caller's round (notify it then)."""
         """Thread id running the current round."""
         self.error: BaseException | None = None
-        self.fsync_count = 0
-        """Number of fsync rounds run (each covers every waiter it reaches)."""
         self.on_round: Callable[[float, int], None] | None = None
         """Called on the thread after each successful fsync round with (seconds the fsyncs
         took, offsets the round made durable: its group-commit size in records)."""
@@ -236,7 +241,7 @@ class GroupCommit:
         ready: list[Future[int]] = []
         try:
             with self._lock:
-                self.fsync_count += 1
+                self.counters.syncs += 1
                 covered = max(end - self._durable, 0)
                 self._durable = max(self._durable, end)
                 while self._waiters and self._waiters[0][0] <= self._durable:

@@ -118,7 +118,7 @@ def compact(
         upto = max(i for i, s in enumerate(closed) if id(s) in cleanable)
         decoded: list[_Seg] = []
         last_parts: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
-        for i, seg in enumerate(list(log.state.segments)):
+        for i, seg in enumerate(maint.segments(log)):
             recs = _decode(seg, end, ids)
             if i <= upto:
                 decoded.append(recs)
@@ -163,7 +163,7 @@ def compact(
             done, size = rewrite_segment(log, seg, offsets)
             removed.extend(done)
             freed += size
-        forget_removed(log.state, removed, rescan=False)  # removed last records are tombstones
+        forget_removed(log, removed, rescan=False)  # removed last records are tombstones
         maint.close_retired(log)
         return Removed(removed, freed)
 

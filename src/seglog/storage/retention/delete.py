@@ -43,6 +43,6 @@ def delete_offsets(log: Log, offsets: Iterable[int]) -> Removed:
                 gone, size = rewrite_segment(log, seg, wanted[lo:hi])
                 removed.extend(gone)
                 freed += size
-        forget_removed(log.state, removed, rescan=True)  # a key's older record becomes its last
+        forget_removed(log, removed, rescan=True)  # a key's older record becomes its last
         maint.close_retired(log)
         return Removed(removed, freed)

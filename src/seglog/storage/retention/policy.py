@@ -140,7 +140,7 @@ def below(log: Log, segments: Sequence[Segment], offset: int) -> int:
     """How many of the leading ``segments`` (a prefix of the log's) cover only offsets
     below ``offset``: a segment covers its base offset up to the next segment's (gaps
     left by the cleaner included)."""
-    segs = log.state.segments
+    segs = log.segments()
     n = 0
     while n < len(segments) and segs[n + 1].base_offset <= offset:
         n += 1
@@ -176,7 +176,7 @@ def trim_prefix(
     log's segments) and move the log start to the next segment's base offset, or to
     ``new_start`` when given (higher: inside a later segment). Caller holds the
     maintenance lock."""
-    start = log.state.segments[n].base_offset if n else log.log_start_offset
+    start = log.segments()[n].base_offset if n else log.log_start_offset
     if new_start is not None:
         start = max(start, new_start)
     if n == 0 and start <= log.log_start_offset:

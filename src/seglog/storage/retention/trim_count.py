@@ -35,7 +35,7 @@ def _first_kept(log: Log, max_messages: int) -> int | None:
     no more than that."""
     need = max_messages
     start = log.log_start_offset
-    for seg in reversed(log.state.segments):
+    for seg in reversed(maint.segments(log)):
         batches = _batches(seg, seg.size)
         for pos, base, count, last in reversed(batches):
             if last < start:

@@ -30,7 +30,7 @@ def trim_by_size(
     with maint.maintenance_lock(log):
         closed = maint.closed_segments(log)
         n = policy.leftovers(log, closed)
-        excess = sum(s.size for s in log.state.segments[n:]) - max_bytes
+        excess = sum(s.size for s in log.segments()[n:]) - max_bytes
         while n < len(closed) and excess - closed[n].size >= 0:
             excess -= closed[n].size
             n += 1

@@ -13,6 +13,10 @@ copied without it):
   that one and trusts the others), the small metadata files (``seglog-format``,
   ``partition.metadata``, log start offset checkpoints...). No ``.clean_shutdown``; the
   key index is rebuilt at the first open with ``key_index``.
+- the durable subscriptions' state (``subscriptions/<name>.sub``), each journal written
+  as one snapshot line, read after the high watermark and capped at it (position at
+  most the copied end offset, unacknowledged offsets below it): the copy resumes each
+  subscription where its acks stood, never past the data it holds.
 
 A data directory adds its root files (``__topics/*.json``, broker state, committed offsets)
 and backs up each partition in turn: every partition is a consistent prefix of itself, not
