@@ -158,8 +158,9 @@ def test_port_in_use_exits_2(broker_process: BrokerProcess, tmp_path: Path) -> N
 def test_event_loop_is_uvloop_unless_asked_for_asyncio(
     broker_factory: Callable[..., BrokerProcess], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The docs' claim (docs/broker.md): uvloop runs the broker when installed (a dependency on Linux);
-    SEGLOG_EVENT_LOOP=asyncio selects asyncio's own loop, and both serve clients."""
+    """The docs' claim (docs/broker.md): uvloop runs the broker when installed (a dependency
+    on Linux); SEGLOG_EVENT_LOOP=asyncio selects asyncio's own loop, and both serve
+    clients."""
     for env, expected in ((None, "uvloop"), ("asyncio", "asyncio")):
         if env is None:
             monkeypatch.delenv("SEGLOG_EVENT_LOOP", raising=False)
