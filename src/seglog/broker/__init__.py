@@ -3,13 +3,13 @@ protocol schemas, one partition = one ``seglog.storage.Log``.
 
 The APIs served and their versions are one table, ``seglog.broker.apis.registry``. Inside,
 subpackages import one way, bottom first (``tests/test_quality.py`` holds the order):
-``protocol`` (framing, API keys, errors) and ``config``; ``security`` (authorizer, TLS,
-SCRAM store, the connection's SASL session) and ``log`` (topic manager, durability,
-retention, producer state, internal topic names); ``coordinator`` (consumer groups,
-committed offsets); ``metrics``; ``context`` (the broker's services and each request's
-facts); ``apis`` (one module per API family, the registry); ``network`` (connections,
-listeners, dispatch); ``process`` (``seglog serve``'s event loop) and ``testing`` (a
-``seglog serve`` subprocess).
+``protocol`` (framing, API keys, errors, the blocking client) and ``config``; ``security``
+(authorizer, TLS, SCRAM store, the connection's SASL session) and ``log`` (topic manager,
+durability, retention, producer state, internal topic names); ``coordinator`` (consumer
+groups, committed offsets); ``metrics``; ``context`` (the broker's services and each
+request's facts); ``apis`` (one module per API family, the registry); ``network``
+(connections, listeners, dispatch); ``process`` (``seglog serve``'s event loop) and
+``testing`` (a ``seglog serve`` subprocess).
 
 Other packages use only the names below. They load on first use, so importing one of them
 (a settings table, ``parse_host_port``) does not load the whole broker. Among them, the
