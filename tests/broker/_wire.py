@@ -1,11 +1,16 @@
-"""Raw Kafka wire access for tests: hand-made frames over a plain socket."""
+"""Raw Kafka wire access for tests: hand-made frames over a plain socket.
+
+Requests are framed and responses decoded by the broker's own client codec
+(``seglog.broker.protocol.client``: ``encode_request``, ``read_frame``, ``decode_response``,
+the framing the broker parses with), while ``send_frame`` / ``recv_frame`` / ``sock`` stay
+raw so that tests can send malformed frames, pipeline, or read answers out of order (what
+``KafkaConnection``, which answers its requests in order, would not let them do)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import socket
-import struct
 import time
 import uuid
 from pathlib import Path
@@ -15,6 +20,9 @@ from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
+
+from seglog.broker.protocol.client import decode_response, encode_request, read_frame
+from seglog.broker.protocol.framing import FRAME_SIZE
 
 
 class Wire:
@@ -35,38 +43,23 @@ class Wire:
         self.close()
 
     def send_frame(self, payload: bytes) -> None:
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        self.sock.sendall(FRAME_SIZE.pack(len(payload)) + payload)
 
     def send(self, request: Any) -> int:
         """Send a versioned kafka-python request; returns its correlation id."""
         self.correlation_id += 1
-        request.with_header(correlation_id=self.correlation_id, client_id="seglog-tests")
-        self.send_frame(bytes(request.encode(header=True)))
+        self.sock.sendall(encode_request(request, self.correlation_id, "seglog-tests"))
         return self.correlation_id
 
     def recv_frame(self) -> bytes:
-        size = struct.unpack(">i", self._recv_exactly(4))[0]
-        return self._recv_exactly(size)
-
-    def _recv_exactly(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self.sock.recv(n)
-            if not chunk:
-                raise ConnectionError("connection closed by the broker")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
+        """The next response frame (after its size), undecoded."""
+        return read_frame(self.sock)
 
     def recv(self, request: Any) -> Any:
         """Read the response to ``request`` and decode it with the matching class."""
-        frame = self.recv_frame()
-        corr = struct.unpack_from(">i", frame, 0)[0]
+        corr, response = decode_response(self.recv_frame(), request)
         assert corr == self.correlation_id
-        version = request.API_VERSION
-        resp_cls = request.header.get_response_class()
-        flexible = resp_cls.flexible_version_q(version) and request.API_KEY != 18
-        return resp_cls.decode(frame[4 + int(flexible) :], version=version)
+        return response
 
     def call(self, request: Any) -> Any:
         self.send(request)

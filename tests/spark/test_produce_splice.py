@@ -1,5 +1,5 @@
 """The raw producer's Produce requests: the record batch spliced in by
-``Connection.send(request, tail)`` gives the bytes kafka-python's encoder gives."""
+``KafkaConnection.send(request, tail)`` gives the bytes kafka-python's encoder gives."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 from kafka.protocol.producer import ProduceRequest
 
-from seglog.spark._fetch import Connection
+from seglog.broker import KafkaConnection
 from seglog.spark._produce_raw import RawProducer
 
 
@@ -42,7 +42,7 @@ def _read_frame(sock: socket.socket) -> bytes:
 def test_spliced_records_equal_the_encoders_bytes() -> None:
     ours, theirs = socket.socketpair()
     try:
-        conn = Connection.__new__(Connection)  # a connected socket, no broker handshake
+        conn = KafkaConnection.__new__(KafkaConnection)  # a connected socket, no handshake
         conn.client_id, conn.correlation_id, conn._sent, conn.sock = "cid", 0, deque(), ours
         # larger than the socket buffers: sendmsg sends it in parts while we read
         tail = bytes(range(256)) * 12_000

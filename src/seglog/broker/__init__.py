@@ -3,16 +3,18 @@ protocol schemas, one partition = one ``seglog.storage.Log``.
 
 The APIs served and their versions are one table, ``seglog.broker.apis.registry``. Inside,
 subpackages import one way, bottom first (``tests/test_quality.py`` holds the order):
-``protocol`` (framing, API keys, errors) and ``config``; ``security`` (authorizer, TLS,
-SCRAM store, the connection's SASL session) and ``log`` (topic manager, durability,
-retention, producer state, internal topic names); ``coordinator`` (consumer groups,
-committed offsets); ``metrics``; ``context`` (the broker's services and each request's
-facts); ``apis`` (one module per API family, the registry); ``network`` (connections,
-listeners, dispatch); ``process`` (``seglog serve``'s event loop) and ``testing`` (a
-``seglog serve`` subprocess).
+``protocol`` (framing, API keys, errors, the blocking client) and ``config``; ``security``
+(authorizer, TLS, SCRAM store, the connection's SASL session) and ``log`` (topic manager,
+durability, retention, producer state, internal topic names); ``coordinator`` (consumer
+groups, committed offsets); ``metrics``; ``context`` (the broker's services and each
+request's facts); ``apis`` (one module per API family, the registry); ``network``
+(connections, listeners, dispatch); ``process`` (``seglog serve``'s event loop) and
+``testing`` (a ``seglog serve`` subprocess).
 
 Other packages use only the names below. They load on first use, so importing one of them
-(a settings table, ``parse_host_port``) does not load the whole broker.
+(a settings table, ``parse_host_port``) does not load the whole broker. Among them, the
+blocking Kafka wire client (``protocol.client``: ``KafkaConnection`` with TLS and SASL,
+``ClientSecurity``) that Spark's raw reader and sink share with the broker's framing.
 """
 
 from __future__ import annotations
@@ -32,6 +34,13 @@ if TYPE_CHECKING:
     from seglog.broker.log.internal_topics import OFFSETS_TOPIC
     from seglog.broker.network.server import Broker
     from seglog.broker.process import run_broker
+    from seglog.broker.protocol.client import (
+        CLIENT_OPTIONS,
+        ClientSecurity,
+        KafkaConnection,
+        client_supports,
+        split_host_port,
+    )
     from seglog.broker.security.scram_store import CredentialStore
     from seglog.broker.testing import BrokerProcess, free_port, start_broker
 
@@ -39,6 +48,8 @@ __all__ = [
     "BOOLEAN",
     "BROKER_SETTINGS",
     "BROKER_SETTINGS_BY_NAME",
+    # a blocking Kafka wire client (Spark's raw reader and sink)
+    "CLIENT_OPTIONS",
     "OFFSETS_TOPIC",
     # running a broker in this process
     "Broker",
@@ -47,13 +58,17 @@ __all__ = [
     "BrokerProcess",
     # the broker settings table (flags, server.properties keys, defaults)
     "BrokerSetting",
+    "ClientSecurity",
     # listeners and security
     "CredentialStore",
+    "KafkaConnection",
     "Listener",
+    "client_supports",
     "free_port",
     "parse_host_port",
     "parse_listeners",
     "run_broker",
+    "split_host_port",
     "start_broker",
 ]
 
@@ -65,13 +80,18 @@ _WHERE = {
     "BrokerConfig": "config.broker_config",
     "BrokerProcess": "testing",
     "BrokerSetting": "config.settings",
+    "CLIENT_OPTIONS": "protocol.client",
+    "ClientSecurity": "protocol.client",
     "CredentialStore": "security.scram_store",
+    "KafkaConnection": "protocol.client",
     "Listener": "config.listeners",
     "OFFSETS_TOPIC": "log.internal_topics",
+    "client_supports": "protocol.client",
     "free_port": "testing",
     "parse_host_port": "config.broker_config",
     "parse_listeners": "config.listeners",
     "run_broker": "process",
+    "split_host_port": "protocol.client",
     "start_broker": "testing",
 }
 

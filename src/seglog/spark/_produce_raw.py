@@ -9,8 +9,9 @@ vectorised encoder (``build_batches``), and each record batch (at most ``BATCH_B
 sent to its partition's leader: ProduceRequest v8 (Kafka >= 2.4; kafka-python's schemas),
 ``acks=-1`` (all in-sync replicas, what ``acks=all`` asks), one batch per partition per
 request as Kafka >= 3 requires, up to ``IN_FLIGHT`` requests in flight per connection
-(responses come back in order on a connection). Connections and security are the raw
-reader's (``_fetch``: TLS, SASL PLAIN / SCRAM). At-least-once like Spark's Kafka sink: a
+(responses come back in order on a connection). Connections and security are the broker's
+wire client, as the raw reader's (``seglog.broker.KafkaConnection``: TLS, SASL PLAIN /
+SCRAM; ``_fetch.raw_security``). At-least-once like Spark's Kafka sink: a
 retried task produces its rows again. A partition error fails the task with the error
 (``kafka.errors`` class) after ``RETRIES`` tries of a retriable one.
 
@@ -30,6 +31,7 @@ import pyarrow as pa
 from kafka.errors import UnknownTopicOrPartitionError, for_code
 from kafka.protocol.producer import ProduceRequest
 
+from seglog.broker import KafkaConnection, split_host_port
 from seglog.spark._encode import (
     BATCH_BYTES,
     Gathered,
@@ -39,13 +41,7 @@ from seglog.spark._encode import (
     records_of,
     split_columns,
 )
-from seglog.spark._fetch import (
-    Connection,
-    Security,
-    split_host_port,
-    topic_metadata,
-    whole_batches,
-)
+from seglog.spark._fetch import raw_security, whole_batches
 
 __all__ = ["IN_FLIGHT", "RawProducer", "produce_raw"]
 
@@ -73,10 +69,10 @@ class RawProducer:
     def __init__(self, kafka: Mapping[str, str], topic: str, timeout_s: float = 30) -> None:
         self.topic = topic
         self._client_id = kafka.get("client.id", "seglog-spark")
-        self._security = Security(kafka)
+        self._security = raw_security(kafka)
         self._timeout_s = timeout_s
         first = split_host_port(kafka["bootstrap.servers"].split(",")[0])
-        conn = Connection(*first, self._client_id, timeout_s, self._security)
+        conn = KafkaConnection(*first, self._client_id, timeout_s, self._security)
         try:
             meta, found = self._metadata(conn, topic, time.monotonic() + timeout_s)
         except BaseException:
@@ -85,7 +81,7 @@ class RawProducer:
         brokers = {b.node_id: (b.host, int(b.port)) for b in meta.brokers}
         self.leaders = {p.partition_index: brokers.get(p.leader_id) for p in found.partitions}
         self.partitions = len(self.leaders)
-        self._conns: dict[tuple[str, int], Connection] = {first: conn}
+        self._conns: dict[tuple[str, int], KafkaConnection] = {first: conn}
         self._waiting: dict[tuple[str, int], deque[tuple[int, Any, int]]] = {}
         self._spare: list[bytearray] = []
         """Buffers of answered ``send_copy`` batches, to copy the next ones into (fresh
@@ -94,13 +90,13 @@ class RawProducer:
         per task 0.076-0.094 -> 0.063-0.089 s)."""
 
     @staticmethod
-    def _metadata(conn: Connection, topic: str, deadline: float) -> tuple[Any, Any]:
+    def _metadata(conn: KafkaConnection, topic: str, deadline: float) -> tuple[Any, Any]:
         """Metadata v8 of ``topic``, asking the broker to create it if missing (as Kafka
         producers do: ``auto.create.topics.enable`` decides); retried while the answer
         is a retriable error (a topic just created has no leader yet) until ``deadline``."""
         tries = 0
         while True:
-            meta = topic_metadata(conn, topic, auto_create=True)
+            meta = conn.topic_metadata(topic, auto_create=True)
             found = [t for t in meta.topics if t.name == topic]
             code = found[0].error_code if found else 3
             code = code or next((p.error_code for p in found[0].partitions if p.error_code), 0)
@@ -112,10 +108,10 @@ class RawProducer:
                 raise error(f"seglog sink: Metadata of topic {topic}")
             time.sleep(min(0.05 * tries, 0.5))
 
-    def _conn(self, address: tuple[str, int]) -> Connection:
+    def _conn(self, address: tuple[str, int]) -> KafkaConnection:
         conn = self._conns.get(address)
         if conn is None:
-            conn = Connection(*address, self._client_id, self._timeout_s, self._security)
+            conn = KafkaConnection(*address, self._client_id, self._timeout_s, self._security)
             self._conns[address] = conn
         return conn
 
@@ -144,7 +140,7 @@ class RawProducer:
 
     def _request(self, partition: int) -> Any:
         """The Produce request of one batch to ``partition``, its records left empty:
-        ``Connection.send`` splices the batch in (kafka-python's encoder copied each
+        ``KafkaConnection.send`` splices the batch in (kafka-python's encoder copied each
         batch three times: measured with the bench sink, 1 M rows, wire: Python CPU
         0.37-0.43 -> 0.35-0.37 CPU-s per 1 M rows)."""
         req = ProduceRequest[8]

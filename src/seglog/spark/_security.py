@@ -5,7 +5,8 @@ Spark's Kafka source passes ``kafka.*`` to the Java client, so users write Java 
 librdkafka's (``kafka.ssl.ca.location``, ``kafka.sasl.username``) or kafka-python's
 (``kafka.ssl.cafile``, ``kafka.sasl.plain.username``). ``client_options`` turns all of
 them into librdkafka's names, which confluent-kafka takes as they are and the raw fetcher
-(``_fetch``) reads. Accepted:
+and sink (``_fetch``, ``_produce_raw``) pass to the broker's wire client
+(``seglog.broker.ClientSecurity``). Accepted:
 
 - ``security.protocol``: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (any case).
 - ``sasl.mechanism`` (librdkafka also ``sasl.mechanisms``): PLAIN, SCRAM-SHA-256,

@@ -22,11 +22,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import struct
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from seglog.broker.config.listeners import Listener
+from seglog.broker.protocol.framing import FRAME_SIZE
 from seglog.broker.security.session import Session
 from seglog.errors import ProtocolError
 
@@ -34,7 +34,6 @@ __all__ = ["Connection", "Dispatch", "Response"]
 
 log = logging.getLogger(__name__)
 
-_SIZE = struct.Struct(">i")
 _BUFFER_BYTES = 32 * 1024  # initial receive buffer (grows for large frames; bounds idle memory)
 _KEEP_BYTES = 2 * 1024 * 1024 + 64 * 1024  # larger buffers are dropped once empty
 _MIN_FREE = 16 * 1024  # move a small partial frame to the front below this much room
@@ -187,7 +186,7 @@ class Connection(asyncio.BufferedProtocol):
                 if len(buf) - start < 4:
                     self._compact()
                 break
-            (size,) = _SIZE.unpack_from(buf, start)
+            (size,) = FRAME_SIZE.unpack_from(buf, start)
             if size < 0 or size > self._max_request_bytes:
                 raise ProtocolError(
                     f"request size {size} outside 0..{self._max_request_bytes}"

@@ -1,12 +1,14 @@
 """Framing and headers of the Kafka wire protocol.
 
-A request frame is ``size:int32`` then the request header, then the body (Kafka's
-``RequestHeader`` v1, or v2 with tagged fields when the request version is flexible);
-a response frame is ``size:int32``, ``correlation_id:int32`` (plus an empty tagged-field
-byte for flexible versions, except ApiVersions whose response header is always v0), then
-the body. Bodies are decoded and encoded with kafka-python's generic schema classes
-(``kafka.protocol``, Kafka's JSON message schemas); the header is parsed here from a
-memoryview because ``decode(header=True)`` copies the payload. Whether a request header
+A request frame is ``size:int32`` (:data:`FRAME_SIZE`) then the request header, then the
+body (Kafka's ``RequestHeader`` v1, or v2 with tagged fields when the request version is
+flexible); a response frame is ``size:int32``, ``correlation_id:int32`` (plus a tagged-field
+section for flexible versions, except ApiVersions whose response header is always v0:
+:func:`response_header_flexible`), then the body. The broker's connections
+(``network.connection``) and the blocking client (``protocol.client``) share these. Bodies
+are decoded and encoded with kafka-python's generic schema classes (``kafka.protocol``,
+Kafka's JSON message schemas); headers are parsed here from a memoryview because
+``decode(header=True)`` copies the payload. Whether a request header
 is flexible (v2) depends on the API and version: the caller says, from its table of
 request schemas (``seglog.broker.apis.registry``).
 """
@@ -17,15 +19,22 @@ import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from seglog.broker.protocol.api_keys import ApiKey
 from seglog.broker.protocol.reader import WireReader
 from seglog.errors import ProtocolError
 
 __all__ = [
+    "FRAME_SIZE",
     "FlexibleRequest",
     "RequestHeader",
     "encode_response",
     "parse_request_header",
+    "parse_response_header",
+    "response_header_flexible",
 ]
+
+FRAME_SIZE = struct.Struct(">i")
+"""The int32 before every request and response frame: the bytes that follow it."""
 
 
 _HEADER = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
@@ -80,3 +89,22 @@ def encode_response(body: Any, correlation_id: int) -> bytearray:
     body.with_header(correlation_id=correlation_id)
     encoded: bytearray = body.encode(header=True, framed=True)
     return encoded
+
+
+def response_header_flexible(api_key: int, flexible_body: bool) -> bool:
+    """Whether a response carries ``ResponseHeader`` v1 (tagged fields after the correlation
+    id): when its version is flexible (``flexible_body``), except ApiVersions, whose
+    response header is v0 at every version so that a client reads it whatever it asked."""
+    return flexible_body and api_key != ApiKey.API_VERSIONS
+
+
+def parse_response_header(frame: memoryview, flexible: bool) -> tuple[int, int]:
+    """``(correlation_id, body_offset)`` of a response ``frame`` (the payload after the
+    size); ``flexible``: a v1 header (:func:`response_header_flexible`).
+
+    Raises ``ProtocolError`` when the frame is shorter than its header."""
+    reader = WireReader(frame, 0, flexible, "response header")
+    correlation_id = reader.int32()
+    if flexible:
+        reader.tagged_fields()
+    return correlation_id, reader.pos
