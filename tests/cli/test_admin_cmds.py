@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -152,6 +153,7 @@ def test_cluster_info(seglog: Seglog) -> None:
     assert "brokers" in table
 
 
+@pytest.mark.slow  # ~30 s: librdkafka gives up on 127.0.0.1:1 only after its timeouts
 def test_unreachable_broker_is_exit_1() -> None:
     done = Seglog("127.0.0.1:1")(
         "topic", "list", "-X", "socket.timeout.ms=2000", check=False, timeout=120

@@ -124,6 +124,7 @@ def _check_acked(path: str, acked: list[tuple[int, int]]) -> int:
         return end
 
 
+@pytest.mark.slow  # 20 writer processes killed: ~10 s
 def test_kill_9_keeps_every_acknowledged_message(tmp_path):
     path = str(tmp_path / "p")
     rng = random.Random(1234)
