@@ -17,6 +17,7 @@ from kafka.protocol.producer import InitProducerIdRequest
 
 from seglog.broker._testing import BrokerProcess, free_port
 
+from ._observe import METRICS_ARGS, metrics_port, wait_fetches_waiting
 from ._wire import Wire, ensure_topic, fetch_request, produce, values
 
 
@@ -64,12 +65,13 @@ def test_producer_ids_unique_across_restart(
 def test_signal_answers_long_poll_and_exits_0(
     broker_factory: Callable[..., BrokerProcess], sig: int
 ) -> None:
-    proc = broker_factory()
+    proc = broker_factory(METRICS_ARGS)
+    port = metrics_port(proc)
     with Wire(proc.bootstrap, timeout=30) as w:
         ensure_topic(w, "t")
         produce(w, "t", [b"kept"])
         w.send(fetch_request("t", {0: 1}, max_wait_ms=60_000))
-        time.sleep(0.3)  # the fetch is parked in its long poll
+        wait_fetches_waiting(port, 1)  # the fetch is parked in its long poll
         stopper = threading.Thread(target=proc.stop, args=(sig,))
         stopper.start()
         frame = w.recv_frame()  # answered at shutdown, not after 60 s
