@@ -10,6 +10,7 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError
 
 import pytest
+from tests._wait import async_wait_until, wait_until
 
 import seglog.aio
 from seglog import OFFSET_NEWEST, OFFSET_OLDEST, Log, Message, open_log
@@ -25,10 +26,11 @@ def _when_waiting(log: Log, fn: Callable[[], object], waiters: int = 1) -> threa
     (``Log.waiting_readers``): the wake-up is then what the test exercises, not a race."""
 
     def run() -> None:
-        deadline = time.monotonic() + 30
-        while log.waiting_readers < waiters:
-            assert time.monotonic() < deadline, "no reader started waiting"
-            time.sleep(0.001)  # polling a public state with a deadline
+        wait_until(
+            lambda: log.waiting_readers >= waiters,
+            interval=0.001,
+            message="no reader started waiting",
+        )
         fn()
 
     t = threading.Thread(target=run)
@@ -37,10 +39,11 @@ def _when_waiting(log: Log, fn: Callable[[], object], waiters: int = 1) -> threa
 
 
 async def _until_waiting(log: Log, waiters: int) -> None:
-    deadline = time.monotonic() + 30
-    while log.waiting_readers < waiters:
-        assert time.monotonic() < deadline, "readers did not start waiting"
-        await asyncio.sleep(0.001)  # polling a public state with a deadline
+    await async_wait_until(
+        lambda: log.waiting_readers >= waiters,
+        interval=0.001,
+        message="readers did not start waiting",
+    )
 
 
 def test_sync_woken_by_writer_and_timeout(make_log: MakeLog) -> None:

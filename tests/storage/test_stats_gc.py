@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from tests._wait import wait_until
 from typer.testing import CliRunner
 
 from seglog import Message, open_log, storage
@@ -98,10 +99,9 @@ def test_gc_closes_idle_handles_and_reopens(make_log: MakeLog) -> None:
         assert st.open_fds == len(segs)
         # periodic GC on a thread, stopped by close
         log.start_gc(every_s=0.05, unused_for_s=0.0)
-        deadline = time.monotonic() + 20
-        while sum(s.fd_is_open for s in log.state.segments) > 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert sum(s.fd_is_open for s in log.state.segments) == 1
+        wait_until(
+            lambda: sum(s.fd_is_open for s in log.state.segments) == 1, timeout=20, interval=0.05
+        )
     assert not any(t.name.startswith("seglog-gc") for t in threading.enumerate())
     assert not (paths & _open_fds())
 

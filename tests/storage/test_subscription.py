@@ -13,6 +13,7 @@ import threading
 import time
 
 import pytest
+from tests._wait import async_wait_until, wait_until
 
 import seglog.aio
 from seglog import OFFSET_NEWEST, Message, open_log
@@ -55,13 +56,6 @@ def _publish(log, n: int) -> int:
 
 def _offsets(deliveries: list[Delivery]) -> list[tuple[int, int]]:
     return [(d.offset, d.redelivery_count) for d in deliveries]
-
-
-def _until(predicate, what: str) -> None:
-    deadline = time.monotonic() + 30
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.001)  # polling a state with a deadline
 
 
 def _crash_copy(log, dest):
@@ -155,7 +149,7 @@ def test_fetch_waits_for_new_data(make_log):
         sub = log.subscribe("w")
 
         def publish_when_waiting() -> None:
-            _until(lambda: sub.waiting >= 1, "fetch did not wait")
+            wait_until(lambda: sub.waiting >= 1, interval=0.001, message="fetch did not wait")
             _publish(log, 2)
 
         t = threading.Thread(target=publish_when_waiting)
@@ -172,7 +166,7 @@ def test_fetch_at_max_in_flight_waits_for_an_ack(make_log):
         sub.fetch(10, 0)
 
         def ack_when_waiting() -> None:
-            _until(lambda: sub.waiting >= 1, "fetch did not wait")
+            wait_until(lambda: sub.waiting >= 1, interval=0.001, message="fetch did not wait")
             assert len(sub.pending()) == sub.max_in_flight  # full: only an ack makes room
             sub.ack(0)
 
@@ -371,7 +365,7 @@ def test_log_close_fails_a_waiting_fetch_and_keeps_the_state(make_log, backend):
 
     t = threading.Thread(target=fetch)
     t.start()
-    _until(lambda: sub.waiting >= 1, "fetch did not wait")
+    wait_until(lambda: sub.waiting >= 1, interval=0.001, message="fetch did not wait")
     log.close()
     t.join()
     assert len(errors) == 1
@@ -398,10 +392,9 @@ def test_aio_fetch_waits_for_data_and_times_out(make_log):
         sub = log.subscribe("w")
         assert await seglog.aio.fetch(sub, 10, 0.01) == []
         task = asyncio.create_task(seglog.aio.fetch(sub, 10, 30))
-        deadline = time.monotonic() + 30
-        while sub.waiting < 1:  # polling public state with a deadline
-            assert time.monotonic() < deadline, "fetch did not wait"
-            await asyncio.sleep(0.001)
+        await async_wait_until(
+            lambda: sub.waiting >= 1, interval=0.001, message="fetch did not wait"
+        )
         await asyncio.to_thread(_publish, log, 1)
         got = await task
         assert _offsets(got) == [(0, 0)]
