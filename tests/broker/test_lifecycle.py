@@ -7,13 +7,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.protocol.producer import InitProducerIdRequest
+from tests._wait import wait_until
 
 from seglog.broker._testing import BrokerProcess, free_port
 
@@ -33,11 +33,14 @@ def test_data_persists_across_restart(broker_factory: Callable[..., BrokerProces
     try:
         consumer.assign([TopicPartition("events", 0, 0)])
         got = []
-        deadline = time.monotonic() + 20
-        while len(got) < 100 and time.monotonic() < deadline:
+
+        def poll_once() -> bool:
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
                 got.append((msg.offset(), msg.key(), msg.value()))
+            return len(got) >= 100
+
+        wait_until(poll_once, timeout=20, interval=0, message=lambda: f"{len(got)} of 100")
     finally:
         consumer.close()
     assert got == [(i, b"k%d" % i, b"v%d" % i) for i in range(100)]

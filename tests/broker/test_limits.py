@@ -14,6 +14,7 @@ from pathlib import Path
 
 import crc32c
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from tests._wait import wait_until
 
 from seglog.broker._bounds import WALK_ABOVE_BYTES
 from seglog.broker._testing import BrokerProcess
@@ -73,15 +74,14 @@ def test_max_connections(broker_factory: Callable[..., BrokerProcess]) -> None:
         assert all(answers(w) for w in held)  # the others are still served
         assert produce(held[0], "kept", [b"while full"]) == 1
         held.pop().close()
-        deadline = time.monotonic() + 10
-        while True:  # the broker sees the close asynchronously
+
+        def answered() -> bool:
             with Wire(proc.bootstrap) as again:
-                try:
-                    assert answers(again)
-                    break
-                except (ConnectionError, OSError):
-                    assert time.monotonic() < deadline
-                    time.sleep(0.1)
+                assert answers(again)
+                return True
+
+        # the broker sees the close asynchronously: refused until then
+        wait_until(answered, timeout=10, interval=0.1, ignore=(ConnectionError, OSError))
     finally:
         for w in held:
             w.close()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -69,15 +68,16 @@ def _consume_all(bootstrap: str, topic: str, offset: int, end: int) -> list[Any]
     try:
         consumer.assign([TopicPartition(topic, 0, offset)])
         out: list[Any] = []
-        deadline = time.monotonic() + 30
-        while (not out or out[-1].offset() < end - 1) and time.monotonic() < deadline:
+
+        def poll_once() -> bool:
             msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error() is not None:
+            if msg is not None and msg.error() is not None:
                 assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                continue
-            out.append(msg)
+            elif msg is not None:
+                out.append(msg)
+            return bool(out) and out[-1].offset() >= end - 1
+
+        wait_until(poll_once, interval=0, message=lambda: f"{len(out)} messages, not to {end}")
         return out
     finally:
         consumer.close()
