@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests._wait import wait_until
 
 from seglog.broker._testing import BrokerProcess, start_broker
 from seglog.columnar import arrow_schema, mirrors_of, sync_mirrors
@@ -264,16 +265,23 @@ def test_broker_writes_mirrors_in_the_background(spark: Any, broker: BrokerProce
         producer.produce(TOPIC, key=f"k{i}".encode(), value=b"x" * 100)
         if i % 20 == 19:  # batches of 20 records (~2.5 KiB): several segments of 8 KiB
             assert producer.flush(30) == 0
-    deadline = time.monotonic() + 60
-    while True:  # a read-only view, opened anew each time to see the broker's new segments
+    seen = (0, 0)
+
+    def all_mirrored() -> bool:
+        nonlocal seen
+        # a read-only view, opened anew each time to see the broker's new segments
         with DataDir(broker.data_dir, create=False, read_only=True) as data_dir:
             log = data_dir.log(TOPIC, 0)
             closed = len(log.stats().segments) - 1
-            mirrored = len(mirrors_of(log))
-        if closed > 2 and mirrored == closed:
-            break
-        assert time.monotonic() < deadline, f"{mirrored} of {closed} closed segments mirrored"
-        time.sleep(0.2)
+            seen = (len(mirrors_of(log)), closed)
+        return closed > 2 and seen[0] == closed
+
+    wait_until(
+        all_mirrored,
+        timeout=60,
+        interval=0.2,
+        message=lambda: f"{seen[0]} of {seen[1]} closed segments mirrored",
+    )
     got = read_topic(spark, broker.data_dir, TOPIC)
     assert _rows(got) == _rows(_seglog(spark, broker.data_dir))
     assert got.count() == 400
