@@ -212,9 +212,9 @@ def test_raw_fetch_and_confluent_consumer_read_the_same_rows(
 
 
 def test_whole_batches_stop_at_a_partial_batch() -> None:
-    from seglog.spark._fetch import raw_fetch_applies, whole_batches  # noqa: PLC0415
+    from tests.columnar._data import record_batch  # noqa: PLC0415
 
-    from ._data import record_batch  # noqa: PLC0415
+    from seglog.spark._fetch import raw_fetch_applies, whole_batches  # noqa: PLC0415
 
     chunks = []
     for base in (0, 5):

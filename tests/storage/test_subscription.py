@@ -6,16 +6,14 @@ of the directory) and kill -9 copies are disk-only, a memory log being gone at c
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import threading
 import time
 
 import pytest
-from tests._wait import async_wait_until, wait_until
+from tests._wait import wait_until
 
-import seglog.aio
 from seglog import OFFSET_NEWEST, Message, open_log
 from seglog.errors import (
     InvalidOffsetError,
@@ -385,34 +383,6 @@ def test_relaxed_policy_state_survives_a_kill(tmp_path, fake_clock):
         crashed = _crash_copy(log, tmp_path / "crashed")
     with open_log(crashed) as log:
         assert _offsets(log.subscribe("w").fetch(10, 0)) == [(1, 1), (2, 1), (3, 0)]
-
-
-def test_aio_fetch_waits_for_data_and_times_out(make_log):
-    async def main(log) -> None:
-        sub = log.subscribe("w")
-        assert await seglog.aio.fetch(sub, 10, 0.01) == []
-        task = asyncio.create_task(seglog.aio.fetch(sub, 10, 30))
-        await async_wait_until(
-            lambda: sub.waiting >= 1, interval=0.001, message="fetch did not wait"
-        )
-        await asyncio.to_thread(_publish, log, 1)
-        got = await task
-        assert _offsets(got) == [(0, 0)]
-        sub.ack(0)
-
-    with make_log() as log:
-        asyncio.run(main(log))
-
-
-def test_aio_fetch_waits_for_an_expiry(make_log):
-    async def main(log) -> None:
-        sub = log.subscribe("w", ack_wait_ms=30)
-        assert _offsets(await seglog.aio.fetch(sub, 10, 0)) == [(0, 0)]
-        assert _offsets(await seglog.aio.fetch(sub, 10, 30)) == [(0, 1)]
-
-    with make_log() as log:
-        _publish(log, 1)
-        asyncio.run(main(log))
 
 
 def test_a_damaged_snapshot_line_is_an_error_not_a_silent_restart(tmp_path):
