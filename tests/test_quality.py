@@ -27,6 +27,7 @@ def test_ruff_format_is_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow  # mypy --strict over src: ~6 s (more without its cache)
 def test_mypy_strict_is_clean() -> None:
     result = _run(str(BIN / "mypy"))
     assert result.returncode == 0, result.stdout + result.stderr

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -11,6 +10,7 @@ from aiokafka.structs import TopicPartition as ATopicPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
+from tests._wait import async_wait_until
 
 
 def test_kafka_python_idempotent_producer_and_consumer(broker: str, topic: str) -> None:
@@ -99,10 +99,13 @@ async def test_aiokafka_produce_consume(broker: str, topic: str) -> None:
         consumer.assign([tp])
         await consumer.seek_to_beginning(tp)
         got = []
-        deadline = time.monotonic() + 20
-        while len(got) < 21 and time.monotonic() < deadline:
+
+        async def fetched_21() -> bool:
             batch = await consumer.getmany(tp, timeout_ms=1000)
             got.extend(batch.get(tp, []))
+            return len(got) >= 21
+
+        await async_wait_until(fetched_21, timeout=20, interval=0, message=lambda: f"got {got}")
     finally:
         await consumer.stop()
     assert [m.offset for m in got] == list(range(21))

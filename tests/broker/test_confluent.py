@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from tests._wait import wait_until
 
 
 def produce(bootstrap: str, topic: str, messages: list[dict[str, Any]], **conf: Any) -> None:
@@ -37,13 +38,15 @@ def consume(bootstrap: str, topic: str, count: int, *, offset: int = 0, **conf: 
     try:
         consumer.assign([TopicPartition(topic, 0, offset)])
         out: list[Any] = []
-        deadline = time.monotonic() + 30
-        while len(out) < count and time.monotonic() < deadline:
+
+        def poll_once() -> bool:
             msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            assert msg.error() is None, msg.error()
-            out.append(msg)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                out.append(msg)
+            return len(out) >= count
+
+        wait_until(poll_once, interval=0, message=lambda: f"{len(out)} of {count} messages")
         return out
     finally:
         consumer.close()
@@ -115,11 +118,14 @@ def test_group_commit_in_assign_mode(broker: str, topic: str) -> None:
         assert consumer.committed([tp], timeout=10)[0].offset == -1001  # OFFSET_INVALID
         consumer.assign([tp])  # from the committed offset, reset to earliest
         seen = []
-        deadline = time.monotonic() + 20
-        while len(seen) < 4 and time.monotonic() < deadline:
+
+        def poll_once() -> bool:
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
                 seen.append(msg.offset())
+            return len(seen) >= 4
+
+        wait_until(poll_once, timeout=20, interval=0, message=lambda: f"seen {seen}")
         assert seen == [0, 1, 2, 3]
         consumer.commit(offsets=[TopicPartition(topic, 0, 4)], asynchronous=False)
     finally:
@@ -128,10 +134,7 @@ def test_group_commit_in_assign_mode(broker: str, topic: str) -> None:
     try:
         assert second.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 4
         second.assign([TopicPartition(topic, 0)])  # resumes at the committed offset
-        msg = None
-        deadline = time.monotonic() + 20
-        while msg is None and time.monotonic() < deadline:
-            msg = second.poll(0.5)
+        msg = wait_until(lambda: second.poll(0.5), timeout=20, interval=0, message="no message")
         assert msg is not None
         assert msg.error() is None
         assert msg.offset() == 4
@@ -152,12 +155,12 @@ def test_consume_past_end_resets(broker: str, topic: str) -> None:
     )
     try:
         consumer.assign([TopicPartition(topic, 0, 100)])
-        err = None
-        deadline = time.monotonic() + 20
-        while err is None and time.monotonic() < deadline:
+
+        def poll_error() -> Any:
             msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is not None:
-                err = msg.error()
+            return None if msg is None else msg.error()
+
+        err = wait_until(poll_error, timeout=20, interval=0, message="no error polled")
         assert err is not None
         assert err.code() == KafkaError._AUTO_OFFSET_RESET
     finally:

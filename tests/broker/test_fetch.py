@@ -2,53 +2,29 @@
 
 from __future__ import annotations
 
-import re
 import select
 import struct
 import time
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import MetadataRequest
-from prometheus_client.parser import text_string_to_metric_families
 
 from seglog.broker import BrokerProcess
 
+from ._observe import METRICS_ARGS, fetches_waiting, metrics_port, wait_fetches_waiting
 from ._wire import Wire, ensure_topic, fetch_request, make_batch, produce, produce_request, values
 
 
-def _metrics_port(proc: BrokerProcess) -> int:
-    """The port of ``--metrics-listen 127.0.0.1:0``, from the broker's log line."""
-    deadline = time.monotonic() + 30
-    while (m := re.search(r"metrics on http://127\.0\.0\.1:(\d+)/", proc.log_text())) is None:
-        assert time.monotonic() < deadline, proc.log_text()
-        time.sleep(0.01)  # polling the broker's log with a deadline
-    return int(m.group(1))
-
-
-def _fetches_waiting(port: int) -> float:
-    """The broker's ``seglog_fetches_waiting`` gauge: fetches parked in a long poll (the
-    fetch purgatory). It is read on the broker's event loop, so a fetch it counts has
-    already found nothing to answer and awaits a wake-up."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "seglog_fetches_waiting":
-                return float(sample.value)
-    raise AssertionError("no seglog_fetches_waiting gauge")
-
-
 def test_long_poll_woken_by_append(broker_factory: Callable[..., BrokerProcess]) -> None:
-    proc = broker_factory(["--metrics-listen", "127.0.0.1:0"])
-    port, topic = _metrics_port(proc), "long-poll"
+    proc = broker_factory(METRICS_ARGS)
+    port, topic = metrics_port(proc), "long-poll"
     with Wire(proc.bootstrap) as w:
         ensure_topic(w, topic)
         produce(w, topic, [b"old"])
-    assert _fetches_waiting(port) == 0
+    assert fetches_waiting(port) == 0
 
     with Wire(proc.bootstrap, timeout=30) as w:
         request = fetch_request(topic, {0: 1}, max_wait_ms=20_000)
@@ -56,10 +32,7 @@ def test_long_poll_woken_by_append(broker_factory: Callable[..., BrokerProcess])
         w.send(request)
         # the broker reports the fetch parked (nothing new exists) before anything is
         # produced: the wake-up by the append is what this test exercises
-        deadline = time.monotonic() + 15
-        while _fetches_waiting(port) < 1:
-            assert time.monotonic() < deadline, "the fetch never parked in the broker"
-            time.sleep(0.01)  # polling the broker's public metric with a deadline
+        wait_fetches_waiting(port, 1, timeout=15)
         # parked means unanswered: no response (e.g. an early empty one) has been sent
         readable, _, _ = select.select([w.sock], [], [], 0)
         assert readable == []
@@ -71,7 +44,7 @@ def test_long_poll_woken_by_append(broker_factory: Callable[..., BrokerProcess])
     assert values(part.records) == [b"new"]  # answered after the produce, with its data
     assert part.high_watermark == 2
     assert elapsed < 15  # woken by the append, not by the 20 s max wait
-    assert _fetches_waiting(port) == 0  # answered: out of the long poll
+    assert fetches_waiting(port) == 0  # answered: out of the long poll
 
 
 def test_long_poll_times_out_empty(broker: str, topic: str) -> None:

@@ -4,9 +4,11 @@ offsets never go backwards and nothing acknowledged is lost."""
 
 from __future__ import annotations
 
+import pytest
 from scripts.group_churn import run
 
 
+@pytest.mark.slow  # 25 s of churn
 def test_group_churn_short() -> None:
     figures = run(seconds=25, broker_kill_s=8)
     print(figures)

@@ -26,6 +26,7 @@ from kafka.protocol.consumer import (
     OffsetFetchRequest,
     SyncGroupRequest,
 )
+from tests._wait import async_wait_until, wait_until
 
 from seglog.broker import BrokerProcess
 
@@ -71,8 +72,8 @@ def confluent_consumer(bootstrap: str, group: str, **conf: Any) -> Consumer:
 def poll_values(consumers: list[Consumer], want: int, timeout: float = 30) -> list[bytes]:
     """Poll every consumer in turn until ``want`` messages arrived in total."""
     out: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    while len(out) < want and time.monotonic() < deadline:
+
+    def poll_once() -> bool:
         for c in consumers:
             msg = c.poll(0.1)
             if msg is not None:
@@ -80,18 +81,27 @@ def poll_values(consumers: list[Consumer], want: int, timeout: float = 30) -> li
                 value = msg.value()
                 assert value is not None
                 out.append(value)
+        return len(out) >= want
+
+    wait_until(poll_once, timeout, interval=0, message=lambda: f"{len(out)} of {want}: {out}")
     return out
 
 
 def wait_assignments(consumers: list[Consumer], check: Any, timeout: float = 30) -> list[set[int]]:
     """Poll until ``check(assignments)`` holds; returns each consumer's partitions."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def assigned() -> list[set[int]] | None:
         for c in consumers:
             c.poll(0.05)
         parts = [{tp.partition for tp in c.assignment()} for c in consumers]
-        if check(parts) or time.monotonic() > deadline:
-            return parts
+        return parts if check(parts) else None
+
+    return wait_until(
+        assigned,
+        timeout,
+        interval=0,
+        message=lambda: f"assignments {[c.assignment() for c in consumers]}",
+    )
 
 
 def test_advertised_group_apis(broker: str) -> None:
@@ -195,10 +205,13 @@ async def test_aiokafka_subscribe_round_trip(broker: str, topic: str) -> None:
     await consumer.start()
     try:
         got: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while len(got) < 30 and time.monotonic() < deadline:
+
+        async def fetched_30() -> bool:
             batches = await consumer.getmany(timeout_ms=500)
             got.extend(m.value for msgs in batches.values() for m in msgs)
+            return len(got) >= 30
+
+        await async_wait_until(fetched_30, interval=0, message=lambda: f"got {got}")
         await consumer.commit()
         assert len(consumer.assignment()) == PARTITIONS
         committed = [await consumer.committed(tp) for tp in consumer.assignment()]
@@ -289,12 +302,12 @@ def heartbeat(w: Wire, group: str, generation: int, member: str) -> int:
 
 def wait_heartbeat_code(w: Wire, group: str, generation: int, member: str) -> int:
     """Heartbeat every 0.2 s while the answer is 0 (up to 10 s); the first other code."""
-    deadline = time.monotonic() + 10
-    code = heartbeat(w, group, generation, member)
-    while code == 0 and time.monotonic() < deadline:
-        time.sleep(0.2)
-        code = heartbeat(w, group, generation, member)
-    return code
+    return wait_until(
+        lambda: heartbeat(w, group, generation, member),
+        timeout=10,
+        interval=0.2,
+        message="every heartbeat answered 0",
+    )
 
 
 def describe(w: Wire, group: str) -> Any:
@@ -552,10 +565,12 @@ def test_offset_delete_of_non_consumer_group_with_members(broker: str, topic: st
             group, first.member_id, protocol_type="connect", protocols=[("default", b"w2")]
         )
         joiner.send(second)  # parked until the rebalance completes
-        deadline = time.monotonic() + 10
-        while describe(w, group).groups[0].group_state != "PreparingRebalance":
-            assert time.monotonic() < deadline, "no rebalance started"
-            time.sleep(0.02)
+        wait_until(
+            lambda: describe(w, group).groups[0].group_state == "PreparingRebalance",
+            timeout=10,
+            interval=0.02,
+            message="no rebalance started",
+        )
         resp = w.call(offset_delete_request(group, topic))
         assert (resp.error_code, resp.topics) == (68, [])
         assert fetched(w) == 3
@@ -588,10 +603,12 @@ def test_members_joining_during_the_first_rebalance_share_it(
     with Wire(proc.bootstrap) as a, Wire(proc.bootstrap) as b, Wire(proc.bootstrap) as c:
         first, second = join_request("g", "", 3), join_request("g", "", 3)
         a.send(first)
-        deadline = time.monotonic() + 10
-        while describe(c, "g").groups[0].group_state != "PreparingRebalance":
-            assert time.monotonic() < deadline, "the first join did not start a rebalance"
-            time.sleep(0.02)
+        wait_until(
+            lambda: describe(c, "g").groups[0].group_state == "PreparingRebalance",
+            timeout=10,
+            interval=0.02,
+            message="the first join did not start a rebalance",
+        )
         b.send(second)
         other = c.call(join_request("g", "", 3, protocol_type="connect"))
         assert other.error_code == 23

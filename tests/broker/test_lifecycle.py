@@ -7,16 +7,17 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.protocol.producer import InitProducerIdRequest
+from tests._wait import wait_until
 
 from seglog.broker import BrokerProcess, free_port
 
+from ._observe import METRICS_ARGS, metrics_port, wait_fetches_waiting
 from ._wire import Wire, ensure_topic, fetch_request, produce, values
 
 
@@ -32,11 +33,14 @@ def test_data_persists_across_restart(broker_factory: Callable[..., BrokerProces
     try:
         consumer.assign([TopicPartition("events", 0, 0)])
         got = []
-        deadline = time.monotonic() + 20
-        while len(got) < 100 and time.monotonic() < deadline:
+
+        def poll_once() -> bool:
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
                 got.append((msg.offset(), msg.key(), msg.value()))
+            return len(got) >= 100
+
+        wait_until(poll_once, timeout=20, interval=0, message=lambda: f"{len(got)} of 100")
     finally:
         consumer.close()
     assert got == [(i, b"k%d" % i, b"v%d" % i) for i in range(100)]
@@ -64,12 +68,13 @@ def test_producer_ids_unique_across_restart(
 def test_signal_answers_long_poll_and_exits_0(
     broker_factory: Callable[..., BrokerProcess], sig: int
 ) -> None:
-    proc = broker_factory()
+    proc = broker_factory(METRICS_ARGS)
+    port = metrics_port(proc)
     with Wire(proc.bootstrap, timeout=30) as w:
         ensure_topic(w, "t")
         produce(w, "t", [b"kept"])
         w.send(fetch_request("t", {0: 1}, max_wait_ms=60_000))
-        time.sleep(0.3)  # the fetch is parked in its long poll
+        wait_fetches_waiting(port, 1)  # the fetch is parked in its long poll
         stopper = threading.Thread(target=proc.stop, args=(sig,))
         stopper.start()
         frame = w.recv_frame()  # answered at shutdown, not after 60 s

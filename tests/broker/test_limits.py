@@ -14,10 +14,12 @@ from pathlib import Path
 
 import crc32c
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from tests._wait import wait_until
 
 from seglog.broker import BrokerProcess
 from seglog.broker.protocol.bounds import WALK_ABOVE_BYTES
 
+from ._observe import METRICS_ARGS, metric, metrics_port, wait_fetches_waiting
 from ._wire import (
     Wire,
     api_versions,
@@ -72,15 +74,14 @@ def test_max_connections(broker_factory: Callable[..., BrokerProcess]) -> None:
         assert all(answers(w) for w in held)  # the others are still served
         assert produce(held[0], "kept", [b"while full"]) == 1
         held.pop().close()
-        deadline = time.monotonic() + 10
-        while True:  # the broker sees the close asynchronously
+
+        def answered() -> bool:
             with Wire(proc.bootstrap) as again:
-                try:
-                    assert answers(again)
-                    break
-                except (ConnectionError, OSError):
-                    assert time.monotonic() < deadline
-                    time.sleep(0.1)
+                assert answers(again)
+                return True
+
+        # the broker sees the close asynchronously: refused until then
+        wait_until(answered, timeout=10, interval=0.1, ignore=(ConnectionError, OSError))
     finally:
         for w in held:
             w.close()
@@ -141,7 +142,8 @@ def test_queued_max_requests_pauses_reading(
 ) -> None:
     """With 2 requests in flight on a connection the broker reads no further request from
     it (a produce behind two long polls is not appended) until one is answered."""
-    proc = broker_factory(["--queued-max-requests", "2"])
+    proc = broker_factory(["--queued-max-requests", "2", *METRICS_ARGS])
+    port = metrics_port(proc)
     with Wire(proc.bootstrap, timeout=30) as w:
         ensure_topic(w, "q")
         polls = [
@@ -149,8 +151,13 @@ def test_queued_max_requests_pauses_reading(
             for _ in range(2)
         ]
         queued = w.send(produce_request("q", make_batch([b"queued"])))
-        time.sleep(0.5)
-        assert high_watermark(proc.bootstrap, "q") == 0  # not read yet
+        # both polls read and parked: the produce behind them, sent before they parked, is
+        # in the broker's socket buffer; had the broker read on, it would have appended it
+        # before the metrics (answered on the same event loop) showed the polls parked
+        wait_fetches_waiting(port, 2)
+        end = {"topic": "q", "partition": "0"}
+        assert metric(port, "seglog_log_end_offset", end) == 0  # not read yet
+        assert high_watermark(proc.bootstrap, "q") == 0
         got = [struct.unpack_from(">i", w.recv_frame(), 0)[0] for _ in range(3)]
         assert got == [*polls, queued]
         assert high_watermark(proc.bootstrap, "q") == 1

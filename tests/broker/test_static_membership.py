@@ -4,12 +4,12 @@ rebalance of the others; its old member id is fenced."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.consumer import HeartbeatRequest
+from tests._wait import wait_until
 
 from ._wire import Wire
 
@@ -36,13 +36,12 @@ def _member(broker: str, group: str, instance: str, events: list[str]) -> Consum
 
 
 def _poll_until(consumers: list[Consumer], done: Any, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def poll_once() -> bool:
         for c in consumers:
             c.poll(0.1)
-        if done():
-            return
-    raise AssertionError("condition not reached")
+        return bool(done())
+
+    wait_until(poll_once, timeout, interval=0, message="condition not reached")
 
 
 def test_static_member_restart_keeps_assignment_without_rebalance(broker: str) -> None:

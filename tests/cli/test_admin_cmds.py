@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import time
-
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from tests._wait import wait_until
 
 from .conftest import Seglog
 
@@ -95,9 +95,14 @@ def test_group_describe_shows_real_lag(seglog: Seglog, broker: str, topic: str) 
     member = Consumer({"bootstrap.servers": broker, "group.id": group, "client.id": "cli-test"})
     member.subscribe([topic])
     try:
-        deadline = time.monotonic() + 30
-        while not member.assignment() and time.monotonic() < deadline:
+
+        def assigned() -> bool:
+            if member.assignment():
+                return True
             member.poll(0.2)
+            return False
+
+        wait_until(assigned, interval=0, message="the member got no assignment")
         doc = seglog.json("group", "describe", group)
         assert doc["state"] == "STABLE"
         assert [m["client_id"] for m in doc["members"]] == ["cli-test"]
@@ -152,6 +157,7 @@ def test_cluster_info(seglog: Seglog) -> None:
     assert "brokers" in table
 
 
+@pytest.mark.slow  # ~30 s: librdkafka gives up on 127.0.0.1:1 only after its timeouts
 def test_unreachable_broker_is_exit_1() -> None:
     done = Seglog("127.0.0.1:1")(
         "topic", "list", "-X", "socket.timeout.ms=2000", check=False, timeout=120

@@ -6,10 +6,10 @@ import base64
 import json
 import signal
 import subprocess
-import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests._wait import wait_until
 
 from .conftest import SEGLOG, Seglog
 
@@ -111,12 +111,11 @@ def test_group_mode_commits_and_ctrl_c_leaves(seglog: Seglog, broker: str, topic
         stderr=subprocess.PIPE,
     )
     admin = AdminClient({"bootstrap.servers": broker})
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        desc = admin.describe_consumer_groups([group])[group].result(10)
-        if desc.members:
-            break
-    assert desc.members, "the consumer never joined"
+    wait_until(
+        lambda: admin.describe_consumer_groups([group])[group].result(10).members,
+        interval=0.05,
+        message="the consumer never joined",
+    )
     proc.send_signal(signal.SIGINT)
     assert proc.wait(30) == 0, proc.stderr.read() if proc.stderr else ""
     desc = admin.describe_consumer_groups([group])[group].result(10)

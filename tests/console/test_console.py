@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests._wait import wait_until
 
 from seglog.broker import BrokerProcess, free_port, start_broker
 
@@ -66,17 +66,18 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/api/overview", timeout=5) as resp:
-                if resp.status == 200:
-                    break
-        except OSError:
-            if time.monotonic() > deadline or console.poll() is not None:
-                out = console.stdout.read().decode() if console.stdout else ""
-                raise RuntimeError(f"console did not start: {out}") from None
-            time.sleep(0.2)  # polling for the server to come up, not deciding an outcome
+
+    def not_started() -> str:
+        out = console.stdout.read().decode() if console.stdout else ""
+        return f"console did not start: {out}"
+
+    def serving() -> bool:
+        assert console.poll() is None, not_started()
+        with urllib.request.urlopen(f"{url}/api/overview", timeout=5) as resp:
+            return resp.status == 200
+
+    # polling for the server to come up, not deciding an outcome
+    wait_until(serving, interval=0.2, message=not_started, ignore=(OSError,))
     try:
         yield {"url": url, "broker": broker, "shots": work}
     finally:
@@ -158,17 +159,14 @@ def test_serve_console_listen(tmp_path: Path) -> None:
         tmp_path / "data", port=port, extra_args=["--console-listen", f"127.0.0.1:{console_port}"]
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{console_port}/api/overview", timeout=5
-                ) as resp:
-                    doc = json.loads(resp.read())
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, broker.log_text()
-                time.sleep(0.2)  # polling for the server to come up
+
+        def overview() -> Any:
+            url = f"http://127.0.0.1:{console_port}/api/overview"
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return json.loads(resp.read())
+
+        # polling for the server to come up
+        doc = wait_until(overview, interval=0.2, message=broker.log_text, ignore=(OSError,))
         assert [b["port"] for b in doc["brokers"]] == [port]  # a client of its own broker
         # in the broker's process the overview knows the broker's uptime (not only its own)
         assert doc["broker_uptime_s"] is not None

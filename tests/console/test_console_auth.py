@@ -9,7 +9,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -23,6 +22,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from tests._wait import wait_until
 
 from seglog.broker import free_port, start_broker
 
@@ -101,15 +101,13 @@ def test_console_logs_in_to_the_broker(tmp_path: Path) -> None:
     )
     url = f"http://127.0.0.1:{web}/api/topics"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                status, _body = _get(url)
-                break
-            except OSError:
-                assert time.monotonic() < deadline
-                assert console.poll() is None
-                time.sleep(0.2)  # polling for the server to come up
+
+        def answered() -> tuple[int, bytes]:
+            assert console.poll() is None
+            return _get(url)
+
+        # polling for the server to come up
+        status, _body = wait_until(answered, interval=0.2, ignore=(OSError,))
         assert status == 401  # no credentials
         assert _get(url, "alice", "wrong")[0] == 401
         status, body = _get(url, "alice", "alice-pw")

@@ -5,11 +5,11 @@ broker listens) nor when it stops (its clients log only critical lines)."""
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from tests._wait import wait_until
 
 from seglog.broker import free_port, start_broker
 
@@ -22,16 +22,13 @@ def test_console_listen_leaves_no_librdkafka_lines_in_the_broker_log(tmp_path: P
         tmp_path / "data", port=port, extra_args=["--console-listen", f"127.0.0.1:{console_port}"]
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:  # the console's admin client connects for the first overview
-            try:
-                url = f"http://127.0.0.1:{console_port}/api/overview"
-                with urllib.request.urlopen(url, timeout=5) as resp:
-                    assert json.loads(resp.read())["brokers"]
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, broker.log_text()
-                time.sleep(0.2)  # polling for the console to come up
+
+        def overview() -> bool:  # the console's admin client connects for the first one
+            url = f"http://127.0.0.1:{console_port}/api/overview"
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return bool(json.loads(resp.read())["brokers"])
+
+        wait_until(overview, timeout=30, interval=0.2, ignore=(OSError,), message=broker.log_text)
     finally:
         assert broker.stop() == 0
     log = broker.log_text()

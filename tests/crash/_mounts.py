@@ -14,10 +14,10 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
+from tests._wait import wait_until
 
 from ._harness import REPO
 
@@ -84,13 +84,20 @@ def lazy_mount(mountpoint: pathlib.Path) -> Iterator[LazyMount]:
         cwd=str(REPO),
     )
     try:
-        deadline = time.monotonic() + 20
-        while not os.path.ismount(mountpoint):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.flush()
-                out = mountpoint.with_name(mountpoint.name + ".fuse.log").read_text()
-                pytest.fail(f"the lazy FUSE filesystem did not mount ({proc.poll()}): {out}")
-            time.sleep(0.02)
+
+        def not_mounted() -> str:
+            log.flush()
+            out = mountpoint.with_name(mountpoint.name + ".fuse.log").read_text()
+            return f"the lazy FUSE filesystem did not mount ({proc.poll()}): {out}"
+
+        def mounted() -> bool:
+            if os.path.ismount(mountpoint):
+                return True
+            if proc.poll() is not None:
+                pytest.fail(not_mounted())
+            return False
+
+        wait_until(mounted, timeout=20, interval=0.02, message=not_mounted)
         yield LazyMount(mountpoint, proc)
     finally:
         subprocess.run(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 
 import pytest
+from tests._wait import wait_until
+from tests.storage._threads import with_sync_thread
 
 from seglog.errors import LogClosedError, StorageError
 from seglog.storage import Log, LogConfig, Message, check
@@ -108,7 +109,7 @@ def test_fsync_eio_takes_the_log_offline_never_retried(tmp_path):
     size = 200
     with lazy_mount(tmp_path / "mnt") as fs:
         p = fs.path / "p"
-        log = Log.open(p, CFG, create=True)
+        log, fsync_thread = with_sync_thread(lambda: Log.open(p, CFG, create=True))
         try:
             acked = 0
             for _ in range(5):
@@ -123,7 +124,9 @@ def test_fsync_eio_takes_the_log_offline_never_retried(tmp_path):
                 log.sync()
             with pytest.raises(LogClosedError):
                 log.append(b"")
-            time.sleep(0.2)  # a retrying fsync thread would show up in the counters
+            # the fsync thread stops for good at the error (a retrying one would stay
+            # alive, and its retries show up in the counters)
+            wait_until(lambda: not fsync_thread.is_alive(), timeout=10, message="fsync thread")
         finally:
             log.close()
         counters = fs.counters()

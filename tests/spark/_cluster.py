@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyspark
+from tests._wait import wait_until
 
 from seglog.broker import free_port
 
@@ -102,18 +102,17 @@ def standalone_cluster(
                     logs[-1],
                 )
             )  # fmt: skip
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                alive = [w for w in cluster.state()["workers"] if w["state"] == "ALIVE"]  # type: ignore[attr-defined]
-            except OSError:
-                alive = []
-            if len(alive) == workers:
-                break
-            if time.monotonic() > deadline or any(p.poll() is not None for p in cluster.processes):
-                tails = "\n".join(f"--- {log}\n{log.read_text()[-2000:]}" for log in logs)
-                raise RuntimeError(f"the standalone cluster did not start:\n{tails}")
-            time.sleep(0.5)
+
+        def not_started() -> str:
+            tails = "\n".join(f"--- {log}\n{log.read_text()[-2000:]}" for log in logs)
+            return f"the standalone cluster did not start:\n{tails}"
+
+        def all_alive() -> bool:
+            assert all(p.poll() is None for p in cluster.processes), not_started()
+            state = cluster.state()  # type: ignore[attr-defined]
+            return len([w for w in state["workers"] if w["state"] == "ALIVE"]) == workers
+
+        wait_until(all_alive, timeout_s, interval=0.5, message=not_started, ignore=(OSError,))
         yield cluster
     finally:
         for process in reversed(cluster.processes):

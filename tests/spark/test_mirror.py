@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests._wait import wait_until
+from tests.columnar._mirrored import PARTITIONS, PER_PARTITION, TOPIC, fill, mirrored_data
 
 from seglog.broker import BrokerProcess, start_broker
 from seglog.columnar import arrow_schema, mirrors_of, sync_mirrors
@@ -28,34 +28,6 @@ from seglog.spark import read_topic
 from seglog.spark._read_topic import plan_topic_read
 from seglog.spark._tail import TAIL_DIR, TAIL_TTL_S
 from seglog.storage import DataDir, Message, compact, trim_by_offset
-
-TOPIC = "mirrored"
-PARTITIONS = 2
-PER_PARTITION = 600
-
-
-def _fill(path: Path, topic: str = TOPIC, *, keys: int | None = None) -> None:
-    """``PER_PARTITION`` records per partition in batches of 10, small segments (6 per
-    partition), with headers on every third record; with ``keys``, the first 200 records of
-    a partition cycle through that many keys (for compaction), the rest have unique keys."""
-    with DataDir(path) as data_dir:
-        data_dir.create_topic(
-            topic, PARTITIONS, {"segment.bytes": "4096", "seglog.parquet.mirror": "true"}
-        )
-        for p in range(PARTITIONS):
-            log = data_dir.log(topic, p)
-            for first in range(0, PER_PARTITION, 10):
-                log.publish(
-                    [
-                        Message(
-                            key=(f"k{i % keys}" if keys and i < 200 else f"u{i}").encode(),
-                            value=f"p{p}-v{i}".encode() * 3,
-                            headers=[("h", f"{i}".encode())] if i % 3 == 0 else [],
-                        )
-                        for i in range(first, first + 10)
-                    ]
-                )
-            log.sync()
 
 
 def _rows(df: Any) -> list[tuple[Any, ...]]:
@@ -77,34 +49,7 @@ def _seglog(spark: Any, path: Path, start: str = "earliest", end: str = "latest"
 
 @pytest.fixture
 def mirrored(tmp_path: Path) -> Path:
-    path = tmp_path / "data"
-    _fill(path)
-    report = sync_mirrors(path)
-    assert len(report.built) == 2 * 5  # every closed segment of both partitions
-    assert report.removed == []
-    return path
-
-
-def test_mirror_files_hold_each_closed_segment(mirrored: Path) -> None:
-    with DataDir(mirrored, create=False, read_only=True) as data_dir:
-        for p in range(PARTITIONS):
-            log = data_dir.log(TOPIC, p)
-            mirrors = mirrors_of(log)
-            segments = log.stats().segments
-            # every segment but the active one, in order, contiguous
-            assert [m.base_offset for m in mirrors] == [s.base_offset for s in segments[:-1]]
-            for mirror, seg in zip(mirrors, segments, strict=False):
-                table = pq.read_table(mirror.path)
-                assert table.schema == arrow_schema(include_headers=True)
-                assert table.column("offset").to_pylist() == list(
-                    range(seg.base_offset, seg.next_offset)
-                )
-                assert set(table.column("partition").to_pylist()) == {p}
-    # a second sync has nothing to do
-    again = sync_mirrors(mirrored)
-    assert again.built == []
-    assert again.removed == []
-    assert again.kept == 2 * 5
+    return mirrored_data(tmp_path)
 
 
 def test_read_topic_equals_format_seglog(spark: Any, mirrored: Path) -> None:
@@ -199,7 +144,7 @@ def test_tail_without_a_writable_snapshot_dir_is_still_read(spark: Any, mirrored
 
 def test_retention_and_compaction_never_read_stale_mirrors(spark: Any, tmp_path: Path) -> None:
     path = tmp_path / "data"
-    _fill(path, keys=50)
+    fill(path, keys=50)
     sync_mirrors(path)
     with DataDir(path) as data_dir:
         log0, log1 = data_dir.log(TOPIC, 0), data_dir.log(TOPIC, 1)
@@ -223,27 +168,6 @@ def test_retention_and_compaction_never_read_stale_mirrors(spark: Any, tmp_path:
     assert min(o for p, o, *_ in expected if p == 0) == 250
 
 
-def test_seglog_mirror_command(tmp_path: Path) -> None:
-    path = tmp_path / "data"
-    _fill(path)
-    seglog = [sys.executable, "-c", "from seglog.cli import main; main()"]
-    result = subprocess.run(
-        [*seglog, "mirror", str(path)], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    assert "wrote mirrored-0/00000000000000000000.mirror-" in result.stdout
-    with DataDir(path, create=False, read_only=True) as data_dir:
-        assert len(mirrors_of(data_dir.log(TOPIC, 1))) == 5
-    unknown = subprocess.run(
-        [*seglog, "mirror", str(path), "--topic", "nope"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert unknown.returncode == 2
-    assert "Traceback" not in unknown.stderr + unknown.stdout
-
-
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     proc = start_broker(
@@ -264,16 +188,23 @@ def test_broker_writes_mirrors_in_the_background(spark: Any, broker: BrokerProce
         producer.produce(TOPIC, key=f"k{i}".encode(), value=b"x" * 100)
         if i % 20 == 19:  # batches of 20 records (~2.5 KiB): several segments of 8 KiB
             assert producer.flush(30) == 0
-    deadline = time.monotonic() + 60
-    while True:  # a read-only view, opened anew each time to see the broker's new segments
+    seen = (0, 0)
+
+    def all_mirrored() -> bool:
+        nonlocal seen
+        # a read-only view, opened anew each time to see the broker's new segments
         with DataDir(broker.data_dir, create=False, read_only=True) as data_dir:
             log = data_dir.log(TOPIC, 0)
             closed = len(log.stats().segments) - 1
-            mirrored = len(mirrors_of(log))
-        if closed > 2 and mirrored == closed:
-            break
-        assert time.monotonic() < deadline, f"{mirrored} of {closed} closed segments mirrored"
-        time.sleep(0.2)
+            seen = (len(mirrors_of(log)), closed)
+        return closed > 2 and seen[0] == closed
+
+    wait_until(
+        all_mirrored,
+        timeout=60,
+        interval=0.2,
+        message=lambda: f"{seen[0]} of {seen[1]} closed segments mirrored",
+    )
     got = read_topic(spark, broker.data_dir, TOPIC)
     assert _rows(got) == _rows(_seglog(spark, broker.data_dir))
     assert got.count() == 400

@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 from kafka.record.memory_records import MemoryRecords
+from tests.columnar._data import Row, record_batch
 
 import seglog.spark
 from seglog.storage import DataDir, Message
-
-from ._data import Row, record_batch
 
 CODECS = (0, 1, 2, 3, 4)  # none, gzip, snappy, lz4, zstd
 

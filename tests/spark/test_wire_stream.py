@@ -9,7 +9,6 @@ runs (and a partition added while it runs), and minPartitions splitting a partit
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from tests._wait import wait_until
 
 from seglog.broker import BrokerProcess, start_broker
 
@@ -101,14 +101,6 @@ def test_available_now_restart_exactly_once(
     assert len({(p, o) for p, o, _ in rows}) == 55  # no offset twice
 
 
-def _wait_for(predicate: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.2)
-
-
 def test_processing_time_query_follows_new_records_topics_and_partitions(
     spark: Any, broker: BrokerProcess, tmp_path: Path
 ) -> None:
@@ -134,18 +126,25 @@ def test_processing_time_query_follows_new_records_topics_and_partitions(
             rows = spark.sql("SELECT topic, partition, key FROM wire_live").collect()
             return {(r["topic"], r["partition"], r["key"]) for r in rows}
 
-        _wait_for(lambda: seen() == sent, 120, "the first 10 records")
+        wait_until(lambda: seen() == sent, 120, interval=0.2, message="the first 10 records")
         sent |= {(first, *r) for r in _produce(broker.bootstrap, first, range(10, 30), 1)}
-        _wait_for(lambda: seen() == sent, 120, "records produced while the query runs")
+        wait_until(
+            lambda: seen() == sent,
+            120,
+            interval=0.2,
+            message="records produced while the query runs",
+        )
         # a topic matching the pattern, created while the query runs, is read from its start
         _create(broker.bootstrap, second, 2)
         sent |= {(second, *r) for r in _produce(broker.bootstrap, second, range(30, 40), 2)}
-        _wait_for(lambda: seen() == sent, 120, "records of the new topic")
+        wait_until(lambda: seen() == sent, 120, interval=0.2, message="records of the new topic")
         # a partition added to a topic while the query runs, read from its start too
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_partitions([NewPartitions(first, 2)])[first].result(30)
         sent |= {(first, *r) for r in _produce(broker.bootstrap, first, range(40, 50), 2)}
-        _wait_for(lambda: seen() == sent, 120, "records of the new partition")
+        wait_until(
+            lambda: seen() == sent, 120, interval=0.2, message="records of the new partition"
+        )
         assert (first, 1, "k41") in sent
         assert query.exception() is None
         count = spark.sql("SELECT count(*) AS n FROM wire_live").collect()[0]["n"]
@@ -213,9 +212,9 @@ def test_raw_fetch_and_confluent_consumer_read_the_same_rows(
 
 
 def test_whole_batches_stop_at_a_partial_batch() -> None:
-    from seglog.spark._fetch import raw_fetch_applies, whole_batches  # noqa: PLC0415
+    from tests.columnar._data import record_batch  # noqa: PLC0415
 
-    from ._data import record_batch  # noqa: PLC0415
+    from seglog.spark._fetch import raw_fetch_applies, whole_batches  # noqa: PLC0415
 
     chunks = []
     for base in (0, 5):

@@ -1,5 +1,5 @@
 """Backup (online, consistent, hard links), snapshot to one stream, restore; crash
-safety (no half result under the final name); the CLI commands with progress."""
+safety (no half result under the final name). (The CLI commands: tests/cli/test_backup_cmds.py.)"""
 
 from __future__ import annotations
 
@@ -12,43 +12,17 @@ import tarfile
 import textwrap
 import threading
 import time
-from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
+from tests.storage._backups import files, make, values
 
 from seglog import Message, open_log
-from seglog.cli._backup_cmds import register
 from seglog.storage import DataDir, SnapshotError, backup, check, restore, snapshot
-
-SEGLOG = Path(sys.executable).parent / "seglog"
-
-
-def _files(root: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(root)): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name != ".clean_shutdown"
-    }
-
-
-def _values(path: Path) -> list[bytes | None]:
-    with open_log(path, read_only=True) as log:
-        return [m.value for m in log.consume(0, 1 << 20)[1]]
-
-
-def _make(path: Path, n: int = 60, **config) -> None:
-    with open_log(path, create=True, segment_bytes=1000, key_index=True, **config) as log:
-        for i in range(0, n, 5):
-            log.publish(
-                [Message(key=b"k%d" % (j % 4), value=b"v%03d" % j) for j in range(i, i + 5)]
-            )
 
 
 def test_backup_of_closed_log_hard_links(tmp_path):
     src = tmp_path / "src"
-    _make(src)
+    make(src)
     report = backup(src, tmp_path / "b")
     dest = tmp_path / "b"
     assert report.log_end_offsets == {"src": 60}
@@ -63,11 +37,11 @@ def test_backup_of_closed_log_hard_links(tmp_path):
     assert (dest / "seglog-format").read_text() == "1\n"
     assert check(dest)[0].ok
     assert not check(dest)[0].index_problems
-    assert _values(dest) == _values(src)
+    assert values(dest) == values(src)
     with open_log(dest, key_index=True) as log:  # a usable log: writable, key index rebuilt
         assert log.get_by_key(b"k3").value == b"v059"
         log.publish([Message(value=b"more")])
-    assert _values(src)[-1] == b"v059"  # the source is untouched by writes to the backup
+    assert values(src)[-1] == b"v059"  # the source is untouched by writes to the backup
     with pytest.raises(FileExistsError):
         backup(src, dest)
 
@@ -101,13 +75,13 @@ def test_backup_of_live_log_is_consistent_prefix(tmp_path):
         finally:
             stop.set()
             writer.join()
-    final = _values(src)
+    final = values(src)
     for k, (before, end) in enumerate(ends):
         dest = tmp_path / f"b{k}"
         assert end >= before > 0
         reports = check(dest)
         assert reports[0].ok, reports[0].problems
-        got = _values(dest)
+        got = values(dest)
         assert len(got) == end
         assert got == final[:end]
 
@@ -128,7 +102,7 @@ def test_backup_of_data_dir(tmp_path):
 
 def test_snapshot_restore_round_trip_byte_identical(tmp_path):
     src = tmp_path / "src"
-    _make(src, 80)
+    make(src, 80)
     snap = tmp_path / "s.tar"
     report = snapshot(src, snap)
     assert report.dest == str(snap)
@@ -139,23 +113,23 @@ def test_snapshot_restore_round_trip_byte_identical(tmp_path):
     restored = restore(snap, tmp_path / "r")
     assert restored.log_end_offsets == {"src": 80}
     backup(src, tmp_path / "b")
-    assert _files(tmp_path / "r") == _files(tmp_path / "b")
-    src_files = _files(src)
-    for name, data in _files(tmp_path / "r").items():
+    assert files(tmp_path / "r") == files(tmp_path / "b")
+    src_files = files(src)
+    for name, data in files(tmp_path / "r").items():
         if name.endswith((".log", ".index", ".timeindex", "seglog-format")):
             assert src_files[name] == data, name
-    assert _values(tmp_path / "r") == _values(src)
+    assert values(tmp_path / "r") == values(src)
     # through a stream, twice: same bytes restored
     buf = io.BytesIO()
     snapshot(src, buf)
     buf.seek(0)
     restore(buf, tmp_path / "r2")
-    assert _files(tmp_path / "r2") == _files(tmp_path / "r")
+    assert files(tmp_path / "r2") == files(tmp_path / "r")
 
 
 def test_restore_refuses_corrupt_or_truncated(tmp_path):
     src = tmp_path / "src"
-    _make(src, 20)
+    make(src, 20)
     buf = io.BytesIO()
     snapshot(src, buf)
     data = buf.getvalue()
@@ -183,7 +157,7 @@ def test_restore_refuses_corrupt_or_truncated(tmp_path):
 
 def test_failure_mid_backup_leaves_nothing(tmp_path):
     src = tmp_path / "src"
-    _make(src, 40)
+    make(src, 40)
     calls = []
 
     def boom(done: int, total: int) -> None:
@@ -216,7 +190,7 @@ _SLOW = textwrap.dedent(
 @pytest.mark.parametrize("op", ["backup", "snapshot"])
 def test_kill_9_during_backup_leaves_no_half_result(tmp_path, op):
     src = tmp_path / "src"
-    _make(src, 60)
+    make(src, 60)
     dest = tmp_path / ("b" if op == "backup" else "s.tar")
     proc = subprocess.Popen(
         [sys.executable, "-c", _SLOW, op, str(src), str(dest)],
@@ -237,34 +211,3 @@ def test_kill_9_during_backup_leaves_no_half_result(tmp_path, op):
     assert leftovers[0].startswith(f".{dest.name}.")
     backup(src, tmp_path / "again")  # a later run is not disturbed by the leftover
     assert check(tmp_path / "again")[0].ok
-
-
-def test_cli_backup_snapshot_restore(tmp_path):
-    src = tmp_path / "src"
-    _make(src, 30)
-    app = typer.Typer()
-    register(app)
-    runner = CliRunner()
-    res = runner.invoke(app, ["backup", str(src), str(tmp_path / "b")])
-    assert res.exit_code == 0, res.output
-    assert "backed up" in res.output
-    res = runner.invoke(app, ["snapshot", str(src), str(tmp_path / "s.tar")])
-    assert res.exit_code == 0, res.output
-    res = runner.invoke(app, ["restore", str(tmp_path / "s.tar"), str(tmp_path / "r")])
-    assert res.exit_code == 0, res.output
-    assert _values(tmp_path / "r") == _values(src)
-    res = runner.invoke(app, ["restore", str(tmp_path / "s.tar"), str(tmp_path / "r")])
-    assert res.exit_code == 2
-    # the real console script, through a pipe: snapshot to stdout, restore from stdin
-    snap = subprocess.Popen([str(SEGLOG), "snapshot", str(src), "-"], stdout=subprocess.PIPE)
-    rest = subprocess.run(
-        [str(SEGLOG), "restore", "-", str(tmp_path / "piped")],
-        stdin=snap.stdout,
-        capture_output=True,
-        check=False,
-    )
-    assert snap.stdout is not None
-    snap.stdout.close()
-    assert snap.wait() == 0
-    assert rest.returncode == 0, rest.stderr
-    assert _files(tmp_path / "piped") == _files(tmp_path / "r")

@@ -13,12 +13,14 @@ import threading
 import time
 
 import pytest
+from tests._wait import wait_until
 
 from seglog.errors import LogClosedError
 from seglog.storage import Log, LogConfig, Message, open_log
 from seglog.storage.record.batch import check_stored_batch
 
 from ._batches import make_batch
+from ._threads import with_sync_thread
 
 
 def test_group_commit_shares_fsyncs(tmp_path):
@@ -76,10 +78,7 @@ def test_relaxed_flush_visible_at_once(tmp_path):
         log.append(make_batch(2))
         assert log.high_watermark == 2
         assert log.read(0, 100) != b""
-        deadline = time.monotonic() + 10
-        while log.fsync_count == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert log.fsync_count >= 1  # flush.ms timer ran
+        wait_until(lambda: log.fsync_count >= 1, timeout=10, message="flush.ms timer never ran")
 
 
 def test_sync_future_after_close_fails(tmp_path):
@@ -124,6 +123,7 @@ def _check_acked(path: str, acked: list[tuple[int, int]]) -> int:
         return end
 
 
+@pytest.mark.slow  # 20 writer processes killed: ~10 s
 def test_kill_9_keeps_every_acknowledged_message(tmp_path):
     path = str(tmp_path / "p")
     rng = random.Random(1234)
@@ -155,7 +155,7 @@ def test_kill_9_keeps_every_acknowledged_message(tmp_path):
 def test_fsync_error_takes_log_offline_never_retried(tmp_path):
     """A real fsync failure: the segment's fd is pointed at a pipe (fdatasync → EINVAL)."""
     cfg = LogConfig(flush_messages=1 << 40)  # appends alone never fsync: we choose when
-    log = Log.open(tmp_path / "p", cfg, create=True)
+    log, fsync_thread = with_sync_thread(lambda: Log.open(tmp_path / "p", cfg, create=True))
     log.append(make_batch(2))
     assert log.sync() == 2
     fsyncs = log.fsync_count
@@ -172,7 +172,8 @@ def test_fsync_error_takes_log_offline_never_retried(tmp_path):
         with pytest.raises(LogClosedError):
             log.append(make_batch(1))
         assert isinstance(log.sync_future(1).exception(timeout=1), LogClosedError)
-        time.sleep(0.05)
+        # the fsync thread stops for good at the error: nothing is left to retry it
+        wait_until(lambda: not fsync_thread.is_alive(), timeout=10, message="fsync thread alive")
         assert log.fsync_count == fsyncs  # the failed fsync is never retried
     finally:
         os.dup2(saved, seg_fd)
@@ -339,7 +340,7 @@ def test_concurrent_publishers_share_fsyncs(tmp_path):
 def test_fsync_error_in_a_publishing_thread_takes_log_offline(tmp_path):
     """The round run by the publisher itself fails: same as on the fsync thread (offline,
     every waiter and later call LogClosedError, never retried)."""
-    log = Log.open(tmp_path / "p", create=True)
+    log, fsync_thread = with_sync_thread(lambda: Log.open(tmp_path / "p", create=True))
     assert log.publish([Message(value=b"a")]) == 1
     fsyncs = log.fsync_count
     seg = log._state.segments[-1]  # internals: its sync is replaced by a failing one
@@ -359,7 +360,8 @@ def test_fsync_error_in_a_publishing_thread_takes_log_offline(tmp_path):
     with pytest.raises(LogClosedError):
         log.publish([Message(value=b"c")])
     assert isinstance(log.sync_future(1).exception(timeout=1), LogClosedError)
-    time.sleep(0.05)
+    # the fsync thread stops for good at the error: nothing is left to retry it
+    wait_until(lambda: not fsync_thread.is_alive(), timeout=10, message="fsync thread alive")
     assert log.fsync_count == fsyncs
     assert len(calls) == 1  # never retried
     log.close()

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from tests._wait import wait_until
 
 import seglog
 import seglog.storage
@@ -235,10 +236,11 @@ def test_consume_blocking(make_log: MakeLog) -> None:
         assert time.monotonic() - t0 >= 0.04
 
         def later(reader: Log = log) -> None:  # publish once the reader is parked
-            deadline = time.monotonic() + 30
-            while reader.waiting_readers < 1:
-                assert time.monotonic() < deadline, "the reader did not start waiting"
-                time.sleep(0.001)  # polling a public state with a deadline
+            wait_until(
+                lambda: reader.waiting_readers >= 1,
+                interval=0.001,
+                message="the reader did not start waiting",
+            )
             log.publish([Message(value=b"new")])
 
         t = threading.Thread(target=later)

@@ -10,12 +10,14 @@ import time
 
 import pytest
 from kafka.record.memory_records import MemoryRecords
+from tests._wait import wait_until
 
 from seglog.errors import DataDirLockedError, InvalidOffsetError, LogClosedError, ReadOnlyError
 from seglog.storage import Log, LogConfig
 from seglog.storage.record.batch import parse_header
 
 from ._batches import make_batch
+from ._threads import in_sync_point
 
 
 def _records(data: bytes) -> list[tuple[int, bytes | None]]:
@@ -184,7 +186,8 @@ def test_readers_see_only_durable_data(make_log):
         log.sync()
         with log._state.lock:  # internals: holding the write lock stalls the fsync round
             log.append(make_batch(3))
-            time.sleep(0.05)
+            # the fsync thread's round has started and waits for the lock we hold
+            wait_until(lambda: in_sync_point(log), timeout=10, message="no fsync round began")
             assert log.log_end_offset == 5
             assert log.high_watermark == 2
             assert [parse_header(b).base_offset for b in log.batches()] == [0]

@@ -8,14 +8,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
+from tests._wait import wait_until
 
 from seglog import Message, open_log, storage
-from seglog.cli._log_cmds import register
 from seglog.errors import ReadOnlyError
 from seglog.storage import Log, stat
 from seglog.storage.log.gc import MIN_IDLE_S
@@ -98,10 +95,7 @@ def test_gc_closes_idle_handles_and_reopens(make_log: MakeLog) -> None:
         assert st.open_fds == len(segs)
         # periodic GC on a thread, stopped by close
         log.start_gc(every_s=0.05, unused_for_s=0.0)
-        deadline = time.monotonic() + 20
-        while sum(s.fd_open for s in log.segments()) > 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert sum(s.fd_open for s in log.segments()) == 1
+        wait_until(lambda: sum(s.fd_open for s in log.segments()) == 1, timeout=20, interval=0.05)
     assert not any(t.name.startswith("seglog-gc") for t in threading.enumerate())
     assert not (paths & _open_fds())
 
@@ -164,21 +158,3 @@ def test_many_readers_beside_one_writer(make_log: MakeLog) -> None:
             assert r.next_offset() == n_msgs
             r.close()
     assert errors == []
-
-
-def test_cli_stat_and_migrate(tmp_path: Path) -> None:
-    p = tmp_path / "p"
-    with open_log(p, create=True, segment_bytes=600) as log:
-        for _ in range(10):
-            log.publish([Message(value=b"x" * 50, timestamp=1_700_000_000_000)] * 3)
-    app = typer.Typer()
-    register(app)
-    runner = CliRunner()
-    res = runner.invoke(app, ["stat", "--segments", str(p)], env={"COLUMNS": "300"})
-    assert res.exit_code == 0, res.output
-    assert "messages" in res.output
-    assert "2023-11-14 22:13:20.000" in res.output  # first/last time in UTC
-    assert res.output.count(" p ") >= 3  # the log row and one row per segment
-    res = runner.invoke(app, ["migrate", str(p)])
-    assert res.exit_code == 0, res.output
-    assert "format 1 -> 1" in res.output

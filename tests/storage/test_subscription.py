@@ -6,15 +6,14 @@ of the directory) and kill -9 copies are disk-only, a memory log being gone at c
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import threading
 import time
 
 import pytest
+from tests._wait import wait_until
 
-import seglog.aio
 from seglog import OFFSET_NEWEST, Message, open_log
 from seglog.errors import (
     InvalidOffsetError,
@@ -55,13 +54,6 @@ def _publish(log, n: int) -> int:
 
 def _offsets(deliveries: list[Delivery]) -> list[tuple[int, int]]:
     return [(d.offset, d.redelivery_count) for d in deliveries]
-
-
-def _until(predicate, what: str) -> None:
-    deadline = time.monotonic() + 30
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.001)  # polling a state with a deadline
 
 
 def _crash_copy(log, dest):
@@ -155,7 +147,7 @@ def test_fetch_waits_for_new_data(make_log):
         sub = log.subscribe("w")
 
         def publish_when_waiting() -> None:
-            _until(lambda: sub.waiting >= 1, "fetch did not wait")
+            wait_until(lambda: sub.waiting >= 1, interval=0.001, message="fetch did not wait")
             _publish(log, 2)
 
         t = threading.Thread(target=publish_when_waiting)
@@ -172,7 +164,7 @@ def test_fetch_at_max_in_flight_waits_for_an_ack(make_log):
         sub.fetch(10, 0)
 
         def ack_when_waiting() -> None:
-            _until(lambda: sub.waiting >= 1, "fetch did not wait")
+            wait_until(lambda: sub.waiting >= 1, interval=0.001, message="fetch did not wait")
             assert len(sub.pending()) == sub.max_in_flight  # full: only an ack makes room
             sub.ack(0)
 
@@ -371,7 +363,7 @@ def test_log_close_fails_a_waiting_fetch_and_keeps_the_state(make_log, backend):
 
     t = threading.Thread(target=fetch)
     t.start()
-    _until(lambda: sub.waiting >= 1, "fetch did not wait")
+    wait_until(lambda: sub.waiting >= 1, interval=0.001, message="fetch did not wait")
     log.close()
     t.join()
     assert len(errors) == 1
@@ -391,35 +383,6 @@ def test_relaxed_policy_state_survives_a_kill(tmp_path, fake_clock):
         crashed = _crash_copy(log, tmp_path / "crashed")
     with open_log(crashed) as log:
         assert _offsets(log.subscribe("w").fetch(10, 0)) == [(1, 1), (2, 1), (3, 0)]
-
-
-def test_aio_fetch_waits_for_data_and_times_out(make_log):
-    async def main(log) -> None:
-        sub = log.subscribe("w")
-        assert await seglog.aio.fetch(sub, 10, 0.01) == []
-        task = asyncio.create_task(seglog.aio.fetch(sub, 10, 30))
-        deadline = time.monotonic() + 30
-        while sub.waiting < 1:  # polling public state with a deadline
-            assert time.monotonic() < deadline, "fetch did not wait"
-            await asyncio.sleep(0.001)
-        await asyncio.to_thread(_publish, log, 1)
-        got = await task
-        assert _offsets(got) == [(0, 0)]
-        sub.ack(0)
-
-    with make_log() as log:
-        asyncio.run(main(log))
-
-
-def test_aio_fetch_waits_for_an_expiry(make_log):
-    async def main(log) -> None:
-        sub = log.subscribe("w", ack_wait_ms=30)
-        assert _offsets(await seglog.aio.fetch(sub, 10, 0)) == [(0, 0)]
-        assert _offsets(await seglog.aio.fetch(sub, 10, 30)) == [(0, 1)]
-
-    with make_log() as log:
-        _publish(log, 1)
-        asyncio.run(main(log))
 
 
 def test_a_damaged_snapshot_line_is_an_error_not_a_silent_restart(tmp_path):

@@ -1,4 +1,4 @@
-"""Record batches for the Spark tests, built with kafka-python's record builder."""
+"""Record batches for the columnar and Spark tests, built with kafka-python's record builder."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 import warnings
 from collections.abc import Sequence
 
-import seglog.spark  # noqa: F401  (imports kafka-python quietly, see storage/record/message.py)
+import seglog.storage  # noqa: F401  (imports kafka-python quietly, see storage/record/message.py)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

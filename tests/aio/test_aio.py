@@ -1,6 +1,6 @@
 """``seglog.aio`` and durable subscriptions: ``ack`` is awaitable, durable when it returns,
 errs as the sync ``ack``; ``fetch`` and ``ack`` fsync the journal in a worker thread while
-the event loop keeps running."""
+the event loop keeps running; ``fetch`` waits for new data or an ack-wait expiry."""
 
 from __future__ import annotations
 
@@ -13,11 +13,14 @@ import threading
 from collections.abc import Callable
 
 import pytest
+from tests._wait import async_wait_until
 
 import seglog.aio
 from seglog import Log, Message, open_log
 from seglog.errors import LogClosedError
 from seglog.storage import Delivery
+
+MakeLog = Callable[..., Log]
 
 
 def _publish(log: Log, n: int) -> int:
@@ -152,3 +155,31 @@ async def test_fetch_fsyncs_off_the_loop_while_the_loop_runs(
         assert await acking == 2
         assert len(g.threads) == 2
         assert g.threads[1] != g.loop_thread
+
+
+def test_aio_fetch_waits_for_data_and_times_out(make_log: MakeLog) -> None:
+    async def main(log: Log) -> None:
+        sub = log.subscribe("w")
+        assert await seglog.aio.fetch(sub, 10, 0.01) == []
+        task = asyncio.create_task(seglog.aio.fetch(sub, 10, 30))
+        await async_wait_until(
+            lambda: sub.waiting >= 1, interval=0.001, message="fetch did not wait"
+        )
+        await asyncio.to_thread(_publish, log, 1)
+        got = await task
+        assert _offsets(got) == [(0, 0)]
+        sub.ack(0)
+
+    with make_log() as log:
+        asyncio.run(main(log))
+
+
+def test_aio_fetch_waits_for_an_expiry(make_log: MakeLog) -> None:
+    async def main(log: Log) -> None:
+        sub = log.subscribe("w", ack_wait_ms=30)
+        assert _offsets(await seglog.aio.fetch(sub, 10, 0)) == [(0, 0)]
+        assert _offsets(await seglog.aio.fetch(sub, 10, 30)) == [(0, 1)]
+
+    with make_log() as log:
+        _publish(log, 1)
+        asyncio.run(main(log))

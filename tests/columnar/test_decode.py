@@ -1,4 +1,5 @@
-"""The numpy record-batch decoder against kafka-python's MemoryRecords (no Spark needed)."""
+"""``seglog.columnar.decode_batches``, the numpy record-batch decoder, against kafka-python's
+MemoryRecords (no Spark needed)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import warnings
 import pyarrow as pa
 import pytest
 
+from seglog.columnar import arrow_schema, decode_batches
 from seglog.errors import CorruptRecordError
-from seglog.spark import arrow_schema, decode_batches
 
 from ._data import Row, control_batch, record_batch
 

@@ -1,15 +1,16 @@
-"""seglog check / recover / stat (the storage commands of the CLI)."""
+"""seglog check / recover / stat / migrate (the storage commands of the CLI)."""
 
 from __future__ import annotations
 
 import fcntl
 import os
+from pathlib import Path
 
 import typer
 from typer.testing import CliRunner
 
 from seglog.cli._log_cmds import register
-from seglog.storage import DataDir, Message
+from seglog.storage import DataDir, Message, open_log
 
 app = typer.Typer()
 register(app)
@@ -63,3 +64,18 @@ def test_recover_refused_while_writer_holds_lock(tmp_path):
 def test_check_missing_dir(tmp_path):
     assert runner.invoke(app, ["check", str(tmp_path / "nope")]).exit_code == 2
     assert runner.invoke(app, ["check", str(tmp_path)]).exit_code == 2
+
+
+def test_cli_stat_and_migrate(tmp_path: Path) -> None:
+    p = tmp_path / "p"
+    with open_log(p, create=True, segment_bytes=600) as log:
+        for _ in range(10):
+            log.publish([Message(value=b"x" * 50, timestamp=1_700_000_000_000)] * 3)
+    res = runner.invoke(app, ["stat", "--segments", str(p)], env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert "messages" in res.output
+    assert "2023-11-14 22:13:20.000" in res.output  # first/last time in UTC
+    assert res.output.count(" p ") >= 3  # the log row and one row per segment
+    res = runner.invoke(app, ["migrate", str(p)])
+    assert res.exit_code == 0, res.output
+    assert "format 1 -> 1" in res.output
