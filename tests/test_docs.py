@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -49,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests._spark import local_spark_session
 
 from seglog.broker import BrokerProcess, start_broker
 
@@ -176,27 +176,10 @@ def docs_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProc
 def spark_session() -> Iterator[object]:
     """The local SparkSession the Spark samples' ``getOrCreate()`` returns (tests/spark's
     settings). Stopped at the end of the module only if this fixture created it."""
-    if shutil.which("java") is None:
-        raise RuntimeError(
-            "the Spark samples need a Java 17/21 runtime on PATH: "
-            "apt-get install openjdk-17-jre-headless"
-        )
     from pyspark.sql import SparkSession  # noqa: PLC0415 - only for the Spark samples
 
     existing = SparkSession.getActiveSession()
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("seglog-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_spark_session()
     yield session
     if existing is None:
         session.stop()

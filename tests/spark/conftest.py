@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
+from tests._spark import local_spark_session
 
 import seglog.spark  # noqa: F401  (imports kafka-python quietly, see storage/record/message.py)
 
@@ -19,23 +17,6 @@ def spark() -> Iterator[SparkSession]:
 
     Raises RuntimeError (never skips) when no Java runtime is on PATH.
     """
-    if shutil.which("java") is None:
-        raise RuntimeError(
-            "the Spark tests need a Java 17/21 runtime on PATH: "
-            "apt-get install openjdk-17-jre-headless"
-        )
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("seglog-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_spark_session()
     yield session
     session.stop()
