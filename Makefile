@@ -45,4 +45,4 @@ docs: $(BIN)/.installed
 	$(BIN)/mkdocs build --strict --site-dir site
 
 clean:
-	rm -rf $(VENV) data out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) data out site .pytest_cache .mypy_cache .ruff_cache
