@@ -110,7 +110,7 @@ def test_advertised_group_apis(broker: str) -> None:
     assert versions[12] == (0, 4)  # Heartbeat
     assert versions[13] == (0, 5)  # LeaveGroup
     assert versions[14] == (0, 5)  # SyncGroup
-    assert versions[15] == (0, 5)  # DescribeGroups
+    assert versions[15] == (0, 6)  # DescribeGroups
     assert versions[16] == (0, 5)  # ListGroups
 
 
@@ -636,3 +636,65 @@ def test_shutdown_answers_parked_join(broker_factory: Callable[..., BrokerProces
         assert proc.stop() == 0
         assert time.monotonic() - started < 5
         assert b.recv(parked).error_code == 16
+
+
+def test_describe_groups_v6_unknown_group_is_group_id_not_found(broker: str, topic: str) -> None:
+    """DescribeGroups v6 (KIP-1043) answers a group that does not exist with 69
+    GROUP_ID_NOT_FOUND and Kafka's message; v5 still describes it Dead with no error; a
+    live group and a group known only by committed offsets have no error at v6."""
+    absent, offsets_only, live = f"absent-{topic}", f"offsets-{topic}", f"live-{topic}"
+    produce(broker, topic, 1)
+    with Wire(broker) as w:
+        assert (
+            w.call(commit_request(offsets_only, topic, -1, "", 1))
+            .topics[0]
+            .partitions[0]
+            .error_code
+            == 0
+        )
+        joined = join(w, live)
+        assert sync(w, live, 1, joined.member_id, {joined.member_id: b"a"}).error_code == 0
+        request = DescribeGroupsRequest[6](
+            groups=[absent, offsets_only, live], include_authorized_operations=False
+        )
+        by_id = {g.group_id: g for g in w.call(request).groups}
+        old = w.call(DescribeGroupsRequest[5](groups=[absent], include_authorized_operations=False))
+    missing = by_id[absent]
+    assert (missing.error_code, missing.error_message, missing.group_state) == (
+        69,
+        f"Group {absent} not found.",
+        "Dead",
+    )
+    assert missing.members == []
+    empty = by_id[offsets_only]
+    assert (empty.error_code, empty.error_message, empty.group_state) == (0, None, "Empty")
+    stable = by_id[live]
+    assert (stable.error_code, stable.error_message, stable.group_state) == (0, None, "Stable")
+    assert [(m.member_id, m.member_assignment) for m in stable.members] == [
+        (joined.member_id, b"a")
+    ]
+    assert [(g.error_code, g.group_state) for g in old.groups] == [(0, "Dead")]
+
+
+def test_kafka_python_describes_groups_at_v6(broker: str, topic: str) -> None:
+    """kafka-python 3 negotiates DescribeGroups v6 (its newest) and reads the v6 error of a
+    group that does not exist; a group with committed offsets is described without one."""
+    from kafka.admin import KafkaAdminClient  # noqa: PLC0415
+
+    known, absent = f"known-{topic}", f"absent-{topic}"
+    produce(broker, topic, 1)
+    with Wire(broker) as w:
+        assert (
+            w.call(commit_request(known, topic, -1, "", 1)).topics[0].partitions[0].error_code == 0
+        )
+    admin = KafkaAdminClient(bootstrap_servers=broker)
+    try:
+        described = admin.describe_groups([known, absent])
+    finally:
+        admin.close()
+    assert described[known]["error"] is None
+    assert described[known]["group_state"] == "Empty"
+    error = described[absent]["error"]
+    assert error is not None
+    assert "GroupIdNotFound" in error, error
+    assert f"Group {absent} not found." in error

@@ -20,7 +20,12 @@ from kafka.protocol.consumer import (
 
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.group_model import GroupState
-from seglog.broker.protocol.errors import FENCED_INSTANCE_ID, GROUP_AUTHORIZATION_FAILED, NONE
+from seglog.broker.protocol.errors import (
+    FENCED_INSTANCE_ID,
+    GROUP_AUTHORIZATION_FAILED,
+    GROUP_ID_NOT_FOUND,
+    NONE,
+)
 from seglog.broker.security.authorizer import Op, Res
 
 __all__ = [
@@ -159,6 +164,11 @@ def handle_leave_group(ctx: BrokerContext, rctx: RequestContext, req: Any) -> An
     return LeaveGroupResponse[version](throttle_time_ms=0, error_code=NONE, members=members)
 
 
+def _not_found(group_id: str) -> str:
+    """Kafka's message for a group that does not exist (DescribeGroups v6+)."""
+    return f"Group {group_id} not found."
+
+
 def _describe(ctx: BrokerContext, rctx: RequestContext, group_id: str) -> Any:
     described = DescribeGroupsResponse.DescribedGroup
     member_cls = described.DescribedGroupMember
@@ -169,10 +179,17 @@ def _describe(ctx: BrokerContext, rctx: RequestContext, group_id: str) -> Any:
         )  # fmt: skip
     group = ctx.groups.groups.get(group_id)
     if group is None:
-        # a group known only by its committed offsets is Empty, any other is Dead
-        state = GroupState.EMPTY if ctx.committed.partitions(group_id) else GroupState.DEAD
+        # a group known only by its committed offsets is Empty; any other does not exist:
+        # Dead, with 69 GROUP_ID_NOT_FOUND from v6 (Kafka 4.x's GroupMetadataManager)
+        if ctx.committed.partitions(group_id):
+            state, code, message = GroupState.EMPTY, NONE, None
+        elif rctx.api_version >= 6:
+            state, code, message = GroupState.DEAD, GROUP_ID_NOT_FOUND, _not_found(group_id)
+        else:
+            state, code, message = GroupState.DEAD, NONE, None
         return described(
-            error_code=NONE,
+            error_code=code,
+            error_message=message,
             group_id=group_id,
             group_state=state.value,
             protocol_type="",
@@ -202,8 +219,12 @@ def _describe(ctx: BrokerContext, rctx: RequestContext, group_id: str) -> Any:
 
 
 def handle_describe_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
-    """DescribeGroups: state, protocol and members (metadata and assignment only while
-    Stable, as Kafka); an unknown group is described as Dead with no error."""
+    """DescribeGroups v0-6: state, protocol and members (metadata and assignment only while
+    Stable, as Kafka). A group that does not exist is described as Dead: with no error
+    up to v5, with 69 GROUP_ID_NOT_FOUND and ``error_message`` "Group G not found." from
+    v6 (KIP-1043, Kafka 4.x's ``GroupMetadataManager.describeGroups``); a group known
+    only by committed offsets is Empty. Every group here is a classic group; 30
+    GROUP_AUTHORIZATION_FAILED (no message) without DESCRIBE on the group."""
     version = rctx.api_version
     groups = [_describe(ctx, rctx, g) for g in req.groups]
     return DescribeGroupsResponse[version](throttle_time_ms=0, groups=groups)

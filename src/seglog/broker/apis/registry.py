@@ -288,7 +288,7 @@ REGISTRY: dict[int, ApiSpec] = {
         _api(HeartbeatRequest, HeartbeatResponse, (0, 4), handle_heartbeat),
         _api(LeaveGroupRequest, LeaveGroupResponse, (0, 5), handle_leave_group),
         _api(SyncGroupRequest, SyncGroupResponse, (0, 5), handle_sync_group),
-        _api(DescribeGroupsRequest, DescribeGroupsResponse, (0, 5), handle_describe_groups),
+        _api(DescribeGroupsRequest, DescribeGroupsResponse, (0, 6), handle_describe_groups),
         _api(ListGroupsRequest, ListGroupsResponse, (0, 5), handle_list_groups),
     )
 }  # fmt: skip
