@@ -129,7 +129,7 @@ def test_disconnect_while_waiting_for_fsync(broker: str, topic: str) -> None:
     assert values(resp.responses[0].partitions[0].records) == [b"after"]
 
 
-@pytest.mark.parametrize("version", [4, 11, 12, 16])
+@pytest.mark.parametrize("version", [4, 11, 12, 16, 18])
 def test_records_spliced_unchanged_across_partitions_and_topics(
     broker_factory: Callable[..., BrokerProcess], version: int
 ) -> None:

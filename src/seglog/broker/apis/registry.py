@@ -236,7 +236,7 @@ REGISTRY: dict[int, ApiSpec] = {
     for s in (
         _api(ProduceRequest, ProduceResponse, (3, 12), handle_produce,
              accepted=0, encoded=True, raw_from=3),
-        _api(FetchRequest, FetchResponse, (4, 16), handle_fetch, encoded=True),
+        _api(FetchRequest, FetchResponse, (4, 18), handle_fetch, encoded=True),
         _api(ListOffsetsRequest, ListOffsetsResponse, (1, 11), handle_list_offsets),
         _api(MetadataRequest, MetadataResponse, (0, 13), handle_metadata),
         _api(OffsetCommitRequest, OffsetCommitResponse, (2, 9), handle_offset_commit),
