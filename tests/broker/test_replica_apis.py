@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import (
     AlterPartitionReassignmentsRequest,
@@ -132,6 +133,38 @@ def test_leaders_and_reassignments(broker: str, topic: str) -> None:
         )
         listed = w.call(ListPartitionReassignmentsRequest[0](timeout_ms=1000, topics=None))
         assert (listed.error_code, listed.topics) == (0, [])
+
+
+def test_alter_partition_reassignments_v1(broker: str, topic: str) -> None:
+    """v1 (KIP-860) echoes ``allow_replication_factor_change``; with it false the only
+    valid replica set still succeeds (the factor stays 1), another is 39 as at v0."""
+    ap = AlterPartitionReassignmentsRequest[1]
+
+    def reassign(w: Wire, replicas: list[int], allow: bool) -> tuple[bool, int]:
+        part = ap.ReassignableTopic.ReassignablePartition(partition_index=0, replicas=replicas)
+        resp = w.call(
+            ap(
+                timeout_ms=1000,
+                allow_replication_factor_change=allow,
+                topics=[ap.ReassignableTopic(name=topic, partitions=[part])],
+            )
+        )
+        assert (resp.error_code, resp.error_message) == (0, None)
+        return resp.allow_replication_factor_change, resp.responses[0].partitions[0].error_code
+
+    with Wire(broker) as w:
+        ensure_topic(w, topic)
+        assert reassign(w, [0], allow=False) == (False, 0)
+        assert reassign(w, [0], allow=True) == (True, 0)
+        assert reassign(w, [0, 0], allow=False) == (False, 39)
+        assert reassign(w, [0, 1], allow=True) == (True, 39)
+    admin = KafkaAdminClient(bootstrap_servers=broker)  # sends v1 to a broker serving it
+    try:
+        assert admin.alter_partition_reassignments({TopicPartition(topic, 0): [0]}) == {
+            TopicPartition(topic, 0): None
+        }
+    finally:
+        admin.close()
 
 
 def _describe_quorum(w: Wire, version: int, topic: str = "__cluster_metadata") -> Any:

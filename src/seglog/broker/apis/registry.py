@@ -266,7 +266,7 @@ REGISTRY: dict[int, ApiSpec] = {
         _api(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, (0, 0),
              handle_describe_topic_partitions),
         _api(ElectLeadersRequest, ElectLeadersResponse, (0, 2), handle_elect_leaders),
-        _api(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, (0, 0),
+        _api(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, (0, 1),
              handle_alter_partition_reassignments),
         _api(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, (0, 0),
              handle_list_partition_reassignments),

@@ -9,9 +9,12 @@ every partition has one replica (this broker), its leader, at leader epoch 0.
 - DescribeTopicPartitions (75): topics with their partitions, at most
   ``response_partition_limit`` partitions per answer, continued by Kafka's cursor.
 - ElectLeaders (43): 84 ELECTION_NOT_NEEDED (the only replica leads already).
-- AlterPartitionReassignments (45): replicas [this broker] complete at once; any other
-  replica set is 39 INVALID_REPLICA_ASSIGNMENT; cancelling is 85
-  NO_REASSIGNMENT_IN_PROGRESS. ListPartitionReassignments (46): none in progress.
+- AlterPartitionReassignments (45, v0-1): replicas [this broker] complete at once; any
+  other replica set is 39 INVALID_REPLICA_ASSIGNMENT; cancelling is 85
+  NO_REASSIGNMENT_IN_PROGRESS. v1's ``allow_replication_factor_change`` (KIP-860) is
+  echoed in the answer; refusing it changes nothing here, as the only valid replica set
+  keeps the replication factor 1 (Kafka checks the assignment, 39, before the factor,
+  38). ListPartitionReassignments (46): none in progress.
 """
 
 from __future__ import annotations
@@ -214,14 +217,17 @@ def handle_elect_leaders(ctx: BrokerContext, rctx: RequestContext, req: Any) -> 
 
 
 def handle_alter_partition_reassignments(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
-    """Replicas [this broker]: done at once; others 39; cancelling 85."""
+    """Replicas [this broker]: done at once; others 39; cancelling 85; 31 without ALTER on
+    the cluster. v1 echoes ``allow_replication_factor_change``."""
     version = rctx.api_version
     resp = AlterPartitionReassignmentsResponse[version]
     topic_cls = resp.ReassignableTopicResponse
     part_cls = topic_cls.ReassignablePartitionResponse
+    allow_rf_change = bool(req.allow_replication_factor_change) if version >= 1 else True
     if not rctx.allowed(Op.ALTER, Res.CLUSTER, CLUSTER_NAME):
         return resp(
             throttle_time_ms=0,
+            allow_replication_factor_change=allow_rf_change,
             error_code=_errors.CLUSTER_AUTHORIZATION_FAILED,
             error_message=None,
             responses=[],
@@ -243,7 +249,13 @@ def handle_alter_partition_reassignments(ctx: BrokerContext, rctx: RequestContex
                 part_cls(partition_index=p.partition_index, error_code=code, error_message=message)
             )
         responses.append(topic_cls(name=t.name, partitions=parts))
-    return resp(throttle_time_ms=0, error_code=0, error_message=None, responses=responses)
+    return resp(
+        throttle_time_ms=0,
+        allow_replication_factor_change=allow_rf_change,
+        error_code=0,
+        error_message=None,
+        responses=responses,
+    )
 
 
 def handle_list_partition_reassignments(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
