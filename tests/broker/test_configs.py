@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import kafka.errors as ke
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
@@ -16,6 +17,7 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewTopic,
 )
+from kafka import TopicPartitionReplica
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 
@@ -314,3 +316,40 @@ def test_describe_cluster_and_log_dirs(broker: str, topic: str, data_dir: Path) 
         for p in t["partitions"]
     }
     assert reported == sizes  # the segment files' real sizes
+
+
+def test_alter_replica_log_dirs_one_dir(broker: str, topic: str, data_dir: Path) -> None:
+    """AlterReplicaLogDirs on a one-directory broker, as Kafka answers it: the current
+    directory is a no-op (0), any other path 57 LOG_DIR_NOT_FOUND (checked before the
+    partition), an unknown partition in the current directory 3."""
+    admin = AdminClient({"bootstrap.servers": broker})
+    admin.create_topics([NewTopic(topic, 2)])[topic].result(10)
+    current = str(data_dir.resolve())
+    other = str(data_dir.parent / "elsewhere")
+    kp = KafkaAdminClient(bootstrap_servers=broker)
+    try:
+        moved = kp.alter_replica_log_dirs(
+            {
+                TopicPartitionReplica(topic, 0, 0): current,
+                TopicPartitionReplica(topic, 1, 0): other,
+                TopicPartitionReplica(topic, 7, 0): current,
+                TopicPartitionReplica("no-such-topic", 0, 0): other,
+            }
+        )
+        dirs = kp.describe_log_dirs()
+    finally:
+        kp.close()
+    assert moved == {
+        TopicPartitionReplica(topic, 0, 0): ke.NoError,
+        TopicPartitionReplica(topic, 1, 0): ke.LogDirNotFoundError,
+        TopicPartitionReplica(topic, 7, 0): ke.UnknownTopicOrPartitionError,
+        TopicPartitionReplica("no-such-topic", 0, 0): ke.LogDirNotFoundError,
+    }
+    [log_dir] = dirs[0]["log_dirs"]
+    assert log_dir["log_dir"] == current  # nothing moved
+    assert {
+        p["partition_index"]
+        for t in log_dir["topics"]
+        if t["name"] == topic
+        for p in t["partitions"]
+    } == {0, 1}

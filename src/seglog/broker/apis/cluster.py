@@ -1,5 +1,14 @@
-"""DescribeCluster (API 60), DescribeLogDirs (API 35) and DescribeQuorum (API 55), answered
-as a one-node cluster with one log directory answers them.
+"""DescribeCluster (API 60), DescribeLogDirs (API 35), AlterReplicaLogDirs (API 34) and
+DescribeQuorum (API 55), answered as a one-node cluster with one log directory answers
+them.
+
+AlterReplicaLogDirs (v1-2) can only "move" a replica to the directory it is in: as
+Kafka's ``ReplicaManager.alterReplicaLogDirs``, a path that is not a log directory of this
+broker (the data directory's absolute path) is 57 LOG_DIR_NOT_FOUND for each of its
+partitions, checked first; the current directory is a no-op answered 0; a partition that
+does not exist is 3 UNKNOWN_TOPIC_OR_PARTITION; without ALTER on the cluster every
+partition is 31 CLUSTER_AUTHORIZATION_FAILED. A partition named twice takes its last
+directory (Kafka reads the request into a map).
 
 DescribeLogDirs reports each partition's size in bytes (its segment files) and the
 directory's total and usable bytes (``statvfs``); offset lag is 0 (no future replica).
@@ -27,6 +36,7 @@ import uuid
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterReplicaLogDirsResponse,
     DescribeClusterResponse,
     DescribeLogDirsResponse,
     DescribeQuorumResponse,
@@ -39,6 +49,7 @@ from seglog.errors import SeglogError
 
 __all__ = [
     "METADATA_TOPIC",
+    "handle_alter_replica_log_dirs",
     "handle_describe_cluster",
     "handle_describe_log_dirs",
     "handle_describe_quorum",
@@ -199,3 +210,41 @@ def handle_describe_quorum(ctx: BrokerContext, rctx: RequestContext, req: Any) -
         ],
         nodes=[DescribeQuorumResponse.Node(node_id=node, listeners=[listener])],
     )
+
+
+def _log_dirs(ctx: BrokerContext) -> set[str]:
+    """This broker's one log directory, as its absolute path (as configured, and resolved:
+    DescribeLogDirs reports the resolved one)."""
+    data_dir = ctx.config.data_dir
+    return {str(data_dir.absolute()), str(data_dir.resolve())}
+
+
+def handle_alter_replica_log_dirs(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
+    """Per partition: 0 when the path is this broker's data directory (its replica is
+    there already), 57 for any other path, 3 for an unknown partition, 31 without ALTER
+    on the cluster. Results are grouped by topic, in the order the request names them."""
+    version = rctx.api_version
+    resp = AlterReplicaLogDirsResponse[version]
+    topic_cls = resp.AlterReplicaLogDirTopicResult
+    part_cls = topic_cls.AlterReplicaLogDirPartitionResult
+    destinations: dict[tuple[str, int], str] = {}
+    for d in req.dirs:
+        for t in d.topics:
+            for p in t.partitions:
+                destinations[(t.name, p)] = d.path  # the last directory named wins
+    allowed = rctx.allowed(Op.ALTER, Res.CLUSTER, CLUSTER_NAME)
+    log_dirs = _log_dirs(ctx)
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), path in destinations.items():
+        info = ctx.topics.get(topic)
+        if not allowed:
+            code = _errors.CLUSTER_AUTHORIZATION_FAILED
+        elif path not in log_dirs:
+            code = _errors.LOG_DIR_NOT_FOUND
+        elif info is None or not 0 <= partition < info.partitions:
+            code = _errors.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            code = _errors.NONE
+        by_topic.setdefault(topic, []).append(part_cls(partition_index=partition, error_code=code))
+    results = [topic_cls(topic_name=name, partitions=parts) for name, parts in by_topic.items()]
+    return resp(throttle_time_ms=0, results=results)

@@ -32,6 +32,8 @@ from kafka.protocol.admin import (
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
     CreateAclsRequest,
@@ -120,6 +122,7 @@ from kafka.protocol.sasl import (
 
 from seglog.broker.apis.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from seglog.broker.apis.cluster import (
+    handle_alter_replica_log_dirs,
     handle_describe_cluster,
     handle_describe_log_dirs,
     handle_describe_quorum,
@@ -256,6 +259,8 @@ REGISTRY: dict[int, ApiSpec] = {
         _api(DeleteGroupsRequest, DeleteGroupsResponse, (0, 2), handle_delete_groups),
         _api(OffsetDeleteRequest, OffsetDeleteResponse, (0, 0), handle_offset_delete),
         _api(DescribeLogDirsRequest, DescribeLogDirsResponse, (1, 5), handle_describe_log_dirs),
+        _api(AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, (1, 2),
+             handle_alter_replica_log_dirs),
         _api(DescribeClusterRequest, DescribeClusterResponse, (0, 2), handle_describe_cluster),
         _api(DescribeQuorumRequest, DescribeQuorumResponse, (0, 2), handle_describe_quorum),
         _api(DescribeAclsRequest, DescribeAclsResponse, (1, 3), handle_describe_acls),

@@ -54,6 +54,7 @@ __all__ = [
     "INVALID_SESSION_TIMEOUT",
     "INVALID_TOPIC_EXCEPTION",
     "KAFKA_STORAGE_ERROR",
+    "LOG_DIR_NOT_FOUND",
     "MEMBER_ID_REQUIRED",
     "MESSAGE_TOO_LARGE",
     "NONE",
@@ -115,6 +116,7 @@ DUPLICATE_SEQUENCE_NUMBER: int = ke.DuplicateSequenceNumberError.errno
 INVALID_PRODUCER_EPOCH: int = ke.InvalidProducerEpochError.errno
 SECURITY_DISABLED: int = ke.SecurityDisabledError.errno
 KAFKA_STORAGE_ERROR: int = ke.KafkaStorageError.errno
+LOG_DIR_NOT_FOUND: int = ke.LogDirNotFoundError.errno
 SASL_AUTHENTICATION_FAILED: int = ke.SaslAuthenticationFailedError.errno
 NON_EMPTY_GROUP: int = ke.NonEmptyGroupError.errno
 GROUP_ID_NOT_FOUND: int = ke.GroupIdNotFoundError.errno
