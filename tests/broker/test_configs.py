@@ -20,9 +20,12 @@ from confluent_kafka.admin import (
 from kafka import TopicPartitionReplica
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
+from kafka.protocol.admin import ListConfigResourcesRequest
 
 from seglog.broker import BrokerProcess
 from seglog.storage import open_log
+
+from ._wire import Wire
 
 BROKER_ARGS = ("--log-retention-ms", "3600000")
 
@@ -353,3 +356,31 @@ def test_alter_replica_log_dirs_one_dir(broker: str, topic: str, data_dir: Path)
         if t["name"] == topic
         for p in t["partitions"]
     } == {0, 1}
+
+
+def test_list_config_resources(broker: str, topic: str) -> None:
+    """ListConfigResources (KIP-1142): v1 lists this broker and every topic, in Kafka's
+    type order, filtered by the types asked for; a type Kafka does not list fails the
+    request with 35; v0 (client metrics only) lists nothing here."""
+    admin = AdminClient({"bootstrap.servers": broker})
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(10)
+    kp = KafkaAdminClient(bootstrap_servers=broker)
+    try:
+        everything = kp.list_config_resources()
+        topics_only = kp.list_config_resources(["TOPIC"])
+    finally:
+        kp.close()
+    assert list(everything) == ["broker", "topic"]  # BROKER (4) before TOPIC (2), as Kafka
+    assert everything["broker"] == ["0"]
+    assert topic in everything["topic"]
+    assert "__consumer_offsets" in everything["topic"]
+    assert everything["topic"] == sorted(everything["topic"])
+    assert topics_only == {"topic": everything["topic"]}
+    req = ListConfigResourcesRequest
+    with Wire(broker) as w:
+        none_here = w.call(req[1](resource_types=[8, 16, 32]))
+        unsupported = w.call(req[1](resource_types=[2, 64]))
+        v0 = w.call(req[0]())
+    assert (none_here.error_code, none_here.config_resources) == (0, [])
+    assert (unsupported.error_code, unsupported.config_resources) == (35, [])
+    assert (v0.error_code, v0.config_resources) == (0, [])

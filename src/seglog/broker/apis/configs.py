@@ -1,6 +1,6 @@
 """DescribeConfigs (API 32), AlterConfigs (API 33) and IncrementalAlterConfigs (API 44)
 for TOPIC (resource type 2) and BROKER (4) resources, over the table in
-``config.settings``.
+``config.settings``; ListConfigResources (API 74) names those resources.
 
 Topic configs are per-topic overrides persisted in the topic metadata and applied live;
 broker configs are static (``seglog serve`` flags and properties, the table
@@ -9,6 +9,17 @@ answers 42 INVALID_REQUEST with a message saying so. Kafka's rules: a config nam
 the table or a bad value is 40 INVALID_CONFIG, an unknown topic 3, a broker resource
 naming another node 42, an unknown resource type 42; ``validate_only`` checks and changes
 nothing; each resource succeeds or fails as a whole.
+
+ListConfigResources (v0-1, KIP-1142; v0 was KIP-714's ListClientMetricsResources) answers
+as Kafka 4.1+'s ``KafkaApis.handleListConfigResources``: 31 CLUSTER_AUTHORIZATION_FAILED
+without DESCRIBE_CONFIGS on the cluster; v0 lists client-metrics subscriptions only; v1
+lists the types asked for (none: every supported type), and a type outside TOPIC 2,
+BROKER 4, BROKER_LOGGER 8, CLIENT_METRICS 16, GROUP 32 fails the whole request with 35
+UNSUPPORTED_VERSION. Rows come in Kafka's type order (GROUP, CLIENT_METRICS,
+BROKER_LOGGER, BROKER, TOPIC): seglog has no group configs, no client-metrics
+subscriptions and no broker-logger configs (DescribeConfigs answers only TOPIC and
+BROKER), so it lists this broker (its node id) and every topic, ``__consumer_offsets``
+included, by name.
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ from kafka.protocol.admin import (
     AlterConfigsResponse,
     DescribeConfigsResponse,
     IncrementalAlterConfigsResponse,
+    ListConfigResourcesResponse,
 )
 
 from seglog.broker.config.settings import (
@@ -35,9 +47,16 @@ from seglog.broker.security.authorizer import CLUSTER_NAME, Op, Res
 from seglog.errors import SeglogError, UnknownTopicError
 from seglog.storage import LogConfig, validate_topic_name
 
-__all__ = ["handle_alter_configs", "handle_describe_configs", "handle_incremental_alter_configs"]
+__all__ = [
+    "handle_alter_configs",
+    "handle_describe_configs",
+    "handle_incremental_alter_configs",
+    "handle_list_config_resources",
+]
 
 TOPIC, BROKER = 2, 4
+BROKER_LOGGER, CLIENT_METRICS, GROUP = 8, 16, 32  # ConfigResource.Type ids
+LISTABLE = (GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC)  # Kafka's listing order
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 _Result = DescribeConfigsResponse.DescribeConfigsResult
@@ -285,3 +304,28 @@ def handle_incremental_alter_configs(ctx: BrokerContext, rctx: RequestContext, r
             )
         )
     return IncrementalAlterConfigsResponse[version](throttle_time_ms=0, responses=responses)
+
+
+def handle_list_config_resources(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
+    """The config resources of the types asked for (v1; none: all) or the client-metrics
+    subscriptions (v0): this broker and every topic (see the module docstring)."""
+    version = rctx.api_version
+    resp = ListConfigResourcesResponse[version]
+    if not rctx.allowed(Op.DESCRIBE_CONFIGS, Res.CLUSTER, CLUSTER_NAME):
+        return resp(
+            throttle_time_ms=0, error_code=_errors.CLUSTER_AUTHORIZATION_FAILED, config_resources=[]
+        )
+    asked = set(req.resource_types) if version >= 1 else {CLIENT_METRICS}
+    if asked - set(LISTABLE):
+        return resp(throttle_time_ms=0, error_code=_errors.UNSUPPORTED_VERSION, config_resources=[])
+    names: dict[int, list[str]] = {
+        BROKER: [str(ctx.config.node_id)],
+        TOPIC: sorted(ctx.topics.all()),
+    }
+    rows = [
+        resp.ConfigResource(resource_name=name, resource_type=resource_type)
+        for resource_type in LISTABLE
+        if not asked or resource_type in asked
+        for name in names.get(resource_type, [])
+    ]
+    return resp(throttle_time_ms=0, error_code=0, config_resources=rows)

@@ -72,6 +72,8 @@ from kafka.protocol.admin import (
     ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    ListConfigResourcesRequest,
+    ListConfigResourcesResponse,
     ListGroupsRequest,
     ListGroupsResponse,
     ListPartitionReassignmentsRequest,
@@ -131,6 +133,7 @@ from seglog.broker.apis.configs import (
     handle_alter_configs,
     handle_describe_configs,
     handle_incremental_alter_configs,
+    handle_list_config_resources,
 )
 from seglog.broker.apis.delete_records import handle_delete_records
 from seglog.broker.apis.fetch import handle_fetch
@@ -256,6 +259,8 @@ REGISTRY: dict[int, ApiSpec] = {
         _api(AlterConfigsRequest, AlterConfigsResponse, (0, 2), handle_alter_configs),
         _api(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, (0, 1),
              handle_incremental_alter_configs),
+        _api(ListConfigResourcesRequest, ListConfigResourcesResponse, (0, 1),
+             handle_list_config_resources),
         _api(DeleteGroupsRequest, DeleteGroupsResponse, (0, 2), handle_delete_groups),
         _api(OffsetDeleteRequest, OffsetDeleteResponse, (0, 0), handle_offset_delete),
         _api(DescribeLogDirsRequest, DescribeLogDirsResponse, (1, 5), handle_describe_log_dirs),
