@@ -18,7 +18,7 @@ import typer.main
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 from typer.testing import CliRunner
 
-from seglog.broker import BrokerConfig, BrokerProcess
+from seglog.broker import BrokerConfig, BrokerProcess, free_port, start_broker
 from seglog.broker.config.settings import BOOLEAN, BROKER_SETTINGS, BrokerSetting
 from seglog.cli import build_app
 from seglog.cli._properties import parse_properties
@@ -148,6 +148,72 @@ def test_describe_configs_lists_every_setting_with_its_default(broker: str) -> N
         assert entry.is_read_only
         assert {n: s.value for n, s in entry.synonyms.items()} == {setting.name: entry.value}
     assert entries["log.dirs"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+
+
+KAFKA_DEFAULT_MAP = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
+
+
+def _static(entry: Any) -> tuple[str | None, int, bool, bool]:
+    return entry.value, entry.source, entry.is_sensitive, entry.is_read_only
+
+
+def test_describe_configs_lists_identity_and_listener_configs(
+    broker_process: BrokerProcess,
+) -> None:
+    """Kafka's static broker configs seglog has values for: its listener (bound address),
+    the address clients are given (advertised.listeners, Kafka's default: the listener),
+    the protocol map, broker.id (node.id's synonym) and process.roles."""
+    entries = _describe_broker(broker_process.bootstrap, "0")
+    static, default = ConfigSource.STATIC_BROKER_CONFIG.value, ConfigSource.DEFAULT_CONFIG.value
+    address = f"PLAINTEXT://127.0.0.1:{broker_process.port}"
+    assert _static(entries["listeners"]) == (address, static, False, True)
+    assert _static(entries["advertised.listeners"]) == (address, default, False, True)
+    assert _static(entries["listener.security.protocol.map"]) == (
+        KAFKA_DEFAULT_MAP,
+        default,
+        False,
+        True,
+    )
+    assert _static(entries["broker.id"]) == ("0", default, False, True)
+    assert _static(entries["process.roles"]) == ("broker,controller", static, False, True)
+
+
+def test_describe_configs_named_and_advertised_listeners(tmp_path: Path) -> None:
+    """Named listeners bound to port 0 are described with their bound ports; the given
+    advertised addresses and the listener names' protocols are static configs."""
+    plain = free_port()
+    proc = start_broker(
+        tmp_path / "data",
+        port=plain,
+        extra_args=[
+            "--listeners", f"PLAINTEXT://127.0.0.1:{plain},CLIENTS://127.0.0.1:0",
+            "--advertised-listeners", f"PLAINTEXT://127.0.0.1:{plain},CLIENTS://clients.example:9999",
+            "--listener-security-protocol-map", "CLIENTS:PLAINTEXT",
+            "--node-id", "3",
+        ],
+    )  # fmt: skip
+    try:
+        entries = _describe_broker(proc.bootstrap, "3")
+        listening = entries["listeners"].value
+        assert listening is not None
+        ports = dict(entry.rsplit(":", 1) for entry in listening.split(","))
+        assert ports["PLAINTEXT://127.0.0.1"] == str(plain)
+        assert int(ports["CLIENTS://127.0.0.1"]) > 0  # the bound port, not 0
+        static = ConfigSource.STATIC_BROKER_CONFIG.value
+        assert (entries["advertised.listeners"].value, entries["advertised.listeners"].source) == (
+            f"PLAINTEXT://127.0.0.1:{plain},CLIENTS://clients.example:9999",
+            static,
+        )
+        assert _static(entries["listener.security.protocol.map"]) == (
+            f"{KAFKA_DEFAULT_MAP},CLIENTS:PLAINTEXT",
+            static,
+            False,
+            True,
+        )
+        assert _static(entries["broker.id"]) == ("3", static, False, True)
+    finally:
+        assert proc.stop() == 0, proc.log_text()
+        proc.log_path.unlink()
 
 
 @pytest.mark.parametrize("how", ["flags", "properties"])

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from seglog.broker.config.broker_config import BrokerConfig
+from seglog.broker.config.listeners import Listener
 from seglog.broker.coordinator.committed import CommittedOffsets
 from seglog.broker.coordinator.groups import GroupCoordinator
 from seglog.broker.log.cluster_state import BrokerState
@@ -41,6 +42,9 @@ class BrokerContext:
     committed: CommittedOffsets
     sync_before_ack: bool
     durability: DurabilityWaiters
+    listeners: tuple[Listener, ...] = ()
+    """The running listeners: bound port, and the address clients are given in
+    ``advertised_host``/``advertised_port`` (DescribeConfigs)."""
     shutting_down: bool = False
     groups: GroupCoordinator = dataclasses.field(default_factory=GroupCoordinator)
     """Consumer-group membership (JoinGroup/SyncGroup/Heartbeat/LeaveGroup)."""

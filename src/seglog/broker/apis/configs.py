@@ -4,7 +4,9 @@ for TOPIC (resource type 2) and BROKER (4) resources, over the table in
 
 Topic configs are per-topic overrides persisted in the topic metadata and applied live;
 broker configs are static (``seglog serve`` flags and properties, the table
-``BROKER_SETTINGS``): describing them works, altering them
+``BROKER_SETTINGS``, plus Kafka's static identity and listener configs: log.dirs,
+process.roles, broker.id, listeners, advertised.listeners,
+listener.security.protocol.map): describing them works, altering them
 answers 42 INVALID_REQUEST with a message saying so. Kafka's rules: a config name not in
 the table or a bad value is 40 INVALID_CONFIG, an unknown topic 3, a broker resource
 naming another node 42, an unknown resource type 42; ``validate_only`` checks and changes
@@ -33,6 +35,7 @@ from kafka.protocol.admin import (
     ListConfigResourcesResponse,
 )
 
+from seglog.broker.config.listeners import listener_entries
 from seglog.broker.config.settings import (
     DEFAULT_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
@@ -132,7 +135,7 @@ def _broker_entries(
 ) -> list[Any]:
     _check_broker(ctx, name)
     out = []
-    for entry in broker_entries(ctx.config):
+    for entry in [*broker_entries(ctx.config), *listener_entries(ctx.config, ctx.listeners)]:
         if keys is not None and entry.name not in keys:
             continue
         out.append(

@@ -10,12 +10,32 @@ offending entry, as Kafka refuses to start on them.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
-from seglog.broker.config.broker_config import parse_host_port
+from seglog.broker.config.broker_config import BrokerConfig, parse_host_port
+from seglog.broker.config.settings import (
+    DEFAULT_CONFIG,
+    LIST,
+    STATIC_BROKER_CONFIG,
+    STRING,
+    BrokerEntry,
+)
 
-__all__ = ["PROTOCOLS", "Listener", "parse_listeners", "parse_protocol_map"]
+__all__ = [
+    "KAFKA_DEFAULT_PROTOCOL_MAP",
+    "PROTOCOLS",
+    "Listener",
+    "configured_listeners",
+    "listener_entries",
+    "parse_listeners",
+    "parse_protocol_map",
+]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+KAFKA_DEFAULT_PROTOCOL_MAP = (
+    "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
+)
+"""Kafka's default ``listener.security.protocol.map`` (as its documentation prints it)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,3 +117,69 @@ def parse_listeners(
         a_host, a_port = adv.get(name, (None, None))
         out.append(Listener(name, protocols[name], host, port, a_host, a_port))
     return tuple(out)
+
+
+def configured_listeners(config: BrokerConfig) -> tuple[Listener, ...]:
+    """The listeners ``config`` asks for: ``config.listeners``, or one PLAINTEXT listener
+    on ``host:port`` advertising ``advertised_host:advertised_port``."""
+    return config.listeners or (
+        Listener(
+            "PLAINTEXT", "PLAINTEXT", config.host, config.port,
+            config.advertised_host, config.advertised_port,
+        ),
+    )  # fmt: skip
+
+
+def _endpoint(name: str, host: str, port: int) -> str:
+    return f"{name}://[{host}]:{port}" if ":" in host else f"{name}://{host}:{port}"
+
+
+def listener_entries(config: BrokerConfig, bound: Sequence[Listener]) -> list[BrokerEntry]:
+    """DescribeConfigs' entries for ``listeners``, ``advertised.listeners`` and
+    ``listener.security.protocol.map`` (Kafka's names and types, not sensitive).
+
+    ``bound``: the running listeners with their bound port (``port`` 0 asked for any
+    free one) and the address clients are given (``advertised_host``/``_port``). Values
+    are ``NAME://HOST:PORT`` lists. Sources: ``listeners`` is STATIC_BROKER_CONFIG unless
+    seglog's default (one PLAINTEXT listener on 127.0.0.1:9092) is used;
+    ``advertised.listeners`` is STATIC_BROKER_CONFIG when an advertised address was
+    given, else DEFAULT_CONFIG with the addresses clients are given (Kafka: "if this is
+    not set, the value for listeners will be used"); the protocol map is Kafka's default
+    (DEFAULT_CONFIG), plus ``NAME:PROTOCOL`` for each listener with a name of its own
+    (STATIC_BROKER_CONFIG)."""
+    asked = configured_listeners(config)
+    defaults = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
+    default_listener = config.listeners is None and (config.host, config.port) == (
+        defaults["host"],
+        defaults["port"],
+    )
+    advertised_given = any(
+        lst.advertised_host is not None or lst.advertised_port is not None for lst in asked
+    )
+    custom = [f"{lst.name}:{lst.protocol}" for lst in bound if lst.name not in PROTOCOLS]
+    listening = [_endpoint(lst.name, lst.host, lst.port) for lst in bound]
+    advertised = [
+        _endpoint(lst.name, lst.advertised_host or lst.host, lst.advertised_port or lst.port)
+        for lst in bound
+    ]
+    static, default = STATIC_BROKER_CONFIG, DEFAULT_CONFIG
+    return [
+        BrokerEntry(
+            "listeners", LIST,
+            ",".join(listening),
+            default if default_listener else static,
+            "The addresses this broker listens on, by listener name (the bound ports).", False,
+        ),
+        BrokerEntry(
+            "advertised.listeners", LIST,
+            ",".join(advertised),
+            static if advertised_given else default,
+            "The addresses clients are given in Metadata, by listener name.", False,
+        ),
+        BrokerEntry(
+            "listener.security.protocol.map", STRING,
+            ",".join([KAFKA_DEFAULT_PROTOCOL_MAP, *custom]),
+            static if custom else default,
+            "The security protocol of each listener name.", False,
+        ),
+    ]  # fmt: skip

@@ -31,6 +31,7 @@ __all__ = [
     "CONSUMED_GROUPS",
     "DEFAULT_CONFIG",
     "DYNAMIC_TOPIC_CONFIG",
+    "PROCESS_ROLES",
     "STATIC_BROKER_CONFIG",
     "TOPIC_CONFIGS",
     "BrokerEntry",
@@ -348,7 +349,8 @@ _DAY_MS = 24 * 3600 * 1000
 # ``seglog serve`` flag, a server.properties key, a BrokerConfig field (its default here)
 # and a DescribeConfigs entry of the BROKER resource. log.dirs, listeners, TLS files,
 # SASL mechanisms, super.users, console and metrics addresses are parsed by hand in
-# seglog.cli._serve; of them, DescribeConfigs shows log.dirs.
+# seglog.cli._serve; of them, DescribeConfigs shows log.dirs, listeners,
+# advertised.listeners and listener.security.protocol.map.
 BROKER_SETTINGS: tuple[BrokerSetting, ...] = (
     BrokerSetting(
         "node.id", "node_id", INT, 0,
@@ -500,16 +502,28 @@ class BrokerEntry(NamedTuple):
     sensitive: bool
 
 
+PROCESS_ROLES = "broker,controller"
+"""Kafka's ``process.roles`` of this node: one combined broker and controller (it answers
+DescribeQuorum and DescribeCluster as the only voter and controller)."""
+
+
 def broker_entries(config: Any) -> list[BrokerEntry]:
-    """The BROKER resource's configs (``config``: a ``BrokerConfig``): log.dirs, then
-    every :data:`BROKER_SETTINGS` row with the running broker's value; the source is
-    STATIC_BROKER_CONFIG when it differs from the table's default (a flag or properties
-    key set it), else DEFAULT_CONFIG."""
+    """The BROKER resource's configs (``config``: a ``BrokerConfig``): log.dirs and
+    process.roles (static: Kafka has no default for them), then every
+    :data:`BROKER_SETTINGS` row with the running broker's value, and broker.id (Kafka's
+    synonym of node.id in KRaft: its value and source); the source is
+    STATIC_BROKER_CONFIG when the value differs from the table's default (a flag or
+    properties key set it), else DEFAULT_CONFIG. None is sensitive but those marked so.
+    The listeners' entries need the bound ports: ``config.listeners.listener_entries``."""
     out = [
         BrokerEntry(
             "log.dirs", STRING, str(config.data_dir), STATIC_BROKER_CONFIG,
             "The data directory (seglog serve --data-dir; one directory).", False,
-        )
+        ),
+        BrokerEntry(
+            "process.roles", LIST, PROCESS_ROLES, STATIC_BROKER_CONFIG,
+            "The roles of this node: seglog is one combined broker and controller.", False,
+        ),
     ]  # fmt: skip
     for s in BROKER_SETTINGS:
         value = getattr(config, s.field)
@@ -517,6 +531,9 @@ def broker_entries(config: Any) -> list[BrokerEntry]:
         doc = f"{s.doc} (seglog serve {s.flag})"
         text = None if s.sensitive else s.text(value)
         out.append(BrokerEntry(s.name, s.type, text, source, doc, s.sensitive))
+        if s.name == "node.id":
+            doc = "Kafka's older name of node.id (the same value)."
+            out.append(BrokerEntry("broker.id", INT, text, source, doc, False))
     return out
 
 

@@ -4,6 +4,7 @@ clean shutdown (the composition root of the broker's services)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import socket
@@ -17,7 +18,7 @@ from prometheus_client import start_http_server
 from seglog.broker.apis.registry import REGISTRY, api_versions_body, flexible_request
 from seglog.broker.apis.sasl import check_session
 from seglog.broker.config.broker_config import BrokerConfig
-from seglog.broker.config.listeners import Listener
+from seglog.broker.config.listeners import Listener, configured_listeners
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.committed import CommittedOffsets
 from seglog.broker.coordinator.groups import GroupCoordinator
@@ -115,12 +116,7 @@ class Broker:
             topics.on_change = state.metadata_changed
             producers = ProducerStateTable()
             rebuild(producers, topics, config.data_dir)  # before any produce can arrive
-            listeners = config.listeners or (
-                Listener(
-                    "PLAINTEXT", "PLAINTEXT", config.host, config.port,
-                    config.advertised_host, config.advertised_port,
-                ),
-            )  # fmt: skip
+            listeners = configured_listeners(config)
             tls = _tls_context(config) if any(lst.tls for lst in listeners) else None
             for lst in listeners:
                 server = await loop.create_server(
@@ -153,6 +149,15 @@ class Broker:
             sync_before_ack=config.log_flush_interval_messages is None
             and config.log_flush_interval_ms is None,
             durability=DurabilityWaiters(loop),
+            listeners=tuple(
+                dataclasses.replace(
+                    lst,
+                    port=self.listeners[lst.name][1],
+                    advertised_host=self._advertised[lst.name][0],
+                    advertised_port=self._advertised[lst.name][1],
+                )
+                for lst in listeners
+            ),
             groups=GroupCoordinator(
                 initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
                 min_session_timeout_ms=config.group_min_session_timeout_ms,
