@@ -224,6 +224,89 @@ def test_sessions_never_expire_by_default(secured: Secured) -> None:
         assert len(meta.brokers) == 1  # the connection is still served
 
 
+AUTHZID_REFUSED = (
+    "Authentication failed: Client requested an authorization id that is different from username"
+)
+
+
+def _sasl(secured: Secured, mechanism: str) -> Wire:
+    from kafka.protocol.sasl import SaslHandshakeRequest  # noqa: PLC0415
+
+    w = Wire(f"127.0.0.1:{secured.ports['SASL_PLAINTEXT']}")
+    assert w.call(SaslHandshakeRequest[1](mechanism=mechanism)).error_code == 0
+    return w
+
+
+def _authenticate(w: Wire, token: bytes) -> tuple[int, str | None]:
+    from kafka.protocol.sasl import SaslAuthenticateRequest  # noqa: PLC0415
+
+    resp = w.call(SaslAuthenticateRequest[2](auth_bytes=token))
+    return resp.error_code, resp.error_message
+
+
+def _served(w: Wire) -> bool:
+    from kafka.protocol.metadata import MetadataRequest  # noqa: PLC0415
+
+    meta = w.call(MetadataRequest[8](topics=None, allow_auto_topic_creation=False))
+    return len(meta.brokers) == 1
+
+
+def test_plain_authorization_id_must_be_the_user(secured: Secured) -> None:
+    """PLAIN (RFC 4616) with an authorization id: the user's own is accepted, another is
+    58 with Kafka's message and the connection is closed; bad credentials are refused
+    as such first."""
+    with _sasl(secured, "PLAIN") as w:
+        assert _authenticate(w, b"alice\0alice\0alice-secret") == (0, None)
+        assert _served(w)
+    with _sasl(secured, "PLAIN") as w:
+        assert _authenticate(w, b"bob\0alice\0alice-secret") == (58, AUTHZID_REFUSED)
+        w.assert_closed()
+    with _sasl(secured, "PLAIN") as w:
+        code, message = _authenticate(w, b"bob\0alice\0wrong")
+        assert (code, message) == (58, "Authentication failed: Invalid username or password")
+
+
+class _Gs2Header:
+    """A GS2 header with an authzid for scramp's client (scramp sends none)."""
+
+    def __init__(self, header: str) -> None:
+        self.header = header
+
+    def make_cbind_input(self, channel_binding: object) -> bytes:
+        del channel_binding
+        return self.header.encode()
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_authorization_id_must_be_the_user(secured: Secured, mechanism: str) -> None:
+    """SCRAM (RFC 5802) with ``a=`` in the GS2 header: the user's own completes the
+    exchange (the client-final binds the header as sent), another is 58 with Kafka's
+    message at the client-first and the connection is closed."""
+    import scramp  # noqa: PLC0415
+
+    def client_first(authzid: str) -> tuple[Any, bytes]:
+        client = scramp.ScramClient([mechanism], "alice", "alice-secret")
+        header = f"n,a={authzid},"
+        client.gs2_header = _Gs2Header(header)  # c= in the client-final
+        return client, (header + client.get_client_first()[len("n,,") :]).encode()
+
+    with _sasl(secured, mechanism) as w:
+        client, first = client_first("alice")
+        from kafka.protocol.sasl import SaslAuthenticateRequest  # noqa: PLC0415
+
+        server_first = w.call(SaslAuthenticateRequest[2](auth_bytes=first))
+        assert server_first.error_code == 0
+        client.set_server_first(bytes(server_first.auth_bytes).decode())
+        final = w.call(SaslAuthenticateRequest[2](auth_bytes=client.get_client_final().encode()))
+        assert (final.error_code, final.error_message) == (0, None)
+        client.set_server_final(bytes(final.auth_bytes).decode())  # the server's proof holds
+        assert _served(w)
+    with _sasl(secured, mechanism) as w:
+        _client, first = client_first("bob")
+        assert _authenticate(w, first) == (58, AUTHZID_REFUSED)
+        w.assert_closed()
+
+
 def test_users_cli(tmp_path: Path) -> None:
     run: Callable[..., subprocess.CompletedProcess[bytes]] = lambda *a: subprocess.run(  # noqa: E731
         [SEGLOG, "user", *a, "--data-dir", str(tmp_path)], capture_output=True, check=False

@@ -24,6 +24,12 @@ is 0, sessions never expire and a SaslHandshake after authentication is answered
 SCRAM client-final messages whose nonce is the client nonce followed by the whole server
 nonce (the client nonce twice: librdkafka before 2.6.1, e.g. Debian's kcat) are accepted,
 as Kafka accepts them since 3.8.1; the proof is still checked over the message as sent.
+
+An authorization id (PLAIN's first field, RFC 4616; SCRAM's ``a=`` in the GS2 header, RFC
+5802) other than the user name is refused once the credentials are checked, as Kafka's
+``PlainSaslServer`` and ``ScramSaslServer`` refuse it: 58 with "Authentication failed:
+Client requested an authorization id that is different from username". An empty one, or
+the user name itself, is accepted (SCRAM's client-final then binds the header as sent).
 """
 
 from __future__ import annotations
@@ -54,6 +60,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MIN_REAUTH_INTERVAL_S = 1.0  # Kafka: one re-authentication per second at most
+AUTHZID_MISMATCH = "Client requested an authorization id that is different from username"
+"""Kafka's reason (after "Authentication failed: ") for an authorization id that is not
+the user name."""
 
 
 def check_session(ctx: BrokerContext, session: Session, api_key: int, api_name: str) -> None:
@@ -185,6 +194,39 @@ def _accept_doubled_client_nonce(server: Any, client_final: str) -> None:
             return
 
 
+def _saslname(text: str) -> str:
+    """RFC 5802's saslname decoded: ``=2C`` is ",", ``=3D`` is "="."""
+    return text.replace("=2C", ",").replace("=3D", "=")
+
+
+def _take_authzid(client_first: str) -> tuple[str, str, str] | None:
+    """A SCRAM client-first message with a GS2 authzid, ``n,a=NAME,n=USER,r=...``, as
+    (the message without it: ``n,,n=USER,r=...``, which scramp accepts; NAME; the GS2
+    header as sent: ``n,a=NAME,``). None for any other message (no authzid, or not of
+    that form: scramp then answers it)."""
+    flag, sep, rest = client_first.partition(",")
+    if not sep or not rest.startswith("a=") or rest.startswith("a=,"):
+        return None
+    authzid, sep, bare = rest[2:].partition(",")
+    if not sep:
+        return None
+    return f"{flag},,{bare}", authzid, f"{flag},a={authzid},"
+
+
+class _SentGs2Header:
+    """Stands for scramp's GS2 header once the authzid is taken out: the client-final's
+    channel binding (``c=``) is the base64 of the header as the client sent it (no
+    channel binding data: seglog's SCRAM has none)."""
+
+    def __init__(self, header: str) -> None:
+        self._header = header.encode()
+
+    def make_cbind_input(self, channel_binding: object) -> bytes:
+        """The bytes ``c=`` must encode."""
+        del channel_binding
+        return self._header
+
+
 def handle_sasl_authenticate(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """One step of the chosen mechanism (PLAIN: one message; SCRAM: client-first then
     client-final). The last step answers ``session_lifetime_ms`` (``connections.max.
@@ -211,12 +253,14 @@ def handle_sasl_authenticate(ctx: BrokerContext, rctx: RequestContext, req: Any)
         parts = data.split(b"\0")
         if len(parts) != 3:
             return _fail(ctx, rctx, "malformed PLAIN message")
-        _authzid, user_raw, password_raw = parts
+        authzid_raw, user_raw, password_raw = parts
         session.user = user_raw.decode(errors="replace")
         if store is None or not store.check_plain(
             session.user, password_raw.decode(errors="replace")
         ):
             return _fail(ctx, rctx, "Invalid username or password")
+        if authzid_raw and authzid_raw != user_raw:
+            return _fail(ctx, rctx, AUTHZID_MISMATCH)
         return _ok(ctx, rctx, session.user, b"")
     # SCRAM-SHA-256 / -512
     try:
@@ -230,7 +274,16 @@ def handle_sasl_authenticate(ctx: BrokerContext, rctx: RequestContext, req: Any)
                 return store.auth_info(user, session.mechanism or "")
 
             server = mechanism.make_server(auth_fn)
-            server.set_client_first(data.decode())
+            client_first = data.decode()
+            with_authzid = _take_authzid(client_first)
+            if with_authzid is None:
+                server.set_client_first(client_first)
+            else:
+                without, authzid, header = with_authzid
+                server.set_client_first(without)  # looks the user up first, as Kafka
+                if _saslname(authzid) != _saslname(session.user or ""):
+                    return _fail(ctx, rctx, AUTHZID_MISMATCH)
+                server.gs2_header = _SentGs2Header(header)
             session.scram = server
             return SaslAuthenticateResponse[version](
                 error_code=0,
