@@ -190,6 +190,26 @@ def test_acls_persist_and_delete(acled: Acled, tmp_path: Path) -> None:
     assert _produce_error(again.conf("bob"), "kept") == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
+def test_create_acls_refuses_an_empty_resource_name(acled: Acled) -> None:
+    """CreateAcls with an empty resource name is 42 INVALID_REQUEST with Kafka's message
+    (AclControlManager.validateNewAcl); the other bindings of the request are created."""
+    admin = AdminClient(acled.conf("admin"))
+    empty = _allow("", "bob", AclOperation.READ)
+    named = _allow("named", "bob", AclOperation.READ)
+    futures = admin.create_acls([empty, named])
+    with pytest.raises(KafkaException) as info:
+        futures[empty].result(15)
+    assert info.value.args[0].code() == KafkaError.INVALID_REQUEST
+    assert "Resource name should not be empty" in info.value.args[0].str()
+    futures[named].result(15)
+    everything = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, "User:bob", None,
+        AclOperation.ANY, AclPermissionType.ANY,
+    )  # fmt: skip
+    described = admin.describe_acls(everything).result(15)
+    assert [b.name for b in described] == ["named"]
+
+
 def test_acl_apis_without_an_authorizer(broker_factory: Callable[..., BrokerProcess]) -> None:
     proc = broker_factory()
     admin = AdminClient({"bootstrap.servers": proc.bootstrap})

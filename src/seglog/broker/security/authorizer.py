@@ -76,10 +76,14 @@ class Acl(NamedTuple):
     permission_type: int
 
     def validate(self) -> None:
-        """Raises ValueError when a field is not a concrete value (Kafka: 42 INVALID_REQUEST)."""
+        """Raises ValueError when a field is not a concrete value or the resource name is
+        empty (Kafka: 42 INVALID_REQUEST, in ``AclControlManager.validateNewAcl``'s order
+        and with its message for the name)."""
         for field, allowed in _VALID.items():
             if getattr(self, field) not in allowed:
                 raise ValueError(f"invalid {field} {getattr(self, field)} for an ACL")
+        if not self.resource_name:
+            raise ValueError("Resource name should not be empty")
         if not self.principal.startswith("User:") or not self.host:
             raise ValueError("principal must be User:NAME (or User:*) and host * or an address")
         if self.resource_type == Res.CLUSTER and self.resource_name != CLUSTER_NAME:
