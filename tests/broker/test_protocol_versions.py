@@ -3,8 +3,17 @@ classes over a raw socket: the broker's answers decode and carry the expected da
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
+from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    AlterReplicaLogDirsRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DescribeGroupsRequest,
+    ListConfigResourcesRequest,
+)
 from kafka.protocol.consumer import (
     FetchRequest,
     ListOffsetsRequest,
@@ -331,3 +340,63 @@ def test_init_producer_id(broker: str, version: int) -> None:
         second = w.call(req(transactional_id=None, transaction_timeout_ms=60000))
     assert (first.error_code, first.producer_epoch) == (0, 0)
     assert second.producer_id > first.producer_id >= 0
+
+
+@pytest.mark.parametrize("version", versions(15))
+def test_describe_groups(broker: str, version: int) -> None:
+    with Wire(broker) as w:
+        req = DescribeGroupsRequest[version](
+            groups=["no-such-group"], include_authorized_operations=False
+        )
+        (group,) = w.call(req).groups
+    assert (group.group_id, group.group_state, group.members) == ("no-such-group", "Dead", [])
+    assert group.error_code == (69 if version >= 6 else 0)  # GROUP_ID_NOT_FOUND from v6
+
+
+@pytest.mark.parametrize("version", versions(45))
+def test_alter_partition_reassignments(broker: str, topic: str, version: int) -> None:
+    req = AlterPartitionReassignmentsRequest[version]
+    part = req.ReassignableTopic.ReassignablePartition(partition_index=0, replicas=[0])
+    with Wire(broker) as w:
+        ensure_topic(w, topic)
+        resp = w.call(
+            req(timeout_ms=1000, topics=[req.ReassignableTopic(name=topic, partitions=[part])])
+        )
+    assert resp.error_code == 0
+    assert resp.responses[0].partitions[0].error_code == 0
+
+
+@pytest.mark.parametrize("version", versions(34))
+def test_alter_replica_log_dirs(broker: str, topic: str, data_dir: Path, version: int) -> None:
+    req = AlterReplicaLogDirsRequest[version]
+    dirs = [
+        req.AlterReplicaLogDir(
+            path=path,
+            topics=[req.AlterReplicaLogDir.AlterReplicaLogDirTopic(name=topic, partitions=[0])],
+        )
+        for path in (str(data_dir.resolve()), "/no/such/dir")
+    ]
+    with Wire(broker) as w:
+        ensure_topic(w, topic)
+        same = w.call(req(dirs=dirs[:1]))
+        other = w.call(req(dirs=dirs[1:]))
+    assert [(t.topic_name, [p.error_code for p in t.partitions]) for t in same.results] == [
+        (topic, [0])
+    ]
+    assert [(t.topic_name, [p.error_code for p in t.partitions]) for t in other.results] == [
+        (topic, [57])
+    ]
+
+
+@pytest.mark.parametrize("version", versions(74))
+def test_list_config_resources(broker: str, topic: str, version: int) -> None:
+    with Wire(broker) as w:
+        ensure_topic(w, topic)
+        resp = w.call(ListConfigResourcesRequest[version](resource_types=[]))
+    assert resp.error_code == 0
+    listed = [(r.resource_type, r.resource_name) for r in resp.config_resources]
+    if version == 0:
+        assert listed == []  # client-metrics subscriptions only: none
+    else:
+        assert listed[0] == (4, "0")
+        assert (2, topic) in listed
