@@ -286,9 +286,10 @@ def test_scram_authorization_id_must_be_the_user(secured: Secured, mechanism: st
 
     def client_first(authzid: str) -> tuple[Any, bytes]:
         client = scramp.ScramClient([mechanism], "alice", "alice-secret")
+        bare = client.get_client_first()[len("n,,") :]
         header = f"n,a={authzid},"
         client.gs2_header = _Gs2Header(header)  # c= in the client-final
-        return client, (header + client.get_client_first()[len("n,,") :]).encode()
+        return client, (header + bare).encode()
 
     with _sasl(secured, mechanism) as w:
         client, first = client_first("alice")
