@@ -274,6 +274,42 @@ def test_describe_quorum_needs_cluster_describe(acled: Acled) -> None:
     assert quorum("alice")["topics"][0]["partitions"][0]["leader_id"] == 0
 
 
+def test_log_dirs_and_config_resources_need_cluster_rights(acled: Acled) -> None:
+    """AlterReplicaLogDirs needs ALTER on the cluster (31 per partition), ListConfigResources
+    DESCRIBE_CONFIGS on it (31 for the request); a super user is served."""
+    import kafka.errors as ke  # noqa: PLC0415
+    from kafka import TopicPartitionReplica  # noqa: PLC0415
+    from kafka.admin import KafkaAdminClient  # noqa: PLC0415
+
+    creator = AdminClient(acled.conf("admin"))
+    creator.create_topics([NewTopic("dirs", 1)])["dirs"].result(15)
+    current = str(acled.proc.data_dir.resolve())
+    replica = TopicPartitionReplica("dirs", 0, 0)
+
+    def as_user(user: str) -> tuple[Any, Any]:
+        client = KafkaAdminClient(
+            bootstrap_servers=f"127.0.0.1:{acled.sasl_port}",
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="SCRAM-SHA-256",
+            sasl_plain_username=user,
+            sasl_plain_password=USERS[user],
+        )
+        try:
+            moved = client.alter_replica_log_dirs({replica: current})
+            try:
+                listed: Any = client.list_config_resources(["BROKER"])
+            except ke.ClusterAuthorizationFailedError as exc:
+                listed = exc
+            return moved, listed
+        finally:
+            client.close()
+
+    moved, listed = as_user("alice")
+    assert moved == {replica: ke.ClusterAuthorizationFailedError}
+    assert isinstance(listed, ke.ClusterAuthorizationFailedError)
+    assert as_user("admin") == ({replica: ke.NoError}, {"broker": ["0"]})
+
+
 def test_metadata_by_topic_id_needs_describe(acled: Acled) -> None:
     """A topic asked for by id is described only to a principal that may DESCRIBE it;
     else 29 with no name and no partitions (Kafka: topic ids are not secret, names are)."""
