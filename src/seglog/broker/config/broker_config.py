@@ -39,6 +39,10 @@ class BrokerConfig:
     max_inflight_requests: int = _d("max_inflight_requests")  # queued.max.requests
     max_connections: int = _d("max_connections")
     max_connections_per_ip: int = _d("max_connections_per_ip")
+    max_connections_per_ip_overrides: str = _d("max_connections_per_ip_overrides")
+    max_connection_creation_rate: int = _d("max_connection_creation_rate")  # KIP-612
+    quota_window_num: int = _d("quota_window_num")  # client quotas' samples
+    quota_window_size_seconds: int = _d("quota_window_size_seconds")
     connections_max_idle_ms: int = _d("connections_max_idle_ms")
     partial_request_timeout_ms: int = _d("partial_request_timeout_ms")
     sasl_authentication_timeout_ms: int = _d("sasl_authentication_timeout_ms")

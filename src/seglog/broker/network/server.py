@@ -18,6 +18,7 @@ from seglog.broker.apis.registry import REGISTRY, api_versions_body, flexible_re
 from seglog.broker.apis.sasl import check_session
 from seglog.broker.config.broker_config import BrokerConfig
 from seglog.broker.config.listeners import Listener
+from seglog.broker.config.settings import parse_ip_overrides
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.committed import CommittedOffsets
 from seglog.broker.coordinator.groups import GroupCoordinator
@@ -35,7 +36,9 @@ from seglog.broker.protocol.errors import UNSUPPORTED_VERSION
 from seglog.broker.protocol.framing import encode_response, parse_request_header
 from seglog.broker.protocol.nulls import reject_nulls
 from seglog.broker.security.authorizer import Authorizer
+from seglog.broker.security.client_quotas import QuotaStore
 from seglog.broker.security.scram_store import CredentialStore
+from seglog.broker.security.throttling import ConnectionRates, QuotaManager
 from seglog.broker.security.tls import principal_from_cert, server_context
 from seglog.errors import ProtocolError, SeglogError
 from seglog.storage import DataDir, LogConfig
@@ -70,6 +73,19 @@ def _log_config(config: BrokerConfig) -> LogConfig:
     )
 
 
+def _loop_ms(loop: asyncio.AbstractEventLoop) -> float:
+    """The event loop's clock in ms (quota sensors)."""
+    return loop.time() * 1000
+
+
+def _throttled(body: Any, throttle_ms: int) -> Any:
+    """``body`` with ``throttle_time_ms`` raised to ``throttle_ms`` when it has the field
+    (KIP-219: a throttled client learns for how long)."""
+    if throttle_ms > 0 and getattr(body, "throttle_time_ms", None) is not None:
+        body.throttle_time_ms = max(int(body.throttle_time_ms), throttle_ms)
+    return body
+
+
 class Broker:
     """A single-node Kafka-wire broker over one data directory.
 
@@ -87,6 +103,8 @@ class Broker:
         self._ctx: BrokerContext | None = None
         self._connections: set[Connection] = set()
         self._per_host: dict[str, int] = {}
+        self._per_ip_overrides = parse_ip_overrides(config.max_connections_per_ip_overrides)
+        self._connection_rates: ConnectionRates | None = None
         self._refused = 0
         self._idle_timer: asyncio.TimerHandle | None = None
         self.bound: tuple[str, int] | None = None
@@ -144,6 +162,15 @@ class Broker:
             raise
         first = listeners[0].name
         self.bound = self.listeners[first]
+        quota_store = QuotaStore(config.data_dir)
+        clock = functools.partial(_loop_ms, loop)
+        self._connection_rates = ConnectionRates(
+            quota_store,
+            config.max_connection_creation_rate,
+            window_num=config.quota_window_num,
+            window_seconds=config.quota_window_size_seconds,
+            clock=clock,
+        )
         self._ctx = BrokerContext(
             config=config,
             topics=topics,
@@ -165,6 +192,12 @@ class Broker:
                 enabled=bool(config.authorizer_class_name),
                 super_users=config.super_users,
                 allow_if_no_acl=config.allow_everyone_if_no_acl_found,
+            ),
+            quotas=QuotaManager(
+                quota_store,
+                window_num=config.quota_window_num,
+                window_seconds=config.quota_window_size_seconds,
+                clock=clock,
             ),
         )
         topics.sync_observer = self._ctx.metrics.observe_sync
@@ -189,7 +222,12 @@ class Broker:
         metrics = ctx.metrics
         metrics.serve_collector(
             snapshot_from_loop(
-                loop, ctx.topics, ctx.committed, metrics, self._connections_by_listener
+                loop,
+                ctx.topics,
+                ctx.committed,
+                metrics,
+                self._connections_by_listener,
+                quotas=ctx.quotas,
             )
         )
         server, _thread = start_http_server(
@@ -229,16 +267,25 @@ class Broker:
 
     def _admit(self, conn: Connection) -> bool:
         """Count a new connection, or refuse it (closed at once) when ``max.connections``
-        or ``max.connections.per.ip`` is reached, or the broker is shutting down."""
+        or its address's limit (``max.connections.per.ip``, or its entry in
+        ``max.connections.per.ip.overrides``) is reached, its address is over its
+        ``connection_creation_rate`` quota (KIP-612: closed, and so are the address's new
+        connections for the throttle time), or the broker is shutting down. Over
+        ``max.connection.creation.rate`` it is admitted but not read from until the rate
+        allows (Kafka's acceptor waits)."""
         host = conn.peer_host
         config = self.config
+        rates = self._connection_rates
+        per_ip = self._per_ip_overrides.get(host, config.max_connections_per_ip)
         reason = None
-        if self._ctx is None or self._ctx.shutting_down:
+        if self._ctx is None or self._ctx.shutting_down or rates is None:
             reason = "shutting down"
         elif len(self._connections) >= config.max_connections:
             reason = f"max.connections {config.max_connections} reached"
-        elif self._per_host.get(host, 0) >= config.max_connections_per_ip:
-            reason = f"max.connections.per.ip {config.max_connections_per_ip} reached"
+        elif self._per_host.get(host, 0) >= per_ip:
+            reason = f"max.connections.per.ip {per_ip} reached for {host}"
+        elif (throttle := rates.ip_throttle_ms(host)) > 0:
+            reason = f"connection_creation_rate quota of {host} exceeded ({throttle} ms)"
         if reason is not None:
             self._refused += 1
             # one line per power of two refusals: a flood cannot flood the log
@@ -252,6 +299,8 @@ class Broker:
             return False
         self._connections.add(conn)
         self._per_host[host] = self._per_host.get(host, 0) + 1
+        if rates is not None:
+            conn.mute(rates.broker_delay_ms())  # max.connection.creation.rate
         if not conn.session.authenticated and self.config.sasl_authentication_timeout_ms > 0:
             timeout = self.config.sasl_authentication_timeout_ms / 1000
             asyncio.get_running_loop().call_later(timeout, self._auth_expired, conn)
@@ -306,6 +355,8 @@ class Broker:
         self._idle_timer = None
         if self._ctx is None or self._ctx.shutting_down:
             return
+        if self._ctx.quotas is not None:
+            self._ctx.quotas.expire()
         now = asyncio.get_running_loop().time()
         limit = self.config.connections_max_idle_ms / 1000
         for conn in list(self._connections):
@@ -389,6 +440,7 @@ class Broker:
             sasl_listener=listener.sasl,
             peer=conn.peer,
             close_connection=conn.close_idle,
+            mute=conn.mute,
             authorizer=ctx.authorizer,
         )
         request: Any
@@ -401,19 +453,29 @@ class Broker:
             except Exception as exc:
                 raise ProtocolError(f"malformed {spec.name} v{version}: {exc!r}") from exc
             reject_nulls(request, version)  # null where the schema forbids it: malformed
+        started = time.perf_counter()
         result = spec.handler(ctx, rctx, request)
+        throttle = 0
+        if ctx.quotas is not None and not spec.before_authentication:
+            # request_percentage: the handler's time on the event loop (Kafka's request
+            # handler time); Produce and Fetch report their byte-rate throttle instead
+            busy_ms = (time.perf_counter() - started) * 1000
+            throttle = ctx.quotas.record_request_time(rctx.user, rctx.client_id, busy_ms)
+            conn.mute(throttle)
         if result is None or spec.encoded:
             return cast("Response | Awaitable[Response | None] | None", result)
         if isinstance(result, Coroutine):
-            return self._encode_later(header.correlation_id, result)
-        return encode_response(result, header.correlation_id)
+            return self._encode_later(header.correlation_id, result, throttle)
+        return encode_response(_throttled(result, throttle), header.correlation_id)
 
     @staticmethod
-    async def _encode_later(correlation_id: int, pending: Awaitable[Any]) -> bytearray | None:
+    async def _encode_later(
+        correlation_id: int, pending: Awaitable[Any], throttle: int
+    ) -> bytearray | None:
         body = await pending
         if body is None:
             return None
-        return encode_response(body, correlation_id)
+        return encode_response(_throttled(body, throttle), correlation_id)
 
     async def stop(self) -> None:
         """Stop accepting, answer in-flight requests (long polls return at once), close
