@@ -196,6 +196,9 @@ def handle_fetch(
         return _encode(version, correlation_id, [], _errors.FETCH_SESSION_ID_NOT_FOUND)
     wanted = _plan(ctx, rctx, req, version)
     max_bytes = req.max_bytes if version >= 3 else 0x7FFFFFFF
+    if ctx.quotas is not None:
+        cap = ctx.quotas.fetch_cap(rctx.user, rctx.client_id)
+        max_bytes = max_bytes if cap is None else min(max_bytes, cap)
     entries, total, erred = _read(ctx, wanted, max_bytes)
     if total >= req.min_bytes or erred or req.max_wait_ms <= 0 or ctx.shutting_down:
         return _answer(ctx, rctx, entries, total)

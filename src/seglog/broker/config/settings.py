@@ -415,10 +415,9 @@ BROKER_SETTINGS: tuple[BrokerSetting, ...] = (
         "Most client connections at once; more are closed at accept.", min=1,
     ),
     BrokerSetting(
-        "max.connections.per.ip", "max_connections_per_ip", INT, 250,
-        "Most connections from one IP address (seglog's default: a quarter of "
-        "max.connections, so one flooding address leaves the rest to the others; "
-        "Kafka's: no limit).", min=1,
+        "max.connections.per.ip", "max_connections_per_ip", INT, None,
+        "Most connections from one IP address (default: three quarters of max.connections, "
+        "so one flooding address leaves a quarter to the others; Kafka's: no limit).", min=1,
     ),
     BrokerSetting(
         "max.connections.per.ip.overrides", "max_connections_per_ip_overrides", STRING, "",

@@ -276,7 +276,7 @@ class Broker:
         host = conn.peer_host
         config = self.config
         rates = self._connection_rates
-        per_ip = self._per_ip_overrides.get(host, config.max_connections_per_ip)
+        per_ip = self._per_ip_overrides.get(host, config.connections_per_ip)
         reason = None
         if self._ctx is None or self._ctx.shutting_down or rates is None:
             reason = "shutting down"

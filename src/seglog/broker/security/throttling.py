@@ -166,6 +166,16 @@ class QuotaManager:
         """A fetch response of ``nbytes`` against consumer_byte_rate."""
         return self._record(CONSUMER_BYTE_RATE, user, client_id, nbytes, None)
 
+    def fetch_cap(self, user: str, client_id: str) -> int | None:
+        """The most bytes one fetch response may hold for this client: what its
+        consumer_byte_rate allows in one window (Kafka caps a fetch at its
+        ``getMaxValueInQuotaWindow``, so a throttled fetch can ever be answered); None
+        without a quota."""
+        resolved = self.store.resolve(CONSUMER_BYTE_RATE, user, client_id)
+        if resolved is None:
+            return None
+        return max(1, int(resolved.bound * self._window_ms / 1000))
+
     def unrecord_fetch(self, user: str, client_id: str, nbytes: int) -> None:
         """Take back a fetch response that is not sent (a throttled fetch is answered
         empty, as Kafka's ``unrecordQuotaSensor``)."""
