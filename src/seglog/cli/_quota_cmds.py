@@ -69,6 +69,10 @@ def _call(client: ClientOptions, request: Any) -> Any:
         raise fail(f"{host}:{port}: {exc}") from None
 
 
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 def _entity_text(entity: list[tuple[str, str | None]]) -> str:
     return ", ".join(f"{t}={'<default>' if n is None else n}" for t, n in entity)
 
@@ -115,7 +119,7 @@ def describe(  # noqa: PLR0917 (kafka-configs' options)
     table.add_column("entity")
     table.add_column("quotas")
     for row in rows:
-        quotas = ", ".join(f"{k}={v:g}" for k, v in sorted(row["quotas"].items()))
+        quotas = ", ".join(f"{k}={_number(v)}" for k, v in sorted(row["quotas"].items()))
         table.add_row(_entity_text([(t, n) for t, n in row["entity"]]), quotas)
     Console().print(table)
 
