@@ -177,7 +177,8 @@ def test_alter_and_describe_every_entity_form_and_filter(quotas_cleared: str) ->
     assert describe(broker, strict=True) == (0, {})  # strict, no component: nothing
 
     # a null value with remove: the key goes; the entity goes with its last key
-    assert alter(broker, [(ALICE_APP, [("request_percentage", 0.0, True)])]) == [(0, None)]
+    removal = [(ALICE_APP, [("request_percentage", 0.0, True)])]
+    assert alter(broker, removal, version=0) == [(0, None)]
     assert describe(broker, [("user", EXACT, "alice"), ("client-id", EXACT, "app")])[1] == {
         ALICE_APP: {"producer_byte_rate": 1001.0}
     }
