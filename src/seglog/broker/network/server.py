@@ -18,7 +18,6 @@ from seglog.broker.apis.registry import REGISTRY, api_versions_body, flexible_re
 from seglog.broker.apis.sasl import check_session
 from seglog.broker.config.broker_config import BrokerConfig
 from seglog.broker.config.listeners import Listener
-from seglog.broker.config.settings import parse_ip_overrides
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.committed import CommittedOffsets
 from seglog.broker.coordinator.groups import GroupCoordinator
@@ -29,6 +28,7 @@ from seglog.broker.log.producers import ProducerStateTable
 from seglog.broker.log.retention import RetentionTask, start_retention
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.metrics import snapshot_from_loop
+from seglog.broker.network.admission import ConnectionLimits
 from seglog.broker.network.connection import Connection, Response
 from seglog.broker.protocol.api_keys import ApiKey, api_name
 from seglog.broker.protocol.bounds import check_array_counts
@@ -101,11 +101,8 @@ class Broker:
         self._advertised: dict[str, tuple[str, int]] = {}
         self._data_dir: DataDir | None = None
         self._ctx: BrokerContext | None = None
-        self._connections: set[Connection] = set()
-        self._per_host: dict[str, int] = {}
-        self._per_ip_overrides = parse_ip_overrides(config.max_connections_per_ip_overrides)
-        self._connection_rates: ConnectionRates | None = None
-        self._refused = 0
+        self._limits = ConnectionLimits(config)
+        self._connections = self._limits.connections
         self._idle_timer: asyncio.TimerHandle | None = None
         self.bound: tuple[str, int] | None = None
         self._retention: RetentionTask | None = None  # retention / cleaner thread
@@ -164,7 +161,7 @@ class Broker:
         self.bound = self.listeners[first]
         quota_store = QuotaStore(config.data_dir)
         clock = functools.partial(_loop_ms, loop)
-        self._connection_rates = ConnectionRates(
+        self._limits.rates = ConnectionRates(
             quota_store,
             config.max_connection_creation_rate,
             window_num=config.quota_window_num,
@@ -266,41 +263,11 @@ class Broker:
     # -- connection limits ------------------------------------------------------------------
 
     def _admit(self, conn: Connection) -> bool:
-        """Count a new connection, or refuse it (closed at once) when ``max.connections``
-        or its address's limit (``max.connections.per.ip``, or its entry in
-        ``max.connections.per.ip.overrides``) is reached, its address is over its
-        ``connection_creation_rate`` quota (KIP-612: closed, and so are the address's new
-        connections for the throttle time), or the broker is shutting down. Over
-        ``max.connection.creation.rate`` it is admitted but not read from until the rate
-        allows (Kafka's acceptor waits)."""
-        host = conn.peer_host
-        config = self.config
-        rates = self._connection_rates
-        per_ip = self._per_ip_overrides.get(host, config.connections_per_ip)
-        reason = None
-        if self._ctx is None or self._ctx.shutting_down or rates is None:
-            reason = "shutting down"
-        elif len(self._connections) >= config.max_connections:
-            reason = f"max.connections {config.max_connections} reached"
-        elif self._per_host.get(host, 0) >= per_ip:
-            reason = f"max.connections.per.ip {per_ip} reached for {host}"
-        elif (throttle := rates.ip_throttle_ms(host)) > 0:
-            reason = f"connection_creation_rate quota of {host} exceeded ({throttle} ms)"
-        if reason is not None:
-            self._refused += 1
-            # one line per power of two refusals: a flood cannot flood the log
-            if self._refused & (self._refused - 1) == 0:
-                log.warning(
-                    "refusing connection from %s: %s (%d refused so far)",
-                    conn.peer,
-                    reason,
-                    self._refused,
-                )
+        """Count a new connection (:class:`ConnectionLimits`: refused ones are closed at
+        once), then start its SASL deadline and read its TLS principal."""
+        shutting_down = self._ctx is None or self._ctx.shutting_down
+        if not self._limits.admit(conn, shutting_down=shutting_down):
             return False
-        self._connections.add(conn)
-        self._per_host[host] = self._per_host.get(host, 0) + 1
-        if rates is not None:
-            conn.mute(rates.broker_delay_ms())  # max.connection.creation.rate
         if not conn.session.authenticated and self.config.sasl_authentication_timeout_ms > 0:
             timeout = self.config.sasl_authentication_timeout_ms / 1000
             asyncio.get_running_loop().call_later(timeout, self._auth_expired, conn)
@@ -318,15 +285,7 @@ class Broker:
             conn.abort()
 
     def _closed(self, conn: Connection) -> None:
-        if conn not in self._connections:
-            return  # refused at accept: never counted
-        self._connections.discard(conn)
-        host = conn.peer_host
-        left = self._per_host.get(host, 0) - 1
-        if left > 0:
-            self._per_host[host] = left
-        else:
-            self._per_host.pop(host, None)
+        self._limits.closed(conn)
 
     def _connections_by_listener(self) -> dict[str, int]:
         counts = dict.fromkeys(self.listeners, 0)
