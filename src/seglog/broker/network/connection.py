@@ -123,7 +123,10 @@ class Connection(asyncio.BufferedProtocol):
         self._update_reading()
 
     def _unmute(self) -> None:
+        # the timer of the latest mute (a longer one reschedules it); a loop clock of ms
+        # granularity (uvloop) may run it a fraction early: the mute ends here regardless
         self._mute_timer = None
+        self._muted_until = 0.0
         self._update_reading()
 
     # -- asyncio protocol ---------------------------------------------------------------
