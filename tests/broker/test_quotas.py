@@ -411,6 +411,7 @@ class _Rates:
             self._producer.poll(0)
         self._producer.purge()  # the backlog of a throttled producer is not waited for
         self._producer.flush(10)
+        self._producer.close()
 
     def __enter__(self) -> _Rates:
         self._thread.start()
