@@ -24,7 +24,14 @@ from kafka.protocol.admin import (
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from tests._wait import wait_until
 
-from seglog.broker import BrokerProcess
+from seglog.broker import (
+    BrokerProcess,
+    ClientSecurity,
+    CredentialStore,
+    KafkaConnection,
+    free_port,
+    start_broker,
+)
 from seglog.broker.protocol.client import encode_request
 from seglog.broker.security.client_quotas import QuotaStore
 
@@ -282,6 +289,45 @@ def test_precedence_of_quota_entities(tmp_path: Path) -> None:
 
 
 # -- throttling -----------------------------------------------------------------------
+
+
+def test_user_quotas_follow_the_sasl_principal(tmp_path: Path) -> None:
+    """A user quota binds what a SASL user sends; the <default> user quota is per user."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for user in ("alice", "bob"):
+        CredentialStore(data).set_password(user, f"{user}-secret", ("SCRAM-SHA-256",), 4096)
+    plain, sasl = free_port(), free_port()
+    props = tmp_path / "server.properties"
+    props.write_text(f"listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}\n")
+    proc = start_broker(data, port=plain, extra_args=["--config", str(props)])
+    try:
+        set_quota(proc.bootstrap, (("user", "alice"),), producer_byte_rate=100_000)
+        with Wire(proc.bootstrap) as w:
+            ensure_topic(w, "t")
+        batch = make_batch([b"z" * 1000] * 200)  # ~200 kB
+
+        def throttle_of(user: str) -> int:
+            security = ClientSecurity(
+                {
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "SCRAM-SHA-256",
+                    "sasl.username": user,
+                    "sasl.password": f"{user}-secret",
+                }
+            )
+            with KafkaConnection("127.0.0.1", sasl, "same-client", 15, security) as conn:
+                resp = conn.call(produce_request("t", batch))
+            assert resp.responses[0].partition_responses[0].error_code == 0
+            return int(resp.throttle_time_ms)
+
+        assert throttle_of("alice") > 0
+        assert throttle_of("bob") == 0  # same client id, another user: not alice's quota
+        set_quota(proc.bootstrap, DEFAULT_USER, producer_byte_rate=100_000)
+        assert throttle_of("bob") > 0  # the <default> user quota now binds bob, by himself
+    finally:
+        assert proc.stop() == 0, proc.log_text()
+        proc.log_path.unlink()
 
 
 def test_throttled_produce_is_stored_answered_and_mutes_the_connection(
