@@ -459,9 +459,19 @@ def test_controller_mutation_rate(quotas_cleared: str, topic: str) -> None:
 
 
 class _Rates:
-    """Delivered bytes of one confluent-kafka producer over time, and its throttles."""
+    """Delivered bytes of one confluent-kafka producer over time, and its throttles. It
+    produces ``value_bytes`` messages as fast as it can, or at ``pace`` bytes/s."""
 
-    def __init__(self, bootstrap: str, client_id: str, topic: str) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        client_id: str,
+        topic: str,
+        value_bytes: int,
+        pace: float | None = None,
+    ) -> None:
+        self._value = b"v" * value_bytes
+        self._pace = pace
         self.delivered: list[tuple[float, int]] = []
         self.throttles: list[float] = []
         self.errors: list[Any] = []
@@ -471,7 +481,7 @@ class _Rates:
                 "bootstrap.servers": bootstrap,
                 "client.id": client_id,
                 "linger.ms": 5,
-                "batch.size": 65536,  # requests of up to 64 KiB
+                "batch.size": max(65536, value_bytes),  # requests of ~64 KiB
                 "queue.buffering.max.kbytes": 4096,  # a bounded backlog
                 "throttle_cb": lambda event: self.throttles.append(event.throttle_time),
             }
@@ -486,8 +496,13 @@ class _Rates:
             self.errors.append(err)
 
     def _run(self) -> None:
-        value = b"v" * 10_000
+        value = self._value
+        began, produced = time.monotonic(), 0
         while not self._stop.is_set():
+            if self._pace is not None and produced > self._pace * (time.monotonic() - began):
+                self._producer.poll(0.002)
+                continue
+            produced += len(value)
             try:
                 self._producer.produce(self._topic, value, on_delivery=self._delivered)
             except BufferError:
@@ -523,13 +538,15 @@ def test_producer_held_to_its_quota_while_another_is_not_slowed(
     free_topic = f"{topic}.free"
     with Wire(broker) as w:
         ensure_topic(w, free_topic)
-    with _Rates(broker, "free-producer", free_topic) as free:  # alone first: its own rate
+    # the free producer runs at 20 MB/s, far above the quota and far below what this shared
+    # 2-core machine does flat out (250-800 MB/s measured: too noisy to compare)
+    with _Rates(broker, "free-producer", free_topic, 100_000, pace=20e6) as free:
         free.wait_delivered(time.monotonic())
         start = time.monotonic()
         wait_until(lambda: time.monotonic() - start >= 3, interval=0.1)
         alone = free.rate(start, time.monotonic())
         set_quota(broker, (("client-id", "limited"),), producer_byte_rate=1_000_000)
-        with _Rates(broker, "limited", topic) as limited:
+        with _Rates(broker, "limited", topic, 10_000) as limited:
             limited.wait_delivered(time.monotonic())
             warm = time.monotonic()
             wait_until(lambda: time.monotonic() - warm >= 2, interval=0.1)  # the first burst
@@ -545,8 +562,8 @@ def test_producer_held_to_its_quota_while_another_is_not_slowed(
     assert not free.throttles
     assert not limited.errors
     assert not free.errors
-    assert beside >= 0.4 * alone
-    assert beside > 2e6
+    assert alone > 10e6
+    assert beside >= 0.7 * alone
 
 
 # -- connection quotas ------------------------------------------------------------------
