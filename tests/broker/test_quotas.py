@@ -21,7 +21,9 @@ from kafka.protocol.admin import (
     CreateTopicsRequest,
     DescribeClientQuotasRequest,
 )
+from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.producer import ProduceRequest
 from tests._wait import wait_until
 
 from seglog.broker import (
@@ -32,7 +34,10 @@ from seglog.broker import (
     free_port,
     start_broker,
 )
-from seglog.broker.protocol.client import encode_request
+from seglog.broker.protocol.client import decode_response, encode_request
+from seglog.broker.protocol.framing import encode_response
+from seglog.broker.protocol.produce_wire import encode_produce_response
+from seglog.broker.protocol.throttle_field import raise_throttle
 from seglog.broker.security.client_quotas import QuotaStore
 
 from ._observe import METRICS_ARGS, metric, metrics_port
@@ -429,6 +434,44 @@ def test_request_percentage_throttles_other_apis(quotas_cleared: str) -> None:
 
         throttle = wait_until(throttled, timeout=15, interval=0)
     assert 0 < throttle <= 1000  # request-time throttles are capped at one window
+
+
+@pytest.mark.parametrize(
+    ("api", "version"),
+    [("produce", v) for v in range(3, 13)] + [("fetch", v) for v in range(4, 17)],
+)
+def test_throttle_field_of_self_encoded_responses(api: str, version: int) -> None:
+    """``raise_throttle`` finds throttle_time_ms in every Produce and Fetch version served."""
+    if api == "produce":
+        frame = encode_produce_response(version, 7, [("t", [])])
+        request, key = ProduceRequest[version], 0
+    else:
+        body = FetchResponse[version](
+            throttle_time_ms=5, error_code=0, session_id=0, responses=[], node_endpoints=[]
+        )
+        frame, request, key = encode_response(body, 7), FetchRequest[version], 1
+    asked = request()
+    asked.with_header(correlation_id=7, client_id="t")
+    raise_throttle(key, version, frame, 1234)
+    assert decode_response(bytes(frame[4:]), asked)[1].throttle_time_ms == 1234
+    raise_throttle(key, version, frame, 10)  # a smaller one does not lower it
+    assert decode_response(bytes(frame[4:]), asked)[1].throttle_time_ms == 1234
+
+
+def test_request_time_throttle_reaches_produce_and_fetch(quotas_cleared: str, topic: str) -> None:
+    """Produce and Fetch frame their responses themselves: a request-time throttle still
+    lands in their throttle_time_ms (the larger throttle wins, as Kafka's)."""
+    broker = quotas_cleared
+    with Wire(broker) as w:
+        ensure_topic(w, topic)
+    set_quota(broker, (("client-id", "busy-data"),), request_percentage=0.0001)
+    with Client(broker, "busy-data") as busy:
+        produced = busy.call(produce_request(topic, make_batch([b"p"])))
+        assert produced.responses[0].partition_responses[0].error_code == 0
+        assert 0 < produced.throttle_time_ms <= 1000
+        fetched = busy.call(fetch_request(topic, {0: 0}))
+        assert 0 < fetched.throttle_time_ms <= 1000
+        assert values(fetched.responses[0].partitions[0].records) == [b"p"]
 
 
 def test_controller_mutation_rate(quotas_cleared: str, topic: str) -> None:

@@ -35,6 +35,7 @@ from seglog.broker.protocol.bounds import check_array_counts
 from seglog.broker.protocol.errors import UNSUPPORTED_VERSION
 from seglog.broker.protocol.framing import encode_response, parse_request_header
 from seglog.broker.protocol.nulls import reject_nulls
+from seglog.broker.protocol.throttle_field import raise_throttle
 from seglog.broker.security.authorizer import Authorizer
 from seglog.broker.security.client_quotas import QuotaStore
 from seglog.broker.security.scram_store import CredentialStore
@@ -84,6 +85,29 @@ def _throttled(body: Any, throttle_ms: int) -> Any:
     if throttle_ms > 0 and getattr(body, "throttle_time_ms", None) is not None:
         body.throttle_time_ms = max(int(body.throttle_time_ms), throttle_ms)
     return body
+
+
+def _raise_in(response: Any, api_key: int, version: int, throttle_ms: int) -> Any:
+    if response is not None:
+        frame = response[0] if isinstance(response, list) else response
+        if isinstance(frame, bytearray):
+            raise_throttle(api_key, version, frame, throttle_ms)
+    return response
+
+
+def _encoded_throttled(
+    result: Any, api_key: int, version: int, throttle_ms: int
+) -> Response | Awaitable[Response | None]:
+    """An encoded response (Produce, Fetch: now, a future or a coroutine of it) with its
+    ``throttle_time_ms`` raised to a request-time throttle (the larger one wins, as
+    Kafka's)."""
+    if isinstance(result, bytes | bytearray | list):
+        return cast("Response", _raise_in(result, api_key, version, throttle_ms))
+
+    async def later() -> Response | None:
+        return cast("Response | None", _raise_in(await result, api_key, version, throttle_ms))
+
+    return later()
 
 
 class Broker:
@@ -417,11 +441,13 @@ class Broker:
         throttle = 0
         if ctx.quotas is not None and not spec.before_authentication:
             # request_percentage: the handler's time on the event loop (Kafka's request
-            # handler time); Produce and Fetch report their byte-rate throttle instead
+            # handler time)
             busy_ms = (time.perf_counter() - started) * 1000
             throttle = ctx.quotas.record_request_time(rctx.user, rctx.client_id, busy_ms)
             conn.mute(throttle)
         if result is None or spec.encoded:
+            if throttle > 0 and result is not None:
+                return _encoded_throttled(result, key, version, throttle)
             return cast("Response | Awaitable[Response | None] | None", result)
         if isinstance(result, Coroutine):
             return self._encode_later(header.correlation_id, result, throttle)
