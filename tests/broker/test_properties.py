@@ -98,6 +98,9 @@ _OTHER = {  # non-default values a broker runs with (without TLS, SASL or topics
     "log.archive.command": "/bin/true",
     "log.flush.interval.messages": "1000",
     "log.flush.interval.ms": "60000",
+    "max.connections.per.ip": "500",  # default: 3/4 of max.connections
+    "max.connections.per.ip.overrides": "127.0.0.9:5",
+    "max.connection.creation.rate": "1000",  # default: unlimited (2^31-1)
 }
 
 

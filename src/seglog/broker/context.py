@@ -25,6 +25,7 @@ from seglog.broker.protocol.framing import RequestHeader
 from seglog.broker.security.authorizer import Authorizer
 from seglog.broker.security.scram_store import CredentialStore
 from seglog.broker.security.session import Session
+from seglog.broker.security.throttling import QuotaManager
 
 __all__ = ["BrokerContext", "RequestContext"]
 
@@ -56,6 +57,8 @@ class BrokerContext:
     """sasl.enabled.mechanisms."""
     authorizer: Authorizer | None = None
     """ACLs (None: everything allowed)."""
+    quotas: QuotaManager | None = None
+    """Client quotas: their configs (``quotas.store``) and sensors (None: none enforced)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -84,12 +87,20 @@ class RequestContext:
     """The client's socket address (log lines)."""
     close_connection: Callable[[], None] = lambda: None
     """Close the connection once the responses already queued are written."""
+    mute: Callable[[int], None] = lambda _ms: None
+    """Stop reading from the connection for that many ms (a quota throttle, KIP-219:
+    responses already due are still written)."""
     authorizer: Authorizer | None = None
 
     @property
     def api_version(self) -> int:
         """The request's version (the header's ``api_version``)."""
         return self.header.api_version
+
+    @property
+    def user(self) -> str:
+        """The user of client quotas: the principal's name (``User:alice`` → ``alice``)."""
+        return self.principal.partition(":")[2] or self.principal
 
     @property
     def client_id(self) -> str:

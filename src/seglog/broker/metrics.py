@@ -26,6 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from seglog.broker.coordinator.committed import CommittedOffsets
 from seglog.broker.log.topics import TopicManager
+from seglog.broker.security.throttling import QuotaManager
 
 __all__ = ["BrokerMetrics", "Snapshot", "record_count", "take_snapshot"]
 
@@ -168,6 +169,11 @@ class Snapshot:
     fetches_waiting: int
     traffic: dict[str, dict[PartitionKey, int]]
     uptime_s: float
+    quotas: list[tuple[str, str, str, float, float, float, int, int]] = dataclasses.field(
+        default_factory=list
+    )
+    """Per client-quota sensor: (quota key, user, client id, bound, rate now, recorded
+    total, throttled responses, throttle ms total)."""
 
 
 def take_snapshot(
@@ -175,9 +181,11 @@ def take_snapshot(
     committed: CommittedOffsets,
     metrics: BrokerMetrics,
     connections: dict[str, int],
+    quotas: QuotaManager | None = None,
 ) -> Snapshot:
     """Read everything the collector reports (on the event loop): each partition's log
-    stats and file counters, each group's lag from its committed offsets."""
+    stats and file counters, each group's lag from its committed offsets, each client
+    quota sensor."""
     partitions = []
     ends: dict[PartitionKey, int] = {}
     for name, info in sorted(topics.all().items()):
@@ -202,6 +210,16 @@ def take_snapshot(
         "bytes_out": dict(metrics.bytes_out),
         "messages_out": dict(metrics.messages_out),
     }
+    quota_rows = []
+    if quotas is not None:
+        now = quotas.now_ms()
+        for (key, user, client_id), sensor in sorted(quotas.sensors.items()):
+            quota_rows.append(
+                (
+                    key, user, client_id, sensor.bound, sensor.rate.measure(now),
+                    sensor.total, sensor.throttled, sensor.throttle_ms_total,
+                )
+            )  # fmt: skip
     return Snapshot(
         partitions,
         lag,
@@ -209,6 +227,7 @@ def take_snapshot(
         metrics.fetches_waiting,
         traffic,
         time.time() - metrics.started,
+        quota_rows,
     )
 
 
@@ -218,12 +237,14 @@ def snapshot_from_loop(
     committed: CommittedOffsets,
     metrics: BrokerMetrics,
     connections: Any,
+    *,
+    quotas: QuotaManager | None = None,
 ) -> Any:
     """A ``snapshot()`` callable for the collector: runs :func:`take_snapshot` on ``loop``
     and waits for it (at most 10 s) from the scraping thread."""
 
     async def on_loop() -> Snapshot:
-        return take_snapshot(topics, committed, metrics, connections())
+        return take_snapshot(topics, committed, metrics, connections(), quotas)
 
     def snapshot() -> Snapshot:
         return asyncio.run_coroutine_threadsafe(on_loop(), loop).result(10)
@@ -305,4 +326,46 @@ class _StateCollector:
         yield GaugeMetricFamily(
             "seglog_fetches_waiting", "Fetches parked in a long poll", value=snap.fetches_waiting
         )
+        yield from _quota_families(snap)
         yield GaugeMetricFamily("seglog_uptime_seconds", "Seconds since start", value=snap.uptime_s)
+
+
+_QUOTA_LABELS = ["quota", "user", "client_id"]
+
+
+def _quota_families(snap: Snapshot) -> Iterator[Metric]:
+    """Per client-quota entity (Kafka's per-user/client-id quota metrics): the bound, the
+    measured rate, what was recorded and the throttling. Units follow the quota:
+    producer_byte_rate / consumer_byte_rate bytes, request_percentage percent (recorded:
+    ms of handler time / 10), controller_mutation_rate partition mutations."""
+    families: tuple[GaugeMetricFamily | CounterMetricFamily, ...] = (
+        GaugeMetricFamily(
+            "seglog_quota_limit", "The quota's bound (per second)", labels=_QUOTA_LABELS
+        ),
+        GaugeMetricFamily(
+            "seglog_quota_rate",
+            "The rate measured over the quota's sampled windows (per second)",
+            labels=_QUOTA_LABELS,
+        ),
+        CounterMetricFamily(
+            "seglog_quota_recorded",
+            "Recorded against the quota (bytes for byte rates)",
+            labels=_QUOTA_LABELS,
+        ),
+        CounterMetricFamily(
+            "seglog_quota_throttled_responses",
+            "Responses that carried a throttle of this quota",
+            labels=_QUOTA_LABELS,
+        ),
+        CounterMetricFamily(
+            "seglog_quota_throttle_seconds",
+            "Throttle time given for this quota (Kafka's throttle-time)",
+            labels=_QUOTA_LABELS,
+        ),
+    )
+    for key, user, client_id, bound, rate, total, throttled, throttle_ms in snap.quotas:
+        labels = [key, user, client_id]
+        values = (bound, rate, total, throttled, throttle_ms / 1000)
+        for family, value in zip(families, values, strict=True):
+            family.add_metric(labels, value)
+    yield from families

@@ -102,7 +102,11 @@ def _read(ctx: BrokerContext, wanted: list[_Wanted], max_bytes: int) -> tuple[li
 
 
 def _response(
-    version: int, entries: list[Any], marks: list[tuple[bytes, bytes]], error_code: int = 0
+    version: int,
+    entries: list[Any],
+    marks: list[tuple[bytes, bytes]],
+    error_code: int = 0,
+    throttle_ms: int = 0,
 ) -> Any:
     """The response body; each non-empty ``records`` is a placeholder appended to
     ``marks`` as (placeholder, records)."""
@@ -135,16 +139,28 @@ def _response(
             )
         )
     return FetchResponse[version](
-        throttle_time_ms=0, error_code=error_code, session_id=0, responses=topics, node_endpoints=[]
+        throttle_time_ms=throttle_ms,
+        error_code=error_code,
+        session_id=0,
+        responses=topics,
+        node_endpoints=[],
     )
 
 
-def _encode(version: int, correlation_id: int, entries: list[Any], error_code: int = 0) -> Pieces:
+def _encode(
+    version: int,
+    correlation_id: int,
+    entries: list[Any],
+    error_code: int = 0,
+    throttle_ms: int = 0,
+) -> Pieces:
     """The framed response: kafka-python's encoding with each placeholder (and its length
     prefix: compact uvarint 17 in flexible versions, else int32 16) replaced by the real
     length and the records as read, as separate pieces."""
     marks: list[tuple[bytes, bytes]] = []
-    encoded = encode_response(_response(version, entries, marks), correlation_id)
+    encoded = encode_response(
+        _response(version, entries, marks, error_code, throttle_ms), correlation_id
+    )
     if not marks:
         return [encoded]
     flexible = bool(FetchResponse.flexible_version_q(version))
@@ -180,14 +196,15 @@ def handle_fetch(
         return _encode(version, correlation_id, [], _errors.FETCH_SESSION_ID_NOT_FOUND)
     wanted = _plan(ctx, rctx, req, version)
     max_bytes = req.max_bytes if version >= 3 else 0x7FFFFFFF
+    if ctx.quotas is not None:
+        cap = ctx.quotas.fetch_cap(rctx.user, rctx.client_id)
+        max_bytes = max_bytes if cap is None else min(max_bytes, cap)
     entries, total, erred = _read(ctx, wanted, max_bytes)
     if total >= req.min_bytes or erred or req.max_wait_ms <= 0 or ctx.shutting_down:
-        _count(ctx, entries)
-        return _encode(version, correlation_id, entries)
+        return _answer(ctx, rctx, entries, total)
     return _long_poll(
         ctx,
-        version,
-        correlation_id,
+        rctx,
         wanted=wanted,
         max_bytes=max_bytes,
         min_bytes=req.min_bytes,
@@ -197,8 +214,7 @@ def handle_fetch(
 
 async def _long_poll(
     ctx: BrokerContext,
-    version: int,
-    correlation_id: int,
+    rctx: RequestContext,
     *,
     wanted: list[_Wanted],
     max_bytes: int,
@@ -216,14 +232,30 @@ async def _long_poll(
                 entries, total, erred = _read(ctx, wanted, max_bytes)
                 timeout = deadline - loop.time()
                 if total >= min_bytes or erred or timeout <= 0 or ctx.shutting_down:
-                    _count(ctx, entries)
-                    return _encode(version, correlation_id, entries)
+                    return _answer(ctx, rctx, entries, total)
                 await asyncio.wait((fut,), timeout=timeout)
             finally:
                 ctx.topics.discard(fut, keys)
                 fut.cancel()
     finally:
         ctx.metrics.fetches_waiting -= 1
+
+
+def _answer(ctx: BrokerContext, rctx: RequestContext, entries: list[Any], total: int) -> Pieces:
+    """The response to send. consumer_byte_rate (Kafka's ``ClientQuotaManager``): its
+    record bytes are recorded; when that puts the client over its quota they are taken
+    back and the answer is an empty response with the throttle in ``throttle_time_ms``
+    (no partitions: the client fetches the same offsets again), and the connection is
+    muted for it (KIP-219), as Kafka's throttled fetch."""
+    version, correlation_id = rctx.api_version, rctx.header.correlation_id
+    if ctx.quotas is not None and total > 0:
+        throttle = ctx.quotas.record_fetch(rctx.user, rctx.client_id, total)
+        if throttle > 0:
+            ctx.quotas.unrecord_fetch(rctx.user, rctx.client_id, total)
+            rctx.mute(throttle)
+            return _encode(version, correlation_id, [], throttle_ms=throttle)
+    _count(ctx, entries)
+    return _encode(version, correlation_id, entries)
 
 
 def _count(ctx: BrokerContext, entries: list[Any]) -> None:

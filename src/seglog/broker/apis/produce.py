@@ -198,12 +198,20 @@ def _produce_frame(
     Per-partition errors: 3 unknown topic/partition, 17 illegal topic name, 2 corrupt
     batch, 87 invalid record (magic < 2, empty, record count out of range), 10 batch too
     large, 45 out-of-order sequence, 47 fenced epoch, 21 acks not in (0, 1, -1).
-    Raises ProtocolError (connection closed) for a malformed body or a failed acks=0."""
+    Raises ProtocolError (connection closed) for a malformed body or a failed acks=0.
+
+    producer_byte_rate: the request's bytes (frame included) are recorded after the append
+    (Kafka's ``ClientQuotaManager``); over the quota, the response carries the throttle
+    in ``throttle_time_ms`` and the connection is muted for it (acks=0: muted only)."""
     header = rctx.header
     version, correlation_id = header.api_version, header.correlation_id
     body = parse_produce(frame, header.body_offset, version)
     acks = body.acks
     results = _append_all(ctx, rctx, acks, body.topics)
+    throttle = 0
+    if ctx.quotas is not None:
+        throttle = ctx.quotas.record_produce(rctx.user, rctx.client_id, len(frame) + 4)
+        rctx.mute(throttle)
     if acks == 0:
         _check_acks_0(results)
         return None
@@ -216,14 +224,13 @@ def _produce_frame(
                     if prev is None or prev[1] < r.end_offset:
                         targets[id(r.log)] = (r.log, r.end_offset)
     if not targets:
-        return encode_produce_response(version, correlation_id, results)
-    return _after_fsync(ctx, version, correlation_id, results, list(targets.values()))
+        return encode_produce_response(version, correlation_id, results, throttle)
+    return _after_fsync(ctx, (version, correlation_id, throttle), results, list(targets.values()))
 
 
 def _after_fsync(
     ctx: BrokerContext,
-    version: int,
-    correlation_id: int,
+    answer: tuple[int, int, int],
     results: list[tuple[str, list[_Result]]],
     targets: list[tuple[Log, int]],
 ) -> asyncio.Future[bytearray]:
@@ -250,7 +257,8 @@ def _after_fsync(
                 )
                 for name, parts in results
             ]
-        response.set_result(encode_produce_response(version, correlation_id, results))
+        version, correlation_id, throttle = answer
+        response.set_result(encode_produce_response(version, correlation_id, results, throttle))
 
     for plog, end in targets:
 

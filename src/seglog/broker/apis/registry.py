@@ -28,6 +28,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
@@ -52,6 +54,8 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
     DescribeAclsRequest,
     DescribeAclsResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
@@ -123,6 +127,10 @@ from kafka.protocol.sasl import (
 )
 
 from seglog.broker.apis.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
+from seglog.broker.apis.client_quotas import (
+    handle_alter_client_quotas,
+    handle_describe_client_quotas,
+)
 from seglog.broker.apis.cluster import (
     handle_alter_replica_log_dirs,
     handle_describe_cluster,
@@ -286,6 +294,11 @@ REGISTRY: dict[int, ApiSpec] = {
              handle_alter_user_scram_credentials),
         _api(CreateAclsRequest, CreateAclsResponse, (1, 3), handle_create_acls),
         _api(DeleteAclsRequest, DeleteAclsResponse, (1, 3), handle_delete_acls),
+        # client quotas (apis/client_quotas.py; enforced by security/throttling.py)
+        _api(DescribeClientQuotasRequest, DescribeClientQuotasResponse, (0, 1),
+             handle_describe_client_quotas),
+        _api(AlterClientQuotasRequest, AlterClientQuotasResponse, (0, 1),
+             handle_alter_client_quotas),
         # SASL. SaslHandshake v0 is advertised because librdkafka before 2.x derives its
         # "SASL handshake" feature from v0 (kcat); the exchange itself must then go through
         # SaslAuthenticate (raw v0 tokens are not frames: such a client is disconnected)

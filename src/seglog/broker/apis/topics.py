@@ -1,5 +1,13 @@
 """Topic administration: CreateTopics (API 19), DeleteTopics (API 20) and CreatePartitions
-(API 37)."""
+(API 37).
+
+controller_mutation_rate (KIP-599): each created, deleted or added partition is one
+mutation of the client's quota. In the versions where Kafka is strict (CreateTopics v6+,
+DeleteTopics v5+, CreatePartitions v3+) a topic met while the quota is already exceeded
+fails with 89 THROTTLING_QUOTA_EXCEEDED and is not touched (the ones before it are done);
+older versions are done whole. Either way the response carries the throttle in
+``throttle_time_ms`` and the connection is muted for it.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +34,38 @@ __all__ = [
 ]
 
 
+class _Mutations:
+    """A request's partition mutations against its client's controller_mutation_rate."""
+
+    def __init__(self, ctx: BrokerContext, rctx: RequestContext, strict_from: int) -> None:
+        self._quotas = ctx.quotas
+        self._rctx = rctx
+        self._strict = rctx.api_version >= strict_from
+        self.throttle_ms = 0
+
+    def refused(self) -> bool:
+        """Strict versions: whether the quota is already exceeded (the topic gets 89)."""
+        if self._quotas is None or not self._strict:
+            return False
+        throttle = self._quotas.mutation_exceeded(self._rctx.user, self._rctx.client_id)
+        self.throttle_ms = max(self.throttle_ms, throttle)
+        return throttle > 0
+
+    def record(self, partitions: int) -> None:
+        """Count ``partitions`` mutations done."""
+        if self._quotas is not None:
+            throttle = self._quotas.record_mutations(
+                self._rctx.user, self._rctx.client_id, partitions
+            )
+            self.throttle_ms = max(self.throttle_ms, throttle)
+
+    def finish(self) -> int:
+        """Mute the connection for the throttle; returns it (``throttle_time_ms``)."""
+        self._rctx.mute(self.throttle_ms)
+        return self.throttle_ms
+
+
+_THROTTLED = "The throttling quota has been exceeded."
 _CTResult = CreateTopicsResponse.CreatableTopicResult
 _CTConfig = _CTResult.CreatableTopicConfigs
 _DYNAMIC_TOPIC_CONFIG = 1
@@ -114,13 +154,25 @@ def handle_create_topics(ctx: BrokerContext, rctx: RequestContext, req: Any) -> 
     replication factor. ``validate_only`` checks without creating."""
     version = rctx.api_version
     names = [t.name for t in req.topics]
+    mutations = _Mutations(ctx, rctx, strict_from=6)
     results = []
     for t in req.topics:
         if names.count(t.name) > 1:
             results.append(_CTResult(name=t.name, error_code=_errors.INVALID_REQUEST))
+        elif not req.validate_only and mutations.refused():
+            results.append(
+                _CTResult(
+                    name=t.name,
+                    error_code=_errors.THROTTLING_QUOTA_EXCEEDED,
+                    error_message=_THROTTLED,
+                )
+            )
         else:
-            results.append(_create_one(ctx, rctx, t, req.validate_only, version))
-    return CreateTopicsResponse[version](throttle_time_ms=0, topics=results)
+            result = _create_one(ctx, rctx, t, req.validate_only, version)
+            if result.error_code == 0 and not req.validate_only:
+                mutations.record(result.num_partitions)
+            results.append(result)
+    return CreateTopicsResponse[version](throttle_time_ms=mutations.finish(), topics=results)
 
 
 _DTResult = DeleteTopicsResponse.DeletableTopicResult
@@ -135,9 +187,18 @@ def handle_delete_topics(ctx: BrokerContext, rctx: RequestContext, req: Any) -> 
         if version >= 6
         else [(n, None) for n in req.topic_names]
     )
+    mutations = _Mutations(ctx, rctx, strict_from=5)
     results = []
     for wanted_name, wanted_id in wanted:
         name, topic_id = wanted_name, wanted_id
+        if mutations.refused():
+            kw: dict[str, Any] = {"name": name, "error_code": _errors.THROTTLING_QUOTA_EXCEEDED}
+            if version >= 5:
+                kw["error_message"] = _THROTTLED
+            if topic_id is not None:
+                kw["topic_id"] = topic_id
+            results.append(_DTResult(**kw))
+            continue
         if name is None and topic_id is not None:
             info = ctx.topics.by_id(topic_id)
             if info is None:
@@ -158,6 +219,7 @@ def handle_delete_topics(ctx: BrokerContext, rctx: RequestContext, req: Any) -> 
                 raise InvalidTopicError(f"{name} is internal: it holds the committed offsets")
             info = ctx.topics.get(name)
             ctx.topics.delete(name)
+            mutations.record(info.partitions if info is not None else 1)
             ctx.metrics.forget_topic(name)
             ctx.producers.forget_topic(name)
             ctx.committed.forget_topic(name)
@@ -169,15 +231,16 @@ def handle_delete_topics(ctx: BrokerContext, rctx: RequestContext, req: Any) -> 
         if topic_id is not None:
             kwargs["topic_id"] = topic_id
         results.append(_DTResult(**kwargs))
-    return DeleteTopicsResponse[version](throttle_time_ms=0, responses=results)
+    return DeleteTopicsResponse[version](throttle_time_ms=mutations.finish(), responses=results)
 
 
 _CPResult = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
 def _grow_one(
-    ctx: BrokerContext, rctx: RequestContext, t: Any, validate_only: bool, node_id: int
+    ctx: BrokerContext, rctx: RequestContext, t: Any, validate_only: bool, mutations: _Mutations
 ) -> Any:
+    node_id = ctx.config.node_id
     if not rctx.allowed(Op.ALTER, Res.TOPIC, t.name):
         return _CPResult(
             name=t.name, error_code=_errors.TOPIC_AUTHORIZATION_FAILED, error_message=None
@@ -210,7 +273,14 @@ def _grow_one(
                 error_message=f"one assignment [{node_id}] per new partition on this broker",
             )
         if not validate_only:
+            if mutations.refused():
+                return _CPResult(
+                    name=t.name,
+                    error_code=_errors.THROTTLING_QUOTA_EXCEEDED,
+                    error_message=_THROTTLED,
+                )
             ctx.topics.add_partitions(t.name, t.count)
+            mutations.record(t.count - info.partitions)
     except (SeglogError, ValueError, OSError) as exc:
         return _CPResult(name=t.name, error_code=_errors.error_code(exc), error_message=str(exc))
     return _CPResult(name=t.name, error_code=0, error_message=None)
@@ -223,10 +293,11 @@ def handle_create_partitions(ctx: BrokerContext, rctx: RequestContext, req: Any)
     ``validate_only`` checks without changing anything."""
     version = rctx.api_version
     names = [t.name for t in req.topics]
+    mutations = _Mutations(ctx, rctx, strict_from=3)
     results = [
         _CPResult(name=t.name, error_code=_errors.INVALID_REQUEST, error_message="duplicate topic")
         if names.count(t.name) > 1
-        else _grow_one(ctx, rctx, t, req.validate_only, ctx.config.node_id)
+        else _grow_one(ctx, rctx, t, req.validate_only, mutations)
         for t in req.topics
     ]
-    return CreatePartitionsResponse[version](throttle_time_ms=0, results=results)
+    return CreatePartitionsResponse[version](throttle_time_ms=mutations.finish(), results=results)

@@ -38,7 +38,11 @@ class BrokerConfig:
     socket_request_max_bytes: int = _d("socket_request_max_bytes")
     max_inflight_requests: int = _d("max_inflight_requests")  # queued.max.requests
     max_connections: int = _d("max_connections")
-    max_connections_per_ip: int = _d("max_connections_per_ip")
+    max_connections_per_ip: int | None = _d("max_connections_per_ip")  # None: 3/4 of the total
+    max_connections_per_ip_overrides: str = _d("max_connections_per_ip_overrides")
+    max_connection_creation_rate: int = _d("max_connection_creation_rate")  # KIP-612
+    quota_window_num: int = _d("quota_window_num")  # client quotas' samples
+    quota_window_size_seconds: int = _d("quota_window_size_seconds")
     connections_max_idle_ms: int = _d("connections_max_idle_ms")
     partial_request_timeout_ms: int = _d("partial_request_timeout_ms")
     sasl_authentication_timeout_ms: int = _d("sasl_authentication_timeout_ms")
@@ -72,6 +76,16 @@ class BrokerConfig:
 
     def __post_init__(self) -> None:
         validate_broker_config(self)
+
+    @property
+    def connections_per_ip(self) -> int:
+        """``max.connections.per.ip``; by default three quarters of ``max.connections``
+        (at least 1; 750 of 1,000): seglog's default, so that one address flooding the
+        broker leaves a quarter of the connections to the others (Kafka's default is no
+        per-address limit)."""
+        if self.max_connections_per_ip is not None:
+            return self.max_connections_per_ip
+        return max(1, self.max_connections - self.max_connections // 4)
 
 
 def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:

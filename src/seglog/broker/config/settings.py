@@ -39,6 +39,7 @@ __all__ = [
     "TopicConfigDef",
     "broker_entries",
     "consumed_groups",
+    "parse_ip_overrides",
     "setting_default",
     "validate_broker_config",
     "validate_topic_configs",
@@ -336,6 +337,32 @@ class BrokerSetting:
         return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def parse_ip_overrides(value: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides`` (``IP:COUNT[,IP:COUNT...]``, Kafka's format;
+    an IPv6 address takes its count after the last colon) → {address: count}. Raises
+    ValueError on a missing or negative count."""
+    out: dict[str, int] = {}
+    for raw in value.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep or not host.strip():
+            raise ValueError(f"{item!r} is not IP:COUNT")
+        try:
+            number = int(count)
+        except ValueError:
+            raise ValueError(f"{item!r}: {count!r} is not an integer") from None
+        if number < 0:
+            raise ValueError(f"{item!r}: a count is 0 or more")
+        out[host.strip().strip("[]")] = number
+    return out
+
+
+def _ip_overrides(value: str) -> None:
+    parse_ip_overrides(value)
+
+
 def _policy_list(value: str) -> None:
     parts = [p.strip() for p in value.split(",")]
     if not parts or any(p not in ("delete", "compact") for p in parts):
@@ -390,8 +417,27 @@ BROKER_SETTINGS: tuple[BrokerSetting, ...] = (
         "Most client connections at once; more are closed at accept.", min=1,
     ),
     BrokerSetting(
-        "max.connections.per.ip", "max_connections_per_ip", INT, 1000,
-        "Most connections from one IP address.", min=1,
+        "max.connections.per.ip", "max_connections_per_ip", INT, None,
+        "Most connections from one IP address (default: three quarters of max.connections, "
+        "so one flooding address leaves a quarter to the others; Kafka's: no limit).", min=1,
+    ),
+    BrokerSetting(
+        "max.connections.per.ip.overrides", "max_connections_per_ip_overrides", STRING, "",
+        "Per-address exceptions to max.connections.per.ip: IP:COUNT[,IP:COUNT...].",
+        check=_ip_overrides,
+    ),
+    BrokerSetting(
+        "max.connection.creation.rate", "max_connection_creation_rate", INT, _INT_MAX,
+        "Most new connections per second on the broker (KIP-612): faster ones are "
+        "accepted but not read from until the rate allows (Kafka's acceptor delay).", min=1,
+    ),
+    BrokerSetting(
+        "quota.window.num", "quota_window_num", INT, 11,
+        "Samples a client quota's rate is measured over (Kafka's quota.window.num).", min=1,
+    ),
+    BrokerSetting(
+        "quota.window.size.seconds", "quota_window_size_seconds", INT, 1,
+        "Length of one quota sample, in seconds (Kafka's quota.window.size.seconds).", min=1,
     ),
     BrokerSetting(
         "connections.max.idle.ms", "connections_max_idle_ms", LONG, 10 * 60 * 1000,

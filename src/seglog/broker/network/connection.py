@@ -14,7 +14,9 @@ A frame whose size is negative or over ``socket.request.max.bytes`` closes the c
 (as Kafka does); so does a frame that cannot be decoded (``ProtocolError``), with a
 warning in the log. Back-pressure: reading stops while ``max_inflight`` responses are
 pending (Kafka's ``queued.max.requests``, per connection here) or the transport's write
-buffer is full, and resumes when they drain.
+buffer is full, and resumes when they drain. A quota throttle mutes the connection
+(:meth:`Connection.mute`): no request is read or parsed from it for the throttle time,
+while responses already due are still written (Kafka's SocketServer after KIP-219).
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ class Connection(asyncio.BufferedProtocol):
         """Its principal and SASL state (the SASL APIs move it on)."""
         self.partial_timeout_s = 0.0  # a started request must arrive whole in this time (0: off)
         self._partial_timer: asyncio.TimerHandle | None = None
+        self._muted_until = 0.0  # loop time until which nothing is read (quota throttle)
+        self._mute_timer: asyncio.TimerHandle | None = None
         self.closed = self._loop.create_future()
 
     @property
@@ -95,8 +99,35 @@ class Connection(asyncio.BufferedProtocol):
 
     @property
     def busy(self) -> bool:
-        """Requests are in flight (a long poll or an fsync wait is not idleness)."""
-        return bool(self._pending)
+        """Requests are in flight (a long poll or an fsync wait is not idleness), or a
+        throttle mutes it."""
+        return bool(self._pending) or self.muted
+
+    @property
+    def muted(self) -> bool:
+        """A quota throttle holds reading (:meth:`mute`)."""
+        return self._muted_until > self._loop.time()
+
+    def mute(self, ms: int) -> None:
+        """Read nothing from this connection for ``ms`` ms (a quota throttle; a longer
+        mute already running is kept). Responses already due are still written."""
+        if ms <= 0 or self._transport is None:
+            return
+        until = self._loop.time() + ms / 1000
+        if until <= self._muted_until:
+            return
+        self._muted_until = until
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
+        self._mute_timer = self._loop.call_at(until, self._unmute)
+        self._update_reading()
+
+    def _unmute(self) -> None:
+        # the timer of the latest mute (a longer one reschedules it); a loop clock of ms
+        # granularity (uvloop) may run it a fraction early: the mute ends here regardless
+        self._mute_timer = None
+        self._muted_until = 0.0
+        self._update_reading()
 
     # -- asyncio protocol ---------------------------------------------------------------
 
@@ -116,6 +147,9 @@ class Connection(asyncio.BufferedProtocol):
         if self._partial_timer is not None:
             self._partial_timer.cancel()
             self._partial_timer = None
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
+            self._mute_timer = None
         for fut in self._pending:
             fut.cancel()
         self._pending.clear()
@@ -148,6 +182,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def _partial_expired(self) -> None:
         self._partial_timer = None
+        if self.muted:  # not reading is the broker's doing: wait for the mute to end
+            self._watch_partial()
+            return
         if self._end > self._start and self._transport is not None:
             log.warning(
                 "closing connection from %s: a request started %.1f s ago is still incomplete",
@@ -179,6 +216,7 @@ class Connection(asyncio.BufferedProtocol):
             self._transport is not None
             and not self._stopped
             and len(self._pending) < self._max_inflight
+            and not self.muted
         ):
             buf, start = self._buf, self._start
             available = self._end - start
@@ -267,7 +305,10 @@ class Connection(asyncio.BufferedProtocol):
         if transport is None or transport.is_closing():
             return
         want_pause = (
-            self._stopped or self._writing_paused or len(self._pending) >= self._max_inflight
+            self._stopped
+            or self._writing_paused
+            or len(self._pending) >= self._max_inflight
+            or self.muted
         )
         if want_pause and not self._reading_paused:
             transport.pause_reading()

@@ -29,14 +29,18 @@ from seglog.broker.log.producers import ProducerStateTable
 from seglog.broker.log.retention import RetentionTask, start_retention
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.metrics import snapshot_from_loop
+from seglog.broker.network.admission import ConnectionLimits
 from seglog.broker.network.connection import Connection, Response
 from seglog.broker.protocol.api_keys import ApiKey, api_name
 from seglog.broker.protocol.bounds import check_array_counts
 from seglog.broker.protocol.errors import UNSUPPORTED_VERSION
 from seglog.broker.protocol.framing import encode_response, parse_request_header
 from seglog.broker.protocol.nulls import reject_nulls
+from seglog.broker.protocol.throttle_field import raise_throttle
 from seglog.broker.security.authorizer import Authorizer
+from seglog.broker.security.client_quotas import QuotaStore
 from seglog.broker.security.scram_store import CredentialStore
+from seglog.broker.security.throttling import ConnectionRates, QuotaManager
 from seglog.broker.security.tls import principal_from_cert, server_context
 from seglog.errors import ProtocolError, SeglogError
 from seglog.storage import DataDir, LogConfig
@@ -71,6 +75,42 @@ def _log_config(config: BrokerConfig) -> LogConfig:
     )
 
 
+def _loop_ms(loop: asyncio.AbstractEventLoop) -> float:
+    """The event loop's clock in ms (quota sensors)."""
+    return loop.time() * 1000
+
+
+def _throttled(body: Any, throttle_ms: int) -> Any:
+    """``body`` with ``throttle_time_ms`` raised to ``throttle_ms`` when it has the field
+    (KIP-219: a throttled client learns for how long)."""
+    if throttle_ms > 0 and getattr(body, "throttle_time_ms", None) is not None:
+        body.throttle_time_ms = max(int(body.throttle_time_ms), throttle_ms)
+    return body
+
+
+def _raise_in(response: Any, api_key: int, version: int, throttle_ms: int) -> Any:
+    if response is not None:
+        frame = response[0] if isinstance(response, list) else response
+        if isinstance(frame, bytearray):
+            raise_throttle(api_key, version, frame, throttle_ms)
+    return response
+
+
+def _encoded_throttled(
+    result: Any, api_key: int, version: int, throttle_ms: int
+) -> Response | Awaitable[Response | None]:
+    """An encoded response (Produce, Fetch: now, a future or a coroutine of it) with its
+    ``throttle_time_ms`` raised to a request-time throttle (the larger one wins, as
+    Kafka's)."""
+    if isinstance(result, bytes | bytearray | list):
+        return cast("Response", _raise_in(result, api_key, version, throttle_ms))
+
+    async def later() -> Response | None:
+        return cast("Response | None", _raise_in(await result, api_key, version, throttle_ms))
+
+    return later()
+
+
 class Broker:
     """A single-node Kafka-wire broker over one data directory.
 
@@ -86,9 +126,8 @@ class Broker:
         self._advertised: dict[str, tuple[str, int]] = {}
         self._data_dir: DataDir | None = None
         self._ctx: BrokerContext | None = None
-        self._connections: set[Connection] = set()
-        self._per_host: dict[str, int] = {}
-        self._refused = 0
+        self._limits = ConnectionLimits(config)
+        self._connections = self._limits.connections
         self._idle_timer: asyncio.TimerHandle | None = None
         self.bound: tuple[str, int] | None = None
         self._retention: RetentionTask | None = None  # retention / cleaner thread
@@ -140,6 +179,15 @@ class Broker:
             raise
         first = listeners[0].name
         self.bound = self.listeners[first]
+        quota_store = QuotaStore(config.data_dir)
+        clock = functools.partial(_loop_ms, loop)
+        self._limits.rates = ConnectionRates(
+            quota_store,
+            config.max_connection_creation_rate,
+            window_num=config.quota_window_num,
+            window_seconds=config.quota_window_size_seconds,
+            clock=clock,
+        )
         self._ctx = BrokerContext(
             config=config,
             topics=topics,
@@ -171,6 +219,12 @@ class Broker:
                 super_users=config.super_users,
                 allow_if_no_acl=config.allow_everyone_if_no_acl_found,
             ),
+            quotas=QuotaManager(
+                quota_store,
+                window_num=config.quota_window_num,
+                window_seconds=config.quota_window_size_seconds,
+                clock=clock,
+            ),
         )
         topics.sync_observer = self._ctx.metrics.observe_sync
         self._schedule_idle_sweep()
@@ -194,7 +248,12 @@ class Broker:
         metrics = ctx.metrics
         metrics.serve_collector(
             snapshot_from_loop(
-                loop, ctx.topics, ctx.committed, metrics, self._connections_by_listener
+                loop,
+                ctx.topics,
+                ctx.committed,
+                metrics,
+                self._connections_by_listener,
+                quotas=ctx.quotas,
             )
         )
         server, _thread = start_http_server(
@@ -233,30 +292,11 @@ class Broker:
     # -- connection limits ------------------------------------------------------------------
 
     def _admit(self, conn: Connection) -> bool:
-        """Count a new connection, or refuse it (closed at once) when ``max.connections``
-        or ``max.connections.per.ip`` is reached, or the broker is shutting down."""
-        host = conn.peer_host
-        config = self.config
-        reason = None
-        if self._ctx is None or self._ctx.shutting_down:
-            reason = "shutting down"
-        elif len(self._connections) >= config.max_connections:
-            reason = f"max.connections {config.max_connections} reached"
-        elif self._per_host.get(host, 0) >= config.max_connections_per_ip:
-            reason = f"max.connections.per.ip {config.max_connections_per_ip} reached"
-        if reason is not None:
-            self._refused += 1
-            # one line per power of two refusals: a flood cannot flood the log
-            if self._refused & (self._refused - 1) == 0:
-                log.warning(
-                    "refusing connection from %s: %s (%d refused so far)",
-                    conn.peer,
-                    reason,
-                    self._refused,
-                )
+        """Count a new connection (:class:`ConnectionLimits`: refused ones are closed at
+        once), then start its SASL deadline and read its TLS principal."""
+        shutting_down = self._ctx is None or self._ctx.shutting_down
+        if not self._limits.admit(conn, shutting_down=shutting_down):
             return False
-        self._connections.add(conn)
-        self._per_host[host] = self._per_host.get(host, 0) + 1
         if not conn.session.authenticated and self.config.sasl_authentication_timeout_ms > 0:
             timeout = self.config.sasl_authentication_timeout_ms / 1000
             asyncio.get_running_loop().call_later(timeout, self._auth_expired, conn)
@@ -274,15 +314,7 @@ class Broker:
             conn.abort()
 
     def _closed(self, conn: Connection) -> None:
-        if conn not in self._connections:
-            return  # refused at accept: never counted
-        self._connections.discard(conn)
-        host = conn.peer_host
-        left = self._per_host.get(host, 0) - 1
-        if left > 0:
-            self._per_host[host] = left
-        else:
-            self._per_host.pop(host, None)
+        self._limits.closed(conn)
 
     def _connections_by_listener(self) -> dict[str, int]:
         counts = dict.fromkeys(self.listeners, 0)
@@ -311,6 +343,8 @@ class Broker:
         self._idle_timer = None
         if self._ctx is None or self._ctx.shutting_down:
             return
+        if self._ctx.quotas is not None:
+            self._ctx.quotas.expire()
         now = asyncio.get_running_loop().time()
         limit = self.config.connections_max_idle_ms / 1000
         for conn in list(self._connections):
@@ -394,6 +428,7 @@ class Broker:
             sasl_listener=listener.sasl,
             peer=conn.peer,
             close_connection=conn.close_idle,
+            mute=conn.mute,
             authorizer=ctx.authorizer,
         )
         request: Any
@@ -406,19 +441,31 @@ class Broker:
             except Exception as exc:
                 raise ProtocolError(f"malformed {spec.name} v{version}: {exc!r}") from exc
             reject_nulls(request, version)  # null where the schema forbids it: malformed
+        started = time.perf_counter()
         result = spec.handler(ctx, rctx, request)
+        throttle = 0
+        if ctx.quotas is not None and not spec.before_authentication:
+            # request_percentage: the handler's time on the event loop (Kafka's request
+            # handler time)
+            busy_ms = (time.perf_counter() - started) * 1000
+            throttle = ctx.quotas.record_request_time(rctx.user, rctx.client_id, busy_ms)
+            conn.mute(throttle)
         if result is None or spec.encoded:
+            if throttle > 0 and result is not None:
+                return _encoded_throttled(result, key, version, throttle)
             return cast("Response | Awaitable[Response | None] | None", result)
         if isinstance(result, Coroutine):
-            return self._encode_later(header.correlation_id, result)
-        return encode_response(result, header.correlation_id)
+            return self._encode_later(header.correlation_id, result, throttle)
+        return encode_response(_throttled(result, throttle), header.correlation_id)
 
     @staticmethod
-    async def _encode_later(correlation_id: int, pending: Awaitable[Any]) -> bytearray | None:
+    async def _encode_later(
+        correlation_id: int, pending: Awaitable[Any], throttle: int
+    ) -> bytearray | None:
         body = await pending
         if body is None:
             return None
-        return encode_response(body, correlation_id)
+        return encode_response(_throttled(body, throttle), correlation_id)
 
     async def stop(self) -> None:
         """Stop accepting, answer in-flight requests (long polls return at once), close

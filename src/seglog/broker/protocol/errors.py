@@ -68,6 +68,7 @@ __all__ = [
     "RESOURCE_NOT_FOUND",
     "SASL_AUTHENTICATION_FAILED",
     "SECURITY_DISABLED",
+    "THROTTLING_QUOTA_EXCEEDED",
     "TOPIC_ALREADY_EXISTS",
     "TOPIC_AUTHORIZATION_FAILED",
     "UNACCEPTABLE_CREDENTIAL",
@@ -131,6 +132,7 @@ RESOURCE_NOT_FOUND: int = ke.ResourceNotFoundError.errno
 UNACCEPTABLE_CREDENTIAL: int = ke.UnacceptableCredentialError.errno
 UNKNOWN_TOPIC_ID: int = ke.UnknownTopicIdError.errno
 UNSUPPORTED_ENDPOINT_TYPE: int = ke.UnsupportedEndpointTypeError.errno
+THROTTLING_QUOTA_EXCEEDED: int = ke.ThrottlingQuotaExceededError.errno
 
 
 class TopicAuthorizationError(BrokerError):

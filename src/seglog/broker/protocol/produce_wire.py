@@ -135,8 +135,10 @@ def encode_produce_response(
     version: int,
     correlation_id: int,
     topics: Sequence[tuple[str, Sequence[PartitionResponse]]],
+    throttle_time_ms: int = 0,
 ) -> bytearray:
-    """The framed Produce response of ``version`` (3-12): size, response header, body."""
+    """The framed Produce response of ``version`` (3-12): size, response header, body
+    (``throttle_time_ms``: a quota throttle, KIP-219)."""
     flexible = version >= FIRST_FLEXIBLE
     out = bytearray(8)
     if flexible:
@@ -164,7 +166,7 @@ def encode_produce_response(
                 out += b"\x00\x00\x00\x00\xff\xff"  # record_errors [], error_message null
         if flexible:
             out += b"\x00"  # topic tagged fields
-    out += b"\x00\x00\x00\x00"  # throttle_time_ms
+    out += _I32.pack(throttle_time_ms)
     if flexible:
         out += b"\x00"  # body tagged fields
     _FRAME_HEAD.pack_into(out, 0, len(out) - 4, correlation_id)
