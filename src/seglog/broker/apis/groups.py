@@ -20,7 +20,12 @@ from kafka.protocol.consumer import (
 
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.group_model import GroupState
-from seglog.broker.protocol.errors import FENCED_INSTANCE_ID, GROUP_AUTHORIZATION_FAILED, NONE
+from seglog.broker.protocol.errors import (
+    FENCED_INSTANCE_ID,
+    GROUP_AUTHORIZATION_FAILED,
+    INCONSISTENT_GROUP_PROTOCOL,
+    NONE,
+)
 from seglog.broker.security.authorizer import Op, Res
 
 __all__ = [
@@ -33,6 +38,7 @@ __all__ = [
 ]
 
 CLASSIC = "classic"
+CONSUMER = "consumer"
 
 
 def _denied(rctx: RequestContext, req: Any, response: Any) -> Any:
@@ -51,6 +57,15 @@ async def handle_join_group(ctx: BrokerContext, rctx: RequestContext, req: Any) 
     version = rctx.api_version
     if (denied := _denied(rctx, req, JoinGroupResponse)) is not None:
         return denied
+    if ctx.consumer_groups.has_members(req.group_id):
+        # a KIP-848 group with members: classic members may not join it (Kafka 4 would
+        # take them in as classic-protocol members; seglog does not, see docs/broker.md)
+        return JoinGroupResponse[version](
+            throttle_time_ms=0, error_code=INCONSISTENT_GROUP_PROTOCOL, generation_id=-1,
+            protocol_type=None, protocol_name=None if version >= 7 else "", leader="",
+            skip_assignment=False, member_id=req.member_id, members=[],
+        )  # fmt: skip
+    ctx.consumer_groups.delete(req.group_id)  # an empty consumer group becomes classic
     result = await ctx.groups.join(
         req.group_id,
         req.member_id,
@@ -169,8 +184,11 @@ def _describe(ctx: BrokerContext, rctx: RequestContext, group_id: str) -> Any:
         )  # fmt: skip
     group = ctx.groups.groups.get(group_id)
     if group is None:
-        # a group known only by its committed offsets is Empty, any other is Dead
-        state = GroupState.EMPTY if ctx.committed.partitions(group_id) else GroupState.DEAD
+        # a group known only by its committed offsets is Empty, any other is Dead; so is a
+        # KIP-848 consumer group (Kafka answers GROUP_ID_NOT_FOUND "not a classic group"
+        # from v6 on, and Dead with no error before)
+        empty = ctx.committed.partitions(group_id) and group_id not in ctx.consumer_groups.groups
+        state = GroupState.EMPTY if empty else GroupState.DEAD
         return described(
             error_code=NONE,
             group_id=group_id,
@@ -203,7 +221,8 @@ def _describe(ctx: BrokerContext, rctx: RequestContext, group_id: str) -> Any:
 
 def handle_describe_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """DescribeGroups: state, protocol and members (metadata and assignment only while
-    Stable, as Kafka); an unknown group is described as Dead with no error."""
+    Stable, as Kafka); an unknown group, and a KIP-848 consumer group (described by
+    ConsumerGroupDescribe), is described as Dead with no error, as Kafka up to v5."""
     version = rctx.api_version
     groups = [_describe(ctx, rctx, g) for g in req.groups]
     return DescribeGroupsResponse[version](throttle_time_ms=0, groups=groups)
@@ -211,21 +230,24 @@ def handle_describe_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -
 
 def handle_list_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """ListGroups: groups with members, plus groups known only by committed offsets
-    (Empty, protocol type ""); v4 filters by state, v5 by type (all groups are
-    "classic"), both case-insensitive."""
+    (Empty, protocol type "") and KIP-848 consumer groups (protocol type "consumer",
+    group type "consumer", Kafka's ``ConsumerGroupState`` names); v4 filters by state, v5
+    by type ("classic" or "consumer"), both case-insensitive."""
     version = rctx.api_version
-    empty = ("", GroupState.EMPTY.value)
-    rows: dict[str, tuple[str, str]] = dict.fromkeys(ctx.committed.groups(), empty)
+    empty = ("", GroupState.EMPTY.value, CLASSIC)
+    rows: dict[str, tuple[str, str, str]] = dict.fromkeys(ctx.committed.groups(), empty)
     for g in ctx.groups.groups.values():
-        rows[g.group_id] = (g.protocol_type or "", g.state.value)
+        rows[g.group_id] = (g.protocol_type or "", g.state.value, CLASSIC)
+    for cg in ctx.consumer_groups.groups.values():
+        rows[cg.group_id] = (CONSUMER, cg.state().value, CONSUMER)
     states = {s.lower() for s in req.states_filter} if version >= 4 else set()
     types = {t.lower() for t in req.types_filter} if version >= 5 else set()
     listed = ListGroupsResponse.ListedGroup
     groups = [
-        listed(group_id=gid, protocol_type=ptype, group_state=state, group_type=CLASSIC)
-        for gid, (ptype, state) in sorted(rows.items())
+        listed(group_id=gid, protocol_type=ptype, group_state=state, group_type=gtype)
+        for gid, (ptype, state, gtype) in sorted(rows.items())
         if (not states or state.lower() in states)
-        and (not types or CLASSIC in types)
+        and (not types or gtype in types)
         and rctx.allowed(Op.DESCRIBE, Res.GROUP, gid)  # the others are hidden
     ]
     return ListGroupsResponse[version](throttle_time_ms=0, error_code=NONE, groups=groups)

@@ -20,6 +20,7 @@ from seglog.broker.config.broker_config import BrokerConfig
 from seglog.broker.config.listeners import Listener
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.committed import CommittedOffsets
+from seglog.broker.coordinator.consumer_groups import ConsumerGroupCoordinator
 from seglog.broker.coordinator.groups import GroupCoordinator
 from seglog.broker.log.cluster_state import BrokerState
 from seglog.broker.log.durability import DurabilityWaiters
@@ -112,7 +113,6 @@ class Broker:
             )
             state = BrokerState(config.data_dir)
             state.begin_epoch()  # a lone voter elects itself at each start (DescribeQuorum)
-            topics.on_change = state.metadata_changed
             producers = ProducerStateTable()
             rebuild(producers, topics, config.data_dir)  # before any produce can arrive
             listeners = config.listeners or (
@@ -144,6 +144,27 @@ class Broker:
             raise
         first = listeners[0].name
         self.bound = self.listeners[first]
+        groups = GroupCoordinator(
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+        )
+        consumer_groups = ConsumerGroupCoordinator(
+            committed,
+            topics,
+            session_timeout_ms=config.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            assignors=[a.strip() for a in config.group_consumer_assignors.split(",")],
+            max_size=config.group_consumer_max_size,
+            classic_members=groups.has_members,
+        )
+        consumer_groups.load()
+
+        def topics_changed() -> None:
+            state.metadata_changed()
+            consumer_groups.topics_changed()
+
+        topics.on_change = topics_changed
         self._ctx = BrokerContext(
             config=config,
             topics=topics,
@@ -153,11 +174,8 @@ class Broker:
             sync_before_ack=config.log_flush_interval_messages is None
             and config.log_flush_interval_ms is None,
             durability=DurabilityWaiters(loop),
-            groups=GroupCoordinator(
-                initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-                min_session_timeout_ms=config.group_min_session_timeout_ms,
-                max_session_timeout_ms=config.group_max_session_timeout_ms,
-            ),
+            consumer_groups=consumer_groups,
+            groups=groups,
             credentials=CredentialStore(config.data_dir),
             sasl_mechanisms=config.sasl_enabled_mechanisms,
             authorizer=Authorizer(
@@ -427,6 +445,7 @@ class Broker:
             self._ctx.shutting_down = True
             self._ctx.topics.wake_all()
             self._ctx.groups.shutdown()  # parked JoinGroup/SyncGroup answer at once
+            self._ctx.consumer_groups.shutdown()
         timeout = self.config.shutdown_timeout_ms / 1000
         if self._connections:
             await asyncio.gather(
