@@ -42,8 +42,8 @@ def handle_offset_commit(ctx: BrokerContext, rctx: RequestContext, req: Any) -> 
     (assign-mode) commits. Members of a KIP-848 consumer group commit with their member
     epoch (Kafka's ``ConsumerGroup.validateOffsetCommit``: 25, 113 STALE_MEMBER_EPOCH, 35
     UNSUPPORTED_VERSION below v9). Metadata longer than Kafka's default
-    ``offset.metadata.max.bytes`` (4096 characters, as Kafka counts them) is 12 OFFSET_METADATA_TOO_LARGE for that
-    partition, and a group id longer than the offsets log's int16 strings hold (32767
+    ``offset.metadata.max.bytes`` (4096 characters, as Kafka counts them) is 12
+    OFFSET_METADATA_TOO_LARGE for that partition, and a group id longer than the offsets log's int16 strings hold (32767
     UTF-8 bytes, only sendable in flexible versions) is 24 INVALID_GROUP_ID: what is stored
     always encodes to records that ``coordinator.committed`` decodes again."""
     version = rctx.api_version
