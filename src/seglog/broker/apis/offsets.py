@@ -36,16 +36,17 @@ _OCPartition = _OCTopic.OffsetCommitResponsePartition
 
 def handle_offset_commit(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Store committed offsets. Unknown topic or partition: 3; empty group id: 24
-    INVALID_GROUP_ID. Members of a group (``coordinator.groups``) must commit with their member id
-    and the current generation (25 UNKNOWN_MEMBER_ID, 22 ILLEGAL_GENERATION, 27
-    REBALANCE_IN_PROGRESS); generation -1 commits to a group without members are simple
-    (assign-mode) commits. Members of a KIP-848 consumer group commit with their member
-    epoch (Kafka's ``ConsumerGroup.validateOffsetCommit``: 25, 113 STALE_MEMBER_EPOCH, 35
-    UNSUPPORTED_VERSION below v9). Metadata longer than Kafka's default
-    ``offset.metadata.max.bytes`` (4096 characters, as Kafka counts them) is 12
-    OFFSET_METADATA_TOO_LARGE for that partition, and a group id longer than the offsets log's int16 strings hold (32767
-    UTF-8 bytes, only sendable in flexible versions) is 24 INVALID_GROUP_ID: what is stored
-    always encodes to records that ``coordinator.committed`` decodes again."""
+    INVALID_GROUP_ID. Members of a group (``coordinator.groups``) must commit with their
+    member id and the current generation (25 UNKNOWN_MEMBER_ID, 22 ILLEGAL_GENERATION,
+    27 REBALANCE_IN_PROGRESS); generation -1 commits to a group without members are
+    simple (assign-mode) commits. Members of a KIP-848 consumer group commit with their
+    member epoch (Kafka's ``ConsumerGroup.validateOffsetCommit``: 25, 113
+    STALE_MEMBER_EPOCH, 35 UNSUPPORTED_VERSION below v9). Metadata longer than Kafka's
+    default ``offset.metadata.max.bytes`` (4096 characters, as Kafka counts them) is 12
+    OFFSET_METADATA_TOO_LARGE for that partition, and a group id longer than the offsets
+    log's int16 strings hold (32767 UTF-8 bytes, only sendable in flexible versions) is
+    24 INVALID_GROUP_ID: what is stored always encodes to records that
+    ``coordinator.committed`` decodes again."""
     version = rctx.api_version
     commits: dict[tuple[str, int], tuple[int, str | None]] = {}
     topics = []
