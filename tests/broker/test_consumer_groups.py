@@ -207,14 +207,17 @@ def test_members_join_leave_die_and_join_later(broker: str, topic: str, tmp_path
     child = ChildMember(broker, group, topic, tmp_path / "pause")
     members = [a, b]
     try:
+
+        def shares() -> list[set[int]]:
+            return [a.assignment(), b.assignment(), child.assigned]
+
+        # uniform: 6 partitions over 3 members, 2 each once every move is done
         _drive(
             members,
-            lambda: a.assignment() and b.assignment() and child.assigned,
-            message="three members did not all get partitions",
+            lambda: sorted(len(x) for x in shares()) == [2, 2, 2],
+            message=lambda: f"three members did not get 2 partitions each: {shares()}",
         )
-        everyone = [a.assignment(), b.assignment(), child.assigned]
-        assert sorted(len(s) for s in everyone) == [2, 2, 2]  # uniform: 6 over 3
-        assert set().union(*everyone) == set(range(partitions))
+        assert set().union(*shares()) == set(range(partitions))
 
         # b leaves: its partitions go to a and the child within about a heartbeat
         b.consumer.close()
@@ -320,11 +323,8 @@ def _hb(w: Wire, group: str, member: str, epoch: int, version: int = 1, **fields
     return w.call(HB[version](group_id=group, member_id=member, member_epoch=epoch, **fields))
 
 
-def _owned(resp: Any) -> list[Any]:
-    return [
-        HB.TopicPartitions(topic_id=tp.topic_id, partitions=tp.partitions)
-        for tp in resp.assignment.topic_partitions
-    ]
+def _owned(resp: Any) -> list[tuple[Any, list[int]]]:
+    return [(tp.topic_id, sorted(tp.partitions)) for tp in resp.assignment.topic_partitions]
 
 
 def test_heartbeat_errors_are_kafkas(broker: str, topic: str) -> None:

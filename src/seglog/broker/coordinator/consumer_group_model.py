@@ -83,9 +83,9 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: frozenset[TP] = frozenset()
     revoking: frozenset[TP] = frozenset()
-    # soft state (not persisted)
     regex_topics: frozenset[str] = frozenset()
-    """Existing topics its regex matches (and it may DESCRIBE)."""
+    """Existing topics its regex matches (and it may DESCRIBE), as last resolved."""
+    # soft state (not persisted)
     regex_version: int = -1
     """The topic-manager change count ``regex_topics`` was resolved at (-1: never)."""
     session_timer: asyncio.TimerHandle | None = None
@@ -119,6 +119,7 @@ class ConsumerMember:
             "state": self.state.value,
             "assigned": _tps_out(self.assigned),
             "revoking": _tps_out(self.revoking),
+            "regex_topics": sorted(self.regex_topics),
         }
 
     @classmethod
@@ -139,6 +140,7 @@ class ConsumerMember:
             state=MemberState(data["state"]),
             assigned=_tps_in(data["assigned"]),
             revoking=_tps_in(data["revoking"]),
+            regex_topics=frozenset(str(t) for t in data["regex_topics"]),
         )
 
 
