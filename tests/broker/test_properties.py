@@ -98,11 +98,16 @@ _OTHER = {  # non-default values a broker runs with (without TLS, SASL or topics
     "log.archive.command": "/bin/true",
     "log.flush.interval.messages": "1000",
     "log.flush.interval.ms": "60000",
+    "group.consumer.assignors": "range,uniform",
+    "group.consumer.max.size": "100",  # the default is the int maximum
 }
 
 
 def _other_value(setting: BrokerSetting) -> str:
-    """A valid value other than the default, as Kafka prints it."""
+    """A valid value other than the default, as Kafka prints it (the default itself for a
+    setting with a single valid value, group.consumer.migration.policy)."""
+    if len(setting.choices) == 1:
+        return setting.choices[0]
     if setting.name in _OTHER:
         return _OTHER[setting.name]
     if setting.type == BOOLEAN:
@@ -172,7 +177,12 @@ def test_every_setting_set_by_flag_or_properties_is_described(
     for setting in BROKER_SETTINGS:
         entry = entries[setting.name]
         assert entry.value == values[setting.name], setting.name
-        assert entry.source == ConfigSource.STATIC_BROKER_CONFIG.value, setting.name
+        source = (
+            ConfigSource.STATIC_BROKER_CONFIG
+            if len(setting.choices) != 1
+            else ConfigSource.DEFAULT_CONFIG
+        )
+        assert entry.source == source.value, setting.name
     assert "is not a seglog serve config" not in proc.log_text()
 
 
