@@ -37,8 +37,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
-from seglog.broker.coordinator.assignors import ASSIGNORS, TP
-from seglog.broker.coordinator.committed import MAX_RECORD_STRING_BYTES, CommittedOffsets
+from seglog.broker.coordinator.assignors import TP
+from seglog.broker.coordinator.committed import CommittedOffsets
 from seglog.broker.coordinator.consumer_group_model import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -49,6 +49,11 @@ from seglog.broker.coordinator.consumer_group_model import (
     HeartbeatResult,
     MemberState,
 )
+from seglog.broker.coordinator.consumer_group_rules import (
+    compute_target,
+    invalid_heartbeat,
+    reconcile,
+)
 from seglog.broker.log.internal_topics import OFFSETS_TOPIC
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.protocol.errors import (
@@ -56,14 +61,11 @@ from seglog.broker.protocol.errors import (
     FENCED_MEMBER_EPOCH,
     GROUP_ID_NOT_FOUND,
     GROUP_MAX_SIZE_REACHED,
-    INVALID_REGULAR_EXPRESSION,
-    INVALID_REQUEST,
     NONE,
     NOT_COORDINATOR,
     STALE_MEMBER_EPOCH,
     UNKNOWN_MEMBER_ID,
     UNRELEASED_INSTANCE_ID,
-    UNSUPPORTED_ASSIGNOR,
     UNSUPPORTED_VERSION,
 )
 
@@ -145,7 +147,7 @@ class ConsumerGroupCoordinator:
         UNRELEASED_INSTANCE_ID, 82 FENCED_INSTANCE_ID."""
         if self._closed:
             return HeartbeatResult(NOT_COORDINATOR)
-        invalid = self._invalid(req)
+        invalid = invalid_heartbeat(req, self.assignors)
         if invalid is not None:
             return invalid
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -181,8 +183,9 @@ class ConsumerGroupCoordinator:
             group.group_epoch += 1
             log.info("consumer group %r: epoch %d", group.group_id, group.group_epoch)
         if group.group_epoch > group.assignment_epoch:
-            self._assign(group)
-        self._reconcile(group, member, self._owned(req))
+            compute_target(group, self.assignors)
+        if reconcile(group, member, self._owned(req)):
+            self._arm_revocation(group, member)
         self._touch(group, member)
         full = req.member_epoch == 0 or (
             req.rebalance_timeout_ms != -1
@@ -196,55 +199,6 @@ class ConsumerGroupCoordinator:
             assignment=member.assigned if full or member.assigned != before else None,
             durable=self._persist(group),
         )
-
-    def _invalid(self, req: HeartbeatRequest) -> HeartbeatResult | None:
-        """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``."""
-        if not req.group_id:
-            return HeartbeatResult(INVALID_REQUEST, "GroupId can't be empty.")
-        if len(req.group_id.encode()) > MAX_RECORD_STRING_BYTES:
-            return HeartbeatResult(INVALID_REQUEST, "GroupId is too long.")
-        if req.instance_id == "":
-            return HeartbeatResult(INVALID_REQUEST, "InstanceId can't be empty.")
-        if req.member_epoch != 0 and not req.member_id:
-            return HeartbeatResult(INVALID_REQUEST, "MemberId can't be empty.")
-        if req.version >= 1 and not req.member_id:
-            return HeartbeatResult(INVALID_REQUEST, "MemberId can't be empty.")
-        if req.member_epoch == 0:
-            if req.rebalance_timeout_ms == -1:
-                return HeartbeatResult(
-                    INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request."
-                )
-            if req.owned is None or any(parts for _, parts in req.owned):
-                return HeartbeatResult(
-                    INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."
-                )
-            if req.subscribed_names is None and req.subscribed_regex is None:
-                return HeartbeatResult(
-                    INVALID_REQUEST,
-                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
-                )
-        elif req.member_epoch == STATIC_LEAVE_EPOCH and req.instance_id is None:
-            return HeartbeatResult(
-                INVALID_REQUEST, "InstanceId can't be null when MemberEpoch is -2."
-            )
-        elif req.member_epoch < STATIC_LEAVE_EPOCH:
-            return HeartbeatResult(INVALID_REQUEST, f"MemberEpoch {req.member_epoch} is invalid.")
-        if req.subscribed_regex:
-            try:
-                re.compile(req.subscribed_regex)
-            except re.error as exc:
-                return HeartbeatResult(
-                    INVALID_REGULAR_EXPRESSION,
-                    f"SubscribedTopicRegex `{req.subscribed_regex}` is not a valid regular "
-                    f"expression: {exc}.",
-                )
-        if req.server_assignor is not None and req.server_assignor not in self.assignors:
-            return HeartbeatResult(
-                UNSUPPORTED_ASSIGNOR,
-                f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
-                f"{', '.join(self.assignors)}.",
-            )
-        return None
 
     def _member(
         self, group: ConsumerGroup, req: HeartbeatRequest
@@ -408,66 +362,6 @@ class ConsumerGroupCoordinator:
                 out.update((info.name, p) for p in partitions)
         return frozenset(out)
 
-    # -- target assignment and reconciliation -------------------------------------------
-
-    def _choose_assignor(self, group: ConsumerGroup) -> str:
-        """The assignor most members ask for (ties: the configured order), else the
-        default (the first of ``group.consumer.assignors``)."""
-        votes: dict[str, int] = {}
-        for m in group.members.values():
-            if m.server_assignor in self.assignors:
-                votes[m.server_assignor] = votes.get(m.server_assignor, 0) + 1
-        if not votes:
-            return self.assignors[0]
-        return max(
-            self.assignors, key=lambda name: (votes.get(name, 0), -self.assignors.index(name))
-        )
-
-    def _assign(self, group: ConsumerGroup) -> None:
-        """Compute the target assignment of the current group epoch."""
-        group.assignor = self._choose_assignor(group)
-        subscriptions = {
-            mid: {t for t in m.subscribed_topics() if t in group.subscription_metadata}
-            for mid, m in group.members.items()
-        }
-        target = ASSIGNORS[group.assignor](subscriptions, group.subscription_metadata, group.target)
-        group.target = {mid: frozenset(tps) for mid, tps in target.items()}
-        group.assignment_epoch = group.group_epoch
-        log.info(
-            "consumer group %r: target assignment of epoch %d (%s, %d members)",
-            group.group_id, group.assignment_epoch, group.assignor, len(group.members),
-        )  # fmt: skip
-
-    def _reconcile(
-        self, group: ConsumerGroup, member: ConsumerMember, owned: frozenset[TP] | None
-    ) -> None:
-        """Kafka's ``CurrentAssignmentBuilder``: move ``member`` towards its target."""
-        if member.state is MemberState.UNREVOKED_PARTITIONS:
-            if owned is None or owned & member.revoking:
-                return  # still revoking
-            member.revoking = frozenset()
-            if member.rebalance_timer is not None:
-                member.rebalance_timer.cancel()
-                member.rebalance_timer = None
-        elif member.state is MemberState.STABLE and member.member_epoch == group.assignment_epoch:
-            return
-        target = group.target.get(member.member_id, frozenset())
-        revoke = member.assigned - target
-        if revoke:
-            member.assigned &= target
-            member.revoking = revoke
-            member.state = MemberState.UNREVOKED_PARTITIONS
-            self._arm_revocation(group, member)
-            return
-        owners = group.owners(excluding=member.member_id)
-        pending = target - member.assigned
-        free = frozenset(tp for tp in pending if tp not in owners)
-        if member.member_epoch != group.assignment_epoch:
-            member.previous_epoch = member.member_epoch
-            member.member_epoch = group.assignment_epoch
-        member.assigned |= free
-        member.state = MemberState.UNRELEASED_PARTITIONS if pending - free else MemberState.STABLE
-
     # -- leaving, timeouts, removal -----------------------------------------------------
 
     def _leave(self, req: HeartbeatRequest) -> HeartbeatResult:
@@ -526,7 +420,7 @@ class ConsumerGroupCoordinator:
         """After a removal: new metadata and target assignment for the members left."""
         group.subscription_metadata = self._metadata(group)
         if group.members:
-            self._assign(group)
+            compute_target(group, self.assignors)
 
     def _touch(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.session_timer is not None:
