@@ -72,18 +72,27 @@ def _produce(broker: str, topic: str, partitions: int, per_partition: int) -> No
 
 class Member:
     """An in-process member: consume, commit synchronously, then count (so a record is
-    counted only once its offset is committed: a duplicate is a real re-delivery)."""
+    counted only once its offset is committed while its partition is owned: a duplicate is
+    a real re-delivery). Records of partitions revoked while ``consume`` ran are neither
+    committed nor counted: their next owner reads them from the last commit."""
 
     def __init__(self, consumer: Consumer, topic: str, seen: Counter[tuple[str, int, int]]):
         self.consumer = consumer
         self.seen = seen
-        consumer.subscribe([topic])
+        self.revoked: set[tuple[str, int]] = set()
+
+        def lost(_c: Any, parts: list[TopicPartition]) -> None:
+            self.revoked.update((tp.topic, tp.partition) for tp in parts)
+
+        consumer.subscribe([topic], on_revoke=lost, on_lost=lost)
 
     def assignment(self) -> set[int]:
         return {tp.partition for tp in self.consumer.assignment()}
 
     def step(self) -> None:
+        self.revoked.clear()
         msgs = [m for m in self.consumer.consume(100, 0.05) if m.error() is None]
+        msgs = [m for m in msgs if (m.topic(), m.partition()) not in self.revoked]
         if not msgs:
             return
         last: dict[tuple[str, int], int] = {}
@@ -111,13 +120,19 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 broker, group, topic, pause = sys.argv[1:5]
 c = Consumer({"bootstrap.servers": broker, "group.id": group, "group.protocol": "consumer",
               "auto.offset.reset": "earliest", "enable.auto.commit": False})
-c.subscribe([topic])
+revoked = set()
+def lost(_c, parts):
+    revoked.update(tp.partition for tp in parts)
+c.subscribe([topic], on_revoke=lost, on_lost=lost)
 shown = None
 while True:
+    revoked.clear()
     if os.path.exists(pause):
         print(json.dumps({"paused": True}), flush=True)
         c.poll(3600)  # alive (librdkafka heartbeats on its own thread) until killed
+        continue
     msgs = [m for m in c.consume(100, 0.05) if m.error() is None]
+    msgs = [m for m in msgs if m.partition() not in revoked]
     assignment = sorted(tp.partition for tp in c.assignment())
     if assignment != shown:
         shown = assignment
