@@ -482,12 +482,17 @@ def test_broker_kill9_keeps_the_group_and_its_offsets(tmp_path: Path, topic: str
     back with its epoch, members and assignments (a member heartbeats on with its epoch,
     no rejoin), its committed offsets too, and a live confluent-kafka member carries on."""
     data, port = tmp_path / "data", free_port()
-    proc = start_broker(data, port=port, extra_args=BROKER_ARGS)
+    args = (*BROKER_ARGS, "--group-consumer-max-size", "2")
+    proc = start_broker(data, port=port, extra_args=args)
     group, live_group = f"{topic}-g", f"{topic}-live"
     try:
         _topic(proc.bootstrap, topic, 2)
         _produce(proc.bootstrap, topic, 2, 5)
         with Wire(proc.bootstrap) as w:
+            for name in ("x1", "x2"):
+                assert _hb(w, f"{group}-max", name, 0, subscribed_topic_names=[]).error_code == 0
+            full = _hb(w, f"{group}-max", "x3", 0, subscribed_topic_names=[])
+            assert full.error_code == 81  # GROUP_MAX_SIZE_REACHED (group.consumer.max.size)
             joined = _hb(w, group, "m1", 0, subscribed_topic_names=[topic])
             assert joined.error_code == 0
             commit = OffsetCommitRequest[9]
@@ -507,7 +512,7 @@ def test_broker_kill9_keeps_the_group_and_its_offsets(tmp_path: Path, topic: str
         before = admin.describe_consumer_groups([live_group])[live_group].result(15)
 
         proc.stop(signal.SIGKILL)
-        proc = start_broker(data, port=port, extra_args=BROKER_ARGS)
+        proc = start_broker(data, port=port, extra_args=args)
         with Wire(proc.bootstrap) as w:
             desc = w.call(DESCRIBE[0](group_ids=[group], include_authorized_operations=False))
             g = desc.groups[0]
