@@ -31,7 +31,7 @@ HB_V1 = bytes.fromhex(
     "020261"  # SubscribedTopicNames ["a"]
     "00"  # SubscribedTopicRegex null (v1+)
     "00"  # ServerAssignor null
-    "02" + TOPIC_ID.hex() + "03"
+    "02" + TOPIC_ID.hex + "03"
     "00000000"
     "00000001"
     "00"  # [{TopicId, [0, 1]}]

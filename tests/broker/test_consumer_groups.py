@@ -57,9 +57,8 @@ def _consumer(broker: str, group: str, **extra: Any) -> Consumer:
 
 
 def _topic(broker: str, name: str, partitions: int) -> None:
-    AdminClient({"bootstrap.servers": broker}).create_topics([NewTopic(name, partitions)])[
-        name
-    ].result(15)
+    admin = AdminClient({"bootstrap.servers": broker})  # alive until the future resolves
+    admin.create_topics([NewTopic(name, partitions)])[name].result(15)
 
 
 def _produce(broker: str, topic: str, partitions: int, per_partition: int) -> None:

@@ -123,7 +123,8 @@ def test_group_list_and_describe_show_the_group_type(
     """A KIP-848 group (``group.protocol=consumer``) is listed and described as
     ``consumer``, with its member and assignment."""
     group = f"{topic}-kip848"
-    AdminClient({"bootstrap.servers": broker}).create_topics([NewTopic(topic, 2)])[topic].result(30)
+    admin = AdminClient({"bootstrap.servers": broker})  # alive until the future resolves
+    admin.create_topics([NewTopic(topic, 2)])[topic].result(30)
     member = Consumer(
         {"bootstrap.servers": broker, "group.id": group, "group.protocol": "consumer"}
     )
