@@ -379,6 +379,36 @@ def test_heartbeat_errors_are_kafkas(broker: str, topic: str) -> None:
         assert v0.member_id  # v0: the coordinator names the member
 
 
+def test_a_partition_moves_only_once_its_owner_released_it(broker: str, topic: str) -> None:
+    """Incremental reassignment, one heartbeat at a time: the owner first gets an
+    assignment without the partition (same epoch), the newcomer gets it only after the
+    owner acknowledged by heartbeating without it; then both are at the new epoch."""
+    group = f"{topic}-g"
+    _topic(broker, topic, 2)
+    with Wire(broker) as w:
+        topic_id = ensure_topic(w, topic)
+        m1 = _hb(w, group, "m1", 0, subscribed_topic_names=[topic])
+        assert _owned(m1) == [(topic_id, [0, 1])]
+        m2 = _hb(w, group, "m2", 0, subscribed_topic_names=[topic])
+        assert (m2.error_code, _owned(m2)) == (0, [])  # both partitions still m1's
+        assert m2.member_epoch > m1.member_epoch
+        revoke = _hb(w, group, "m1", m1.member_epoch)
+        assert revoke.member_epoch == m1.member_epoch  # revoking: epoch unchanged
+        kept = _owned(revoke)
+        assert len(kept[0][1]) == 1
+        still = _hb(w, group, "m2", m2.member_epoch)
+        assert still.assignment is None  # nothing released yet
+        owned = [HB.TopicPartitions(topic_id=t, partitions=p) for t, p in kept]
+        acked = _hb(w, group, "m1", m1.member_epoch, topic_partitions=owned)
+        assert (acked.error_code, acked.member_epoch) == (0, m2.member_epoch)
+        moved = _hb(w, group, "m2", m2.member_epoch)
+        assert moved.member_epoch == m2.member_epoch
+        assert _owned(moved) == [(topic_id, sorted({0, 1} - set(kept[0][1])))]
+        desc = w.call(DESCRIBE[0](group_ids=[group], include_authorized_operations=False))
+        assert desc.groups[0].group_state == "Stable"
+        assert desc.groups[0].assignor_name == "uniform"
+
+
 def test_static_members_and_offsets_follow_member_epochs(broker: str, topic: str) -> None:
     group = f"{topic}-g"
     with Wire(broker) as w:
