@@ -409,6 +409,32 @@ def test_a_partition_moves_only_once_its_owner_released_it(broker: str, topic: s
         assert desc.groups[0].assignor_name == "uniform"
 
 
+def test_a_member_that_does_not_revoke_in_time_is_removed(broker: str, topic: str) -> None:
+    """An owner that keeps heartbeating but never acknowledges its revocation is removed
+    after its rebalance timeout (well before its session timeout); the newcomer then gets
+    the partition, and the old member's next heartbeat is 25 UNKNOWN_MEMBER_ID."""
+    group = f"{topic}-g"
+    _topic(broker, topic, 2)
+    with Wire(broker) as w:
+        m1 = _hb(w, group, "m1", 0, subscribed_topic_names=[topic], rebalance_timeout_ms=300)
+        m2 = _hb(w, group, "m2", 0, subscribed_topic_names=[topic])
+        assert _owned(m2) == []
+        revoke = _hb(w, group, "m1", m1.member_epoch)
+        assert len(_owned(revoke)[0][1]) == 1  # asked to give one partition up
+        started = time.monotonic()
+
+        def m2_owns_both() -> bool:
+            _hb(w, group, "m1", m1.member_epoch)  # alive, but never acknowledging
+            resp = _hb(w, group, "m2", m2.member_epoch)
+            assert resp.error_code == 0
+            m2.member_epoch = resp.member_epoch
+            return resp.assignment is not None and len(_owned(resp)[0][1]) == 2
+
+        wait_until(m2_owns_both, 10, interval=0.05, message="m1's partitions never moved")
+        assert time.monotonic() - started < SESSION_MS / 1000  # not its session timeout
+        assert _hb(w, group, "m1", m1.member_epoch).error_code == 25
+
+
 def test_static_members_and_offsets_follow_member_epochs(broker: str, topic: str) -> None:
     group = f"{topic}-g"
     with Wire(broker) as w:
