@@ -24,7 +24,11 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from seglog.broker import BrokerProcess, free_port, start_broker
+from seglog.broker import BrokerProcess, ClientSecurity, KafkaConnection, free_port, start_broker
+from seglog.broker.protocol.messages.consumer_group import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
+)
 
 SEGLOG = str(Path(sys.executable).with_name("seglog"))
 USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
@@ -369,3 +373,48 @@ def test_delete_topics_by_id_hides_the_name_without_describe(acled: Acled) -> No
         ("visible", ids["visible"], 29),  # may describe it: named
     ]
     assert {"salaries", "visible"} <= set(admin.list_topics(timeout=15).topics)  # kept
+
+
+def test_consumer_group_heartbeat_acls(acled: Acled) -> None:
+    """KIP-848 as Kafka's KafkaApis: the heartbeat needs READ on the group (30), a regex
+    subscription matches only topics the principal may DESCRIBE, ConsumerGroupDescribe
+    needs DESCRIBE on the group."""
+    admin = AdminClient(acled.conf("admin"))
+    futures = admin.create_topics([NewTopic("rx-open", 1), NewTopic("rx-closed", 1)])
+    for future in futures.values():
+        future.result(15)
+    bindings = [
+        _allow("kip848", "alice", AclOperation.READ, kind=ResourceType.GROUP),
+        _allow("rx-open", "alice", AclOperation.DESCRIBE),
+    ]
+    for future in admin.create_acls(bindings).values():
+        future.result(15)
+    heartbeat: Any = ConsumerGroupHeartbeatRequest[1]
+    describe: Any = ConsumerGroupDescribeRequest[0]
+    security = ClientSecurity(acled.conf("alice"))
+    with KafkaConnection("127.0.0.1", acled.sasl_port, security=security) as conn:
+
+        def join(group: str) -> Any:
+            return conn.call(
+                heartbeat(
+                    group_id=group, member_id="m1", member_epoch=0, rebalance_timeout_ms=5000,
+                    subscribed_topic_regex="rx-.*", topic_partitions=[],
+                )
+            )  # fmt: skip
+
+        assert join("other").error_code == KafkaError.GROUP_AUTHORIZATION_FAILED
+        joined = join("kip848")
+        assert joined.error_code == 0
+        assert len(joined.assignment.topic_partitions) == 1  # rx-open only
+        both = conn.call(
+            describe(group_ids=["kip848", "other"], include_authorized_operations=False)
+        )
+        # READ on the group implies DESCRIBE; nothing on "other"
+        assert [g.error_code for g in both.groups] == [0, KafkaError.GROUP_AUTHORIZATION_FAILED]
+    with KafkaConnection(
+        "127.0.0.1", acled.sasl_port, security=ClientSecurity(acled.conf("admin"))
+    ) as conn:
+        desc = conn.call(describe(group_ids=["kip848"], include_authorized_operations=False))
+        member = desc.groups[0].members[0]
+        assert member.subscribed_topic_regex == "rx-.*"
+        assert [tp.topic_name for tp in member.assignment.topic_partitions] == ["rx-open"]

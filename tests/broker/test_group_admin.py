@@ -70,6 +70,7 @@ def _offset_delete(offsets: CommittedOffsets, metadata: bytes) -> dict[str, int]
     group = Group("g", GroupState.STABLE, 1, "consumer", "range", "m", members={"m": member})
     ctx = SimpleNamespace(
         groups=SimpleNamespace(groups={"g": group}),
+        consumer_groups=SimpleNamespace(groups={}),  # no KIP-848 group of that id
         committed=offsets,
     )
     rctx = SimpleNamespace(api_version=0, allowed=lambda *_: True)
@@ -149,7 +150,11 @@ def test_offset_delete_of_group_with_members_by_protocol_type(
     a "consumer" group deletes the partitions of topics no member subscribes to."""
     member = Member("m", None, "client", "127.0.0.1", 6000, 10_000, member_type, [("p", _GOOD)])
     group = Group("g", state, 1, group_type, "p", "m", members={"m": member})
-    ctx = SimpleNamespace(groups=SimpleNamespace(groups={"g": group}), committed=offsets)
+    ctx = SimpleNamespace(
+        groups=SimpleNamespace(groups={"g": group}),
+        consumer_groups=SimpleNamespace(groups={}),
+        committed=offsets,
+    )
     rctx = SimpleNamespace(api_version=0, allowed=lambda *_: True)
     part = OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition
     req = OffsetDeleteRequest[0](

@@ -101,11 +101,16 @@ _OTHER = {  # non-default values a broker runs with (without TLS, SASL or topics
     "max.connections.per.ip": "500",  # default: 3/4 of max.connections
     "max.connections.per.ip.overrides": "127.0.0.9:5",
     "max.connection.creation.rate": "1000",  # default: unlimited (2^31-1)
+    "group.consumer.assignors": "range,uniform",
+    "group.consumer.max.size": "100",  # the default is the int maximum
 }
 
 
 def _other_value(setting: BrokerSetting) -> str:
-    """A valid value other than the default, as Kafka prints it."""
+    """A valid value other than the default, as Kafka prints it (the default itself for a
+    setting with a single valid value, group.consumer.migration.policy)."""
+    if len(setting.choices) == 1:
+        return setting.choices[0]
     if setting.name in _OTHER:
         return _OTHER[setting.name]
     if setting.type == BOOLEAN:
@@ -241,7 +246,12 @@ def test_every_setting_set_by_flag_or_properties_is_described(
     for setting in BROKER_SETTINGS:
         entry = entries[setting.name]
         assert entry.value == values[setting.name], setting.name
-        assert entry.source == ConfigSource.STATIC_BROKER_CONFIG.value, setting.name
+        source = (
+            ConfigSource.STATIC_BROKER_CONFIG
+            if len(setting.choices) != 1
+            else ConfigSource.DEFAULT_CONFIG
+        )
+        assert entry.source == source.value, setting.name
     assert "is not a seglog serve config" not in proc.log_text()
 
 

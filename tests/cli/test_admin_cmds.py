@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 from tests._wait import wait_until
 
 from .conftest import Seglog
@@ -89,7 +89,8 @@ def test_group_describe_shows_real_lag(seglog: Seglog, broker: str, topic: str) 
     assert rows[(topic, 0)]["lag"] == 6
     assert rows[(topic, 1)]["lag"] == 3
     assert doc["state"] == "EMPTY"
-    assert {"group": group, "state": "EMPTY"} in seglog.json("group", "list")
+    assert doc["type"] == "classic"
+    assert {"group": group, "type": "classic", "state": "EMPTY"} in seglog.json("group", "list")
 
     # a live member shows up with its assignment
     member = Consumer({"bootstrap.servers": broker, "group.id": group, "client.id": "cli-test"})
@@ -112,6 +113,37 @@ def test_group_describe_shows_real_lag(seglog: Seglog, broker: str, topic: str) 
         assert busy.returncode == 1
         assert b"live member" in busy.stderr
         assert seglog("group", "delete", group, check=False).returncode == 1  # not empty
+    finally:
+        member.close()
+
+
+def test_group_list_and_describe_show_the_group_type(
+    seglog: Seglog, broker: str, topic: str
+) -> None:
+    """A KIP-848 group (``group.protocol=consumer``) is listed and described as
+    ``consumer``, with its member and assignment."""
+    group = f"{topic}-kip848"
+    admin = AdminClient({"bootstrap.servers": broker})  # alive until the future resolves
+    admin.create_topics([NewTopic(topic, 2)])[topic].result(30)
+    member = Consumer(
+        {"bootstrap.servers": broker, "group.id": group, "group.protocol": "consumer"}
+    )
+    member.subscribe([topic])
+    try:
+
+        def assigned() -> bool:
+            member.poll(0.1)
+            return len(member.assignment()) == 2
+
+        wait_until(assigned, interval=0, message="the member got no assignment")
+        doc = seglog.json("group", "describe", group)
+        assert (doc["type"], doc["state"]) == ("consumer", "STABLE")
+        assert len(doc["members"][0]["assignment"]) == 2
+        assert {"group": group, "type": "consumer", "state": "STABLE"} in seglog.json(
+            "group", "list"
+        )
+        table = seglog("group", "list").stdout.decode()
+        assert "consumer" in table
     finally:
         member.close()
 

@@ -15,6 +15,7 @@ from typing import Any
 from seglog.broker.config.broker_config import BrokerConfig
 from seglog.broker.config.listeners import Listener
 from seglog.broker.coordinator.committed import CommittedOffsets
+from seglog.broker.coordinator.consumer_groups import ConsumerGroupCoordinator
 from seglog.broker.coordinator.groups import GroupCoordinator
 from seglog.broker.log.cluster_state import BrokerState
 from seglog.broker.log.durability import DurabilityWaiters
@@ -43,12 +44,14 @@ class BrokerContext:
     committed: CommittedOffsets
     sync_before_ack: bool
     durability: DurabilityWaiters
+    consumer_groups: ConsumerGroupCoordinator
+    """KIP-848 consumer groups (ConsumerGroupHeartbeat), persisted in ``committed``'s log."""
     listeners: tuple[Listener, ...] = ()
     """The running listeners: bound port, and the address clients are given in
     ``advertised_host``/``advertised_port`` (DescribeConfigs)."""
     shutting_down: bool = False
     groups: GroupCoordinator = dataclasses.field(default_factory=GroupCoordinator)
-    """Consumer-group membership (JoinGroup/SyncGroup/Heartbeat/LeaveGroup)."""
+    """Classic group membership (JoinGroup/SyncGroup/Heartbeat/LeaveGroup)."""
     metrics: BrokerMetrics = dataclasses.field(default_factory=BrokerMetrics)
     """Traffic counters and latency histograms (exported by ``--metrics-listen``)."""
     credentials: CredentialStore | None = None

@@ -1,5 +1,8 @@
 """``seglog group list|describe|delete|seek`` against any Kafka-protocol broker.
 
+``list`` and ``describe`` show each group's type: ``classic`` (JoinGroup/SyncGroup) or
+``consumer`` (KIP-848, ``group.protocol=consumer``), as the broker reports it
+(``UNKNOWN`` from a broker that does not say).
 ``describe`` shows the group's state and members with their assignments, and per
 partition the committed offset, the log end offset and the lag (log end - committed).
 ``seek`` resets committed offsets like ``kafka-consumer-groups --reset-offsets``: it
@@ -39,15 +42,23 @@ def _state_name(state: Any) -> str:
     return str(getattr(state, "name", state))
 
 
+def _type_name(group_type: Any) -> str:
+    """``classic``, ``consumer`` or ``unknown`` (confluent-kafka's ConsumerGroupType)."""
+    return str(getattr(group_type, "name", group_type)).lower()
+
+
 @app.command("list")
 @client_command
 def list_groups(json_out: JsonOut = False, *, client: ClientOptions) -> None:
-    """Consumer groups with their state."""
+    """Consumer groups with their type (classic, consumer) and state."""
     with kafka_errors_exit_1():
         admin = admin_client(client)  # kept alive until its futures resolve
         result = admin.list_consumer_groups(request_timeout=TIMEOUT).result(TIMEOUT)
     rows = sorted(
-        ({"group": g.group_id, "state": _state_name(g.state)} for g in result.valid),
+        (
+            {"group": g.group_id, "type": _type_name(g.type), "state": _state_name(g.state)}
+            for g in result.valid
+        ),
         key=lambda r: r["group"],
     )
     if json_out:
@@ -55,9 +66,10 @@ def list_groups(json_out: JsonOut = False, *, client: ClientOptions) -> None:
         return
     table = Table(title="consumer groups")
     table.add_column("group")
+    table.add_column("type")
     table.add_column("state")
     for row in rows:
-        table.add_row(row["group"], row["state"])
+        table.add_row(row["group"], row["type"], row["state"])
     console.print(table)
 
 
@@ -122,6 +134,7 @@ def _describe(admin: Any, group: str) -> dict[str, Any]:
     return {
         "group": group,
         "state": _state_name(desc.state),
+        "type": _type_name(getattr(desc, "type", "unknown")),
         "protocol_type": getattr(desc, "protocol_type", None),
         "assignor": desc.partition_assignor,
         "coordinator": desc.coordinator.id if desc.coordinator else None,
@@ -144,7 +157,10 @@ def describe(
     if json_out:
         print_json(doc)
         return
-    console.print(f"group [bold]{group}[/bold]: {doc['state']}, {len(doc['members'])} member(s)")
+    console.print(
+        f"group [bold]{group}[/bold] ({doc['type']}): {doc['state']}, "
+        f"{len(doc['members'])} member(s)"
+    )
     members = Table(title="members")
     for col in ("member id", "client id", "host", "assignment"):
         members.add_column(col)

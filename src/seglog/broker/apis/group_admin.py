@@ -1,16 +1,16 @@
 """DeleteGroups (API 42) and OffsetDelete (API 47): removing groups and committed offsets.
 
-Kafka's rules: a group with members is 68 NON_EMPTY_GROUP (DeleteGroups); a group with
-neither members nor committed offsets is 69 GROUP_ID_NOT_FOUND. OffsetDelete follows
-Kafka's ``GroupCoordinator.handleDeleteOffsets`` (``ClassicGroup.validateOffsetDelete``):
-an Empty group (or one known by its committed offsets only) has the named offsets
-deleted; a group with members (PreparingRebalance, CompletingRebalance, Stable) whose
-protocol type is "consumer" refuses, per partition, those of a topic its live members
-subscribe to with 86 GROUP_SUBSCRIBED_TO_TOPIC and deletes the others (the subscription is
-read from each member's consumer-protocol metadata, Kafka's
-``ConsumerProtocolSubscription``); a group with members and any other protocol type (a
-Connect group, say) answers the whole request with 68 NON_EMPTY_GROUP, no partitions
-listed, and deletes nothing.
+Kafka's rules: a group with members (classic or KIP-848) is 68 NON_EMPTY_GROUP
+(DeleteGroups); a group with neither members nor committed offsets is 69
+GROUP_ID_NOT_FOUND. OffsetDelete follows Kafka's ``GroupCoordinator.handleDeleteOffsets``
+(``ClassicGroup.validateOffsetDelete``): an Empty group (or one known by its committed
+offsets only) has the named offsets deleted; a group with members (PreparingRebalance,
+CompletingRebalance, Stable) whose protocol type is "consumer" (or a KIP-848 consumer
+group with members) refuses, per partition, those of a topic its live members subscribe to
+with 86 GROUP_SUBSCRIBED_TO_TOPIC and deletes the others (the subscription is read from
+each member's consumer-protocol metadata, Kafka's ``ConsumerProtocolSubscription``); a
+group with members and any other protocol type (a Connect group, say) answers the whole
+request with 68 NON_EMPTY_GROUP, no partitions listed, and deletes nothing.
 
 That metadata is client-supplied bytes, read with the broker's bounded ``WireReader`` as
 Kafka's coordinator reads it: the version, then version 0's fields (topics, user data),
@@ -47,7 +47,11 @@ log = logging.getLogger(__name__)
 
 
 def _known(ctx: BrokerContext, group_id: str) -> bool:
-    return group_id in ctx.groups.groups or bool(ctx.committed.partitions(group_id))
+    return (
+        group_id in ctx.groups.groups
+        or group_id in ctx.consumer_groups.groups
+        or bool(ctx.committed.partitions(group_id))
+    )
 
 
 def handle_delete_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
@@ -60,12 +64,15 @@ def handle_delete_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -> 
             code = INVALID_GROUP_ID
         elif not rctx.allowed(Op.DELETE, Res.GROUP, group_id):
             code = GROUP_AUTHORIZATION_FAILED
-        elif group is not None and (group.members or group.pending):
+        elif (group is not None and (group.members or group.pending)) or (
+            ctx.consumer_groups.has_members(group_id)
+        ):
             code = NON_EMPTY_GROUP
         elif not _known(ctx, group_id):
             code = GROUP_ID_NOT_FOUND
         else:
             ctx.groups.groups.pop(group_id, None)
+            ctx.consumer_groups.delete(group_id)
             ctx.committed.delete_group(group_id)
             code = 0
         results.append(
@@ -141,6 +148,9 @@ def handle_offset_delete(ctx: BrokerContext, rctx: RequestContext, req: Any) -> 
     if _non_empty_other_protocol(group):
         return resp(error_code=NON_EMPTY_GROUP, throttle_time_ms=0, topics=[])
     subscribed = _subscribed_topics(group)
+    consumer_group = ctx.consumer_groups.groups.get(req.group_id)
+    if subscribed is not None and consumer_group is not None:
+        subscribed |= consumer_group.subscribed_topics()
     deletable: list[tuple[str, int]] = []
     topics = []
     for t in req.topics:

@@ -24,6 +24,7 @@ from seglog.broker.protocol.errors import (
     FENCED_INSTANCE_ID,
     GROUP_AUTHORIZATION_FAILED,
     GROUP_ID_NOT_FOUND,
+    INCONSISTENT_GROUP_PROTOCOL,
     NONE,
 )
 from seglog.broker.security.authorizer import Op, Res
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 CLASSIC = "classic"
+CONSUMER = "consumer"
 
 
 def _denied(rctx: RequestContext, req: Any, response: Any) -> Any:
@@ -56,6 +58,15 @@ async def handle_join_group(ctx: BrokerContext, rctx: RequestContext, req: Any) 
     version = rctx.api_version
     if (denied := _denied(rctx, req, JoinGroupResponse)) is not None:
         return denied
+    if ctx.consumer_groups.has_members(req.group_id):
+        # a KIP-848 group with members: classic members may not join it (Kafka 4 would
+        # take them in as classic-protocol members; seglog does not, see docs/broker.md)
+        return JoinGroupResponse[version](
+            throttle_time_ms=0, error_code=INCONSISTENT_GROUP_PROTOCOL, generation_id=-1,
+            protocol_type=None, protocol_name=None if version >= 7 else "", leader="",
+            skip_assignment=False, member_id=req.member_id, members=[],
+        )  # fmt: skip
+    ctx.consumer_groups.delete(req.group_id)  # an empty consumer group becomes classic
     result = await ctx.groups.join(
         req.group_id,
         req.member_id,
@@ -179,12 +190,16 @@ def _describe(ctx: BrokerContext, rctx: RequestContext, group_id: str) -> Any:
         )  # fmt: skip
     group = ctx.groups.groups.get(group_id)
     if group is None:
-        # a group known only by its committed offsets is Empty; any other does not exist:
-        # Dead, with 69 GROUP_ID_NOT_FOUND from v6 (Kafka 4.x's GroupMetadataManager)
-        if ctx.committed.partitions(group_id):
+        # a group known only by its committed offsets is Empty; any other does not exist
+        # as a classic group: Dead, with 69 GROUP_ID_NOT_FOUND from v6 (Kafka 4.x's
+        # GroupMetadataManager; a KIP-848 consumer group is "not a classic group")
+        consumer = group_id in ctx.consumer_groups.groups
+        if ctx.committed.partitions(group_id) and not consumer:
             state, code, message = GroupState.EMPTY, NONE, None
         elif rctx.api_version >= 6:
-            state, code, message = GroupState.DEAD, GROUP_ID_NOT_FOUND, _not_found(group_id)
+            message = f"Group {group_id} is not a classic group." if consumer else None
+            state, code = GroupState.DEAD, GROUP_ID_NOT_FOUND
+            message = message or _not_found(group_id)
         else:
             state, code, message = GroupState.DEAD, NONE, None
         return described(
@@ -220,10 +235,11 @@ def _describe(ctx: BrokerContext, rctx: RequestContext, group_id: str) -> Any:
 
 def handle_describe_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """DescribeGroups v0-6: state, protocol and members (metadata and assignment only while
-    Stable, as Kafka). A group that does not exist is described as Dead: with no error
-    up to v5, with 69 GROUP_ID_NOT_FOUND and ``error_message`` "Group G not found." from
-    v6 (KIP-1043, Kafka 4.x's ``GroupMetadataManager.describeGroups``); a group known
-    only by committed offsets is Empty. Every group here is a classic group; 30
+    Stable, as Kafka). A group that does not exist as a classic group (unknown, or a KIP-848
+    consumer group, described by ConsumerGroupDescribe) is described as Dead: with no
+    error up to v5, with 69 GROUP_ID_NOT_FOUND and an ``error_message`` from v6 (KIP-1043,
+    Kafka 4.x's ``GroupMetadataManager.describeGroups``: "Group G not found." / "Group G
+    is not a classic group."); a group known only by committed offsets is Empty. 30
     GROUP_AUTHORIZATION_FAILED (no message) without DESCRIBE on the group."""
     version = rctx.api_version
     groups = [_describe(ctx, rctx, g) for g in req.groups]
@@ -232,21 +248,24 @@ def handle_describe_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -
 
 def handle_list_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """ListGroups: groups with members, plus groups known only by committed offsets
-    (Empty, protocol type ""); v4 filters by state, v5 by type (all groups are
-    "classic"), both case-insensitive."""
+    (Empty, protocol type "") and KIP-848 consumer groups (protocol type "consumer",
+    group type "consumer", Kafka's ``ConsumerGroupState`` names); v4 filters by state, v5
+    by type ("classic" or "consumer"), both case-insensitive."""
     version = rctx.api_version
-    empty = ("", GroupState.EMPTY.value)
-    rows: dict[str, tuple[str, str]] = dict.fromkeys(ctx.committed.groups(), empty)
+    empty = ("", GroupState.EMPTY.value, CLASSIC)
+    rows: dict[str, tuple[str, str, str]] = dict.fromkeys(ctx.committed.groups(), empty)
     for g in ctx.groups.groups.values():
-        rows[g.group_id] = (g.protocol_type or "", g.state.value)
+        rows[g.group_id] = (g.protocol_type or "", g.state.value, CLASSIC)
+    for cg in ctx.consumer_groups.groups.values():
+        rows[cg.group_id] = (CONSUMER, cg.state().value, CONSUMER)
     states = {s.lower() for s in req.states_filter} if version >= 4 else set()
     types = {t.lower() for t in req.types_filter} if version >= 5 else set()
     listed = ListGroupsResponse.ListedGroup
     groups = [
-        listed(group_id=gid, protocol_type=ptype, group_state=state, group_type=CLASSIC)
-        for gid, (ptype, state) in sorted(rows.items())
+        listed(group_id=gid, protocol_type=ptype, group_state=state, group_type=gtype)
+        for gid, (ptype, state, gtype) in sorted(rows.items())
         if (not states or state.lower() in states)
-        and (not types or CLASSIC in types)
+        and (not types or gtype in types)
         and rctx.allowed(Op.DESCRIBE, Res.GROUP, gid)  # the others are hidden
     ]
     return ListGroupsResponse[version](throttle_time_ms=0, error_code=NONE, groups=groups)

@@ -1,7 +1,8 @@
 """Committed group offsets: OffsetCommit (API 8), OffsetFetch (API 9).
 
 Commits from group members are checked against ``coordinator.groups.GroupCoordinator`` (member id,
-generation); consumers that assign partitions themselves commit with generation -1.
+generation), or for a KIP-848 consumer group against ``coordinator.consumer_groups`` (member
+id, member epoch); consumers that assign partitions themselves commit with generation -1.
 """
 
 from __future__ import annotations
@@ -35,20 +36,28 @@ _OCPartition = _OCTopic.OffsetCommitResponsePartition
 
 def handle_offset_commit(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Store committed offsets. Unknown topic or partition: 3; empty group id: 24
-    INVALID_GROUP_ID. Members of a group (``coordinator.groups``) must commit with their member id
-    and the current generation (25 UNKNOWN_MEMBER_ID, 22 ILLEGAL_GENERATION, 27
-    REBALANCE_IN_PROGRESS); generation -1 commits to a group without members are simple
-    (assign-mode) commits. Metadata longer than Kafka's default ``offset.metadata.max.bytes``
-    (4096 characters, as Kafka counts them) is 12 OFFSET_METADATA_TOO_LARGE for that
-    partition, and a group id longer than the offsets log's int16 strings hold (32767
-    UTF-8 bytes, only sendable in flexible versions) is 24 INVALID_GROUP_ID: what is stored
-    always encodes to records that ``coordinator.committed`` decodes again."""
+    INVALID_GROUP_ID. Members of a group (``coordinator.groups``) must commit with their
+    member id and the current generation (25 UNKNOWN_MEMBER_ID, 22 ILLEGAL_GENERATION,
+    27 REBALANCE_IN_PROGRESS); generation -1 commits to a group without members are
+    simple (assign-mode) commits. Members of a KIP-848 consumer group commit with their
+    member epoch (Kafka's ``ConsumerGroup.validateOffsetCommit``: 25, 113
+    STALE_MEMBER_EPOCH, 35 UNSUPPORTED_VERSION below v9). Metadata longer than Kafka's
+    default ``offset.metadata.max.bytes`` (4096 characters, as Kafka counts them) is 12
+    OFFSET_METADATA_TOO_LARGE for that partition, and a group id longer than the offsets
+    log's int16 strings hold (32767 UTF-8 bytes, only sendable in flexible versions) is
+    24 INVALID_GROUP_ID: what is stored always encodes to records that
+    ``coordinator.committed`` decodes again."""
     version = rctx.api_version
     commits: dict[tuple[str, int], tuple[int, str | None]] = {}
     topics = []
     group_code = _errors.NONE
     if req.group_id and not rctx.allowed(Op.READ, Res.GROUP, req.group_id):
         group_code = _errors.GROUP_AUTHORIZATION_FAILED
+    elif req.group_id and req.group_id in ctx.consumer_groups.groups:
+        code = ctx.consumer_groups.validate_commit(
+            req.group_id, req.member_id, req.generation_id_or_member_epoch, version
+        )
+        group_code = _errors.NONE if code is None else code
     elif req.group_id and ctx.groups.fenced(
         req.group_id, req.member_id, getattr(req, "group_instance_id", None)
     ):
@@ -181,22 +190,29 @@ def _fetched_topics(
 
 def handle_offset_fetch(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Committed offsets; -1 (and empty metadata) where none is committed. v8+ answers per
-    group; null topics mean every partition with a commit."""
+    group; null topics mean every partition with a commit. v9+ requests naming a member of
+    a KIP-848 consumer group are checked as Kafka's ``ConsumerGroup.validateOffsetFetch``
+    (25 UNKNOWN_MEMBER_ID, 113 STALE_MEMBER_EPOCH for the group)."""
     version = rctx.api_version
     resp = OffsetFetchResponse[version]
     if version >= 8:
-        groups = [
-            OffsetFetchResponse.OffsetFetchResponseGroup(
-                group_id=g.group_id,
-                topics=_fetched_topics(ctx, g.group_id, g.topics, _GTopic, _GPart),
-                error_code=0,
+        groups = []
+        for g in req.groups:
+            code = _errors.NONE
+            if not rctx.allowed(Op.DESCRIBE, Res.GROUP, g.group_id):
+                code = _errors.GROUP_AUTHORIZATION_FAILED
+            elif version >= 9:
+                code = ctx.consumer_groups.validate_fetch(g.group_id, g.member_id, g.member_epoch)
+            topics = (
+                _fetched_topics(ctx, g.group_id, g.topics, _GTopic, _GPart)
+                if code == _errors.NONE
+                else []
             )
-            if rctx.allowed(Op.DESCRIBE, Res.GROUP, g.group_id)
-            else OffsetFetchResponse.OffsetFetchResponseGroup(
-                group_id=g.group_id, topics=[], error_code=_errors.GROUP_AUTHORIZATION_FAILED
+            groups.append(
+                OffsetFetchResponse.OffsetFetchResponseGroup(
+                    group_id=g.group_id, topics=topics, error_code=code
+                )
             )
-            for g in req.groups
-        ]
         return resp(throttle_time_ms=0, groups=groups)
     if not rctx.allowed(Op.DESCRIBE, Res.GROUP, req.group_id):
         return resp(throttle_time_ms=0, topics=[], error_code=_errors.GROUP_AUTHORIZATION_FAILED)

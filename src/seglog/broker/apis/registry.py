@@ -143,6 +143,10 @@ from seglog.broker.apis.configs import (
     handle_incremental_alter_configs,
     handle_list_config_resources,
 )
+from seglog.broker.apis.consumer_groups import (
+    handle_consumer_group_describe,
+    handle_consumer_group_heartbeat,
+)
 from seglog.broker.apis.delete_records import handle_delete_records
 from seglog.broker.apis.fetch import handle_fetch
 from seglog.broker.apis.group_admin import handle_delete_groups, handle_offset_delete
@@ -179,6 +183,12 @@ from seglog.broker.apis.topics import (
 )
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.protocol.api_keys import ApiKey
+from seglog.broker.protocol.messages.consumer_group import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 
 __all__ = [
     "REGISTRY",
@@ -313,6 +323,11 @@ REGISTRY: dict[int, ApiSpec] = {
         _api(SyncGroupRequest, SyncGroupResponse, (0, 5), handle_sync_group),
         _api(DescribeGroupsRequest, DescribeGroupsResponse, (0, 6), handle_describe_groups),
         _api(ListGroupsRequest, ListGroupsResponse, (0, 5), handle_list_groups),
+        # KIP-848 consumer groups (apis/consumer_groups.py)
+        _api(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, (0, 1),
+             handle_consumer_group_heartbeat),
+        _api(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, (0, 0),
+             handle_consumer_group_describe),
     )
 }  # fmt: skip
 

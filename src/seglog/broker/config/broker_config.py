@@ -60,6 +60,12 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = _d("group_initial_rebalance_delay_ms")
     group_min_session_timeout_ms: int = _d("group_min_session_timeout_ms")
     group_max_session_timeout_ms: int = _d("group_max_session_timeout_ms")
+    # KIP-848 consumer groups (group.protocol=consumer)
+    group_consumer_session_timeout_ms: int = _d("group_consumer_session_timeout_ms")
+    group_consumer_heartbeat_interval_ms: int = _d("group_consumer_heartbeat_interval_ms")
+    group_consumer_assignors: str = _d("group_consumer_assignors")
+    group_consumer_max_size: int = _d("group_consumer_max_size")
+    group_consumer_migration_policy: str = _d("group_consumer_migration_policy")
     # listeners and security (None: one PLAINTEXT listener on host:port)
     listeners: tuple[Any, ...] | None = None  # listeners (+ advertised.listeners): _listeners
     ssl_certfile: Path | None = None  # ssl.keystore.location (PEM certificate chain)

@@ -29,6 +29,7 @@ __all__ = [
     "BROKER_SETTINGS_BY_NAME",
     "CONSUMED",
     "CONSUMED_GROUPS",
+    "CONSUMER_GROUP_ASSIGNORS",
     "DEFAULT_CONFIG",
     "DYNAMIC_TOPIC_CONFIG",
     "PROCESS_ROLES",
@@ -363,6 +364,16 @@ def _ip_overrides(value: str) -> None:
     parse_ip_overrides(value)
 
 
+CONSUMER_GROUP_ASSIGNORS = ("uniform", "range")
+"""The server-side assignors of KIP-848 consumer groups (Kafka's names)."""
+
+
+def _assignor_list(value: str) -> None:
+    names = [n.strip() for n in value.split(",")]
+    if not names or any(n not in CONSUMER_GROUP_ASSIGNORS for n in names):
+        raise ValueError(f"a list of {', '.join(CONSUMER_GROUP_ASSIGNORS)}")
+
+
 def _policy_list(value: str) -> None:
     parts = [p.strip() for p in value.split(",")]
     if not parts or any(p not in ("delete", "compact") for p in parts):
@@ -496,6 +507,31 @@ BROKER_SETTINGS: tuple[BrokerSetting, ...] = (
     BrokerSetting(
         "group.max.session.timeout.ms", "group_max_session_timeout_ms", INT, 1_800_000,
         "Largest consumer session timeout accepted, in ms.", min=1,
+    ),
+    BrokerSetting(
+        "group.consumer.session.timeout.ms", "group_consumer_session_timeout_ms", INT, 45_000,
+        "KIP-848 consumer groups (group.protocol=consumer): a member that does not heartbeat "
+        "for this many ms is removed and its partitions reassigned.", min=1,
+    ),
+    BrokerSetting(
+        "group.consumer.heartbeat.interval.ms", "group_consumer_heartbeat_interval_ms", INT,
+        5000, "KIP-848 consumer groups: the heartbeat interval given to members, in ms.", min=1,
+    ),
+    BrokerSetting(
+        "group.consumer.assignors", "group_consumer_assignors", LIST, "uniform,range",
+        "KIP-848 consumer groups: the server-side assignors (uniform, range) members may name "
+        "(group.remote.assignor); the first is the default.", check=_assignor_list,
+    ),
+    BrokerSetting(
+        "group.consumer.max.size", "group_consumer_max_size", INT, _INT_MAX,
+        "KIP-848 consumer groups: most members of one group; more get 81 "
+        "GROUP_MAX_SIZE_REACHED.", min=1,
+    ),
+    BrokerSetting(
+        "group.consumer.migration.policy", "group_consumer_migration_policy", STRING,
+        "disabled", "Only disabled: a non-empty classic group and a non-empty consumer group "
+        "never convert into each other (Kafka 4's default, bidirectional, is not supported).",
+        choices=("disabled",),
     ),
     BrokerSetting(
         "ssl.client.auth", "ssl_client_auth", STRING, "none",

@@ -10,6 +10,18 @@ length -1 for null (Kafka's group-coordinator record schemas, which kafka-python
 carry); they are read with the broker's bounded ``WireReader``. The record batch is built
 with kafka-python's ``DefaultRecordBatchBuilder``.
 
+The same log keeps KIP-848 consumer groups (``coordinator.consumer_groups``): one record
+per group whose key is seglog's own ``ConsumerGroupSnapshotKey`` (version int16 =
+:data:`GROUP_SNAPSHOT_KEY_VERSION`, 32512, outside Kafka's record key versions, then the
+group id as an int16-length string) and whose value is that group's whole persisted state
+(version int16 = 0, then UTF-8 JSON: group epoch, assignment epoch, assignor, members with
+their subscriptions, epochs and assignments, the target assignment); deleting the group
+appends a tombstone. Kafka writes the same facts as several record types
+(ConsumerGroupMetadata, ConsumerGroupMemberMetadata, ConsumerGroupTargetAssignment...);
+one snapshot per change is simpler and compaction keeps the latest. The replay below sets
+such records aside (:meth:`CommittedOffsets.group_snapshots`) instead of reading them as
+offset commits.
+
 On start a record that does not decode (a truncated field, a length past its end, another
 version) is skipped with a warning naming its offset, and left in the log as it is: every
 other record still applies, so the partition keeps the last commit that does decode.
@@ -59,6 +71,7 @@ with warnings.catch_warnings():  # kafka-python's first import warns (importlib.
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
 __all__ = [
+    "GROUP_SNAPSHOT_KEY_VERSION",
     "MAX_RECORD_STRING_BYTES",
     "OFFSETS_TOPIC",
     "CommittedOffsets",
@@ -76,6 +89,10 @@ MAX_RECORD_STRING_BYTES = 0x7FFF
 """The longest string (UTF-8 bytes) a record's int16 length holds."""
 
 Committed = tuple[int, str | None]
+
+GROUP_SNAPSHOT_KEY_VERSION = 0x7F00
+"""Key version of a consumer group snapshot record (seglog's own, see the docstring)."""
+_SNAPSHOT_VALUE_VERSION = 0
 
 
 def _string(text: str | None) -> bytes:
@@ -121,6 +138,25 @@ def encode_value(offset: int, metadata: str | None, now_ms: int) -> bytes:
     )
 
 
+def _snapshot_key(group: str) -> bytes:
+    return _I16.pack(GROUP_SNAPSHOT_KEY_VERSION) + _string(group)
+
+
+def _snapshot_group(key: bytes) -> str | None:
+    """The group id of a snapshot key; None for any other key. Raises ValueError for a
+    snapshot key that does not decode."""
+    if len(key) < 2 or _I16.unpack_from(key)[0] != GROUP_SNAPSHOT_KEY_VERSION:
+        return None
+    r = WireReader(memoryview(key), 2, False, "consumer group snapshot key")
+    try:
+        group = r.string()
+    except ProtocolError as exc:
+        raise ValueError(f"bad consumer group snapshot key: {exc}") from None
+    if group is None:
+        raise ValueError("null group in a consumer group snapshot key")
+    return group
+
+
 def decode_value(data: bytes) -> Committed:
     """(offset, metadata) of an OffsetCommitValue v3. Raises ValueError (a truncated
     field, including the commit timestamp, a length past the end, non-UTF-8 metadata,
@@ -149,6 +185,7 @@ class CommittedOffsets:
             data_dir.create_topic(OFFSETS_TOPIC, 1, _TOPIC_CONFIGS)
         self._log: Log = data_dir.log(OFFSETS_TOPIC, 0)
         self._groups: dict[str, dict[str, dict[int, Committed]]] = {}
+        self._snapshots: dict[str, bytes] = {}
         self._replay()
         legacy = data_dir.path / _LEGACY_FILE
         if legacy.exists():
@@ -169,6 +206,11 @@ class CommittedOffsets:
                 if m.key is None:
                     continue
                 try:
+                    snapshot_of = _snapshot_group(m.key)
+                    if snapshot_of is not None:
+                        self._keep_snapshot(snapshot_of, m.value)
+                        records += 1
+                        continue
                     group, topic, partition = decode_key(m.key)
                     if m.value is None:
                         self._forget(group, [(topic, partition)])
@@ -183,6 +225,14 @@ class CommittedOffsets:
                 len(self._groups),
                 records,
             )
+
+    def _keep_snapshot(self, group: str, value: bytes | None) -> None:
+        if value is None:
+            self._snapshots.pop(group, None)
+            return
+        if len(value) < 2 or _I16.unpack_from(value)[0] != _SNAPSHOT_VALUE_VERSION:
+            raise ValueError("consumer group snapshot value of another version")
+        self._snapshots[group] = bytes(value[2:])
 
     def _migrate(self, legacy: Path) -> None:
         raw = json.loads(legacy.read_text())
@@ -295,6 +345,18 @@ class CommittedOffsets:
             return False
         self.delete_offsets(group, keys)
         return True
+
+    def group_snapshots(self) -> dict[str, bytes]:
+        """Consumer group id -> its latest snapshot (the JSON bytes) as replayed on start."""
+        return dict(self._snapshots)
+
+    def write_group_snapshot(self, group: str, snapshot: bytes | None) -> Future[int] | None:
+        """Append a consumer group's snapshot (None: a tombstone, the group is deleted).
+        Returns a future completing once it is durable (None under the relaxed fsync
+        policy). Raises ValueError for a group id too long for a record, and what
+        ``Log.append`` raises."""
+        value = None if snapshot is None else _I16.pack(_SNAPSHOT_VALUE_VERSION) + snapshot
+        return self._append([(_snapshot_key(group), value)])
 
     def forget_topic(self, topic: str) -> None:
         """Drop a deleted topic's commits in every group."""

@@ -177,6 +177,11 @@ class GroupCoordinator:
         self._try_complete_join(group)
         return await asyncio.shield(fut)
 
+    def has_members(self, group_id: str) -> bool:
+        """Whether a classic group of that id has members (or member ids pending)."""
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members or group.pending)
+
     def fenced(self, group_id: str, member_id: str, group_instance_id: str | None) -> bool:
         """Whether a request naming ``group_instance_id`` comes from a member id that
         another member of that instance replaced (answer 82 FENCED_INSTANCE_ID)."""

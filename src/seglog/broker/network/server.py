@@ -21,6 +21,7 @@ from seglog.broker.config.broker_config import BrokerConfig
 from seglog.broker.config.listeners import Listener, configured_listeners
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.committed import CommittedOffsets
+from seglog.broker.coordinator.consumer_groups import ConsumerGroupCoordinator
 from seglog.broker.coordinator.groups import GroupCoordinator
 from seglog.broker.log.cluster_state import BrokerState
 from seglog.broker.log.durability import DurabilityWaiters
@@ -152,7 +153,6 @@ class Broker:
             )
             state = BrokerState(config.data_dir)
             state.begin_epoch()  # a lone voter elects itself at each start (DescribeQuorum)
-            topics.on_change = state.metadata_changed
             producers = ProducerStateTable()
             rebuild(producers, topics, config.data_dir)  # before any produce can arrive
             listeners = configured_listeners(config)
@@ -188,6 +188,27 @@ class Broker:
             window_seconds=config.quota_window_size_seconds,
             clock=clock,
         )
+        groups = GroupCoordinator(
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+        )
+        consumer_groups = ConsumerGroupCoordinator(
+            committed,
+            topics,
+            session_timeout_ms=config.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            assignors=[a.strip() for a in config.group_consumer_assignors.split(",")],
+            max_size=config.group_consumer_max_size,
+            classic_members=groups.has_members,
+        )
+        consumer_groups.load()
+
+        def topics_changed() -> None:
+            state.metadata_changed()
+            consumer_groups.topics_changed()
+
+        topics.on_change = topics_changed
         self._ctx = BrokerContext(
             config=config,
             topics=topics,
@@ -206,11 +227,8 @@ class Broker:
                 )
                 for lst in listeners
             ),
-            groups=GroupCoordinator(
-                initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-                min_session_timeout_ms=config.group_min_session_timeout_ms,
-                max_session_timeout_ms=config.group_max_session_timeout_ms,
-            ),
+            consumer_groups=consumer_groups,
+            groups=groups,
             credentials=CredentialStore(config.data_dir),
             sasl_mechanisms=config.sasl_enabled_mechanisms,
             authorizer=Authorizer(
@@ -479,6 +497,7 @@ class Broker:
             self._ctx.shutting_down = True
             self._ctx.topics.wake_all()
             self._ctx.groups.shutdown()  # parked JoinGroup/SyncGroup answer at once
+            self._ctx.consumer_groups.shutdown()
         timeout = self.config.shutdown_timeout_ms / 1000
         if self._connections:
             await asyncio.gather(

@@ -35,9 +35,11 @@ __all__ = [
     "ELECTION_NOT_NEEDED",
     "EXCEPTION_ERRORS",
     "FENCED_INSTANCE_ID",
+    "FENCED_MEMBER_EPOCH",
     "FETCH_SESSION_ID_NOT_FOUND",
     "GROUP_AUTHORIZATION_FAILED",
     "GROUP_ID_NOT_FOUND",
+    "GROUP_MAX_SIZE_REACHED",
     "GROUP_SUBSCRIBED_TO_TOPIC",
     "ILLEGAL_GENERATION",
     "ILLEGAL_SASL_STATE",
@@ -47,6 +49,7 @@ __all__ = [
     "INVALID_PARTITIONS",
     "INVALID_PRODUCER_EPOCH",
     "INVALID_RECORD",
+    "INVALID_REGULAR_EXPRESSION",
     "INVALID_REPLICATION_FACTOR",
     "INVALID_REPLICA_ASSIGNMENT",
     "INVALID_REQUEST",
@@ -68,6 +71,7 @@ __all__ = [
     "RESOURCE_NOT_FOUND",
     "SASL_AUTHENTICATION_FAILED",
     "SECURITY_DISABLED",
+    "STALE_MEMBER_EPOCH",
     "THROTTLING_QUOTA_EXCEEDED",
     "TOPIC_ALREADY_EXISTS",
     "TOPIC_AUTHORIZATION_FAILED",
@@ -76,6 +80,8 @@ __all__ = [
     "UNKNOWN_SERVER_ERROR",
     "UNKNOWN_TOPIC_ID",
     "UNKNOWN_TOPIC_OR_PARTITION",
+    "UNRELEASED_INSTANCE_ID",
+    "UNSUPPORTED_ASSIGNOR",
     "UNSUPPORTED_ENDPOINT_TYPE",
     "UNSUPPORTED_SASL_MECHANISM",
     "UNSUPPORTED_VERSION",
@@ -133,6 +139,14 @@ UNACCEPTABLE_CREDENTIAL: int = ke.UnacceptableCredentialError.errno
 UNKNOWN_TOPIC_ID: int = ke.UnknownTopicIdError.errno
 UNSUPPORTED_ENDPOINT_TYPE: int = ke.UnsupportedEndpointTypeError.errno
 THROTTLING_QUOTA_EXCEEDED: int = ke.ThrottlingQuotaExceededError.errno
+GROUP_MAX_SIZE_REACHED: int = ke.GroupMaxSizeReachedError.errno
+FENCED_MEMBER_EPOCH: int = ke.FencedMemberEpochError.errno
+UNRELEASED_INSTANCE_ID: int = ke.UnreleasedInstanceIdError.errno
+UNSUPPORTED_ASSIGNOR: int = ke.UnsupportedAssignorError.errno
+STALE_MEMBER_EPOCH: int = ke.StaleMemberEpochError.errno
+INVALID_REGULAR_EXPRESSION: int = 128
+"""Kafka's ``Errors.INVALID_REGULAR_EXPRESSION`` (KIP-848: a malformed SubscribedTopicRegex);
+kafka-python 3.0 has no class for it, so the number is written here, the one exception."""
 
 
 class TopicAuthorizationError(BrokerError):
