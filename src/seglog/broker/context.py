@@ -15,6 +15,8 @@ from typing import Any
 from seglog.broker.config.broker_config import BrokerConfig
 from seglog.broker.coordinator.committed import CommittedOffsets
 from seglog.broker.coordinator.groups import GroupCoordinator
+from seglog.broker.coordinator.share_groups import ShareGroupCoordinator
+from seglog.broker.coordinator.share_sessions import ShareSessionCache
 from seglog.broker.log.cluster_state import BrokerState
 from seglog.broker.log.durability import DurabilityWaiters
 from seglog.broker.log.producers import ProducerStateTable
@@ -41,9 +43,15 @@ class BrokerContext:
     committed: CommittedOffsets
     sync_before_ack: bool
     durability: DurabilityWaiters
+    share_groups: ShareGroupCoordinator
+    """KIP-932 share groups: membership, assignment, share partitions."""
     shutting_down: bool = False
     groups: GroupCoordinator = dataclasses.field(default_factory=GroupCoordinator)
     """Consumer-group membership (JoinGroup/SyncGroup/Heartbeat/LeaveGroup)."""
+    share_sessions: ShareSessionCache = dataclasses.field(
+        default_factory=lambda: ShareSessionCache(2000)
+    )
+    """Share sessions (ShareFetch / ShareAcknowledge epochs), by group and member."""
     metrics: BrokerMetrics = dataclasses.field(default_factory=BrokerMetrics)
     """Traffic counters and latency histograms (exported by ``--metrics-listen``)."""
     credentials: CredentialStore | None = None

@@ -21,6 +21,9 @@ from seglog.broker.config.listeners import Listener
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.committed import CommittedOffsets
 from seglog.broker.coordinator.groups import GroupCoordinator
+from seglog.broker.coordinator.share_groups import ShareGroupCoordinator
+from seglog.broker.coordinator.share_sessions import ShareSessionCache
+from seglog.broker.coordinator.share_state import ShareGroupState
 from seglog.broker.log.cluster_state import BrokerState
 from seglog.broker.log.durability import DurabilityWaiters
 from seglog.broker.log.producer_recovery import rebuild, write_snapshot
@@ -89,6 +92,7 @@ class Broker:
         self._per_host: dict[str, int] = {}
         self._refused = 0
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._share_timer: asyncio.TimerHandle | None = None
         self.bound: tuple[str, int] | None = None
         self._retention: RetentionTask | None = None  # retention / cleaner thread
         self._metrics_server: Any = None  # prometheus-client's WSGI server (its own thread)
@@ -104,6 +108,7 @@ class Broker:
         self._data_dir = data_dir
         try:
             committed = CommittedOffsets(data_dir)  # creates __consumer_offsets on first start
+            share_state = ShareGroupState(data_dir)  # creates __share_group_state likewise
             topics = TopicManager(
                 data_dir,
                 loop,
@@ -153,6 +158,17 @@ class Broker:
             sync_before_ack=config.log_flush_interval_messages is None
             and config.log_flush_interval_ms is None,
             durability=DurabilityWaiters(loop),
+            share_groups=ShareGroupCoordinator(
+                share_state,
+                topics,
+                lock_ms=config.group_share_record_lock_duration_ms,
+                delivery_count_limit=config.group_share_delivery_count_limit,
+                max_record_locks=config.group_share_partition_max_record_locks,
+                session_timeout_ms=config.group_share_session_timeout_ms,
+                heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+                max_size=config.group_share_max_size,
+            ),
+            share_sessions=ShareSessionCache(config.group_share_max_share_sessions),
             groups=GroupCoordinator(
                 initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
                 min_session_timeout_ms=config.group_min_session_timeout_ms,
@@ -168,7 +184,9 @@ class Broker:
             ),
         )
         topics.sync_observer = self._ctx.metrics.observe_sync
+        self._ctx.share_groups.on_member_gone = self._ctx.share_sessions.close
         self._schedule_idle_sweep()
+        self._schedule_share_expiry()
         self._snapshot_timer = loop.call_later(_SNAPSHOT_INTERVAL_S, self._snapshot_producers)
         self._retention = start_retention(config, self._data_dir, committed.lowest)
         if config.metrics_host is not None:
@@ -314,6 +332,24 @@ class Broker:
                 conn.close_idle()
         self._schedule_idle_sweep()
 
+    # -- share groups ---------------------------------------------------------------------
+
+    def _schedule_share_expiry(self) -> None:
+        interval = min(max(self.config.group_share_session_timeout_ms / 4000, 0.05), 1.0)
+        self._share_timer = asyncio.get_running_loop().call_later(interval, self._expire_share)
+
+    def _expire_share(self) -> None:
+        """Remove share-group members past ``group.share.session.timeout.ms`` (their
+        records released, their share sessions closed)."""
+        self._share_timer = None
+        if self._ctx is None or self._ctx.shutting_down:
+            return
+        try:
+            self._ctx.share_groups.expire()
+        except (OSError, SeglogError) as exc:  # a journal write failed: retried next round
+            log.warning("share-group member expiry: %s", exc)
+        self._schedule_share_expiry()
+
     # -- requests -------------------------------------------------------------------------
 
     def dispatch(
@@ -423,6 +459,9 @@ class Broker:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
+        if self._share_timer is not None:
+            self._share_timer.cancel()
+            self._share_timer = None
         if self._ctx is not None:
             self._ctx.shutting_down = True
             self._ctx.topics.wake_all()
@@ -440,6 +479,7 @@ class Broker:
             self._snapshot_timer.cancel()
         if self._ctx is not None:
             self._snapshot_producers(reschedule=False)  # in-flight produces are done
+            self._ctx.share_groups.shutdown()  # share partitions' journals: clean snapshots
             self._ctx.topics.close()
         if self._retention is not None:
             await asyncio.to_thread(self._retention.stop)  # before the logs close

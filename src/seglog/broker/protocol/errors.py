@@ -129,6 +129,13 @@ RESOURCE_NOT_FOUND: int = ke.ResourceNotFoundError.errno
 UNACCEPTABLE_CREDENTIAL: int = ke.UnacceptableCredentialError.errno
 UNKNOWN_TOPIC_ID: int = ke.UnknownTopicIdError.errno
 UNSUPPORTED_ENDPOINT_TYPE: int = ke.UnsupportedEndpointTypeError.errno
+# share groups (KIP-932)
+GROUP_MAX_SIZE_REACHED: int = ke.GroupMaxSizeReachedError.errno
+FENCED_MEMBER_EPOCH: int = ke.FencedMemberEpochError.errno
+INVALID_RECORD_STATE: int = ke.InvalidRecordStateError.errno
+SHARE_SESSION_NOT_FOUND: int = ke.ShareSessionNotFoundError.errno
+INVALID_SHARE_SESSION_EPOCH: int = ke.InvalidShareSessionEpochError.errno
+SHARE_SESSION_LIMIT_REACHED: int = 133  # Kafka 4.1 (kafka-python has no class for it)
 
 
 class TopicAuthorizationError(BrokerError):
