@@ -1,6 +1,6 @@
 """DescribeConfigs (API 32), AlterConfigs (API 33) and IncrementalAlterConfigs (API 44)
 for TOPIC (resource type 2) and BROKER (4) resources, over the table in
-``config.settings``.
+``config.settings``, and GROUP (32) resources (share-group configs: ``group_configs``).
 
 Topic configs are per-topic overrides persisted in the topic metadata and applied live;
 broker configs are static (``seglog serve`` flags and properties, the table
@@ -21,6 +21,7 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsResponse,
 )
 
+from seglog.broker.apis.group_configs import GROUP, alter_group_configs, describe_group_configs
 from seglog.broker.config.settings import (
     DEFAULT_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
@@ -146,7 +147,13 @@ def handle_describe_configs(ctx: BrokerContext, rctx: RequestContext, req: Any) 
         base = {"resource_type": r.resource_type, "resource_name": r.resource_name}
         try:
             _authorize(ctx, rctx, r, Op.DESCRIBE_CONFIGS)
-            if r.resource_type == TOPIC:
+            if r.resource_type == GROUP:
+                code, message, entries = describe_group_configs(
+                    ctx, rctx, r.resource_name, keys, _Entry
+                )
+                if code != _errors.NONE:
+                    raise _RequestError(code, message or "")
+            elif r.resource_type == TOPIC:
                 entries = _topic_entries(ctx, r.resource_name, keys, synonyms, docs)
             elif r.resource_type == BROKER:
                 entries = _broker_entries(ctx, r.resource_name, keys, synonyms, docs)
@@ -220,7 +227,12 @@ def handle_alter_configs(ctx: BrokerContext, rctx: RequestContext, req: Any) -> 
 
     responses = []
     for r in req.resources:
-        code, message = _apply(ctx, rctx, r, req.validate_only, replace(r))
+        if r.resource_type == GROUP:
+            code, message = alter_group_configs(
+                ctx, rctx, r, validate_only=req.validate_only, incremental=False
+            )
+        else:
+            code, message = _apply(ctx, rctx, r, req.validate_only, replace(r))
         responses.append(
             _AlterResult(
                 error_code=code,
@@ -275,7 +287,12 @@ def handle_incremental_alter_configs(ctx: BrokerContext, rctx: RequestContext, r
     version = rctx.api_version
     responses = []
     for r in req.resources:
-        code, message = _apply(ctx, rctx, r, req.validate_only, _incremental(ctx, r))
+        if r.resource_type == GROUP:
+            code, message = alter_group_configs(
+                ctx, rctx, r, validate_only=req.validate_only, incremental=True
+            )
+        else:
+            code, message = _apply(ctx, rctx, r, req.validate_only, _incremental(ctx, r))
         responses.append(
             _IncResult(
                 error_code=code,
