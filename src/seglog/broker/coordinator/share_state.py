@@ -17,7 +17,8 @@ and the metadata log. Here the two halves live where seglog already has an engin
   replaces the subscription by one starting at the new offset, DeleteShareGroupOffsets
   removes it.
 - **Group-level facts** are one record per group in the internal compacted topic
-  ``__share_group_state`` (this module, :class:`ShareGroupState`): key ``share:<group>``
+  ``__share_group_state`` (this module, :class:`ShareGroupState`; created with the first
+  share group, so a broker that never saw one lists no such topic): key ``share:<group>``
   (UTF-8), value JSON ``{"v": 1, "epoch": <group epoch>, "configs": {"share.auto.offset
   .reset": "earliest"}}``, a null value (tombstone) when the group is gone. The group
   epoch survives a restart, so epochs handed out later are never lower; the group
@@ -40,7 +41,8 @@ import warnings
 from typing import Any
 
 from seglog.broker.log.internal_topics import SHARE_GROUP_STATE_TOPIC
-from seglog.storage import OFFSET_OLDEST, DataDir, Log
+from seglog.broker.log.topics import TopicManager
+from seglog.storage import OFFSET_OLDEST, Log
 
 with warnings.catch_warnings():  # kafka-python's first import warns (importlib.resources)
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -87,20 +89,29 @@ def subscription_name(group: str) -> str:
 
 
 class ShareGroupState:
-    """group -> (epoch, configs), backed by ``__share_group_state`` of ``data_dir``
-    (created on first start, replayed at once). Runs on the broker's event loop."""
+    """group -> (epoch, configs), backed by ``__share_group_state`` (replayed at once when
+    it exists; created, as Kafka creates it, when the first share group is stored). Runs on
+    the broker's event loop."""
 
-    def __init__(self, data_dir: DataDir) -> None:
-        if SHARE_GROUP_STATE_TOPIC not in data_dir.topics():
-            data_dir.create_topic(SHARE_GROUP_STATE_TOPIC, 1, _TOPIC_CONFIGS)
-        self._log: Log = data_dir.log(SHARE_GROUP_STATE_TOPIC, 0)
+    def __init__(self, topics: TopicManager) -> None:
+        self._topics = topics
+        self._log: Log | None = None
         self._groups: dict[str, tuple[int, dict[str, str]]] = {}
-        self._replay()
+        if topics.get(SHARE_GROUP_STATE_TOPIC) is not None:
+            self._replay(topics.log(SHARE_GROUP_STATE_TOPIC, 0))
 
-    def _replay(self) -> None:
+    def _state_log(self) -> Log:
+        if self._log is None:
+            if self._topics.get(SHARE_GROUP_STATE_TOPIC) is None:
+                self._topics.create(SHARE_GROUP_STATE_TOPIC, 1, _TOPIC_CONFIGS)
+            self._log = self._topics.log(SHARE_GROUP_STATE_TOPIC, 0)
+        return self._log
+
+    def _replay(self, state_log: Log) -> None:
+        self._log = state_log
         offset = OFFSET_OLDEST
         while True:
-            offset, messages = self._log.consume(offset, 10_000)
+            offset, messages = state_log.consume(offset, 10_000)
             if not messages:
                 break
             for m in messages:
@@ -145,18 +156,20 @@ class ShareGroupState:
         epoch record only makes the next start reuse an epoch no member holds any more).
         Raises what ``Log.append`` / ``Log.sync`` raise."""
         value = json.dumps({"v": 1, "epoch": epoch, "configs": configs}).encode()
-        self._append(_KEY_PREFIX + group.encode(), value)
+        state_log = self._append(_KEY_PREFIX + group.encode(), value)
         self._groups[group] = (epoch, dict(configs))
-        if durable and self._log.config.fsync_before_ack:
-            self._log.sync()
+        if durable and state_log.config.fsync_before_ack:
+            state_log.sync()
 
-    def _append(self, key: bytes, value: bytes | None) -> None:
+    def _append(self, key: bytes, value: bytes | None) -> Log:
         builder = DefaultRecordBatchBuilder(
             magic=2, compression_type=0, is_transactional=False,
             producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30,
         )  # fmt: skip
         builder.append(0, timestamp=int(time.time() * 1000), key=key, value=value, headers=[])
-        self._log.append(bytes(builder.build()))
+        state_log = self._state_log()
+        state_log.append(bytes(builder.build()))
+        return state_log
 
     def describe(self) -> dict[str, Any]:
         """Every group's (epoch, configs), for logs and tests."""

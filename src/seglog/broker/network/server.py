@@ -108,7 +108,6 @@ class Broker:
         self._data_dir = data_dir
         try:
             committed = CommittedOffsets(data_dir)  # creates __consumer_offsets on first start
-            share_state = ShareGroupState(data_dir)  # creates __share_group_state likewise
             topics = TopicManager(
                 data_dir,
                 loop,
@@ -118,6 +117,7 @@ class Broker:
             state = BrokerState(config.data_dir)
             state.begin_epoch()  # a lone voter elects itself at each start (DescribeQuorum)
             topics.on_change = state.metadata_changed
+            share_state = ShareGroupState(topics)  # __share_group_state, when it exists
             producers = ProducerStateTable()
             rebuild(producers, topics, config.data_dir)  # before any produce can arrive
             listeners = config.listeners or (
