@@ -208,8 +208,8 @@ def handle_share_fetch(
     ctx: BrokerContext, rctx: RequestContext, req: Any
 ) -> Any | Coroutine[Any, Any, Any]:
     """ShareFetch v1 (see the module docstring): the response at once when records were
-    acquired, an error or acknowledgement result is to tell, or ``MaxWaitMs`` <= 0; else
-    a coroutine waiting for records."""
+    acquired, a partition has an error, or ``MaxWaitMs`` <= 0; else a coroutine waiting
+    for records (acknowledgement results, already applied, wait with it, as Kafka's)."""
     version = rctx.api_version
     group, member, epoch = req.group_id, req.member_id, req.share_session_epoch
     entries: Entries = {}
@@ -240,7 +240,8 @@ def handle_share_fetch(
     if req.max_records <= 0:
         return _fetch_response(ctx, version, entries)
     got = _acquire(ctx, group, member, session, max_records=req.max_records, entries=entries)
-    if got or req.max_wait_ms <= 0 or ctx.shutting_down or not session.partitions:
+    erred = any(e.error for e in entries.values())
+    if got or erred or req.max_wait_ms <= 0 or ctx.shutting_down or not session.partitions:
         return _fetch_response(ctx, version, entries)
     return _long_poll(ctx, version, group, member, session=session, req=req, entries=entries)
 
