@@ -30,13 +30,24 @@ from seglog.broker import BrokerProcess, start_broker
 SHORT_LOCK = ["--group-share-record-lock-duration-ms", "1000"]
 
 
-def _collect(consumer: Any, count: int, into: list[Any] | None = None) -> list[Any]:
+def _collect(
+    consumer: Any,
+    count: int,
+    into: list[Any] | None = None,
+    ack: Callable[[Any], Any] | None = None,
+) -> list[Any]:
+    """Poll until ``count`` records came; in explicit mode ``ack(message)`` gives each
+    record's acknowledge type as it comes (every record of a poll is acknowledged before
+    the next poll, as the explicit mode requires)."""
     got: list[Any] = [] if into is None else into
-    wait_until(
-        lambda: poll_once(consumer, got) is not None and len(got) >= count,
-        interval=0,
-        message=lambda: f"{len(got)} of {count} records: {offsets(got)}",
-    )
+
+    def step() -> bool:
+        for m in poll_once(consumer, got):
+            if ack is not None:
+                consumer.acknowledge(m, ack(m))
+        return len(got) >= count
+
+    wait_until(step, interval=0, message=lambda: f"{len(got)} of {count}: {offsets(got)}")
     return got
 
 
@@ -85,20 +96,17 @@ def test_explicit_release_and_reject(broker: str, topic: str) -> None:
     produce(broker, topic, 6)
     consumer = share_consumer(broker, group, topic, **{"share.acknowledgement.mode": "explicit"})
     try:
-        first = _collect(consumer, 6)
         accept, release, reject = (
             AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT
         )  # fmt: skip
         kinds = {0: accept, 1: release, 2: reject, 3: release, 4: accept, 5: reject}
-        for m in first:
-            consumer.acknowledge(m, kinds[m.offset()])
+        first = _collect(consumer, 6, ack=lambda m: kinds[m.offset()])
+        assert offsets(first) == [(0, o) for o in range(6)]
         consumer.commit_sync(30)
         # the released records (1, 3) come back, counted; rejected ones (2, 5) never do
-        again = _collect(consumer, 2)
+        again = _collect(consumer, 2, ack=lambda _m: accept)
         assert offsets(again) == [(0, 1), (0, 3)]
         assert {m.delivery_count() for m in again} == {2}
-        for m in again:
-            consumer.acknowledge(m, AcknowledgeType.ACCEPT)
         consumer.commit_sync(30)
     finally:
         consumer.close()
@@ -115,19 +123,17 @@ def test_delivery_count_limit_archives(broker_factory: Callable[..., BrokerProce
     try:
         seen: list[Any] = []
         for delivery in (1, 2):
-            got = _collect(consumer, 2, [])
+            got = _collect(consumer, 2, [], ack=lambda _m: AcknowledgeType.RELEASE)
             seen += got
             assert [m.delivery_count() for m in got] == [delivery, delivery]
-            for m in got:
-                consumer.acknowledge(m, AcknowledgeType.RELEASE)
             consumer.commit_sync(30)
+
         # delivered twice: archived on release; the share partition moves past both
-        wait_until(
-            lambda: (
-                poll_once(consumer, seen, 0.2) is not None
-                and start_offset(bootstrap, group, topic) == 2
-            )
-        )
+        def archived() -> bool:
+            poll_once(consumer, seen, 0.2)  # the fetch that finds them due archives them
+            return start_offset(bootstrap, group, topic) == 2
+
+        wait_until(archived, message=lambda: f"seen {offsets(seen)}")
         assert max(m.delivery_count() for m in seen) == 2
     finally:
         consumer.close()
