@@ -75,13 +75,13 @@ def test_latest_is_the_default_reset(broker: str, topic: str) -> None:
     consumer = share_consumer(broker, "share-latest", topic)
     try:
         got: list[Any] = []
+
         # the share partition is created by the group's first fetch, at the log end (5)
-        wait_until(
-            lambda: (
-                poll_once(consumer, got) is not None
-                and start_offset(broker, "share-latest", topic) == 5
-            )
-        )
+        def initialised() -> bool:
+            poll_once(consumer, got)  # the group's first fetch creates the share partition
+            return start_offset(broker, "share-latest", topic) == 5
+
+        wait_until(initialised)
         produce(broker, topic, 3)
         _collect(consumer, 3, got)
         assert offsets(got) == [(0, 5), (0, 6), (0, 7)]
