@@ -241,7 +241,10 @@ class ShareGroupCoordinator:
             self.on_member_gone(group.group_id, member_id)
 
     def expire(self) -> list[tuple[str, str]]:
-        """Remove members past their session timeout; (group, member id) of each."""
+        """Remove members past their session timeout, and forget expired acquisition
+        locks; (group, member id) of each member removed."""
+        for sp in self._partitions.values():
+            sp.expire_locks()
         now = time.monotonic()
         gone = []
         for group in list(self._groups.values()):
