@@ -710,7 +710,11 @@ class Subscriptions:
     ) -> Subscription:
         """See ``Log.subscribe``."""
         validate_subscription_name(name)
-        if ack_wait_ms < 1 or max_in_flight < 1 or (max_deliveries or 1) < 1:
+        if (
+            ack_wait_ms < 1
+            or max_in_flight < 1
+            or (max_deliveries is not None and max_deliveries < 1)
+        ):
             raise ValueError("ack_wait_ms, max_in_flight and max_deliveries must be >= 1")
         st = self._log._state
         st.check_writable()
