@@ -17,6 +17,8 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     ResourcePatternType,
     ResourceType,
@@ -184,6 +186,7 @@ def test_share_session_and_acknowledgement_errors(broker: str, topic: str) -> No
         # b's session: acknowledging a's records, or records nobody acquired, is 121
         assert share_fetch(other, group, "b", 0, None, max_records=0).error_code == 0
         stolen = share_ack(other, group, "b", 1, tid, [(0, 1, [1])])
+        assert stolen.error_code == 0, stolen
         assert stolen.responses[0].partitions[0].error_code == INVALID_RECORD_STATE
         never = share_ack(w, group, "a", 1, tid, [(1, 3, [1])])  # 2, 3: not acquired
         assert never.responses[0].partitions[0].error_code == INVALID_RECORD_STATE
@@ -279,9 +282,11 @@ def test_group_config_resource(broker: str) -> None:
     described = admin.describe_configs([ConfigResource(ResourceType.GROUP, "share-config")])
     (configs,) = (f.result(30) for f in described.values())
     assert configs["share.auto.offset.reset"].value == "earliest"
-    bad = ConfigResource(ResourceType.GROUP, "share-config", set_config={"nope": "1"})
-    with pytest.raises(KafkaException, match=r"INVALID_CONFIG|nope"):
-        next(iter(admin.alter_configs([bad]).values())).result(30)
+    entry = ConfigEntry("nope", "1", incremental_operation=AlterConfigOpType.SET)
+    bad = ConfigResource(ResourceType.GROUP, "share-config", incremental_configs=[entry])
+    with pytest.raises(KafkaException, match=r"nope") as info:
+        next(iter(admin.incremental_alter_configs([bad]).values())).result(30)
+    assert info.value.args[0].code() == 40  # INVALID_CONFIG
 
 
 # -- ACLs ------------------------------------------------------------------------------

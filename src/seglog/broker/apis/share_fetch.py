@@ -236,7 +236,8 @@ def handle_share_fetch(
     if epoch == FINAL_EPOCH:
         _close(ctx, group, member)
         return _fetch_response(ctx, version, entries)
-    session.advance()
+    if epoch != INITIAL_EPOCH:
+        session.advance()  # a new session already expects epoch 1
     if req.max_records <= 0:
         return _fetch_response(ctx, version, entries)
     got = _acquire(ctx, group, member, session, max_records=req.max_records, entries=entries)
