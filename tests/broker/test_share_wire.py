@@ -212,7 +212,9 @@ def test_share_session_and_acknowledgement_errors(broker: str, topic: str) -> No
         assert share_fetch(w, group, "a", 8, tid).error_code == SHARE_SESSION_NOT_FOUND
 
 
-def test_leaving_member_releases_its_records(broker: str, topic: str) -> None:
+def test_leaving_member_final_acknowledgement(broker: str, topic: str) -> None:
+    """librdkafka's close: a heartbeat leaving the group, then the last acknowledgements
+    with epoch -1, which count (the session may be gone already) and release the rest."""
     group = "share-leave"
     create_topic(broker, topic)
     earliest(broker, group)
@@ -222,10 +224,15 @@ def test_leaving_member_releases_its_records(broker: str, topic: str) -> None:
         heartbeat(w, group, "a", 0, [topic])
         got = share_fetch(w, group, "a", 0, tid).responses[0].partitions[0].acquired_records
         assert [(r.first_offset, r.last_offset) for r in got] == [(0, 2)]
-        heartbeat(w, group, "a", -1)  # leaves: 0-2 available again at once
+        assert heartbeat(w, group, "a", -1).member_epoch == -1  # left the group
+        final = share_ack(w, group, "a", -1, tid, [(0, 0, [1])])
+        assert (final.error_code, final.responses[0].partitions[0].error_code) == (0, 0)
+        closed_twice = share_ack(w, group, "a", -1, tid, [(1, 1, [1])])  # 1: released
+        assert closed_twice.responses[0].partitions[0].error_code == INVALID_RECORD_STATE
         heartbeat(w, group, "b", 0, [topic])
         again = share_fetch(w, group, "b", 0, tid).responses[0].partitions[0].acquired_records
-        assert [(r.first_offset, r.last_offset, r.delivery_count) for r in again] == [(0, 2, 2)]
+        assert [(r.first_offset, r.last_offset, r.delivery_count) for r in again] == [(1, 2, 2)]
+        assert start_offset(broker, group, topic) == 1
 
 
 # -- administration --------------------------------------------------------------------

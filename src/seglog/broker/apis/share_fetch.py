@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import Coroutine
 from typing import Any
@@ -199,9 +200,9 @@ def _has_acks(topics: Any) -> bool:
 
 
 def _close(ctx: BrokerContext, group: str, member: str) -> None:
-    """Close the member's share session and release what it holds."""
-    if ctx.share_sessions.close(group, member) is not None:
-        ctx.share_groups.release_member(group, member)
+    """Close the member's share session (if any) and release what it holds."""
+    ctx.share_sessions.close(group, member)
+    ctx.share_groups.release_member(group, member)
 
 
 def handle_share_fetch(
@@ -241,6 +242,8 @@ def handle_share_fetch(
     if req.max_records <= 0:
         return _fetch_response(ctx, version, entries)
     got = _acquire(ctx, group, member, session, max_records=req.max_records, entries=entries)
+    if got:
+        session.last_served = time.monotonic()
     erred = any(e.error for e in entries.values())
     if got or erred or req.max_wait_ms <= 0 or ctx.shutting_down or not session.partitions:
         return _fetch_response(ctx, version, entries)
@@ -262,6 +265,29 @@ async def _long_poll(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000
     keys = list(session.partitions)
+    session.waiting = True
+    try:
+        return await _wait_for_records(
+            ctx, version, group, member, session=session, req=req, entries=entries,
+            deadline=deadline, keys=keys,
+        )  # fmt: skip
+    finally:
+        session.waiting = False
+
+
+async def _wait_for_records(
+    ctx: BrokerContext,
+    version: int,
+    group: str,
+    member: str,
+    *,
+    session: ShareSession,
+    req: Any,
+    entries: Entries,
+    deadline: float,
+    keys: list[tuple[str, int]],
+) -> Any:
+    loop = asyncio.get_running_loop()
     while True:
         waits: list[asyncio.Future[Any]] = [ctx.topics.waiter(keys)]
         expiry: float | None = None
@@ -273,9 +299,13 @@ async def _long_poll(
                 if due is not None:
                     expiry = due if expiry is None else min(expiry, due)
         try:
+            for _ in range(ctx.share_sessions.turn(session)):
+                await asyncio.sleep(0)  # those served less recently take theirs first
             got = _acquire(
                 ctx, group, member, session, max_records=req.max_records, entries=entries
             )
+            if got:
+                session.last_served = time.monotonic()
             timeout = deadline - loop.time()
             if expiry is not None:
                 timeout = min(timeout, expiry + 0.001)

@@ -16,8 +16,10 @@ heartbeat. Kafka's simple assignor, for each subscribed topic with P partitions 
 M members subscribed to it (by member id): M <= P gives partition j to member j mod M;
 M > P gives member i partition i mod P, so every member reads and partitions are shared.
 
-A member leaving or expiring releases the records it holds in every share partition of the
-group (they are delivered again at once). Share partitions are opened on first use
+A member that expires releases the records it holds in every share partition of the group
+(they are delivered again at once) and loses its share sessions; one that leaves with a
+heartbeat keeps them until its final acknowledgement (epoch -1) closes its session, which
+releases what is still unsettled. Share partitions are opened on first use
 (ShareFetch) from the partition log's durable subscription, starting per the group config
 ``share.auto.offset.reset`` when the group has no state there yet (see ``share_state``).
 """
@@ -187,7 +189,7 @@ class ShareGroupCoordinator:
         member = None if group is None else group.members.get(member_id)
         if member_epoch == -1:
             if group is not None and member is not None:
-                self._remove(group, member_id)
+                self._remove(group, member_id, release=False)
             return HeartbeatResult(_errors.NONE, member_id, -1)
         if member_epoch < -1:
             return HeartbeatResult(_errors.INVALID_REQUEST, message="invalid MemberEpoch")
@@ -233,12 +235,17 @@ class ShareGroupCoordinator:
             _errors.NONE, member_id, member.epoch, dict(member.assignment) if tell else None
         )
 
-    def _remove(self, group: ShareGroup, member_id: str) -> None:
+    def _remove(self, group: ShareGroup, member_id: str, *, release: bool) -> None:
+        """Remove a member; ``release``: also release its records and close its share
+        sessions (it expired). A member leaving with a heartbeat keeps both: its client
+        sends its last acknowledgements next (ShareAcknowledge with epoch -1, which
+        closes the session and releases the rest), as librdkafka's close does."""
         del group.members[member_id]
-        self.release_member(group.group_id, member_id)
         self._bump(group)
-        if self.on_member_gone is not None:
-            self.on_member_gone(group.group_id, member_id)
+        if release:
+            self.release_member(group.group_id, member_id)
+            if self.on_member_gone is not None:
+                self.on_member_gone(group.group_id, member_id)
 
     def expire(self) -> list[tuple[str, str]]:
         """Remove members past their session timeout, and forget expired acquisition
@@ -251,7 +258,7 @@ class ShareGroupCoordinator:
             for mid, m in list(group.members.items()):
                 if m.deadline <= now:
                     log.info("share group %s: member %s expired", group.group_id, mid)
-                    self._remove(group, mid)
+                    self._remove(group, mid, release=True)
                     gone.append((group.group_id, mid))
         return gone
 

@@ -11,9 +11,12 @@ Keyed by (group id, member id). Rules, as Kafka's ``SharePartitionManager.newCon
   must be its next epoch (123 INVALID_SHARE_SESSION_EPOCH); the session then expects the
   following one (1, 2, ... wrapping to 1 after 2^31-1). A ShareFetch adds its partitions
   to the session and removes its forgotten ones (incremental).
+- Fairness: fetches of one group waiting for records take them, once woken together,
+  least recently served first (:meth:`ShareSessionCache.turn`).
 - Epoch -1 closes the session after its acknowledgements (no records are acquired);
-  the records the member still holds are released. ShareAcknowledge with epoch 0 is 123
-  (acknowledgements never open a session).
+  the records the member still holds are released. Without a session (closed already,
+  or lost in a restart) its acknowledgements are still applied, as Kafka's.
+  ShareAcknowledge with epoch 0 is 123 (acknowledgements never open a session).
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ class ShareSession:
     """The epoch the next request must carry."""
     partitions: dict[PartitionKey, None] = dataclasses.field(default_factory=dict)
     """The partitions fetched from, in the order they were added."""
+    waiting: bool = False
+    """A ShareFetch of this session is waiting for records (long poll)."""
+    last_served: float = float("-inf")
+    """When a ShareFetch of this session last acquired records (``time.monotonic()``)."""
 
     def advance(self) -> None:
         """Expect the next epoch."""
@@ -72,9 +79,12 @@ class ShareSessionCache:
 
     def check(self, group_id: str, member_id: str, epoch: int) -> tuple[int, ShareSession | None]:
         """The member's session for a request with ``epoch`` (> 0 or -1): (0, session),
-        (122, None) without a session, (123, None) for an epoch out of sequence. The
-        caller advances (:meth:`ShareSession.advance`) or closes (:meth:`close`) it."""
+        (122, None) without a session, (123, None) for an epoch out of sequence; epoch -1
+        without a session gets a detached empty one (the final acknowledgements apply).
+        The caller advances (:meth:`ShareSession.advance`) or closes (:meth:`close`) it."""
         session = self._sessions.get((group_id, member_id))
+        if session is None and epoch == FINAL_EPOCH:  # Kafka: the final acknowledgements
+            return _errors.NONE, ShareSession(group_id, member_id)  # count without a session
         if session is None:
             return _errors.SHARE_SESSION_NOT_FOUND, None
         if epoch not in (FINAL_EPOCH, session.epoch):
@@ -84,6 +94,20 @@ class ShareSessionCache:
     def close(self, group_id: str, member_id: str) -> ShareSession | None:
         """Drop the member's session (returned, None if it had none)."""
         return self._sessions.pop((group_id, member_id), None)
+
+    def turn(self, session: ShareSession) -> int:
+        """How many waiting sessions of the same group were served less recently than
+        ``session``: woken together by new records, waiting fetches take them in that
+        order (least recently served first), so that consumers sharing a partition share
+        its records instead of the first one woken taking every batch."""
+        return sum(
+            1
+            for s in self._sessions.values()
+            if s.waiting
+            and s is not session
+            and s.group_id == session.group_id
+            and s.last_served < session.last_served
+        )
 
     def forget_partition(self, topic: str, partition: int | None = None) -> None:
         """Remove a deleted topic's partitions (all when ``partition`` is None) from
