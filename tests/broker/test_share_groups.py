@@ -35,6 +35,7 @@ def _collect(
     count: int,
     into: list[Any] | None = None,
     ack: Callable[[Any], Any] | None = None,
+    timeout: float = 30.0,
 ) -> list[Any]:
     """Poll until ``count`` records came; in explicit mode ``ack(message)`` gives each
     record's acknowledge type as it comes (every record of a poll is acknowledged before
@@ -47,7 +48,7 @@ def _collect(
                 consumer.acknowledge(m, ack(m))
         return len(got) >= count
 
-    wait_until(step, interval=0, message=lambda: f"{len(got)} of {count}: {offsets(got)}")
+    wait_until(step, timeout, interval=0, message=lambda: f"{len(got)} of {count}: {offsets(got)}")
     return got
 
 
@@ -103,8 +104,9 @@ def test_explicit_release_and_reject(broker: str, topic: str) -> None:
         first = _collect(consumer, 6, ack=lambda m: kinds[m.offset()])
         assert offsets(first) == [(0, o) for o in range(6)]
         consumer.commit_sync(30)
-        # the released records (1, 3) come back, counted; rejected ones (2, 5) never do
-        again = _collect(consumer, 2, ack=lambda _m: accept)
+        # the released records (1, 3) come back at once (not after the 30 s lock), counted;
+        # rejected ones (2, 5) never do
+        again = _collect(consumer, 2, ack=lambda _m: accept, timeout=10)
         assert offsets(again) == [(0, 1), (0, 3)]
         assert {m.delivery_count() for m in again} == {2}
         consumer.commit_sync(30)
