@@ -308,7 +308,8 @@ def _deny_read(admin: AdminClient, kind: Any, name: str) -> None:
 def test_acls_need_read_on_group_and_topic(tmp_path: Path) -> None:
     """READ on the group (else 30 for the whole request) and on the topic (else 29 for
     its partitions), as Kafka. ACLs are made while the anonymous principal is a super
-    user, then the broker restarts without that (ACLs persist)."""
+    user, then the broker restarts without that (ACLs persist, and so do the group's
+    epoch and its ``share.auto.offset.reset``)."""
     data = tmp_path / "data"
     acl = ["--authorizer-class-name", "StandardAuthorizer", "--allow-everyone-if-no-acl-found"]
     proc = start_broker(data, extra_args=[*acl, "--super-users", "User:ANONYMOUS"])
@@ -322,6 +323,7 @@ def test_acls_need_read_on_group_and_topic(tmp_path: Path) -> None:
         _deny_read(admin, ResourceType.GROUP, "closed")
         with Wire(proc.bootstrap) as w:
             ids = {t: ensure_topic(w, t) for t in ("open", "secret")}
+            assert heartbeat(w, "g", "early", 0, ["open"]).member_epoch == 1
     finally:
         assert proc.stop() == 0, proc.log_text()
     proc = start_broker(data, extra_args=acl)
@@ -330,7 +332,9 @@ def test_acls_need_read_on_group_and_topic(tmp_path: Path) -> None:
             assert heartbeat(w, "closed", "m", 0, ["open"]).error_code == GROUP_AUTHORIZATION_FAILED
             assert share_fetch(w, "closed", "m", 0, ids["open"]).error_code == 30
             assert share_ack(w, "closed", "m", 1, ids["open"], [(0, 0, [1])]).error_code == 30
-            assert heartbeat(w, "g", "m", 0, ["open", "secret"]).error_code == 0
+            joined = heartbeat(w, "g", "m", 0, ["open", "secret"])
+            # the group epoch survived the restart (__share_group_state); members did not
+            assert (joined.error_code, joined.member_epoch) == (0, 2)
             denied = share_fetch(w, "g", "m", 0, ids["secret"], max_wait_ms=0)
             assert denied.error_code == 0
             assert denied.responses[0].partitions[0].error_code == TOPIC_AUTHORIZATION_FAILED
