@@ -28,6 +28,7 @@ length is 42 INVALID_REQUEST. Gap offsets (type 0: no record there) are ignored.
 from __future__ import annotations
 
 import struct
+import threading
 import time
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -62,8 +63,10 @@ class Acquired(NamedTuple):
 
 class SharePartition:
     """``group``'s share partition of ``topic``-``partition`` over ``subscription`` (of
-    ``log``). ``lock_ms``: the acquisition lock duration. Runs on the event loop; the
-    subscription's journal writes (and fsyncs) happen in the calling thread."""
+    ``log``). ``lock_ms``: the acquisition lock duration. Thread-safe: the broker calls
+    :meth:`acquire` and :meth:`acknowledge` (journal writes and fsyncs, in the calling
+    thread) from worker threads, the rest from the event loop; a lock guards who holds
+    which offset."""
 
     def __init__(
         self,
@@ -83,6 +86,7 @@ class SharePartition:
         self.lock_ms = lock_ms
         self._held: dict[int, tuple[str, float]] = {}
         """offset -> (member id, lock deadline in ``time.monotonic()`` seconds)."""
+        self._lock = threading.Lock()
 
     # -- acquisition -----------------------------------------------------------------------
 
@@ -95,10 +99,10 @@ class SharePartition:
         if not deliveries:
             return [], b""
         deadline = time.monotonic() + self.lock_ms / 1000
-        counts: dict[int, int] = {}
-        for d in deliveries:
-            counts[d.offset] = d.redelivery_count + 1
-            self._held[d.offset] = (member, deadline)
+        counts = {d.offset: d.redelivery_count + 1 for d in deliveries}
+        with self._lock:
+            for o in counts:
+                self._held[o] = (member, deadline)
         offsets = sorted(counts)
         ranges: list[Acquired] = []
         for o in offsets:
@@ -142,40 +146,47 @@ class SharePartition:
         """Apply ``member``'s acknowledgement batches all or nothing (see the module
         docstring): 0, 42 INVALID_REQUEST or 121 INVALID_RECORD_STATE. Raises what the
         subscription raises (StorageError: nothing of this call applied)."""
-        now = time.monotonic()
         settle: list[int] = []
         release: list[int] = []
-        seen: set[int] = set()
-        for b in batches:
-            span = b.last_offset - b.first_offset + 1
-            if span < 1 or len(b.types) not in (1, span):
-                return _errors.INVALID_REQUEST
-            for i in range(span):
-                kind = b.types[0] if len(b.types) == 1 else b.types[i]
-                if kind not in (GAP, ACCEPT, RELEASE, REJECT):
+        with self._lock:  # validate and claim at once: one acknowledgement per offset
+            now = time.monotonic()
+            claimed: dict[int, tuple[str, float]] = {}
+            for b in batches:
+                span = b.last_offset - b.first_offset + 1
+                if span < 1 or len(b.types) not in (1, span):
                     return _errors.INVALID_REQUEST
-                if kind == GAP:
-                    continue
-                offset = b.first_offset + i
-                held = self._held.get(offset)
-                if offset in seen or held is None or held[0] != member or held[1] <= now:
-                    return _errors.INVALID_RECORD_STATE
-                seen.add(offset)
-                (release if kind == RELEASE else settle).append(offset)
-        if settle:
-            self.subscription.ack(settle)
+                for i in range(span):
+                    kind = b.types[0] if len(b.types) == 1 else b.types[i]
+                    if kind not in (GAP, ACCEPT, RELEASE, REJECT):
+                        return _errors.INVALID_REQUEST
+                    if kind == GAP:
+                        continue
+                    offset = b.first_offset + i
+                    held = self._held.get(offset)
+                    if offset in claimed or held is None or held[0] != member or held[1] <= now:
+                        return _errors.INVALID_RECORD_STATE
+                    claimed[offset] = held
+                    (release if kind == RELEASE else settle).append(offset)
+            for o in claimed:
+                del self._held[o]
+        try:
+            if settle:
+                self.subscription.ack(settle)
+        except BaseException:  # not acknowledged: the member still holds them
+            with self._lock:
+                self._held.update(claimed)
+            raise
         if release:
             self.subscription.release(release)
-        for o in seen:
-            del self._held[o]
         return _errors.NONE
 
     def release_member(self, member: str) -> int:
         """Release every record ``member`` holds (it left the group, was fenced, or closed
         its share session, as Kafka's ``releaseAcquiredRecords``); how many."""
-        mine = [o for o, (m, _) in self._held.items() if m == member]
-        for o in mine:
-            del self._held[o]
+        with self._lock:
+            mine = [o for o, (m, _) in self._held.items() if m == member]
+            for o in mine:
+                del self._held[o]
         if mine:
             self.subscription.release(mine)
         return len(mine)
@@ -183,15 +194,17 @@ class SharePartition:
     def expire_locks(self) -> None:
         """Forget locks past their deadline (the subscription redelivers those offsets)."""
         now = time.monotonic()
-        for o in [o for o, (_, deadline) in self._held.items() if deadline <= now]:
-            del self._held[o]
+        with self._lock:
+            for o in [o for o, (_, deadline) in self._held.items() if deadline <= now]:
+                del self._held[o]
 
     # -- state -----------------------------------------------------------------------------
 
     def held(self) -> dict[int, str]:
         """Offsets acquired now (unexpired locks) -> member id."""
         now = time.monotonic()
-        return {o: m for o, (m, deadline) in sorted(self._held.items()) if deadline > now}
+        with self._lock:
+            return {o: m for o, (m, deadline) in sorted(self._held.items()) if deadline > now}
 
     def next_lock_expiry_s(self) -> float | None:
         """Seconds until the subscription has a record due again (0: one is), or None."""

@@ -21,6 +21,7 @@ Keyed by (group id, member id). Rules, as Kafka's ``SharePartitionManager.newCon
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 from seglog.broker.protocol import errors as _errors
@@ -60,6 +61,7 @@ class ShareSessionCache:
     def __init__(self, max_sessions: int) -> None:
         self.max_sessions = max_sessions
         self._sessions: dict[tuple[str, str], ShareSession] = {}
+        self._acquiring: dict[str, asyncio.Lock] = {}
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -108,6 +110,15 @@ class ShareSessionCache:
             and s.group_id == session.group_id
             and s.last_served < session.last_served
         )
+
+    def acquiring(self, group_id: str) -> asyncio.Lock:
+        """The group's acquisition lock: fetches of one group acquire one at a time, in
+        the order they ask (asyncio's lock is first come, first served), which keeps the
+        :meth:`turn` order once their work moves to worker threads."""
+        lock = self._acquiring.get(group_id)
+        if lock is None:
+            lock = self._acquiring[group_id] = asyncio.Lock()
+        return lock
 
     def forget_partition(self, topic: str, partition: int | None = None) -> None:
         """Remove a deleted topic's partitions (all when ``partition`` is None) from
