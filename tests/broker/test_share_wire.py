@@ -7,6 +7,7 @@ GROUP config resource; ACLs (READ on the group and the topic)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from tests._wait import wait_until
 from tests.broker._share import (
     create_topic,
     earliest,
@@ -34,7 +36,7 @@ from tests.broker._share import (
 )
 from tests.broker._wire import Wire, api_versions, ensure_topic
 
-from seglog.broker import start_broker
+from seglog.broker import BrokerProcess, start_broker
 from seglog.broker.protocol.messages import share_group as sg
 
 UNKNOWN_MEMBER_ID, INVALID_REQUEST, FENCED_MEMBER_EPOCH = 25, 42, 110
@@ -342,3 +344,35 @@ def test_acls_need_read_on_group_and_topic(tmp_path: Path) -> None:
             assert allowed.responses[0].partitions[0].acquired_records[0].first_offset == 0
     finally:
         assert proc.stop() == 0, proc.log_text()
+
+
+def test_silent_member_expires_and_its_records_go_to_another(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    """A member without a heartbeat for ``group.share.session.timeout.ms`` leaves the
+    group: its records are released at once (long before their 30 s locks expire) and its
+    share session is gone."""
+    proc = broker_factory(["--group-share-session-timeout-ms", "500"])
+    group, topic = "share-expiry", "expiring"
+    create_topic(proc.bootstrap, topic)
+    earliest(proc.bootstrap, group)
+    produce(proc.bootstrap, topic, 2)
+    with Wire(proc.bootstrap) as w:
+        tid = ensure_topic(w, topic)
+        heartbeat(w, group, "silent", 0, [topic])
+        got = share_fetch(w, group, "silent", 0, tid).responses[0].partitions[0].acquired_records
+        assert [(r.first_offset, r.last_offset) for r in got] == [(0, 1)]
+        epoch = heartbeat(w, group, "alive", 0, [topic]).member_epoch
+        again: list[Any] = []
+
+        def redelivered() -> bool:
+            nonlocal epoch
+            epoch = heartbeat(w, group, "alive", epoch).member_epoch  # "alive" stays
+            resp = share_fetch(w, group, "alive", 0, tid, max_wait_ms=100)
+            again.extend(resp.responses[0].partitions[0].acquired_records)
+            return bool(again)
+
+        wait_until(redelivered, timeout=20)
+        assert [(r.first_offset, r.last_offset, r.delivery_count) for r in again] == [(0, 1, 2)]
+        assert heartbeat(w, group, "silent", 1).error_code == UNKNOWN_MEMBER_ID
+        assert share_fetch(w, group, "silent", 1, tid).error_code == SHARE_SESSION_NOT_FOUND
