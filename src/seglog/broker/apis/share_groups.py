@@ -3,9 +3,9 @@ ShareGroupDescribe (77) v1, DescribeShareGroupOffsets (90), AlterShareGroupOffse
 and DeleteShareGroupOffsets (92) v0.
 
 ACLs (Kafka's): heartbeat needs READ on the group (30 GROUP_AUTHORIZATION_FAILED);
-describe and describe-offsets DESCRIBE on the group and, per topic, on the topic (29);
-alter-offsets READ on the group and the topics; delete-offsets DELETE on the group and
-READ on the topics. Errors: 69 GROUP_ID_NOT_FOUND for a group with neither members nor
+describe DESCRIBE on the group; describe-offsets DESCRIBE on the group and, per topic, on
+the topic (29); alter-offsets READ on the group and the topics; delete-offsets DELETE on
+the group and READ on the topics. Errors: 69 GROUP_ID_NOT_FOUND for a group with neither members nor
 stored state (describe, describe-offsets, delete-offsets), 68 NON_EMPTY_GROUP when
 altering or deleting the offsets of a group with members, 3 UNKNOWN_TOPIC_OR_PARTITION,
 1 OFFSET_OUT_OF_RANGE for a start offset outside [log start, log end]; the heartbeat's
