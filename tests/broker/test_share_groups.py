@@ -24,8 +24,10 @@ from tests.broker._share import (
     start_offset,
     wait_start_offset,
 )
+from tests.broker._wire import Wire
 
 from seglog.broker import BrokerProcess, start_broker
+from seglog.broker.protocol.messages.share_group import ShareGroupDescribeRequest
 
 SHORT_LOCK = ["--group-share-record-lock-duration-ms", "1000"]
 
@@ -176,6 +178,45 @@ def test_three_consumers_share_one_partition(broker: str, topic: str) -> None:
     assert sorted(every) == [(0, o) for o in range(total)]  # none lost, none twice
     assert sum(1 for g in got if g) >= 2, [len(g) for g in got]  # shared, not one reader
     wait_start_offset(broker, group, topic, total)  # each accepted once
+
+
+def test_partitions_spread_over_members(broker: str, topic: str) -> None:
+    """Fewer members than partitions: the simple assignor gives each partition to one
+    member (partition j to member j mod 2 by member id); every record is read once."""
+    group = "share-spread"
+    create_topic(broker, topic, partitions=3)
+    earliest(broker, group)
+    for p in range(3):
+        produce(broker, topic, 10, partition=p)
+    consumers = [share_consumer(broker, group, topic) for _ in range(2)]
+    got: list[list[Any]] = [[], []]
+    try:
+        wait_until(
+            lambda: (
+                [poll_once(c, g, 0.2) for c, g in zip(consumers, got, strict=True)]
+                and sum(map(len, got)) >= 30
+            ),
+            message=lambda: f"{[offsets(g) for g in got]}",
+        )
+        with Wire(broker) as w:
+            desc = w.call(
+                ShareGroupDescribeRequest[1](group_ids=[group], include_authorized_operations=False)
+            )
+        members = desc.groups[0].members
+        assigned = sorted(
+            sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions)
+            for m in members
+        )
+        assert assigned == [[0, 2], [1]]
+        for c in consumers:
+            c.commit_sync(30)
+    finally:
+        for c in consumers:
+            c.close()
+    every = sorted(o for g in got for o in offsets(g))
+    assert every == [(p, o) for p in range(3) for o in range(10)]  # each record once
+    # each consumer read only partitions assigned to it (none read by both)
+    assert not {p for p, _ in offsets(got[0])} & {p for p, _ in offsets(got[1])}
 
 
 def test_killed_consumer_records_go_to_another(
