@@ -6,7 +6,7 @@ subpackages import one way, bottom first (``tests/test_quality.py`` holds the or
 ``protocol`` (framing, API keys, errors, the blocking client) and ``config``; ``security``
 (authorizer, TLS, SCRAM store, the connection's SASL session) and ``log`` (topic manager,
 durability, retention, producer state, internal topic names); ``coordinator`` (consumer
-groups, committed offsets); ``metrics``; ``context`` (the broker's services and each
+groups, committed offsets, share groups); ``metrics``; ``context`` (the broker's services and each
 request's facts); ``apis`` (one module per API family, the registry); ``network``
 (connections, listeners, dispatch); ``process`` (``seglog serve``'s event loop) and
 ``testing`` (a ``seglog serve`` subprocess).

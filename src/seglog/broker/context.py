@@ -17,6 +17,8 @@ from seglog.broker.config.listeners import Listener
 from seglog.broker.coordinator.committed import CommittedOffsets
 from seglog.broker.coordinator.consumer_groups import ConsumerGroupCoordinator
 from seglog.broker.coordinator.groups import GroupCoordinator
+from seglog.broker.coordinator.share_groups import ShareGroupCoordinator
+from seglog.broker.coordinator.share_sessions import ShareSessionCache
 from seglog.broker.log.cluster_state import BrokerState
 from seglog.broker.log.durability import DurabilityWaiters
 from seglog.broker.log.producers import ProducerStateTable
@@ -46,12 +48,18 @@ class BrokerContext:
     durability: DurabilityWaiters
     consumer_groups: ConsumerGroupCoordinator
     """KIP-848 consumer groups (ConsumerGroupHeartbeat), persisted in ``committed``'s log."""
+    share_groups: ShareGroupCoordinator
+    """KIP-932 share groups: membership, assignment, share partitions."""
     listeners: tuple[Listener, ...] = ()
     """The running listeners: bound port, and the address clients are given in
     ``advertised_host``/``advertised_port`` (DescribeConfigs)."""
     shutting_down: bool = False
     groups: GroupCoordinator = dataclasses.field(default_factory=GroupCoordinator)
     """Classic group membership (JoinGroup/SyncGroup/Heartbeat/LeaveGroup)."""
+    share_sessions: ShareSessionCache = dataclasses.field(
+        default_factory=lambda: ShareSessionCache(2000)
+    )
+    """Share sessions (ShareFetch / ShareAcknowledge epochs), by group and member."""
     metrics: BrokerMetrics = dataclasses.field(default_factory=BrokerMetrics)
     """Traffic counters and latency histograms (exported by ``--metrics-listen``)."""
     credentials: CredentialStore | None = None

@@ -336,6 +336,7 @@ class LogAPI(Protocol):
         ack_wait_ms: int = 30_000,
         max_in_flight: int = 1024,
         start: int = OFFSET_OLDEST,
+        max_deliveries: int | None = None,
     ) -> Subscription:
         """A durable subscription (NATS Streaming's durable subscriber): ``fetch`` returns
         ``Delivery`` objects (message + ``redelivery_count``): first those unacknowledged
@@ -346,7 +347,10 @@ class LogAPI(Protocol):
         kill -9 every unacknowledged message is redelivered, none whose ack returned is.
         ``start`` (OFFSET_OLDEST, OFFSET_NEWEST or an offset) applies when the name is
         new; an existing name resumes (the open one is returned when still open, with the
-        same settings). ``name`` must match ``[A-Za-z0-9._-]{1,200}`` (else ValueError).
+        same settings). ``max_deliveries`` (None: no limit) caps the deliveries of one
+        message: past it an expired or released message is archived (never delivered
+        again); ``Subscription.release`` hands deliveries back at once. ``name`` must match
+        ``[A-Za-z0-9._-]{1,200}`` (else ValueError).
         Raises ReadOnlyError, LogClosedError, InvalidOffsetError (``start`` outside [log
         start, log end]), ValueError (settings < 1, or open with other settings)."""
         ...

@@ -1,6 +1,7 @@
 """DescribeConfigs (API 32), AlterConfigs (API 33) and IncrementalAlterConfigs (API 44)
 for TOPIC (resource type 2) and BROKER (4) resources, over the table in
-``config.settings``; ListConfigResources (API 74) names those resources.
+``config.settings``; GROUP (32) resources (share-group configs: ``group_configs``);
+ListConfigResources (API 74) names those resources.
 
 Topic configs are per-topic overrides persisted in the topic metadata and applied live;
 broker configs are static (``seglog serve`` flags and properties, the table
@@ -18,10 +19,10 @@ without DESCRIBE_CONFIGS on the cluster; v0 lists client-metrics subscriptions o
 lists the types asked for (none: every supported type), and a type outside TOPIC 2,
 BROKER 4, BROKER_LOGGER 8, CLIENT_METRICS 16, GROUP 32 fails the whole request with 35
 UNSUPPORTED_VERSION. Rows come in Kafka's type order (GROUP, CLIENT_METRICS,
-BROKER_LOGGER, BROKER, TOPIC): seglog has no group configs, no client-metrics
-subscriptions and no broker-logger configs (DescribeConfigs answers only TOPIC and
-BROKER), so it lists this broker (its node id) and every topic, ``__consumer_offsets``
-included, by name.
+BROKER_LOGGER, BROKER, TOPIC): the groups with configs set (share groups'
+``share.auto.offset.reset``), this broker (its node id) and every topic,
+``__consumer_offsets`` included, by name; seglog has no client-metrics subscriptions and
+no broker-logger configs.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from kafka.protocol.admin import (
     ListConfigResourcesResponse,
 )
 
+from seglog.broker.apis.group_configs import GROUP, alter_group_configs, describe_group_configs
 from seglog.broker.config.listeners import listener_entries
 from seglog.broker.config.settings import (
     DEFAULT_CONFIG,
@@ -58,7 +60,7 @@ __all__ = [
 ]
 
 TOPIC, BROKER = 2, 4
-BROKER_LOGGER, CLIENT_METRICS, GROUP = 8, 16, 32  # ConfigResource.Type ids
+BROKER_LOGGER, CLIENT_METRICS = 8, 16  # ConfigResource.Type ids (GROUP 32: group_configs)
 LISTABLE = (GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC)  # Kafka's listing order
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -168,7 +170,13 @@ def handle_describe_configs(ctx: BrokerContext, rctx: RequestContext, req: Any) 
         base = {"resource_type": r.resource_type, "resource_name": r.resource_name}
         try:
             _authorize(ctx, rctx, r, Op.DESCRIBE_CONFIGS)
-            if r.resource_type == TOPIC:
+            if r.resource_type == GROUP:
+                code, message, entries = describe_group_configs(
+                    ctx, rctx, r.resource_name, keys, _Entry
+                )
+                if code != _errors.NONE:
+                    raise _RequestError(code, message or "")
+            elif r.resource_type == TOPIC:
                 entries = _topic_entries(ctx, r.resource_name, keys, synonyms, docs)
             elif r.resource_type == BROKER:
                 entries = _broker_entries(ctx, r.resource_name, keys, synonyms, docs)
@@ -242,7 +250,12 @@ def handle_alter_configs(ctx: BrokerContext, rctx: RequestContext, req: Any) -> 
 
     responses = []
     for r in req.resources:
-        code, message = _apply(ctx, rctx, r, req.validate_only, replace(r))
+        if r.resource_type == GROUP:
+            code, message = alter_group_configs(
+                ctx, rctx, r, validate_only=req.validate_only, incremental=False
+            )
+        else:
+            code, message = _apply(ctx, rctx, r, req.validate_only, replace(r))
         responses.append(
             _AlterResult(
                 error_code=code,
@@ -297,7 +310,12 @@ def handle_incremental_alter_configs(ctx: BrokerContext, rctx: RequestContext, r
     version = rctx.api_version
     responses = []
     for r in req.resources:
-        code, message = _apply(ctx, rctx, r, req.validate_only, _incremental(ctx, r))
+        if r.resource_type == GROUP:
+            code, message = alter_group_configs(
+                ctx, rctx, r, validate_only=req.validate_only, incremental=True
+            )
+        else:
+            code, message = _apply(ctx, rctx, r, req.validate_only, _incremental(ctx, r))
         responses.append(
             _IncResult(
                 error_code=code,
@@ -311,7 +329,8 @@ def handle_incremental_alter_configs(ctx: BrokerContext, rctx: RequestContext, r
 
 def handle_list_config_resources(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """The config resources of the types asked for (v1; none: all) or the client-metrics
-    subscriptions (v0): this broker and every topic (see the module docstring)."""
+    subscriptions (v0): groups with configs, this broker and every topic (see the module
+    docstring)."""
     version = rctx.api_version
     resp = ListConfigResourcesResponse[version]
     if not rctx.allowed(Op.DESCRIBE_CONFIGS, Res.CLUSTER, CLUSTER_NAME):
@@ -321,7 +340,9 @@ def handle_list_config_resources(ctx: BrokerContext, rctx: RequestContext, req: 
     asked = set(req.resource_types) if version >= 1 else {CLIENT_METRICS}
     if asked - set(LISTABLE):
         return resp(throttle_time_ms=0, error_code=_errors.UNSUPPORTED_VERSION, config_resources=[])
+    state = ctx.share_groups.state
     names: dict[int, list[str]] = {
+        GROUP: sorted(g for g in state.groups() if state.configs(g)),
         BROKER: [str(ctx.config.node_id)],
         TOPIC: sorted(ctx.topics.all()),
     }

@@ -8,7 +8,7 @@ from typing import Any
 from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
 
 from seglog.broker.context import BrokerContext, RequestContext
-from seglog.broker.log.internal_topics import OFFSETS_TOPIC
+from seglog.broker.log.internal_topics import INTERNAL_TOPICS
 from seglog.broker.protocol import errors as _errors
 from seglog.broker.security.authorizer import CLUSTER_NAME, Op, Res
 from seglog.errors import SeglogError
@@ -38,7 +38,7 @@ def _topic_entry(ctx: BrokerContext, info: TopicInfo) -> Any:
         error_code=0,
         name=info.name,
         topic_id=info.topic_id,
-        is_internal=info.name == OFFSETS_TOPIC,  # as Kafka marks its internal topics
+        is_internal=info.name in INTERNAL_TOPICS,  # as Kafka marks its internal topics
         partitions=partitions,
     )
 

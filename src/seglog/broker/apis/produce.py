@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from kafka.protocol.producer import ProduceResponse
 
 from seglog.broker.context import BrokerContext, RequestContext
-from seglog.broker.log.internal_topics import OFFSETS_TOPIC
+from seglog.broker.log.internal_topics import INTERNAL_TOPICS
 from seglog.broker.log.producers import batch_identity
 from seglog.broker.protocol import errors as _errors
 from seglog.broker.protocol.framing import encode_response
@@ -88,7 +88,7 @@ def _append(
             if ctx.topics.get(topic) is None:
                 raise UnknownTopicError(f"unknown topic {topic!r}")
             plog = ctx.topics.log(topic, partition)
-        if topic == OFFSETS_TOPIC:  # internal: written by the group coordinator only
+        if topic in INTERNAL_TOPICS:  # written by the group coordinators only
             return _Result(partition, _errors.INVALID_TOPIC_EXCEPTION)
         if not isinstance(records, bytes | bytearray | memoryview) or not records:
             return _Result(partition, _errors.INVALID_RECORD)

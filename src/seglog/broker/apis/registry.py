@@ -176,6 +176,14 @@ from seglog.broker.apis.scram import (
     handle_alter_user_scram_credentials,
     handle_describe_user_scram_credentials,
 )
+from seglog.broker.apis.share_fetch import handle_share_acknowledge, handle_share_fetch
+from seglog.broker.apis.share_groups import (
+    handle_alter_share_group_offsets,
+    handle_delete_share_group_offsets,
+    handle_describe_share_group_offsets,
+    handle_share_group_describe,
+    handle_share_group_heartbeat,
+)
 from seglog.broker.apis.topics import (
     handle_create_partitions,
     handle_create_topics,
@@ -188,6 +196,22 @@ from seglog.broker.protocol.messages.consumer_group import (
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
+)
+from seglog.broker.protocol.messages.share_group import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
 )
 
 __all__ = [
@@ -328,6 +352,20 @@ REGISTRY: dict[int, ApiSpec] = {
              handle_consumer_group_heartbeat),
         _api(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, (0, 0),
              handle_consumer_group_describe),
+        # KIP-932 share groups (apis/share_groups.py, apis/share_fetch.py): v1 is the first
+        # stable version of 76-79 (Kafka 4.1) and what librdkafka 2.16 sends
+        _api(ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, (1, 1),
+             handle_share_group_heartbeat),
+        _api(ShareGroupDescribeRequest, ShareGroupDescribeResponse, (1, 1),
+             handle_share_group_describe),
+        _api(ShareFetchRequest, ShareFetchResponse, (1, 1), handle_share_fetch),
+        _api(ShareAcknowledgeRequest, ShareAcknowledgeResponse, (1, 1), handle_share_acknowledge),
+        _api(DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, (0, 0),
+             handle_describe_share_group_offsets),
+        _api(AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, (0, 0),
+             handle_alter_share_group_offsets),
+        _api(DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, (0, 0),
+             handle_delete_share_group_offsets),
     )
 }  # fmt: skip
 

@@ -31,7 +31,7 @@ from kafka.protocol.admin import (
 from kafka.protocol.consumer import OffsetForLeaderEpochResponse
 
 from seglog.broker.context import BrokerContext, RequestContext
-from seglog.broker.log.internal_topics import OFFSETS_TOPIC
+from seglog.broker.log.internal_topics import INTERNAL_TOPICS
 from seglog.broker.protocol import errors as _errors
 from seglog.broker.protocol.errors import ELECTION_NOT_NEEDED, NO_REASSIGNMENT_IN_PROGRESS
 from seglog.broker.security.authorizer import CLUSTER_NAME, Op, Res
@@ -176,7 +176,7 @@ def handle_describe_topic_partitions(ctx: BrokerContext, rctx: RequestContext, r
                 error_code=0,
                 name=name,
                 topic_id=info.topic_id,
-                is_internal=name == OFFSETS_TOPIC,
+                is_internal=name in INTERNAL_TOPICS,
                 partitions=parts,
             )
         )

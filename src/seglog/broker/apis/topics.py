@@ -21,7 +21,7 @@ from kafka.protocol.admin import (
 
 from seglog.broker.config.settings import validate_topic_configs
 from seglog.broker.context import BrokerContext, RequestContext
-from seglog.broker.log.internal_topics import OFFSETS_TOPIC
+from seglog.broker.log.internal_topics import INTERNAL_TOPICS
 from seglog.broker.protocol import errors as _errors
 from seglog.broker.security.authorizer import CLUSTER_NAME, Op, Res
 from seglog.errors import InvalidTopicError, SeglogError, TopicExistsError, UnknownTopicError
@@ -215,8 +215,8 @@ def handle_delete_topics(ctx: BrokerContext, rctx: RequestContext, req: Any) -> 
                 if wanted_name is None and not rctx.allowed(Op.DESCRIBE, Res.TOPIC, name):
                     name = None  # Kafka: asked by id, the name is told only to who may describe
                 raise _errors.TopicAuthorizationError(denied)
-            if name == OFFSETS_TOPIC:
-                raise InvalidTopicError(f"{name} is internal: it holds the committed offsets")
+            if name in INTERNAL_TOPICS:
+                raise InvalidTopicError(f"{name} is internal: it holds group state")
             info = ctx.topics.get(name)
             ctx.topics.delete(name)
             mutations.record(info.partitions if info is not None else 1)

@@ -508,6 +508,41 @@ BROKER_SETTINGS: tuple[BrokerSetting, ...] = (
         "group.max.session.timeout.ms", "group_max_session_timeout_ms", INT, 1_800_000,
         "Largest consumer session timeout accepted, in ms.", min=1,
     ),
+    # share groups (KIP-932; Kafka's GroupCoordinatorConfig / ShareGroupConfig names)
+    BrokerSetting(
+        "group.share.record.lock.duration.ms", "group_share_record_lock_duration_ms", INT,
+        30_000, "How long a share consumer holds the records it acquired before they are "
+        "delivered to another, in ms (acquisition lock).", min=1000, max=3_600_000,
+    ),
+    BrokerSetting(
+        "group.share.delivery.count.limit", "group_share_delivery_count_limit", INT, 5,
+        "Deliveries of one record to a share group; after the last it is archived.",
+        min=2, max=10,
+    ),
+    BrokerSetting(
+        "group.share.partition.max.record.locks", "group_share_partition_max_record_locks",
+        INT, 2000, "Most records of one share partition acquired and not yet acknowledged.",
+        min=100, max=10_000,
+    ),
+    BrokerSetting(
+        "group.share.session.timeout.ms", "group_share_session_timeout_ms", INT, 45_000,
+        "A share-group member without a heartbeat for this long leaves the group (its "
+        "acquired records are released), in ms.", min=1,
+    ),
+    BrokerSetting(
+        "group.share.heartbeat.interval.ms", "group_share_heartbeat_interval_ms", INT, 5000,
+        "The heartbeat interval share-group members are given, in ms.", min=1,
+    ),
+    BrokerSetting(
+        "group.share.max.size", "group_share_max_size", INT, 200,
+        "Most members of one share group (more get 81 GROUP_MAX_SIZE_REACHED).",
+        min=1, max=1000,
+    ),
+    BrokerSetting(
+        "group.share.max.share.sessions", "group_share_max_share_sessions", INT, 2000,
+        "Most share sessions (ShareFetch) open at once (more get 133 "
+        "SHARE_SESSION_LIMIT_REACHED).", min=1,
+    ),
     BrokerSetting(
         "group.consumer.session.timeout.ms", "group_consumer_session_timeout_ms", INT, 45_000,
         "KIP-848 consumer groups (group.protocol=consumer): a member that does not heartbeat "

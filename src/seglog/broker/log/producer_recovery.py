@@ -22,7 +22,7 @@ import struct
 import time
 from pathlib import Path
 
-from seglog.broker.log.internal_topics import OFFSETS_TOPIC
+from seglog.broker.log.internal_topics import INTERNAL_TOPICS
 from seglog.broker.log.producers import BatchIdentity, ProducerStateTable
 from seglog.broker.log.topics import TopicManager
 from seglog.errors import SeglogError
@@ -96,7 +96,7 @@ def rebuild(table: ProducerStateTable, topics: TopicManager, data_dir: Path) -> 
             covered, rows = {}, []
     starts: dict[tuple[str, int], int] = {}
     for name, info in topics.all().items():
-        if name == OFFSETS_TOPIC:
+        if name in INTERNAL_TOPICS:
             continue
         for p in range(info.partitions):
             try:
@@ -121,7 +121,7 @@ def write_snapshot(table: ProducerStateTable, topics: TopicManager, data_dir: Pa
     """Write the snapshot (on the event loop: the table and the log ends agree)."""
     partitions = []
     for name, info in topics.all().items():
-        if name == OFFSETS_TOPIC:
+        if name in INTERNAL_TOPICS:
             continue
         for p in range(info.partitions):
             plog = topics.cached_log(name, p)

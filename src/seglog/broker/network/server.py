@@ -23,6 +23,9 @@ from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.committed import CommittedOffsets
 from seglog.broker.coordinator.consumer_groups import ConsumerGroupCoordinator
 from seglog.broker.coordinator.groups import GroupCoordinator
+from seglog.broker.coordinator.share_groups import ShareGroupCoordinator
+from seglog.broker.coordinator.share_sessions import ShareSessionCache
+from seglog.broker.coordinator.share_state import ShareGroupState
 from seglog.broker.log.cluster_state import BrokerState
 from seglog.broker.log.durability import DurabilityWaiters
 from seglog.broker.log.producer_recovery import rebuild, write_snapshot
@@ -130,6 +133,7 @@ class Broker:
         self._limits = ConnectionLimits(config)
         self._connections = self._limits.connections
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._share_timer: asyncio.TimerHandle | None = None
         self.bound: tuple[str, int] | None = None
         self._retention: RetentionTask | None = None  # retention / cleaner thread
         self._metrics_server: Any = None  # prometheus-client's WSGI server (its own thread)
@@ -153,6 +157,7 @@ class Broker:
             )
             state = BrokerState(config.data_dir)
             state.begin_epoch()  # a lone voter elects itself at each start (DescribeQuorum)
+            share_state = ShareGroupState(topics)  # __share_group_state, when it exists
             producers = ProducerStateTable()
             rebuild(producers, topics, config.data_dir)  # before any produce can arrive
             listeners = configured_listeners(config)
@@ -227,6 +232,17 @@ class Broker:
                 )
                 for lst in listeners
             ),
+            share_groups=ShareGroupCoordinator(
+                share_state,
+                topics,
+                lock_ms=config.group_share_record_lock_duration_ms,
+                delivery_count_limit=config.group_share_delivery_count_limit,
+                max_record_locks=config.group_share_partition_max_record_locks,
+                session_timeout_ms=config.group_share_session_timeout_ms,
+                heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+                max_size=config.group_share_max_size,
+            ),
+            share_sessions=ShareSessionCache(config.group_share_max_share_sessions),
             consumer_groups=consumer_groups,
             groups=groups,
             credentials=CredentialStore(config.data_dir),
@@ -245,7 +261,9 @@ class Broker:
             ),
         )
         topics.sync_observer = self._ctx.metrics.observe_sync
+        self._ctx.share_groups.on_member_gone = self._ctx.share_sessions.close
         self._schedule_idle_sweep()
+        self._schedule_share_expiry()
         self._snapshot_timer = loop.call_later(_SNAPSHOT_INTERVAL_S, self._snapshot_producers)
         self._retention = start_retention(config, self._data_dir, committed.lowest)
         if config.metrics_host is not None:
@@ -371,6 +389,24 @@ class Broker:
                 conn.close_idle()
         self._schedule_idle_sweep()
 
+    # -- share groups ---------------------------------------------------------------------
+
+    def _schedule_share_expiry(self) -> None:
+        interval = min(max(self.config.group_share_session_timeout_ms / 4000, 0.05), 1.0)
+        self._share_timer = asyncio.get_running_loop().call_later(interval, self._expire_share)
+
+    def _expire_share(self) -> None:
+        """Remove share-group members past ``group.share.session.timeout.ms`` (their
+        records released, their share sessions closed)."""
+        self._share_timer = None
+        if self._ctx is None or self._ctx.shutting_down:
+            return
+        try:
+            self._ctx.share_groups.expire()
+        except (OSError, SeglogError) as exc:  # a journal write failed: retried next round
+            log.warning("share-group member expiry: %s", exc)
+        self._schedule_share_expiry()
+
     # -- requests -------------------------------------------------------------------------
 
     def dispatch(
@@ -493,6 +529,9 @@ class Broker:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
+        if self._share_timer is not None:
+            self._share_timer.cancel()
+            self._share_timer = None
         if self._ctx is not None:
             self._ctx.shutting_down = True
             self._ctx.topics.wake_all()
@@ -511,6 +550,7 @@ class Broker:
             self._snapshot_timer.cancel()
         if self._ctx is not None:
             self._snapshot_producers(reschedule=False)  # in-flight produces are done
+            self._ctx.share_groups.shutdown()  # share partitions' journals: clean snapshots
             self._ctx.topics.close()
         if self._retention is not None:
             await asyncio.to_thread(self._retention.stop)  # before the logs close

@@ -147,6 +147,11 @@ STALE_MEMBER_EPOCH: int = ke.StaleMemberEpochError.errno
 INVALID_REGULAR_EXPRESSION: int = 128
 """Kafka's ``Errors.INVALID_REGULAR_EXPRESSION`` (KIP-848: a malformed SubscribedTopicRegex);
 kafka-python 3.0 has no class for it, so the number is written here, the one exception."""
+# share groups (KIP-932)
+INVALID_RECORD_STATE: int = ke.InvalidRecordStateError.errno
+SHARE_SESSION_NOT_FOUND: int = ke.ShareSessionNotFoundError.errno
+INVALID_SHARE_SESSION_EPOCH: int = ke.InvalidShareSessionEpochError.errno
+SHARE_SESSION_LIMIT_REACHED: int = 133  # Kafka 4.1 (kafka-python has no class for it)
 
 
 class TopicAuthorizationError(BrokerError):

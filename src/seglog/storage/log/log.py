@@ -316,9 +316,14 @@ class Log(LogAPI):
         ack_wait_ms: int = 30_000,
         max_in_flight: int = 1024,
         start: int = OFFSET_OLDEST,
+        max_deliveries: int | None = None,
     ) -> Subscription:
         return self._registry().subscribe(
-            name, ack_wait_ms=ack_wait_ms, max_in_flight=max_in_flight, start=start
+            name,
+            ack_wait_ms=ack_wait_ms,
+            max_in_flight=max_in_flight,
+            start=start,
+            max_deliveries=max_deliveries,
         )
 
     def unsubscribe(self, name: str) -> None:

@@ -25,6 +25,12 @@ Durability follows the log's policy: under the default (fsync before acknowledge
 ``flush_messages`` / ``flush_ms`` the lines reach the page cache only (they survive a
 kill -9, not a power loss) and are fsynced at compaction and ``close``.
 
+``release(offsets)`` hands delivered messages back at once (due now: the next ``fetch``
+redelivers them, counted); ``max_deliveries`` (``Log.subscribe``) caps how often one
+message is delivered: one whose ack wait expired or that was released after its last
+allowed delivery is archived instead (journaled as an ack, never delivered again), as a
+queue's dead-letter limit without the dead-letter copy.
+
 Expiry deadlines are in memory only (``clock()``, monotonic seconds; tests monkeypatch
 this module's ``clock``): after a restart every unacknowledged message is due at once
 and its next delivery counts as a redelivery. Offsets below the log start offset
@@ -162,8 +168,10 @@ class Subscription:
         max_in_flight: int,
         position: int,
         pending: dict[int, int],
+        max_deliveries: int | None = None,
     ) -> None:
         self._log = log
+        self._max_deliveries = max_deliveries
         self._owner = owner
         self._path = path
         self._name = name
@@ -203,6 +211,11 @@ class Subscription:
     def max_in_flight(self) -> int:
         """Most delivered-but-unacknowledged messages at any time."""
         return self._max_in_flight
+
+    @property
+    def max_deliveries(self) -> int | None:
+        """Most deliveries of one message (first + redeliveries); None: no limit."""
+        return self._max_deliveries
 
     @property
     def position(self) -> int:
@@ -291,8 +304,8 @@ class Subscription:
         self, now: float, max_count: int, records: list[dict[str, Any]]
     ) -> list[Delivery]:
         """Pop up to ``max_count`` expired offsets off the heap and read their messages;
-        their journal records go to ``records``. Offsets no longer stored leave the
-        pending set (journaled as acks)."""
+        their journal records go to ``records``. Offsets no longer stored, or already
+        delivered ``max_deliveries`` times, leave the pending set (journaled as acks)."""
         due: list[int] = []
         heap = self._heap
         while heap and len(due) < max_count and heap[0][0] <= now:
@@ -311,10 +324,11 @@ class Subscription:
         new_deadline = now + self._ack_wait_ms / 1000.0
         out: list[Delivery] = []
         gone: list[int] = []
+        limit = self._max_deliveries
         for offset in due:
             m = messages.get(offset)
-            if m is None:
-                gone.append(offset)
+            if m is None or (limit is not None and self._pending[offset][0] + 1 >= limit):
+                gone.append(offset)  # no longer stored, or delivered max_deliveries times
                 del self._pending[offset]
                 continue
             count = self._pending[offset][0] + 1
@@ -438,6 +452,40 @@ class Subscription:
         if acked:
             self._wake_all()
         return len(acked)
+
+    def release(self, offsets: int | Iterable[int]) -> int:
+        """Hand delivered-but-unacknowledged offsets back at once: they are due now, so
+        the next ``fetch`` redelivers them (``redelivery_count`` + 1), or archives those
+        already delivered ``max_deliveries`` times. Nothing is journaled (after a restart
+        every unacknowledged offset is due anyway). Offsets not in flight are ignored;
+        one at or above ``position`` was never delivered: ValueError, nothing released.
+        Returns how many were in flight (now released). LogClosedError when closed."""
+        if isinstance(offsets, Iterable):
+            batch = [operator.index(o) for o in offsets]
+        else:
+            batch = [operator.index(offsets)]
+        with self._lock:
+            self._check_open()
+            self._drop_below_log_start()
+            never = [o for o in batch if o >= self._position]
+            if never:
+                raise ValueError(
+                    f"subscription {self._name}: offsets {never[:5]} were never delivered "
+                    f"(position {self._position})"
+                )
+            released = 0
+            now = float("-inf")
+            for o in batch:
+                entry = self._pending.get(o)
+                if entry is None:
+                    continue
+                released += 1
+                if entry[1] != now:  # not already due (released, or loaded at open)
+                    self._pending[o] = (entry[0], now)
+                    heapq.heappush(self._heap, (now, o))
+        if released:
+            self._wake_all()
+        return released
 
     # -- the journal -----------------------------------------------------------------------
 
@@ -652,18 +700,29 @@ class Subscriptions:
         return self._log.directory / SUBSCRIPTIONS_DIR
 
     def subscribe(
-        self, name: str, *, ack_wait_ms: int, max_in_flight: int, start: int
+        self,
+        name: str,
+        *,
+        ack_wait_ms: int,
+        max_in_flight: int,
+        start: int,
+        max_deliveries: int | None = None,
     ) -> Subscription:
         """See ``Log.subscribe``."""
         validate_subscription_name(name)
-        if ack_wait_ms < 1 or max_in_flight < 1:
-            raise ValueError("ack_wait_ms and max_in_flight must be >= 1")
+        if (
+            ack_wait_ms < 1
+            or max_in_flight < 1
+            or (max_deliveries is not None and max_deliveries < 1)
+        ):
+            raise ValueError("ack_wait_ms, max_in_flight and max_deliveries must be >= 1")
         st = self._log._state
         st.check_writable()
         with self._lock:
             live = self._live.get(name)
             if live is not None and not live.closed:
-                if (live.ack_wait_ms, live.max_in_flight) != (ack_wait_ms, max_in_flight):
+                settings = (live.ack_wait_ms, live.max_in_flight, live.max_deliveries)
+                if settings != (ack_wait_ms, max_in_flight, max_deliveries):
                     raise ValueError(f"subscription {name} is open with other settings")
                 return live
             directory = self.directory
@@ -692,6 +751,7 @@ class Subscriptions:
                 max_in_flight=max_in_flight,
                 position=position,
                 pending=pending,
+                max_deliveries=max_deliveries,
             )
             self._live[name] = sub
             return sub

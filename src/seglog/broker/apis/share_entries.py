@@ -1,0 +1,258 @@
+"""The partition-level work of ShareFetch and ShareAcknowledge (``share_fetch.py``): the
+response's per-partition entries, acknowledgements and acquisitions.
+
+What touches the subscriptions' journals (acknowledging, acquiring: a write and, under
+the default policy, an fsync each) runs in a worker thread (``asyncio.to_thread``), never
+on the event loop, as ``seglog.aio`` does; resolving topics, ACLs and share partitions,
+and building the responses, stay on the loop. A request cancelled while its work is in
+that thread does not stop it: records it acquired are delivered again once their lock
+expires (at-least-once), acknowledgements it applied stay applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from seglog.broker.context import BrokerContext, RequestContext
+from seglog.broker.coordinator.share_partition import AckBatch, Acquired, SharePartition
+from seglog.broker.coordinator.share_sessions import ShareSession
+from seglog.broker.protocol import errors as _errors
+from seglog.broker.protocol.messages.share_group import (
+    ShareAcknowledgeResponse,
+    ShareFetchResponse,
+)
+from seglog.broker.security.authorizer import Op, Res
+from seglog.errors import SeglogError
+
+__all__ = [
+    "AckJob",
+    "Entries",
+    "acknowledge_response",
+    "acquire",
+    "fetch_response",
+    "resolve",
+    "run_acks",
+]
+
+_FTopic = ShareFetchResponse.ShareFetchableTopicResponse
+_FPart = _FTopic.PartitionData
+_ATopic = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse
+_APart = _ATopic.PartitionData
+
+
+class _Entry:
+    """One partition of the response."""
+
+    __slots__ = ("ack_error", "data", "error", "partition", "ranges", "topic", "topic_id")
+
+    def __init__(self, topic_id: uuid.UUID, topic: str | None, partition: int) -> None:
+        self.topic_id = topic_id
+        self.topic = topic
+        self.partition = partition
+        self.error = _errors.NONE
+        self.ack_error = _errors.NONE
+        self.ranges: list[Acquired] = []
+        self.data = b""
+
+
+Entries = dict[tuple[uuid.UUID, int], _Entry]
+"""(topic id, partition) -> its entry, in the order first met."""
+AckJob = tuple[_Entry, SharePartition, list[AckBatch]]
+"""One partition's acknowledgements, resolved on the loop, applied in a worker thread."""
+
+
+def _entry(entries: Entries, topic_id: uuid.UUID, topic: str | None, partition: int) -> _Entry:
+    e = entries.get((topic_id, partition))
+    if e is None:
+        e = entries[(topic_id, partition)] = _Entry(topic_id, topic, partition)
+    return e
+
+
+def resolve(
+    ctx: BrokerContext,
+    rctx: RequestContext,
+    group: str,
+    *,
+    topics: Any,
+    session: ShareSession | None,
+    entries: Entries,
+) -> list[AckJob]:
+    """Resolve the request's partitions into ``entries`` (errors: 100 UNKNOWN_TOPIC_ID,
+    29 TOPIC_AUTHORIZATION_FAILED, 3 UNKNOWN_TOPIC_OR_PARTITION), add the good ones to
+    ``session`` (None: acknowledge only) and return their acknowledgements to apply."""
+    jobs: list[AckJob] = []
+    for t in topics:
+        info = ctx.topics.by_id(t.topic_id)
+        name = None if info is None else info.name
+        for p in t.partitions:
+            e = _entry(entries, t.topic_id, name, p.partition_index)
+            batches = p.acknowledgement_batches
+            if info is None or name is None:
+                e.error = _errors.UNKNOWN_TOPIC_ID
+            elif not rctx.allowed(Op.READ, Res.TOPIC, name):
+                e.error = _errors.TOPIC_AUTHORIZATION_FAILED
+            elif not 0 <= p.partition_index < info.partitions:
+                e.error = _errors.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                if session is not None:
+                    session.partitions[(name, p.partition_index)] = None
+                if batches:
+                    try:
+                        sp = ctx.share_groups.share_partition(group, name, p.partition_index)
+                    except (SeglogError, OSError) as exc:
+                        e.ack_error = _errors.error_code(exc)
+                        continue
+                    acks = [
+                        AckBatch(b.first_offset, b.last_offset, list(b.acknowledge_types))
+                        for b in batches
+                    ]
+                    jobs.append((e, sp, acks))
+                continue
+            if batches:
+                e.ack_error = e.error
+    return jobs
+
+
+def _apply(member: str, jobs: list[AckJob]) -> None:
+    """Worker thread: apply each partition's acknowledgements, setting its error code."""
+    for e, sp, acks in jobs:
+        try:
+            e.ack_error = sp.acknowledge(member, acks)
+        except (SeglogError, OSError) as exc:
+            e.ack_error = _errors.error_code(exc)
+
+
+async def run_acks(member: str, jobs: list[AckJob]) -> None:
+    """Apply ``jobs`` (from :func:`resolve`) off the loop; results land in the entries."""
+    if jobs:
+        await asyncio.to_thread(_apply, member, jobs)
+
+
+Target = tuple[uuid.UUID, str, int, SharePartition]
+Outcome = tuple[list[Acquired], bytes] | int
+
+
+def _acquire_from(member: str, targets: list[Target], max_records: int) -> list[Outcome]:
+    """Worker thread: acquire up to ``max_records`` across ``targets`` in order; per
+    target its (ranges, batches) or an error code."""
+    out: list[Outcome] = []
+    got = 0
+    for *_key, sp in targets:
+        if got >= max_records:
+            out.append(([], b""))
+            continue
+        try:
+            ranges, data = sp.acquire(member, max_records - got)
+        except (SeglogError, OSError) as exc:
+            out.append(_errors.error_code(exc))
+            continue
+        got += sum(r.last_offset - r.first_offset + 1 for r in ranges)
+        out.append((ranges, data))
+    return out
+
+
+async def acquire(
+    ctx: BrokerContext,
+    group: str,
+    member: str,
+    session: ShareSession,
+    *,
+    max_records: int,
+    entries: Entries,
+) -> int:
+    """Acquire up to ``max_records`` across the session's partitions (the first one
+    moves to the back each time: fairness between partitions); how many were. One
+    acquisition of the group at a time (:meth:`ShareSessionCache.acquiring`)."""
+    keys = list(session.partitions)
+    if len(keys) > 1:
+        del session.partitions[keys[0]]
+        session.partitions[keys[0]] = None
+    targets: list[Target] = []
+    for topic, partition in keys:
+        info = ctx.topics.get(topic)
+        if info is None:  # deleted since it joined the session
+            session.partitions.pop((topic, partition), None)
+            continue
+        try:
+            sp = ctx.share_groups.share_partition(group, topic, partition)
+        except (SeglogError, OSError) as exc:
+            _entry(entries, info.topic_id, topic, partition).error = _errors.error_code(exc)
+            continue
+        targets.append((info.topic_id, topic, partition, sp))
+    if not targets:
+        return 0
+    async with ctx.share_sessions.acquiring(group):
+        outcomes = await asyncio.to_thread(_acquire_from, member, targets, max_records)
+    got = 0
+    for (topic_id, topic, partition, _sp), outcome in zip(targets, outcomes, strict=True):
+        if isinstance(outcome, int):
+            _entry(entries, topic_id, topic, partition).error = outcome
+        elif outcome[0]:
+            e = _entry(entries, topic_id, topic, partition)
+            e.ranges, e.data = outcome
+            got += sum(r.last_offset - r.first_offset + 1 for r in e.ranges)
+    return got
+
+
+def fetch_response(ctx: BrokerContext, version: int, entries: Entries, code: int = 0) -> Any:
+    """The ShareFetch response of ``entries`` (top-level error ``code``)."""
+    topics: dict[uuid.UUID, Any] = {}
+    for e in entries.values():
+        topic = topics.get(e.topic_id)
+        if topic is None:
+            topic = topics[e.topic_id] = _FTopic(topic_id=e.topic_id, partitions=[])
+        leader = ctx.config.node_id if e.error == _errors.NONE else -1
+        topic.partitions.append(
+            _FPart(
+                partition_index=e.partition,
+                error_code=e.error,
+                error_message=None,
+                acknowledge_error_code=e.ack_error,
+                acknowledge_error_message=None,
+                current_leader=_FPart.LeaderIdAndEpoch(leader_id=leader, leader_epoch=0),
+                records=e.data,
+                acquired_records=[
+                    _FPart.AcquiredRecords(
+                        first_offset=r.first_offset,
+                        last_offset=r.last_offset,
+                        delivery_count=r.delivery_count,
+                    )
+                    for r in e.ranges
+                ],
+            )
+        )
+    return ShareFetchResponse[version](
+        throttle_time_ms=0,
+        error_code=code,
+        error_message=None,
+        acquisition_lock_timeout_ms=ctx.share_groups.lock_ms,
+        responses=list(topics.values()),
+        node_endpoints=[],
+    )
+
+
+def acknowledge_response(ctx: BrokerContext, version: int, entries: Entries, code: int) -> Any:
+    """The ShareAcknowledge response of ``entries`` (top-level error ``code``)."""
+    topics: dict[uuid.UUID, Any] = {}
+    for e in entries.values():
+        topic = topics.get(e.topic_id)
+        if topic is None:
+            topic = topics[e.topic_id] = _ATopic(topic_id=e.topic_id, partitions=[])
+        leader = ctx.config.node_id if e.error == _errors.NONE else -1
+        topic.partitions.append(
+            _APart(
+                partition_index=e.partition,
+                error_code=e.error or e.ack_error,
+                error_message=None,
+                current_leader=_APart.LeaderIdAndEpoch(leader_id=leader, leader_epoch=0),
+            )
+        )
+    return ShareAcknowledgeResponse[version](
+        throttle_time_ms=0,
+        error_code=code,
+        error_message=None,
+        responses=list(topics.values()),
+        node_endpoints=[],
+    )
