@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from kafka.protocol.admin import ListConfigResourcesRequest
 from tests._wait import wait_until
 from tests.broker._share import (
     create_topic,
@@ -296,6 +297,13 @@ def test_group_config_resource(broker: str) -> None:
     with pytest.raises(KafkaException, match=r"nope") as info:
         next(iter(admin.incremental_alter_configs([bad]).values())).result(30)
     assert info.value.args[0].code() == 40  # INVALID_CONFIG
+    # ListConfigResources (v1) lists a group once it has a config, first, as Kafka orders
+    with Wire(broker) as w:
+        listed = w.call(ListConfigResourcesRequest[1](resource_types=[32, 4]))
+    rows = [(r.resource_type, r.resource_name) for r in listed.config_resources]
+    assert listed.error_code == 0
+    assert (32, "share-config") in rows
+    assert rows.index((32, "share-config")) < rows.index((4, "0"))
 
 
 # -- ACLs ------------------------------------------------------------------------------
