@@ -14,7 +14,9 @@ request's facts); ``apis`` (one module per API family, the registry); ``network`
 Other packages use only the names below. They load on first use, so importing one of them
 (a settings table, ``parse_host_port``) does not load the whole broker. Among them, the
 blocking Kafka wire client (``protocol.client``: ``KafkaConnection`` with TLS and SASL,
-``ClientSecurity``) that Spark's raw reader and sink share with the broker's framing.
+``ClientSecurity``) that Spark's raw reader and sink share with the broker's framing, and
+over it the share-group administration the CLI and the console use
+(``protocol.share_admin``: ``list_share_groups``, ``describe_share_group``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ if TYPE_CHECKING:
         client_supports,
         split_host_port,
     )
+    from seglog.broker.protocol.share_admin import (
+        ShareAdminError,
+        ShareGroupInfo,
+        describe_share_group,
+        list_share_groups,
+    )
     from seglog.broker.security.scram_store import CredentialStore
     from seglog.broker.testing import BrokerProcess, free_port, start_broker
 
@@ -63,8 +71,13 @@ __all__ = [
     "CredentialStore",
     "KafkaConnection",
     "Listener",
+    # share-group administration over the wire client (confluent-kafka has none)
+    "ShareAdminError",
+    "ShareGroupInfo",
     "client_supports",
+    "describe_share_group",
     "free_port",
+    "list_share_groups",
     "parse_host_port",
     "parse_listeners",
     "run_broker",
@@ -85,9 +98,13 @@ _WHERE = {
     "CredentialStore": "security.scram_store",
     "KafkaConnection": "protocol.client",
     "Listener": "config.listeners",
+    "ShareAdminError": "protocol.share_admin",
+    "ShareGroupInfo": "protocol.share_admin",
     "OFFSETS_TOPIC": "log.internal_topics",
     "client_supports": "protocol.client",
+    "describe_share_group": "protocol.share_admin",
     "free_port": "testing",
+    "list_share_groups": "protocol.share_admin",
     "parse_host_port": "config.broker_config",
     "parse_listeners": "config.listeners",
     "run_broker": "process",

@@ -1,5 +1,5 @@
 """KIP-848 consumer group APIs over ``coordinator.consumer_groups``: ConsumerGroupHeartbeat
-(68, v0-1) and ConsumerGroupDescribe (69, v0).
+(68, v0-1) and ConsumerGroupDescribe (69, v0-1; v1 adds each member's type, KIP-1099).
 
 ACLs as Kafka's ``KafkaApis``: the heartbeat needs READ on the group (30
 GROUP_AUTHORIZATION_FAILED) and a regex subscription matches only topics the principal
@@ -16,6 +16,7 @@ import logging
 from concurrent.futures import Future
 from typing import Any
 
+from seglog.broker.apis.group_types import is_share_group
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.consumer_group_model import (
     TP,
@@ -84,10 +85,15 @@ def _heartbeat_body(ctx: BrokerContext, version: int, result: HeartbeatResult) -
 
 def handle_consumer_group_heartbeat(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """ConsumerGroupHeartbeat: join (epoch 0), heartbeat, leave (-1, static -2); the
-    error codes are the coordinator's (``ConsumerGroupCoordinator.heartbeat``)."""
+    error codes are the coordinator's (``ConsumerGroupCoordinator.heartbeat``), and 69
+    GROUP_ID_NOT_FOUND "Group G is not a consumer group." for the id of a share group
+    (Kafka's ``getOrMaybeCreateConsumerGroup``; see ``group_types``)."""
     version = rctx.api_version
     if not rctx.allowed(Op.READ, Res.GROUP, req.group_id):
         return _heartbeat_body(ctx, version, HeartbeatResult(GROUP_AUTHORIZATION_FAILED))
+    if req.group_id not in ctx.consumer_groups.groups and is_share_group(ctx, req.group_id):
+        not_consumer = f"Group {req.group_id} is not a consumer group."
+        return _heartbeat_body(ctx, version, HeartbeatResult(GROUP_ID_NOT_FOUND, not_consumer))
     owned = None
     if req.topic_partitions is not None:
         owned = tuple((tp.topic_id, tuple(tp.partitions)) for tp in req.topic_partitions)
@@ -151,6 +157,7 @@ def _described(ctx: BrokerContext, group: ConsumerGroup) -> Any:
             subscribed_topic_regex=m.subscribed_regex,
             assignment=_assignment(ctx, m.assigned),
             target_assignment=_assignment(ctx, group.target.get(m.member_id, frozenset())),
+            member_type=CONSUMER_MEMBER,  # v1+; seglog's consumer groups take no classic ones
         )
         for m in group.members.values()
     ]
@@ -163,6 +170,11 @@ def _described(ctx: BrokerContext, group: ConsumerGroup) -> Any:
         assignor_name=group.assignor or ctx.consumer_groups.assignors[0],
         members=members,
     )
+
+
+CONSUMER_MEMBER = 1
+"""ConsumerGroupDescribe v1's ``MemberType`` of a member that heartbeats with
+ConsumerGroupHeartbeat (KIP-1099: -1 unknown, 0 classic, 1 consumer)."""
 
 
 def _error(group_id: str, code: int, message: str | None) -> Any:
@@ -180,9 +192,10 @@ def _error(group_id: str, code: int, message: str | None) -> Any:
 
 def handle_consumer_group_describe(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """ConsumerGroupDescribe: each group's state, epochs, assignor and members with their
-    current and target assignments. 30 without DESCRIBE on the group; 69
-    GROUP_ID_NOT_FOUND for an unknown group or one that is not a consumer group (a classic
-    one: clients then ask DescribeGroups), as Kafka."""
+    current and target assignments, from v1 each member's type (1: consumer; seglog's
+    consumer groups have no classic-protocol members). 30 without DESCRIBE on the group;
+    69 GROUP_ID_NOT_FOUND for an unknown group or one that is not a consumer group (a
+    classic one: clients then ask DescribeGroups; a share group), as Kafka."""
     groups = []
     for group_id in req.group_ids:
         group = ctx.consumer_groups.groups.get(group_id)
@@ -190,7 +203,11 @@ def handle_consumer_group_describe(ctx: BrokerContext, rctx: RequestContext, req
             groups.append(_error(group_id, GROUP_AUTHORIZATION_FAILED, None))
         elif group is not None:
             groups.append(_described(ctx, group))
-        elif group_id in ctx.groups.groups or ctx.committed.partitions(group_id):
+        elif (
+            group_id in ctx.groups.groups
+            or ctx.committed.partitions(group_id)
+            or is_share_group(ctx, group_id)
+        ):
             groups.append(
                 _error(group_id, GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             )

@@ -1,8 +1,15 @@
 """DeleteGroups (API 42) and OffsetDelete (API 47): removing groups and committed offsets.
 
-Kafka's rules: a group with members (classic or KIP-848) is 68 NON_EMPTY_GROUP
-(DeleteGroups); a group with neither members nor committed offsets is 69
-GROUP_ID_NOT_FOUND. OffsetDelete follows Kafka's ``GroupCoordinator.handleDeleteOffsets``
+Kafka's rules: a group with members (classic, KIP-848 or share) is 68 NON_EMPTY_GROUP
+(DeleteGroups); a group with neither members nor committed offsets nor share-group state
+is 69 GROUP_ID_NOT_FOUND. Deleting an empty share group removes its share-partition state
+in every partition and its ``__share_group_state`` record (``ShareGroupCoordinator
+.delete``: as Kafka's group coordinator, which has the share coordinator delete the
+group's share-partition state before it writes the group's tombstones), so a share group
+of that id starts afresh; it is answered once that is durable (15
+COORDINATOR_NOT_AVAILABLE when it cannot be written).
+
+OffsetDelete follows Kafka's ``GroupCoordinator.handleDeleteOffsets``
 (``ClassicGroup.validateOffsetDelete``): an Empty group (or one known by its committed
 offsets only) has the named offsets deleted; a group with members (PreparingRebalance,
 CompletingRebalance, Stable) whose protocol type is "consumer" (or a KIP-848 consumer
@@ -28,9 +35,11 @@ from typing import Any
 from kafka.protocol.admin import DeleteGroupsResponse
 from kafka.protocol.consumer import OffsetDeleteResponse
 
+from seglog.broker.apis.group_types import is_share_group
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.group_model import Group, GroupState
 from seglog.broker.protocol.errors import (
+    COORDINATOR_NOT_AVAILABLE,
     GROUP_AUTHORIZATION_FAILED,
     GROUP_ID_NOT_FOUND,
     GROUP_SUBSCRIBED_TO_TOPIC,
@@ -39,7 +48,7 @@ from seglog.broker.protocol.errors import (
 )
 from seglog.broker.protocol.reader import WireReader
 from seglog.broker.security.authorizer import Op, Res
-from seglog.errors import ProtocolError
+from seglog.errors import ProtocolError, SeglogError
 
 __all__ = ["handle_delete_groups", "handle_offset_delete"]
 
@@ -55,7 +64,7 @@ def _known(ctx: BrokerContext, group_id: str) -> bool:
 
 
 def handle_delete_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
-    """Delete empty groups and their committed offsets."""
+    """Delete empty groups: their committed offsets, and a share group's state."""
     version = rctx.api_version
     results = []
     for group_id in req.groups_names:
@@ -64,21 +73,37 @@ def handle_delete_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -> 
             code = INVALID_GROUP_ID
         elif not rctx.allowed(Op.DELETE, Res.GROUP, group_id):
             code = GROUP_AUTHORIZATION_FAILED
-        elif (group is not None and (group.members or group.pending)) or (
-            ctx.consumer_groups.has_members(group_id)
+        elif (
+            (group is not None and (group.members or group.pending))
+            or ctx.consumer_groups.has_members(group_id)
+            or _share_members(ctx, group_id)
         ):
             code = NON_EMPTY_GROUP
-        elif not _known(ctx, group_id):
+        elif not _known(ctx, group_id) and not is_share_group(ctx, group_id):
             code = GROUP_ID_NOT_FOUND
         else:
-            ctx.groups.groups.pop(group_id, None)
-            ctx.consumer_groups.delete(group_id)
-            ctx.committed.delete_group(group_id)
             code = 0
+            if is_share_group(ctx, group_id):
+                try:
+                    removed = ctx.share_groups.delete(group_id)
+                except (SeglogError, OSError) as exc:
+                    log.error("share group %r: cannot delete its state: %s", group_id, exc)
+                    code = COORDINATOR_NOT_AVAILABLE
+                else:
+                    log.info("share group %r deleted (%d share partition(s))", group_id, removed)
+            if code == 0:
+                ctx.groups.groups.pop(group_id, None)
+                ctx.consumer_groups.delete(group_id)
+                ctx.committed.delete_group(group_id)
         results.append(
             DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=code)
         )
     return DeleteGroupsResponse[version](throttle_time_ms=0, results=results)
+
+
+def _share_members(ctx: BrokerContext, group_id: str) -> bool:
+    group = ctx.share_groups.group(group_id)
+    return group is not None and bool(group.members)
 
 
 def _subscription(data: bytes) -> set[str]:

@@ -18,6 +18,7 @@ from kafka.protocol.consumer import (
     SyncGroupResponse,
 )
 
+from seglog.broker.apis.group_types import CLASSIC, CONSUMER, SHARE, is_share_group
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.group_model import GroupState
 from seglog.broker.protocol.errors import (
@@ -38,9 +39,6 @@ __all__ = [
     "handle_sync_group",
 ]
 
-CLASSIC = "classic"
-CONSUMER = "consumer"
-
 
 def _denied(rctx: RequestContext, req: Any, response: Any) -> Any:
     """30 GROUP_AUTHORIZATION_FAILED unless the principal may READ the group (membership
@@ -54,13 +52,15 @@ async def handle_join_group(ctx: BrokerContext, rctx: RequestContext, req: Any) 
     """JoinGroup: waits until the group's rebalance completes (or answers at once with
     79 MEMBER_ID_REQUIRED for a v4+ join without a member id, 23 for protocols the group
     does not share, 26 for a session timeout outside the broker's range, 25 for an
-    unknown member id)."""
+    unknown member id; 23 too for the id of a KIP-848 group with members or of a share
+    group, see ``group_types``)."""
     version = rctx.api_version
     if (denied := _denied(rctx, req, JoinGroupResponse)) is not None:
         return denied
-    if ctx.consumer_groups.has_members(req.group_id):
+    if ctx.consumer_groups.has_members(req.group_id) or is_share_group(ctx, req.group_id):
         # a KIP-848 group with members: classic members may not join it (Kafka 4 would
-        # take them in as classic-protocol members; seglog does not, see docs/broker.md)
+        # take them in as classic-protocol members; seglog does not, see docs/broker.md);
+        # a share group: Kafka's classicGroupJoin answers 23 for a group of another type
         return JoinGroupResponse[version](
             throttle_time_ms=0, error_code=INCONSISTENT_GROUP_PROTOCOL, generation_id=-1,
             protocol_type=None, protocol_name=None if version >= 7 else "", leader="",
@@ -192,12 +192,13 @@ def _describe(ctx: BrokerContext, rctx: RequestContext, group_id: str) -> Any:
     if group is None:
         # a group known only by its committed offsets is Empty; any other does not exist
         # as a classic group: Dead, with 69 GROUP_ID_NOT_FOUND from v6 (Kafka 4.x's
-        # GroupMetadataManager; a KIP-848 consumer group is "not a classic group")
-        consumer = group_id in ctx.consumer_groups.groups
-        if ctx.committed.partitions(group_id) and not consumer:
+        # GroupMetadataManager; a KIP-848 consumer group or a share group is "not a
+        # classic group")
+        other = group_id in ctx.consumer_groups.groups or is_share_group(ctx, group_id)
+        if ctx.committed.partitions(group_id) and not other:
             state, code, message = GroupState.EMPTY, NONE, None
         elif rctx.api_version >= 6:
-            message = f"Group {group_id} is not a classic group." if consumer else None
+            message = f"Group {group_id} is not a classic group." if other else None
             state, code = GroupState.DEAD, GROUP_ID_NOT_FOUND
             message = message or _not_found(group_id)
         else:
@@ -235,8 +236,9 @@ def _describe(ctx: BrokerContext, rctx: RequestContext, group_id: str) -> Any:
 
 def handle_describe_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """DescribeGroups v0-6: state, protocol and members (metadata and assignment only while
-    Stable, as Kafka). A group that does not exist as a classic group (unknown, or a KIP-848
-    consumer group, described by ConsumerGroupDescribe) is described as Dead: with no
+    Stable, as Kafka). A group that does not exist as a classic group (unknown, a KIP-848
+    consumer group, described by ConsumerGroupDescribe, or a share group, described by
+    ShareGroupDescribe) is described as Dead: with no
     error up to v5, with 69 GROUP_ID_NOT_FOUND and an ``error_message`` from v6 (KIP-1043,
     Kafka 4.x's ``GroupMetadataManager.describeGroups``: "Group G not found." / "Group G
     is not a classic group."); a group known only by committed offsets is Empty. 30
@@ -248,9 +250,12 @@ def handle_describe_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -
 
 def handle_list_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """ListGroups: groups with members, plus groups known only by committed offsets
-    (Empty, protocol type "") and KIP-848 consumer groups (protocol type "consumer",
-    group type "consumer", Kafka's ``ConsumerGroupState`` names); v4 filters by state, v5
-    by type ("classic" or "consumer"), both case-insensitive."""
+    (Empty, protocol type ""), KIP-848 consumer groups (protocol type "consumer", group
+    type "consumer", Kafka's ``ConsumerGroupState`` names) and share groups (protocol
+    type "share", group type "share", state Empty or Stable: Kafka's ``ShareGroupState``;
+    a deleted one is gone, never listed Dead); every version lists all three kinds, as
+    Kafka 4.x does; v4 filters by state, v5 by type ("classic", "consumer" or "share"),
+    both case-insensitive."""
     version = rctx.api_version
     empty = ("", GroupState.EMPTY.value, CLASSIC)
     rows: dict[str, tuple[str, str, str]] = dict.fromkeys(ctx.committed.groups(), empty)
@@ -258,6 +263,10 @@ def handle_list_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -> An
         rows[g.group_id] = (g.protocol_type or "", g.state.value, CLASSIC)
     for cg in ctx.consumer_groups.groups.values():
         rows[cg.group_id] = (CONSUMER, cg.state().value, CONSUMER)
+    for gid in ctx.share_groups.group_ids():
+        share = ctx.share_groups.group(gid)
+        if share is not None:
+            rows[gid] = (SHARE, share.state, SHARE)
     states = {s.lower() for s in req.states_filter} if version >= 4 else set()
     types = {t.lower() for t in req.types_filter} if version >= 5 else set()
     listed = ListGroupsResponse.ListedGroup

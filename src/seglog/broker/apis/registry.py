@@ -350,7 +350,7 @@ REGISTRY: dict[int, ApiSpec] = {
         # KIP-848 consumer groups (apis/consumer_groups.py)
         _api(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, (0, 1),
              handle_consumer_group_heartbeat),
-        _api(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, (0, 0),
+        _api(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, (0, 1),
              handle_consumer_group_describe),
         # KIP-932 share groups (apis/share_groups.py, apis/share_fetch.py): v1 is the first
         # stable version of 76-79 (Kafka 4.1) and what librdkafka 2.16 sends

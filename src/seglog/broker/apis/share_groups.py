@@ -18,6 +18,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from seglog.broker.apis.group_types import held_by_non_share
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.protocol import errors as _errors
 from seglog.broker.protocol.messages.share_group import (
@@ -57,7 +58,10 @@ def _topic_id(ctx: BrokerContext, name: str) -> uuid.UUID:
 
 def handle_share_group_heartbeat(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """ShareGroupHeartbeat v1: join (epoch 0), heartbeat, leave (-1); the assignment comes
-    with the answer when it changed (topic ids and partitions)."""
+    with the answer when it changed (topic ids and partitions). The id of a classic group
+    with members or committed offsets, or of a KIP-848 consumer group, is 69
+    GROUP_ID_NOT_FOUND "Group G is not a share group." (Kafka's
+    ``getOrMaybeCreateShareGroup``; see ``group_types``)."""
     resp = ShareGroupHeartbeatResponse[rctx.api_version]
     interval = ctx.share_groups.heartbeat_interval_ms
     if not rctx.allowed(Op.READ, Res.GROUP, req.group_id):
@@ -65,6 +69,15 @@ def handle_share_group_heartbeat(ctx: BrokerContext, rctx: RequestContext, req: 
             throttle_time_ms=0, error_code=_errors.GROUP_AUTHORIZATION_FAILED,
             member_id=None, member_epoch=-1, heartbeat_interval_ms=0, assignment=None,
         )  # fmt: skip
+    if ctx.share_groups.group(req.group_id) is None:
+        if held_by_non_share(ctx, req.group_id):
+            return resp(
+                throttle_time_ms=0, error_code=_errors.GROUP_ID_NOT_FOUND,
+                error_message=f"Group {req.group_id} is not a share group.",
+                member_id=None, member_epoch=-1, heartbeat_interval_ms=0, assignment=None,
+            )  # fmt: skip
+        if req.member_epoch == 0:
+            ctx.groups.groups.pop(req.group_id, None)  # an empty classic group gives way
     res = ctx.share_groups.heartbeat(
         req.group_id,
         req.member_id,
@@ -95,7 +108,8 @@ def handle_share_group_heartbeat(ctx: BrokerContext, rctx: RequestContext, req: 
 
 def handle_share_group_describe(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """ShareGroupDescribe v1: state, epochs, assignor ``simple`` and members with their
-    subscriptions and assignments."""
+    subscriptions and assignments; 69 GROUP_ID_NOT_FOUND "Group G not found." or, for a
+    classic or consumer group, "Group G is not a share group." (Kafka's messages)."""
     groups = []
     for gid in req.group_ids:
         base = {"group_id": gid, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
@@ -105,12 +119,10 @@ def handle_share_group_describe(ctx: BrokerContext, rctx: RequestContext, req: A
             continue
         group = ctx.share_groups.group(gid)
         if group is None:
+            other = held_by_non_share(ctx, gid) or gid in ctx.groups.groups
+            message = f"Group {gid} is not a share group." if other else f"Group {gid} not found."
             groups.append(
-                _Group(
-                    error_code=_errors.GROUP_ID_NOT_FOUND,
-                    error_message=f"Group {gid} not found.",
-                    **base,
-                )
+                _Group(error_code=_errors.GROUP_ID_NOT_FOUND, error_message=message, **base)
             )
             continue
         members = [

@@ -334,6 +334,26 @@ class ShareGroupCoordinator:
                 released += sp.release_member(member_id)
         return released
 
+    def delete(self, group_id: str) -> int:
+        """Delete an empty share group (DeleteGroups; the caller checks it has no members):
+        its share-partition state in every partition of every topic (the durable
+        subscriptions, as Kafka's share coordinator deletes the group's
+        ``__share_group_state`` records) and its own record (a tombstone, see
+        ``ShareGroupState.delete``), so a group of that id starts afresh: epoch 1, each
+        partition per ``share.auto.offset.reset``. Returns how many share partitions had
+        state. Raises what ``Log.unsubscribe``, ``Log.append`` and ``Log.sync`` raise."""
+        removed = 0
+        for topic, info in sorted(self.topics.all().items()):
+            for partition in range(info.partitions):
+                if self.has_state(group_id, topic, partition):
+                    self.reset_partition(group_id, topic, partition, None)
+                    removed += 1
+        for key in [k for k in self._partitions if k[0] == group_id]:
+            self.forget_partition(*key)  # opened on a topic since deleted
+        self._groups.pop(group_id, None)
+        self.state.delete(group_id)
+        return removed
+
     def set_configs(self, group_id: str, configs: dict[str, str]) -> None:
         """Replace the group's config overrides, durably (an fsync under the default
         policy) before returning."""

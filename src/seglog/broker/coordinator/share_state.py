@@ -161,6 +161,19 @@ class ShareGroupState:
         if durable and state_log.config.fsync_before_ack:
             state_log.sync()
 
+    def delete(self, group: str) -> None:
+        """Forget the group: a tombstone (null value) for its key, fsynced before returning
+        under the default policy (DeleteGroups answers once it is durable); its epoch and
+        config overrides go with it, so a group of that id starts afresh at epoch 1 with
+        the default configs. Nothing is written for a group without a record. Raises what
+        ``Log.append`` / ``Log.sync`` raise."""
+        if group not in self._groups:
+            return
+        state_log = self._append(_KEY_PREFIX + group.encode(), None)
+        del self._groups[group]
+        if state_log.config.fsync_before_ack:
+            state_log.sync()
+
     def _append(self, key: bytes, value: bytes | None) -> Log:
         builder = DefaultRecordBatchBuilder(
             magic=2, compression_type=0, is_transactional=False,

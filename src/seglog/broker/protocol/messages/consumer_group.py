@@ -32,7 +32,7 @@ with warnings.catch_warnings():
         """API 68 v0-1."""
 
     class ConsumerGroupDescribeRequest(ApiMessage, load_json=SCHEMAS):  # type: ignore[misc,call-arg]
-        """API 69 v0."""
+        """API 69 v0-1 (v1 is v0: it asks for the response's member type)."""
 
     class ConsumerGroupDescribeResponse(ApiMessage, load_json=SCHEMAS):  # type: ignore[misc,call-arg]
-        """API 69 v0."""
+        """API 69 v0-1 (v1 adds each member's MemberType, KIP-1099)."""
