@@ -1,10 +1,20 @@
 """``seglog group list|describe|delete|seek`` against any Kafka-protocol broker.
 
-``list`` and ``describe`` show each group's type: ``classic`` (JoinGroup/SyncGroup) or
-``consumer`` (KIP-848, ``group.protocol=consumer``), as the broker reports it
-(``UNKNOWN`` from a broker that does not say).
+``list`` and ``describe`` show each group's type: ``classic`` (JoinGroup/SyncGroup),
+``consumer`` (KIP-848, ``group.protocol=consumer``) or ``share`` (KIP-932 share groups),
+as the broker reports it (``unknown`` from a broker that does not say).
 ``describe`` shows the group's state and members with their assignments, and per
-partition the committed offset, the log end offset and the lag (log end - committed).
+partition the committed offset, the log end offset and the lag (log end - committed); for
+a share group the share-partition start offset (the lowest offset not yet acknowledged,
+released for good or archived) instead of a committed offset, and the lag as log end -
+start offset (records not yet settled: in flight or not yet delivered).
+
+confluent-kafka (2.16) neither lists nor describes share groups, so those go over seglog's
+own wire client (``seglog.broker.list_share_groups`` / ``describe_share_group``: ListGroups
+to every broker of the cluster, ShareGroupDescribe and DescribeShareGroupOffsets at the
+group's coordinator), with the same TLS and SASL options. ``describe`` asks
+ShareGroupDescribe first and takes the classic/consumer path when the id is not a share
+group (or the broker has no share groups).
 ``seek`` resets committed offsets like ``kafka-consumer-groups --reset-offsets``: it
 prints the plan and changes nothing unless ``--execute`` is given; the group must be empty
 (no live members), Kafka's rule.
@@ -32,9 +42,11 @@ from seglog.cli._client import (
 __all__ = ["register"]
 
 app = typer.Typer(
-    help="List, describe, delete consumer groups; seek their offsets.", no_args_is_help=True
+    help="List, describe, delete groups (classic, consumer, share); seek offsets.",
+    no_args_is_help=True,
 )
 console = Console()
+err_console = Console(stderr=True)
 TIMEOUT = 30.0
 
 
@@ -47,24 +59,55 @@ def _type_name(group_type: Any) -> str:
     return str(getattr(group_type, "name", group_type)).lower()
 
 
+def _wire_options(client: ClientOptions) -> tuple[dict[str, str], Any] | None:
+    """(librdkafka config, ClientSecurity) for seglog's wire client; None (share groups
+    are skipped, with a warning) for options it does not support."""
+    from seglog.broker import ClientSecurity, client_supports  # noqa: PLC0415
+
+    conf = {k: str(v) for k, v in client.config().items()}
+    if not client_supports(conf):
+        err_console.print("warning: share groups are not shown (client options unsupported)")
+        return None
+    return conf, ClientSecurity(conf)
+
+
+def _share_group_rows(admin: Any, client: ClientOptions) -> list[dict[str, str]]:
+    """The share groups of every broker of the cluster (ListGroups over the wire)."""
+    from seglog.broker import ShareAdminError, list_share_groups  # noqa: PLC0415
+
+    options = _wire_options(client)
+    if options is None:
+        return []
+    _conf, security = options
+    brokers = sorted((b.host, b.port) for b in admin.list_topics(timeout=TIMEOUT).brokers.values())
+    try:
+        found = list_share_groups(brokers, timeout_s=TIMEOUT, security=security)
+    except (ShareAdminError, OSError) as exc:
+        raise fail(f"listing share groups: {exc}") from None
+    return [{"group": g, "type": "share", "state": st.upper()} for g, st in found.items()]
+
+
 @app.command("list")
 @client_command
 def list_groups(json_out: JsonOut = False, *, client: ClientOptions) -> None:
-    """Consumer groups with their type (classic, consumer) and state."""
+    """Groups with their type (classic, consumer, share) and state."""
     with kafka_errors_exit_1():
         admin = admin_client(client)  # kept alive until its futures resolve
         result = admin.list_consumer_groups(request_timeout=TIMEOUT).result(TIMEOUT)
-    rows = sorted(
-        (
-            {"group": g.group_id, "type": _type_name(g.type), "state": _state_name(g.state)}
+        by_id = {
+            g.group_id: {
+                "group": g.group_id,
+                "type": _type_name(g.type),
+                "state": _state_name(g.state),
+            }
             for g in result.valid
-        ),
-        key=lambda r: r["group"],
-    )
+        }
+        by_id.update((r["group"], r) for r in _share_group_rows(admin, client))
+    rows = sorted(by_id.values(), key=lambda r: r["group"])
     if json_out:
         print_json(rows)
         return
-    table = Table(title="consumer groups")
+    table = Table(title="groups")
     table.add_column("group")
     table.add_column("type")
     table.add_column("state")
@@ -92,6 +135,69 @@ def _committed(admin: Any, group: str) -> dict[tuple[str, int], int]:
     futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
     result = futures[group].result(TIMEOUT)
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+
+def _describe_share(admin: Any, client: ClientOptions, group: str) -> dict[str, Any] | None:
+    """The share group ``group`` (None: not a share group, or no share groups there)."""
+    from seglog.broker import (  # noqa: PLC0415
+        ShareAdminError,
+        describe_share_group,
+        split_host_port,
+    )
+
+    options = _wire_options(client)
+    if options is None:
+        return None
+    conf, security = options
+    bootstrap = split_host_port(conf["bootstrap.servers"].split(",")[0].strip())
+    try:
+        info = describe_share_group(bootstrap, group, timeout_s=TIMEOUT, security=security)
+    except (ShareAdminError, OSError) as exc:
+        raise fail(f"describing share group {group!r}: {exc}") from None
+    if info is None:
+        return None
+    owners: dict[tuple[str, int], list[str]] = {}
+    for m in info.members:
+        for key in m.assignment:
+            owners.setdefault(key, []).append(m.member_id)
+    keys = sorted(set(info.start_offsets) | set(owners))
+    ends = _log_end_offsets(admin, keys)
+    partitions = []
+    for topic, partition in keys:
+        end = ends.get((topic, partition), -1)
+        start = info.start_offsets.get((topic, partition))
+        partitions.append(
+            {
+                "topic": topic,
+                "partition": partition,
+                "start_offset": start,
+                "log_end_offset": end,
+                "lag": None if start is None or end < 0 else max(end - start, 0),
+                "member_ids": sorted(owners.get((topic, partition), [])),
+            }
+        )
+    return {
+        "group": group,
+        "state": info.state.upper(),
+        "type": "share",
+        "protocol_type": "share",
+        "assignor": info.assignor,
+        "coordinator": info.coordinator,
+        "group_epoch": info.group_epoch,
+        "assignment_epoch": info.assignment_epoch,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "client_id": m.client_id,
+                "host": m.client_host,
+                "member_epoch": m.member_epoch,
+                "subscribed_topics": m.subscribed_topics,
+                "assignment": [{"topic": t, "partition": p} for t, p in m.assignment],
+            }
+            for m in info.members
+        ],
+        "partitions": partitions,
+    }
 
 
 def _describe(admin: Any, group: str) -> dict[str, Any]:
@@ -151,12 +257,15 @@ def describe(
     *,
     client: ClientOptions,
 ) -> None:
-    """State, members, assignments, committed offsets, log end offsets and lag."""
+    """State, members, assignments, committed (share groups: start) offsets, log end
+    offsets and lag."""
     with kafka_errors_exit_1():
-        doc = _describe(admin_client(client), group)
+        admin = admin_client(client)  # kept alive until its futures resolve
+        doc = _describe_share(admin, client, group) or _describe(admin, group)
     if json_out:
         print_json(doc)
         return
+    share = doc["type"] == "share"
     console.print(
         f"group [bold]{group}[/bold] ({doc['type']}): {doc['state']}, "
         f"{len(doc['members'])} member(s)"
@@ -169,13 +278,14 @@ def describe(
         members.add_row(m["member_id"], m["client_id"], m["host"], parts)
     console.print(members)
     table = Table(title="offsets")
-    for col in ("topic", "partition", "committed", "log end", "lag"):
+    for col in ("topic", "partition", "start" if share else "committed", "log end", "lag"):
         table.add_column(col, justify="right" if col != "topic" else "left")
     for p in doc["partitions"]:
+        offset = p["start_offset"] if share else p["committed_offset"]
         table.add_row(
             p["topic"],
             str(p["partition"]),
-            "-" if p["committed_offset"] is None else str(p["committed_offset"]),
+            "-" if offset is None else str(offset),
             str(p["log_end_offset"]),
             "-" if p["lag"] is None else str(p["lag"]),
         )
@@ -189,7 +299,7 @@ def delete(
     *,
     client: ClientOptions,
 ) -> None:
-    """Delete empty groups and their committed offsets."""
+    """Delete empty groups: committed offsets, a share group's share-partition state."""
     with kafka_errors_exit_1():
         admin = admin_client(client)  # kept alive until its futures resolve
         futures = admin.delete_consumer_groups(groups, request_timeout=TIMEOUT)
