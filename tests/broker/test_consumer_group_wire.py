@@ -115,6 +115,28 @@ def test_describe_round_trip() -> None:
     assert described.members[0].target_assignment.topic_partitions[0].topic_name == "a"
 
 
+def test_describe_v1_carries_the_member_type() -> None:
+    """KIP-1099: v1 appends MemberType (int8) to each member; v0 leaves it out (one byte
+    less) and decodes it as the schema's default, -1."""
+    member = DESC_RESP.DescribedGroup.Member
+    empty = member.Assignment(topic_partitions=[])
+    m = member(
+        member_id="m", member_epoch=1, client_id="c", client_host="/h", subscribed_topic_names=[],
+        assignment=empty, target_assignment=empty, member_type=1,
+    )  # fmt: skip
+    group = DESC_RESP.DescribedGroup(
+        error_code=0, group_id="g", group_state="Stable", group_epoch=1, assignment_epoch=1,
+        assignor_name="uniform", members=[m],
+    )  # fmt: skip
+    wire = {v: bytes(DESC_RESP[v](throttle_time_ms=0, groups=[group]).encode()) for v in (0, 1)}
+    assert len(wire[1]) == len(wire[0]) + 1
+    assert DESC_RESP.decode(wire[1], version=1).groups[0].members[0].member_type == 1
+    assert DESC_RESP.decode(wire[0], version=0).groups[0].members[0].member_type == -1
+    assert DESC_REQ[1](group_ids=["g"], include_authorized_operations=False).encode() == (
+        DESC_REQ[0](group_ids=["g"], include_authorized_operations=False).encode()
+    )
+
+
 def test_served_versions() -> None:
     assert (REGISTRY[68].min_version, REGISTRY[68].max_version) == (0, 1)
-    assert (REGISTRY[69].min_version, REGISTRY[69].max_version) == (0, 0)
+    assert (REGISTRY[69].min_version, REGISTRY[69].max_version) == (0, 1)
