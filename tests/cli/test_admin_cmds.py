@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -196,3 +198,83 @@ def test_unreachable_broker_is_exit_1() -> None:
     )
     assert done.returncode == 1
     assert b"error" in done.stderr
+
+
+def test_group_list_and_describe_show_a_share_group(
+    seglog: Seglog, broker: str, topic: str
+) -> None:
+    """A KIP-932 share group (confluent-kafka's ShareConsumer, which its AdminClient does not
+    list) is listed with type ``share`` beside a classic group, and described with its
+    member, assignment and per partition the share-partition start offset, log end offset
+    and lag (log end - start); empty once its consumer closes; then deleted."""
+    from confluent_kafka import AcknowledgeType, ShareConsumer  # noqa: PLC0415
+    from tests.broker._share import earliest  # noqa: PLC0415
+
+    group, classic = f"{topic}-share", f"{topic}-classic"
+    _group_with_commits(broker, topic, classic)  # 2 partitions, 10 records each
+    earliest(broker, group)
+    member = ShareConsumer(
+        {
+            "bootstrap.servers": broker,
+            "group.id": group,
+            "client.id": "cli-share",
+            "share.acknowledgement.mode": "explicit",
+        }
+    )
+    member.subscribe([topic])
+    try:
+        got: list[Any] = []
+
+        def read_all() -> bool:
+            for m in member.poll(0.2):
+                assert m.error() is None, m.error()
+                member.acknowledge(m, AcknowledgeType.ACCEPT)
+                got.append(m)
+            return len(got) >= 20
+
+        wait_until(read_all, interval=0, message=lambda: f"read {len(got)} of 20 records")
+        member.commit_sync(30)  # the acknowledgements, confirmed by the broker
+        producer = Producer({"bootstrap.servers": broker})
+        for _ in range(3):
+            producer.produce(topic, value=b"new", partition=0)
+        assert producer.flush(30) == 0
+
+        listed = seglog.json("group", "list")
+        assert {"group": group, "type": "share", "state": "STABLE"} in listed
+        assert {"group": classic, "type": "classic", "state": "EMPTY"} in listed
+        table = seglog("group", "list").stdout.decode()
+        assert "share" in table
+        assert "classic" in table
+
+        doc = seglog.json("group", "describe", group)
+        assert (doc["type"], doc["state"], doc["assignor"]) == ("share", "STABLE", "simple")
+        (m,) = doc["members"]
+        assert m["client_id"] == "cli-share"
+        assert m["subscribed_topics"] == [topic]
+        assert m["assignment"] == [
+            {"topic": topic, "partition": 0},
+            {"topic": topic, "partition": 1},
+        ]
+        assert [
+            (p["partition"], p["start_offset"], p["log_end_offset"], p["lag"], p["member_ids"])
+            for p in doc["partitions"]
+        ] == [(0, 10, 13, 3, [m["member_id"]]), (1, 10, 10, 0, [m["member_id"]])]
+        text = seglog("group", "describe", group).stdout.decode()
+        assert f"{group}" in text
+        assert "(share)" in text
+        assert "start" in text
+    finally:
+        member.close()
+
+    wait_until(
+        lambda: {"group": group, "type": "share", "state": "EMPTY"} in seglog.json("group", "list"),
+        message="the share group is not Empty after its consumer closed",
+    )
+    empty = seglog.json("group", "describe", group)
+    assert (empty["state"], empty["members"]) == ("EMPTY", [])
+    assert [(p["partition"], p["start_offset"], p["lag"]) for p in empty["partitions"]] == [
+        (0, 10, 3),
+        (1, 10, 0),
+    ]
+    seglog("group", "delete", group)
+    assert group not in {g["group"] for g in seglog.json("group", "list")}
