@@ -153,6 +153,45 @@ def test_group_lag_equals_the_real_lag(page: Any, live: dict[str, Any]) -> None:
     _shot(page, live, "group")
 
 
+def _api(live: dict[str, Any], path: str) -> Any:
+    with urllib.request.urlopen(live["url"] + "/api/" + path, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def test_groups_page_shows_each_group_type(page: Any, live: dict[str, Any]) -> None:
+    """A share group (raw KIP-932 requests) is listed beside the classic ``billing`` with
+    its type, and its page shows its member and share-partition start offsets, whose lag
+    is log end - start."""
+    from tests.broker._share import earliest, heartbeat, share_ack, share_fetch  # noqa: PLC0415
+    from tests.broker._wire import Wire, ensure_topic  # noqa: PLC0415
+
+    bootstrap, group = live["broker"].bootstrap, "audit"
+    earliest(bootstrap, group)
+    with Wire(bootstrap) as w:
+        tid = ensure_topic(w, "orders")
+        assert heartbeat(w, group, "auditor", 0, ["orders"]).error_code == 0
+        fetched = share_fetch(w, group, "auditor", 0, tid, max_records=4)
+        assert fetched.responses[0].partitions[0].acquired_records[0].first_offset == 0
+        assert share_ack(w, group, "auditor", 1, tid, [(0, 3, [1, 1, 1, 1])]).error_code == 0
+        rows = {r["group"]: (r["type"], r["state"]) for r in _api(live, "groups")}
+        assert rows["billing"] == ("classic", "EMPTY")
+        assert rows[group] == ("share", "STABLE")
+        doc = _api(live, f"groups/{group}")
+        assert [m["member_id"] for m in doc["members"]] == ["auditor"]
+        # partition 0 of orders: 15 JSON records and the binary one
+        assert [(p["partition"], p["start_offset"], p["log_end_offset"], p["lag"])
+                for p in doc["partitions"]] == [(0, 4, 16, 12)]  # fmt: skip
+        page.goto(live["url"] + "/groups")
+        listed = page.locator("#groups").inner_text()
+        assert re.search(rf"{group}\s+share\s+STABLE", listed), listed
+        assert re.search(r"billing\s+classic\s+EMPTY", listed), listed
+        page.locator("#groups a", has_text=group).click()
+        page.wait_for_selector("#lag")
+        assert page.locator("#type").inner_text() == "share"
+        assert [int(x) for x in page.locator("#lag .lag").all_inner_texts()] == [12]
+        assert heartbeat(w, group, "auditor", -1).error_code == 0
+
+
 def test_serve_console_listen(tmp_path: Path) -> None:
     port, console_port = free_port(), free_port()
     broker = start_broker(

@@ -3,8 +3,10 @@ from, and the vendored uPlot chart library (``static/``, MIT, no CDN at run time
 
 Read-only: every route is a GET. Pages: ``/`` overview with a live throughput chart,
 ``/topics``, ``/topics/{name}``, ``/topics/{name}/messages`` (seek by offset or timestamp,
-JSON/text/hex, headers, paging, live tail), ``/groups``, ``/groups/{id}`` (members,
-assignments, lag per partition with a bar chart). The same data as JSON under ``/api/``.
+JSON/text/hex, headers, paging, live tail), ``/groups`` (classic, consumer and share
+groups with their type and state), ``/groups/{id}`` (members, assignments, lag per
+partition with a bar chart; a share group's share-partition start offsets). The same data
+as JSON under ``/api/``.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def _page(title: str, body: str, *, head: str = "") -> HTMLResponse:
     return HTMLResponse(
         f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)} · seglog</title>"
         f"<style>{_STYLE}</style>{head}</head><body><nav><a href='/'>seglog console</a>"
-        f"<a href='/topics'>Topics</a><a href='/groups'>Consumer groups</a></nav>"
+        f"<a href='/topics'>Topics</a><a href='/groups'>Groups</a></nav>"
         f"<main><h1>{_e(title)}</h1>{body}</main></body></html>"
     )
 
@@ -304,14 +306,18 @@ def create_app(
     async def groups(request: Request) -> Response:
         rows = await call(request.state.backend.groups)
         body = _table(
-            ["group", "state"],
+            ["group", "type", "state"],
             [
-                [f"<a href='/groups/{_e(r['group'])}'>{_e(r['group'])}</a>", _e(r["state"])]
+                [
+                    f"<a href='/groups/{_e(r['group'])}'>{_e(r['group'])}</a>",
+                    _e(r["type"]),
+                    _e(r["state"]),
+                ]
                 for r in rows
             ],
             "groups",
         )
-        return _page("Consumer groups", body)
+        return _page("Groups", body)
 
     async def group(request: Request) -> Response:
         gid = request.path_params["group"]
@@ -330,13 +336,14 @@ def create_app(
             "members",
         )
         top = max([p["lag"] for p in g["partitions"]] + [1])
+        share = g["type"] == "share"
         lag = _table(
-            ["topic", "partition", "committed", "log end", "lag", ""],
+            ["topic", "partition", "start" if share else "committed", "log end", "lag", ""],
             [
                 [
                     _e(p["topic"]),
                     _e(p["partition"]),
-                    _e(p["committed_offset"]),
+                    _e(p["start_offset"] if share else p["committed_offset"]),
                     _e(p["log_end_offset"]),
                     f"<span class='lag'>{p['lag']}</span>",
                     f"<div class='bar' style='width:{max(1, int(300 * p['lag'] / top))}px'></div>",
@@ -345,7 +352,10 @@ def create_app(
             ],
             "lag",
         )
-        state = f"<p>state <b id='state'>{_e(g['state'])}</b></p>"
+        state = (
+            f"<p>type <b id='type'>{_e(g['type'])}</b>, "
+            f"state <b id='state'>{_e(g['state'])}</b></p>"
+        )
         body = f"{state}<h2>Members</h2>{members}<h2>Lag</h2>{lag}"
         return _page(f"Group {gid}", body)
 

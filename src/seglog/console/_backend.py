@@ -241,23 +241,103 @@ class Backend:
 
     # -- groups -------------------------------------------------------------------------
 
+    def _wire_security(self) -> Any:
+        """``ClientSecurity`` of seglog's wire client for this configuration, None when
+        that client does not support it (share groups are then not shown)."""
+        from seglog.broker import ClientSecurity, client_supports  # noqa: PLC0415
+
+        conf = {k: str(v) for k, v in self.conf.items()}
+        return ClientSecurity(conf) if client_supports(conf) else None
+
+    def _share_groups(self) -> dict[str, str]:
+        """group id -> state of every share group (ListGroups over the wire client:
+        confluent-kafka does not list them); empty when they cannot be read."""
+        from seglog.broker import ShareAdminError, list_share_groups  # noqa: PLC0415
+
+        security = self._wire_security()
+        if security is None:
+            return {}
+        brokers = self.admin.list_topics(timeout=TIMEOUT).brokers.values()
+        try:
+            return list_share_groups(
+                sorted((b.host, b.port) for b in brokers), timeout_s=TIMEOUT, security=security
+            )
+        except (ShareAdminError, OSError):
+            return {}
+
     def groups(self) -> list[dict[str, Any]]:
-        """Every consumer group and its state."""
+        """Every group with its type (``classic``, ``consumer``, ``share``; ``unknown``
+        from a broker that does not say) and state."""
         result = self.admin.list_consumer_groups(request_timeout=TIMEOUT).result(TIMEOUT)
-        return sorted(
-            (
-                {"group": g.group_id, "state": str(getattr(g.state, "name", g.state))}
-                for g in result.valid
-            ),
-            key=lambda r: r["group"],
+        rows = {
+            g.group_id: {
+                "group": g.group_id,
+                "type": str(getattr(g.type, "name", g.type)).lower(),
+                "state": str(getattr(g.state, "name", g.state)),
+            }
+            for g in result.valid
+        }
+        for gid, state in self._share_groups().items():
+            rows[gid] = {"group": gid, "type": "share", "state": state.upper()}
+        return sorted(rows.values(), key=lambda r: r["group"])
+
+    def _share_group(self, group_id: str) -> dict[str, Any] | None:
+        """A share group's members and per partition its share-partition start offset,
+        log end offset and lag (log end - start); None when it is not one."""
+        from confluent_kafka.admin import OffsetSpec  # noqa: PLC0415
+
+        from seglog.broker import (  # noqa: PLC0415
+            ShareAdminError,
+            describe_share_group,
+            split_host_port,
         )
 
+        security = self._wire_security()
+        if security is None:
+            return None
+        bootstrap = split_host_port(str(self.conf["bootstrap.servers"]).split(",")[0].strip())
+        try:
+            info = describe_share_group(bootstrap, group_id, timeout_s=TIMEOUT, security=security)
+        except (ShareAdminError, OSError):
+            return None
+        if info is None:
+            return None
+        ends = self._offsets(sorted(info.start_offsets), OffsetSpec.latest())
+        return {
+            "group": group_id,
+            "type": "share",
+            "state": info.state.upper(),
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "client_id": m.client_id,
+                    "host": m.client_host,
+                    "assignment": [f"{t}-{p}" for t, p in m.assignment],
+                }
+                for m in info.members
+            ],
+            "partitions": [
+                {
+                    "topic": t,
+                    "partition": p,
+                    "start_offset": start,
+                    "log_end_offset": ends[(t, p)],
+                    "lag": max(ends[(t, p)] - start, 0),
+                }
+                for (t, p), start in sorted(info.start_offsets.items())
+            ],
+        }
+
     def group(self, group_id: str) -> dict[str, Any]:
-        """State, members with assignments, and per partition committed offset, log end
-        offset and lag (log end - committed)."""
+        """Type, state, members with assignments, and per partition the committed offset
+        (a share group: ``start_offset``, the share-partition start offset), the log end
+        offset and the lag (log end - committed or start)."""
         from confluent_kafka import ConsumerGroupTopicPartitions  # noqa: PLC0415
         from confluent_kafka.admin import OffsetSpec  # noqa: PLC0415
 
+        share = self._share_group(group_id)
+        if share is not None:
+            return share
         desc = self.admin.describe_consumer_groups([group_id], request_timeout=TIMEOUT)[
             group_id
         ].result(TIMEOUT)
@@ -281,6 +361,7 @@ class Backend:
         ends = self._offsets(sorted(committed), OffsetSpec.latest())
         return {
             "group": group_id,
+            "type": str(getattr(getattr(desc, "type", None), "name", "unknown")).lower(),
             "state": str(getattr(desc.state, "name", desc.state)),
             "members": members,
             "partitions": [
@@ -296,7 +377,8 @@ class Backend:
         }
 
     def totals(self) -> tuple[int, int]:
-        """(sum of log end offsets, sum of committed offsets of every group)."""
+        """(sum of log end offsets, sum of committed offsets of every group; share groups,
+        which commit none, are left out)."""
         from confluent_kafka.admin import OffsetSpec  # noqa: PLC0415
 
         meta = self.admin.list_topics(timeout=TIMEOUT)
@@ -304,6 +386,8 @@ class Backend:
         produced = sum(self._offsets(keys, OffsetSpec.latest()).values())
         consumed = 0
         for g in self.groups():
+            if g["type"] == "share":
+                continue
             consumed += sum(p["committed_offset"] for p in self.group(g["group"])["partitions"])
         return produced, consumed
 
