@@ -90,6 +90,7 @@ def handle_delete_groups(ctx: BrokerContext, rctx: RequestContext, req: Any) -> 
                     log.error("share group %r: cannot delete its state: %s", group_id, exc)
                     code = COORDINATOR_NOT_AVAILABLE
                 else:
+                    ctx.share_sessions.forget_group(group_id)
                     log.info("share group %r deleted (%d share partition(s))", group_id, removed)
             if code == 0:
                 ctx.groups.groups.pop(group_id, None)

@@ -120,6 +120,15 @@ class ShareSessionCache:
             lock = self._acquiring[group_id] = asyncio.Lock()
         return lock
 
+    def forget_group(self, group_id: str) -> int:
+        """Drop every session of a deleted group (members that left with a heartbeat keep
+        theirs until their final acknowledgement); how many."""
+        keys = [k for k in self._sessions if k[0] == group_id]
+        for key in keys:
+            del self._sessions[key]
+        self._acquiring.pop(group_id, None)
+        return len(keys)
+
     def forget_partition(self, topic: str, partition: int | None = None) -> None:
         """Remove a deleted topic's partitions (all when ``partition`` is None) from
         every session."""
