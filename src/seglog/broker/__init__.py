@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         ShareGroupInfo,
         describe_share_group,
         list_share_groups,
+        wire_security,
     )
     from seglog.broker.security.scram_store import CredentialStore
     from seglog.broker.testing import BrokerProcess, free_port, start_broker
@@ -83,6 +84,7 @@ __all__ = [
     "run_broker",
     "split_host_port",
     "start_broker",
+    "wire_security",
 ]
 
 _WHERE = {
@@ -110,6 +112,7 @@ _WHERE = {
     "run_broker": "process",
     "split_host_port": "protocol.client",
     "start_broker": "testing",
+    "wire_security": "protocol.share_admin",
 }
 
 

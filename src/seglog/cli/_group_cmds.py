@@ -61,14 +61,18 @@ def _type_name(group_type: Any) -> str:
 
 def _wire_options(client: ClientOptions) -> tuple[dict[str, str], Any] | None:
     """(librdkafka config, ClientSecurity) for seglog's wire client; None (share groups
-    are skipped, with a warning) for options it does not support."""
-    from seglog.broker import ClientSecurity, client_supports  # noqa: PLC0415
+    are skipped, with a warning) for security options it does not support."""
+    from seglog.broker import wire_security  # noqa: PLC0415
 
     conf = {k: str(v) for k, v in client.config().items()}
-    if not client_supports(conf):
-        err_console.print("warning: share groups are not shown (client options unsupported)")
+    try:
+        security = wire_security(conf)
+    except Exception as exc:  # unreadable certificate files, SASL without a password...
+        raise fail(f"client options: {exc}") from None
+    if security is None:
+        err_console.print("warning: share groups are not shown (security options unsupported)")
         return None
-    return conf, ClientSecurity(conf)
+    return conf, security
 
 
 def _share_group_rows(admin: Any, client: ClientOptions) -> list[dict[str, str]]:

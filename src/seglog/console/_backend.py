@@ -244,10 +244,12 @@ class Backend:
     def _wire_security(self) -> Any:
         """``ClientSecurity`` of seglog's wire client for this configuration, None when
         that client does not support it (share groups are then not shown)."""
-        from seglog.broker import ClientSecurity, client_supports  # noqa: PLC0415
+        from seglog.broker import wire_security  # noqa: PLC0415
 
-        conf = {k: str(v) for k, v in self.conf.items()}
-        return ClientSecurity(conf) if client_supports(conf) else None
+        try:
+            return wire_security(self.conf)
+        except Exception:  # the admin client reports bad options on its own
+            return None
 
     def _share_groups(self) -> dict[str, str]:
         """group id -> state of every share group (ListGroups over the wire client:

@@ -21,10 +21,15 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from seglog.broker.protocol.client import ClientSecurity, KafkaConnection
+from seglog.broker.protocol.client import (
+    CLIENT_OPTIONS,
+    ClientSecurity,
+    KafkaConnection,
+    client_supports,
+)
 from seglog.broker.protocol.messages.share_group import (
     DescribeShareGroupOffsetsRequest,
     ShareGroupDescribeRequest,
@@ -41,6 +46,7 @@ __all__ = [
     "ShareMemberInfo",
     "describe_share_group",
     "list_share_groups",
+    "wire_security",
 ]
 
 GROUP_ID_NOT_FOUND = 69
@@ -83,6 +89,20 @@ class ShareGroupInfo:
     coordinator: int
     members: list[ShareMemberInfo]
     start_offsets: dict[tuple[str, int], int]
+
+
+def wire_security(conf: Mapping[str, object]) -> ClientSecurity | None:
+    """The wire client's TLS/SASL settings for a librdkafka configuration, or None when
+    the client cannot connect as it says (a mechanism or key store it does not speak).
+    Only the connection's options count (``bootstrap.servers``, ``client.id``,
+    ``security.*``, ``sasl.*``, ``ssl.*``); the others (``log_level``, timeouts...) are
+    librdkafka's business. Raises what ``ClientSecurity`` raises."""
+    wire = {
+        k: str(v)
+        for k, v in conf.items()
+        if k in CLIENT_OPTIONS or k.startswith(("security.", "sasl.", "ssl."))
+    }
+    return ClientSecurity(wire) if client_supports(wire) else None
 
 
 def list_share_groups(
