@@ -31,6 +31,7 @@ from tests.broker._share import (
 from tests.broker._wire import Wire, ensure_topic
 
 from seglog.broker import BrokerProcess
+from seglog.broker.protocol.messages import share_group as sg
 from seglog.broker.protocol.messages.consumer_group import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
@@ -118,6 +119,27 @@ def _commit(w: Wire, group: str, topic: str, offset: int) -> int:
             group_instance_id=None, topics=topics)
     )  # fmt: skip
     return int(resp.topics[0].partitions[0].error_code)
+
+
+def _share_offsets_errors(w: Wire, group: str, topic: str) -> list[tuple[int, str | None]]:
+    """(error code, message) of Describe-, Alter- and DeleteShareGroupOffsets for ``group``."""
+    dreq: Any = sg.DescribeShareGroupOffsetsRequest[0]
+    dgroup = dreq.DescribeShareGroupOffsetsRequestGroup
+    described = w.call(
+        dreq(groups=[dgroup(group_id=group, topics=[
+            dgroup.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[0])])])
+    ).groups[0]  # fmt: skip
+    areq: Any = sg.AlterShareGroupOffsetsRequest[0]
+    atopic = areq.AlterShareGroupOffsetsRequestTopic
+    altered = w.call(
+        areq(group_id=group, topics=[atopic(topic_name=topic, partitions=[
+            atopic.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])])
+    )  # fmt: skip
+    xreq: Any = sg.DeleteShareGroupOffsetsRequest[0]
+    deleted = w.call(
+        xreq(group_id=group, topics=[xreq.DeleteShareGroupOffsetsRequestTopic(topic_name=topic)])
+    )
+    return [(r.error_code, r.error_message) for r in (described, altered, deleted)]
 
 
 def test_share_group_listed_described_and_deleted(broker: str, topic: str) -> None:
@@ -209,7 +231,7 @@ def test_one_group_id_is_one_kind_of_group(broker: str, topic: str) -> None:
     with Wire(broker) as w:
         assert heartbeat(w, share, "s", 0, [topic]).error_code == 0
         assert _consumer_hb(w, consumer, "c", 0, [topic]).error_code == 0
-        assert _commit(w, classic, topic, 1) == 0  # a classic group of committed offsets
+        assert _commit(w, classic, topic, 0) == 0  # a classic group of committed offsets
 
         # the share group refuses classic and consumer members, while it has members...
         assert _join(w, share).error_code == INCONSISTENT_GROUP_PROTOCOL
@@ -241,6 +263,10 @@ def test_one_group_id_is_one_kind_of_group(broker: str, topic: str) -> None:
             assert (not_share.error_code, not_share.error_message) == (
                 GROUP_ID_NOT_FOUND,
                 f"Group {other} is not a share group.",
+            )
+            assert (
+                _share_offsets_errors(w, other, topic)
+                == [(GROUP_ID_NOT_FOUND, f"Group {other} is not a share group.")] * 3
             )
         assert _listed(w)[consumer][2] == "consumer"
         assert _listed(w)[classic][2] == "classic"

@@ -5,8 +5,11 @@ and DeleteShareGroupOffsets (92) v0.
 ACLs (Kafka's): heartbeat needs READ on the group (30 GROUP_AUTHORIZATION_FAILED);
 describe DESCRIBE on the group; describe-offsets DESCRIBE on the group and, per topic, on
 the topic (29); alter-offsets READ on the group and the topics; delete-offsets DELETE on
-the group and READ on the topics. Errors: 69 GROUP_ID_NOT_FOUND for a group with neither members nor
-stored state (describe, describe-offsets, delete-offsets), 68 NON_EMPTY_GROUP when
+the group and READ on the topics. Errors: 69 GROUP_ID_NOT_FOUND for a group with neither
+members nor stored state (describe, describe-offsets, delete-offsets: "Group G not found.")
+and, in all five APIs, for the id of a KIP-848 consumer group or of a classic group with
+members or committed offsets ("Group G is not a share group.", Kafka's
+``GroupMetadataManager``; see ``group_types``), 68 NON_EMPTY_GROUP when
 altering or deleting the offsets of a group with members, 3 UNKNOWN_TOPIC_OR_PARTITION,
 1 OFFSET_OUT_OF_RANGE for a start offset outside [log start, log end]; the heartbeat's
 are listed in ``coordinator/share_groups.py``. A share-partition start offset of -1 means
@@ -170,12 +173,13 @@ def handle_describe_share_group_offsets(ctx: BrokerContext, rctx: RequestContext
     out = []
     for g in req.groups:
         gid = g.group_id
-        code = _errors.NONE
+        code, message = _errors.NONE, None
         topics: list[Any] = []
         if not rctx.allowed(Op.DESCRIBE, Res.GROUP, gid):
             code = _errors.GROUP_AUTHORIZATION_FAILED
         elif ctx.share_groups.group(gid) is None:
             code = _errors.GROUP_ID_NOT_FOUND
+            message = _missing(ctx, gid)
         else:
             wanted = (
                 [(t.topic_name, list(t.partitions)) for t in g.topics]
@@ -200,7 +204,7 @@ def handle_describe_share_group_offsets(ctx: BrokerContext, rctx: RequestContext
                 topics.append(
                     _DoTopic(topic_name=name, topic_id=_topic_id(ctx, name), partitions=parts)
                 )
-        out.append(_DoGroup(group_id=gid, topics=topics, error_code=code, error_message=None))
+        out.append(_DoGroup(group_id=gid, topics=topics, error_code=code, error_message=message))
     return DescribeShareGroupOffsetsResponse[rctx.api_version](throttle_time_ms=0, groups=out)
 
 
@@ -213,10 +217,19 @@ def _with_state(ctx: BrokerContext, group: str) -> list[tuple[str, list[int]]]:
     return out
 
 
+def _missing(ctx: BrokerContext, gid: str) -> str:
+    """Kafka's message for 69 GROUP_ID_NOT_FOUND."""
+    if held_by_non_share(ctx, gid):
+        return f"Group {gid} is not a share group."
+    return f"Group {gid} not found."
+
+
 def _group_error(ctx: BrokerContext, rctx: RequestContext, gid: str, op: int) -> int:
     if not rctx.allowed(op, Res.GROUP, gid):
         return _errors.GROUP_AUTHORIZATION_FAILED
     group = ctx.share_groups.group(gid)
+    if group is None and held_by_non_share(ctx, gid):
+        return _errors.GROUP_ID_NOT_FOUND  # a classic or consumer group
     if group is not None and group.members:
         return _errors.NON_EMPTY_GROUP
     return _errors.NONE
@@ -250,7 +263,10 @@ def handle_alter_share_group_offsets(ctx: BrokerContext, rctx: RequestContext, r
                 )
             )
     return AlterShareGroupOffsetsResponse[rctx.api_version](
-        throttle_time_ms=0, error_code=code, error_message=None, responses=topics
+        throttle_time_ms=0,
+        error_code=code,
+        responses=topics,
+        error_message=_missing(ctx, req.group_id) if code == _errors.GROUP_ID_NOT_FOUND else None,
     )
 
 
@@ -281,5 +297,8 @@ def handle_delete_share_group_offsets(ctx: BrokerContext, rctx: RequestContext, 
                           error_code=terr, error_message=None)
             )  # fmt: skip
     return DeleteShareGroupOffsetsResponse[rctx.api_version](
-        throttle_time_ms=0, error_code=code, error_message=None, responses=topics
+        throttle_time_ms=0,
+        error_code=code,
+        responses=topics,
+        error_message=_missing(ctx, req.group_id) if code == _errors.GROUP_ID_NOT_FOUND else None,
     )
