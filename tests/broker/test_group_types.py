@@ -91,12 +91,15 @@ def _join(w: Wire, group: str) -> Any:
     )  # fmt: skip
 
 
-def _consumer_hb(w: Wire, group: str, member: str, epoch: int, topics: list[str] | None) -> Any:
+def _consumer_hb(
+    w: Wire, group: str, member: str, epoch: int, topics: list[str] | None = None
+) -> Any:
     return w.call(
         ConsumerGroupHeartbeatRequest[1](
             group_id=group, member_id=member, member_epoch=epoch, instance_id=None,
             rack_id=None, rebalance_timeout_ms=10_000, subscribed_topic_names=topics,
-            subscribed_topic_regex=None, server_assignor=None, topic_partitions=None,
+            subscribed_topic_regex=None, server_assignor=None,
+            topic_partitions=[] if epoch == 0 else None,
         )
     )  # fmt: skip
 
