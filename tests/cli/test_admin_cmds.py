@@ -276,5 +276,8 @@ def test_group_list_and_describe_show_a_share_group(
         (0, 10, 3),
         (1, 10, 0),
     ]
+    refused = seglog("group", "seek", group, "--to-earliest", "--topic", topic, check=False)
+    assert refused.returncode == 2
+    assert b"share group" in refused.stderr
     seglog("group", "delete", group)
     assert group not in {g["group"] for g in seglog.json("group", "list")}

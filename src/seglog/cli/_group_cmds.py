@@ -17,7 +17,8 @@ ShareGroupDescribe first and takes the classic/consumer path when the id is not 
 group (or the broker has no share groups).
 ``seek`` resets committed offsets like ``kafka-consumer-groups --reset-offsets``: it
 prints the plan and changes nothing unless ``--execute`` is given; the group must be empty
-(no live members), Kafka's rule.
+(no live members), Kafka's rule; a share group, which commits no offsets, is refused
+(exit 2).
 """
 
 from __future__ import annotations
@@ -393,6 +394,12 @@ def seek(  # noqa: PLR0917 (kafka-consumer-groups' options)
         )
     with kafka_errors_exit_1():
         admin = admin_client(client)
+        if _describe_share(admin, client, group) is not None:
+            raise fail(
+                f"group {group!r} is a share group: it has no committed offsets to seek"
+                " (its start offsets move with AlterShareGroupOffsets)",
+                2,
+            )
         committed = _committed(admin, group)
         if topic is not None:
             meta = admin.list_topics(topic, timeout=TIMEOUT).topics.get(topic)
