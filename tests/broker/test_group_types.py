@@ -319,3 +319,24 @@ def test_admin_client_deletes_a_share_group(broker: str, topic: str) -> None:
         assert group not in {g.group_id for g in listed.valid}
         admin.delete_consumer_groups([group], request_timeout=30)[group].result(30)
         assert group not in _listed(w)
+
+
+def test_kafka_python_describes_a_share_group_as_not_classic(broker: str, topic: str) -> None:
+    """kafka-python 3's admin client (DescribeGroups v6) gets Kafka's answer for a share
+    group: GROUP_ID_NOT_FOUND, "Group G is not a classic group."."""
+    from kafka.admin import KafkaAdminClient  # noqa: PLC0415
+
+    group = f"share-{topic}"
+    create_topic(broker, topic)
+    with Wire(broker) as w:
+        assert heartbeat(w, group, "a", 0, [topic]).error_code == 0
+        admin = KafkaAdminClient(bootstrap_servers=broker)
+        try:
+            described = admin.describe_groups([group])
+        finally:
+            admin.close()
+        assert heartbeat(w, group, "a", -1).error_code == 0
+    error = described[group]["error"]
+    assert error is not None
+    assert "GroupIdNotFound" in error, error
+    assert f"Group {group} is not a classic group." in error
