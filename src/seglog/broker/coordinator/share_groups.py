@@ -22,6 +22,9 @@ heartbeat keeps them until its final acknowledgement (epoch -1) closes its sessi
 releases what is still unsettled. Share partitions are opened on first use
 (ShareFetch) from the partition log's durable subscription, starting per the group config
 ``share.auto.offset.reset`` when the group has no state there yet (see ``share_state``).
+DeleteGroups removes an empty group with its share-partition state and its record
+(:meth:`ShareGroupCoordinator.delete`); a share group's id is not free for classic or
+consumer groups while it exists (``apis/group_types.py``).
 """
 
 from __future__ import annotations
