@@ -16,7 +16,7 @@ SCRIPT = Path(__file__).parents[1] / "benchmarks" / "group_protocols_bench.py"
 REFERENCES = ("classic, range (eager)", "classic, cooperative-sticky")
 
 
-@pytest.mark.slow  # three protocols' rebalances and two reads: ~30 s
+@pytest.mark.slow  # three protocols' rebalances and two reads: ~16 s
 def test_group_protocols_bench_prints_every_row(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     args = ["--records", "2000", "--members", "3", "--repeat", "1", "--json", str(out)]
@@ -45,8 +45,9 @@ def test_group_protocols_bench_prints_every_row(tmp_path: Path) -> None:
         if row["reference"]:
             assert row["reference_value"] > 0, row
             assert row["ratio"] > 0, row
-            assert row["met"] in (True, False), row
             assert f"| {row['metric']} |" in result.stdout
+        if row["goal"]:
+            assert row["met"] in (True, False), row
     assert doc["rows"][-1]["value"] == 0  # each record delivered once
     table = [line for line in result.stdout.splitlines() if line.startswith("| ")]
     assert len(table) == 1 + len(expected)
