@@ -41,7 +41,12 @@ __all__ = ["ACCEPT", "GAP", "REJECT", "RELEASE", "AckBatch", "Acquired", "ShareP
 GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
 _BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length (bytes after this field)
 _LAST_DELTA = struct.Struct(">i")  # at byte 23 of a v2 record batch
-_READ_BYTES = 64 << 20
+_READ_BYTES = 1 << 20
+"""Bytes asked of one ``Log.read`` while collecting the batches of acquired records: a
+read is cut to whole batches below its ``upper`` offset only after it is read, so asking
+for the rest of the segment (it was 64 MiB) made every acquisition read the whole backlog
+(~22 MB for 200,000 records of 100 B: 44k records/s). Reads repeat until the run is
+covered (at least one batch each)."""
 
 
 class AckBatch(NamedTuple):
@@ -124,20 +129,22 @@ class SharePartition:
         out: list[bytes] = []
         covered = -1  # last offset of the last batch kept
         for first, last in runs:
-            if last <= covered:
-                continue
-            data = self.log.read(max(first, covered + 1), _READ_BYTES, upper=last + 1)
-            pos = 0
-            while pos + _BATCH_HEAD.size <= len(data):
-                base, length = _BATCH_HEAD.unpack_from(data, pos)
-                end = pos + 12 + length
-                if end > len(data) or pos + 27 > len(data):
+            while covered < last:
+                before = covered
+                data = self.log.read(max(first, covered + 1), _READ_BYTES, upper=last + 1)
+                pos = 0
+                while pos + _BATCH_HEAD.size <= len(data):
+                    base, length = _BATCH_HEAD.unpack_from(data, pos)
+                    end = pos + 12 + length
+                    if end > len(data) or pos + 27 > len(data):
+                        break
+                    batch_last = base + _LAST_DELTA.unpack_from(data, pos + 23)[0]
+                    if batch_last > covered and batch_last >= first:
+                        out.append(data[pos:end])
+                        covered = batch_last
+                    pos = end
+                if covered == before:  # nothing more below ``last`` (removed meanwhile)
                     break
-                batch_last = base + _LAST_DELTA.unpack_from(data, pos + 23)[0]
-                if batch_last > covered and batch_last >= first:
-                    out.append(data[pos:end])
-                    covered = batch_last
-                pos = end
         return b"".join(out)
 
     # -- acknowledgement -------------------------------------------------------------------
