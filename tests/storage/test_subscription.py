@@ -14,7 +14,7 @@ import time
 import pytest
 from tests._wait import wait_until
 
-from seglog import OFFSET_NEWEST, Message, open_log
+from seglog import OFFSET_NEWEST, Log, Message, open_log
 from seglog.errors import (
     InvalidOffsetError,
     LogClosedError,
@@ -445,19 +445,22 @@ def test_concurrent_fetchers_get_disjoint_deliveries(make_log):
         assert everything == list(range(400))  # each exactly once (ack wait: 30 s)
 
 
-def test_a_failed_redelivery_read_leaves_the_offsets_due(make_log, monkeypatch, fake_clock):
+@pytest.mark.parametrize("offsets_only", [False, True], ids=["fetch", "fetch_offsets_now"])
+def test_a_failed_redelivery_read_leaves_the_offsets_due(
+    make_log, monkeypatch, fake_clock, offsets_only
+):
     with make_log() as log:
         _publish(log, 2)
         sub = log.subscribe("w", max_in_flight=2)
         sub.fetch(2, 0)
         fake_clock.advance_ms(60_000)
-        real_consume = subscription_module.consume
+        real_read = Log.consume_columns  # what a subscription reads the log with
 
         def broken(*args, **kwargs):
             raise StorageError("EIO")
 
-        monkeypatch.setattr(subscription_module, "consume", broken)
+        monkeypatch.setattr(Log, "consume_columns", broken)
         with pytest.raises(StorageError, match="EIO"):
-            sub.fetch(10, 0)
-        monkeypatch.setattr(subscription_module, "consume", real_consume)
+            sub.fetch_offsets_now(10) if offsets_only else sub.fetch(10, 0)
+        monkeypatch.setattr(Log, "consume_columns", real_read)
         assert _offsets(sub.fetch(10, 0)) == [(0, 1), (1, 1)]

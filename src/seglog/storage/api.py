@@ -349,8 +349,10 @@ class LogAPI(Protocol):
         new; an existing name resumes (the open one is returned when still open, with the
         same settings). ``max_deliveries`` (None: no limit) caps the deliveries of one
         message: past it an expired or released message is archived (never delivered
-        again); ``Subscription.release`` hands deliveries back at once. ``name`` must match
-        ``[A-Za-z0-9._-]{1,200}`` (else ValueError).
+        again); ``Subscription.release`` hands deliveries back at once;
+        ``Subscription.fetch_offsets_now(max_count)`` delivers as ``fetch_now`` (no wait)
+        but returns ``[(offset, redelivery_count), ...]``, decoding no message. ``name``
+        must match ``[A-Za-z0-9._-]{1,200}`` (else ValueError).
         Raises ReadOnlyError, LogClosedError, InvalidOffsetError (``start`` outside [log
         start, log end]), ValueError (settings < 1, or open with other settings)."""
         ...

@@ -5,9 +5,10 @@ Kafka's record states map onto the subscription as follows:
 
 - AVAILABLE: at or past the subscription's position, or delivered and due again
   (released, or its lock expired);
-- ACQUIRED: delivered by ``Subscription.fetch_now`` and not yet settled; the acquisition
-  lock is the subscription's ack wait (``group.share.record.lock.duration.ms``), and this
-  class remembers which member holds each acquired offset and until when;
+- ACQUIRED: delivered by ``Subscription.fetch_offsets_now`` (offsets and redelivery
+  counts only, no record decoded) and not yet settled; the acquisition lock is the
+  subscription's ack wait (``group.share.record.lock.duration.ms``), and this class
+  remembers which member holds each acquired offset and until when;
 - ACKNOWLEDGED (ACCEPT, type 1) and ARCHIVED (REJECT, type 3; or delivered
   ``group.share.delivery.count.limit`` times) are both settled: ``Subscription.ack``,
   never delivered again;
@@ -100,11 +101,11 @@ class SharePartition:
         acquired (offset order, one delivery count each) and the stored record batches
         holding them (whole batches, as Kafka returns them: the client keeps the acquired
         offsets only). Raises what the subscription and ``Log.read`` raise."""
-        deliveries = self.subscription.fetch_now(max(1, max_records))
-        if not deliveries:
+        taken = self.subscription.fetch_offsets_now(max(1, max_records))
+        if not taken:
             return [], b""
         deadline = time.monotonic() + self.lock_ms / 1000
-        counts = {d.offset: d.redelivery_count + 1 for d in deliveries}
+        counts = {offset: redeliveries + 1 for offset, redeliveries in taken}
         with self._lock:
             for o in counts:
                 self._held[o] = (member, deadline)

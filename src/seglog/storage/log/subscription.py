@@ -5,7 +5,8 @@
 ``ack_wait`` expired without an ack, redelivered with ``redelivery_count + 1``, then new
 messages from the subscription's position), at most ``max_in_flight`` unacknowledged at
 any time; ``ack`` settles them. At-least-once: a message is delivered again until its ack
-returned, across restarts and kill -9.
+returned, across restarts and kill -9. ``fetch_offsets_now`` is ``fetch_now`` (``fetch``
+without waiting) giving ``(offset, redelivery_count)`` pairs instead, no message decoded.
 
 State file: ``<partition>/subscriptions/<name>.sub``, an append-only journal of text lines
 ``<crc32 as 8 hex digits> <json>\\n``. The first line is a snapshot (``{"v": 1, "name",
@@ -67,7 +68,6 @@ from seglog.errors import (
     StorageError,
 )
 from seglog.storage.fileio import files
-from seglog.storage.log.message_ops import consume
 from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST, Message
 
 if TYPE_CHECKING:
@@ -90,7 +90,8 @@ SUFFIX = ".sub"
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
 _COMPACT_MIN_BYTES = 64 << 10
 _MAX_GAP = 16
-"""Redeliveries read runs of pending offsets at most this far apart with one consume."""
+"""Redeliveries read runs of pending offsets at most this far apart with one
+``consume_columns``."""
 
 _logger = logging.getLogger(__name__)
 
@@ -276,6 +277,25 @@ class Subscription:
 
     def fetch_now(self, max_count: int) -> list[Delivery]:
         """As :meth:`fetch` without waiting (what an event loop polls between wakes)."""
+        taken, messages = self._take(max_count, decode=True)
+        return [Delivery(messages[offset], count) for offset, count in taken]
+
+    def fetch_offsets_now(self, max_count: int) -> list[tuple[int, int]]:
+        """As :meth:`fetch_now` (the same deliveries in the same order, the same state
+        changes and journal lines; the same errors but a message's decoding) but only
+        ``[(offset, redelivery_count), ...]``, no message decoded: new offsets come from
+        the vectorised decoder's offsets column (``Log.consume_columns``), and an expired
+        offset is only looked up (still stored, else archived as by ``fetch_now``). For a
+        caller that reads the stored record batches itself (the broker's share
+        partitions)."""
+        return self._take(max_count, decode=False)[0]
+
+    def _take(
+        self, max_count: int, *, decode: bool
+    ) -> tuple[list[tuple[int, int]], dict[int, Message]]:
+        """The one delivery step of :meth:`fetch_now` and :meth:`fetch_offsets_now`:
+        ``(offset, redelivery count)`` per delivery (redeliveries, then new offsets), and
+        when ``decode`` the message of each (else ``{}``)."""
         if max_count < 1:
             raise ValueError("max_count must be >= 1")
         with self._lock:
@@ -283,66 +303,82 @@ class Subscription:
             self._drop_below_log_start()
             now = clock()
             records: list[dict[str, Any]] = []
-            out = self._redeliver(now, max_count, records)
+            out, messages = self._redeliver(now, max_count, records, decode=decode)
             room = min(max_count - len(out), self._max_in_flight - len(self._pending))
             if room > 0:
                 old_position = self._position
-                nxt, msgs = consume(self._log, self._position, room)
+                cols = self._log.consume_columns(self._position, room)
+                nxt = cols.next_offset
+                offsets: list[int] = cols.offsets.tolist()
+                if decode:
+                    messages.update(zip(offsets, cols.messages(), strict=True))
                 due = now + self._ack_wait_ms / 1000.0
-                for m in msgs:
-                    self._pending[m.offset] = (0, due)
-                    heapq.heappush(self._heap, (due, m.offset))
-                    out.append(Delivery(m, 0))
+                pending, heap = self._pending, self._heap
+                for offset in offsets:
+                    pending[offset] = (0, due)
+                    heapq.heappush(heap, (due, offset))
+                    out.append((offset, 0))
                 self._position = nxt
-                if msgs or nxt != old_position:
-                    records.append({"d": [m.offset for m in msgs], "p": nxt})
+                if offsets or nxt != old_position:
+                    records.append({"d": offsets, "p": nxt})
             if records:
                 self._append(records, sync=bool(out))
-            return out
+            return out, messages
 
     def _redeliver(
-        self, now: float, max_count: int, records: list[dict[str, Any]]
-    ) -> list[Delivery]:
-        """Pop up to ``max_count`` expired offsets off the heap and read their messages;
-        their journal records go to ``records``. Offsets no longer stored, or already
-        delivered ``max_deliveries`` times, leave the pending set (journaled as acks)."""
+        self, now: float, max_count: int, records: list[dict[str, Any]], *, decode: bool
+    ) -> tuple[list[tuple[int, int]], dict[int, Message]]:
+        """Pop up to ``max_count`` expired offsets off the heap and look them up (read
+        their messages when ``decode``): ``(offset, redelivery count)`` per redelivery and
+        the messages (``{}`` unless ``decode``); their journal records go to ``records``.
+        Offsets no longer stored, or already delivered ``max_deliveries`` times, leave
+        the pending set (journaled as acks)."""
         due: list[int] = []
+        taken: set[int] = set()
         heap = self._heap
         while heap and len(due) < max_count and heap[0][0] <= now:
             deadline, offset = heapq.heappop(heap)
             entry = self._pending.get(offset)
-            if entry is not None and entry[1] == deadline:
+            # a stale entry can equal the live one (released and redelivered at the same
+            # ``clock()`` as its previous delivery): one delivery per offset per fetch
+            if entry is not None and entry[1] == deadline and offset not in taken:
                 due.append(offset)
+                taken.add(offset)
         if not due:
-            return []
+            return [], {}
         try:
-            messages = self._read_offsets(sorted(due))
+            stored, messages = self._read_offsets(sorted(due), decode=decode)
         except BaseException:  # CorruptRecordError, LogClosedError...: still due later
             for offset in due:
                 heapq.heappush(heap, (self._pending[offset][1], offset))
             raise
         new_deadline = now + self._ack_wait_ms / 1000.0
-        out: list[Delivery] = []
+        out: list[tuple[int, int]] = []
         gone: list[int] = []
         limit = self._max_deliveries
         for offset in due:
-            m = messages.get(offset)
-            if m is None or (limit is not None and self._pending[offset][0] + 1 >= limit):
+            if offset not in stored or (
+                limit is not None and self._pending[offset][0] + 1 >= limit
+            ):
                 gone.append(offset)  # no longer stored, or delivered max_deliveries times
                 del self._pending[offset]
                 continue
             count = self._pending[offset][0] + 1
             self._pending[offset] = (count, new_deadline)
             heapq.heappush(heap, (new_deadline, offset))
-            out.append(Delivery(m, count))
+            out.append((offset, count))
         if gone:
             records.append({"a": gone})
         if out:
-            records.append({"r": [d.offset for d in out]})
-        return out
+            records.append({"r": [offset for offset, _ in out]})
+        return out, messages
 
-    def _read_offsets(self, wanted: list[int]) -> dict[int, Message]:
-        """The stored messages at the sorted offsets ``wanted`` (missing ones absent)."""
+    def _read_offsets(
+        self, wanted: list[int], *, decode: bool
+    ) -> tuple[set[int], dict[int, Message]]:
+        """Which of the sorted offsets ``wanted`` are stored, and (when ``decode``) their
+        messages (else ``{}``)."""
+        stored: set[int] = set()
         found: dict[int, Message] = {}
         i = 0
         while i < len(wanted):
@@ -352,16 +388,19 @@ class Subscription:
                 j += 1
             want = set(wanted[i : j + 1])
             try:
-                nxt, msgs = consume(self._log, first, wanted[j] - first + 1)
+                cols = self._log.consume_columns(first, wanted[j] - first + 1)
             except InvalidOffsetError:  # below the log start since (retention)
-                nxt, msgs = first + 1, []
-            for m in msgs:
-                if m.offset in want:
-                    found[m.offset] = m
+                nxt = first + 1
+            else:
+                nxt = cols.next_offset
+                hits = want.intersection(cols.offsets.tolist())
+                stored |= hits
+                if decode and hits:
+                    found.update((m.offset, m) for m in cols.messages() if m.offset in hits)
             nxt = max(nxt, first + 1)
             while i < len(wanted) and wanted[i] < nxt:
                 i += 1
-        return found
+        return stored, found
 
     def _drop_below_log_start(self) -> None:
         start = self._log.log_start_offset
