@@ -27,26 +27,6 @@ from seglog.storage import Delivery, Subscription, delete_offsets, trim_by_offse
 from seglog.storage.log import subscription as subscription_module
 
 
-class FakeClock:
-    """Monotonic seconds the test moves by hand (ack-wait deadlines use it)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance_ms(self, ms: int) -> None:
-        self.now += ms / 1000.0
-
-
-@pytest.fixture
-def fake_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    fake = FakeClock()
-    monkeypatch.setattr(subscription_module, "clock", fake)
-    return fake
-
-
 def _publish(log, n: int) -> int:
     start = log.next_offset()
     return log.publish([Message(key=b"k", value=b"v%d" % (start + i)) for i in range(n)])

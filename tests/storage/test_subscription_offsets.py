@@ -162,24 +162,6 @@ TestOffsetsAgainstFetchNowUnlimited = UnlimitedOffsetsMachine.TestCase
 # -- the cases spelled out -----------------------------------------------------------------
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance_ms(self, ms: int) -> None:
-        self.now += ms / 1000.0
-
-
-@pytest.fixture
-def fake_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    fake = FakeClock()
-    monkeypatch.setattr(subscription_module, "clock", fake)
-    return fake
-
-
 def _publish(log: Log, n: int) -> None:
     start = log.next_offset()
     log.publish([Message(key=b"k", value=b"v%d" % (start + i)) for i in range(n)])

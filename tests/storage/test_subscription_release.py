@@ -13,27 +13,6 @@ from tests._wait import wait_until
 from seglog import Message, open_log
 from seglog.errors import LogClosedError
 from seglog.storage import Delivery
-from seglog.storage.log import subscription as subscription_module
-
-
-class FakeClock:
-    """Monotonic seconds the test moves by hand (ack-wait deadlines use it)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance_ms(self, ms: int) -> None:
-        self.now += ms / 1000.0
-
-
-@pytest.fixture
-def fake_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    fake = FakeClock()
-    monkeypatch.setattr(subscription_module, "clock", fake)
-    return fake
 
 
 def _publish(log, n: int) -> None:

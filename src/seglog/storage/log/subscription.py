@@ -467,19 +467,8 @@ class Subscription:
         this call is acknowledged. Returns how many were in flight (now acknowledged).
         LogClosedError when closed; StorageError when the state cannot be written
         (nothing of this call acknowledged then)."""
-        if isinstance(offsets, Iterable):
-            batch = [operator.index(o) for o in offsets]
-        else:
-            batch = [operator.index(offsets)]
         with self._lock:
-            self._check_open()
-            self._drop_below_log_start()
-            never = [o for o in batch if o >= self._position]
-            if never:
-                raise ValueError(
-                    f"subscription {self._name}: offsets {never[:5]} were never delivered "
-                    f"(position {self._position})"
-                )
+            batch = self._delivered(offsets)
             popped = {o: self._pending.pop(o) for o in batch if o in self._pending}
             acked = list(popped)
             if acked:
@@ -492,6 +481,25 @@ class Subscription:
             self._wake_all()
         return len(acked)
 
+    def _delivered(self, offsets: int | Iterable[int]) -> list[int]:
+        """``offsets`` as a list, checked for :meth:`ack` and :meth:`release` (under the
+        lock): LogClosedError when closed; ValueError naming those at or above
+        ``position`` (never delivered)."""
+        batch = (
+            [operator.index(o) for o in offsets]
+            if isinstance(offsets, Iterable)
+            else [operator.index(offsets)]
+        )
+        self._check_open()
+        self._drop_below_log_start()
+        never = [o for o in batch if o >= self._position]
+        if never:
+            raise ValueError(
+                f"subscription {self._name}: offsets {never[:5]} were never delivered "
+                f"(position {self._position})"
+            )
+        return batch
+
     def release(self, offsets: int | Iterable[int]) -> int:
         """Hand delivered-but-unacknowledged offsets back at once: they are due now, so
         the next ``fetch`` redelivers them (``redelivery_count`` + 1), or archives those
@@ -499,19 +507,8 @@ class Subscription:
         every unacknowledged offset is due anyway). Offsets not in flight are ignored;
         one at or above ``position`` was never delivered: ValueError, nothing released.
         Returns how many were in flight (now released). LogClosedError when closed."""
-        if isinstance(offsets, Iterable):
-            batch = [operator.index(o) for o in offsets]
-        else:
-            batch = [operator.index(offsets)]
         with self._lock:
-            self._check_open()
-            self._drop_below_log_start()
-            never = [o for o in batch if o >= self._position]
-            if never:
-                raise ValueError(
-                    f"subscription {self._name}: offsets {never[:5]} were never delivered "
-                    f"(position {self._position})"
-                )
+            batch = self._delivered(offsets)
             released = 0
             now = float("-inf")
             for o in batch:
