@@ -8,7 +8,8 @@ leader epoch int32, metadata string, commit timestamp int64); deleting a group o
 partition's offset appends a tombstone (null value). Strings are int16 length + UTF-8,
 length -1 for null (Kafka's group-coordinator record schemas, which kafka-python does not
 carry); they are read with the broker's bounded ``WireReader``. The record batch is built
-with kafka-python's ``DefaultRecordBatchBuilder``.
+by ``log.internal_topics.keyed_batch`` (storage's encoder, byte-identical to kafka-python's
+``DefaultRecordBatchBuilder``).
 
 The same log keeps KIP-848 consumer groups (``coordinator.consumer_groups``): one record
 per group whose key is seglog's own ``ConsumerGroupSnapshotKey`` (version int16 =
@@ -56,19 +57,14 @@ import json
 import logging
 import struct
 import time
-import warnings
 from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
-from seglog.broker.log.internal_topics import OFFSETS_TOPIC
+from seglog.broker.log.internal_topics import INTERNAL_TOPIC_CONFIGS, OFFSETS_TOPIC, keyed_batch
 from seglog.broker.protocol.reader import WireReader
 from seglog.errors import ProtocolError
 from seglog.storage import OFFSET_OLDEST, DataDir, Log
-
-with warnings.catch_warnings():  # kafka-python's first import warns (importlib.resources)
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.record.default_records import DefaultRecordBatchBuilder
 
 __all__ = [
     "GROUP_SNAPSHOT_KEY_VERSION",
@@ -81,7 +77,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
 _LEGACY_FILE = "consumer-offsets.json"
 _KEY_VERSION, _VALUE_VERSION = 1, 3
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
@@ -182,7 +177,7 @@ class CommittedOffsets:
 
     def __init__(self, data_dir: DataDir) -> None:
         if OFFSETS_TOPIC not in data_dir.topics():
-            data_dir.create_topic(OFFSETS_TOPIC, 1, _TOPIC_CONFIGS)
+            data_dir.create_topic(OFFSETS_TOPIC, 1, INTERNAL_TOPIC_CONFIGS)
         self._log: Log = data_dir.log(OFFSETS_TOPIC, 0)
         self._groups: dict[str, dict[str, dict[int, Committed]]] = {}
         self._snapshots: dict[str, bytes] = {}
@@ -298,14 +293,7 @@ class CommittedOffsets:
     def _append(self, records: Sequence[tuple[bytes, bytes | None]]) -> Future[int] | None:
         """Append one batch; the future completes once it is durable (None when the log's
         policy acknowledges before fsync). Raises what ``Log.append`` raises."""
-        now = int(time.time() * 1000)
-        builder = DefaultRecordBatchBuilder(
-            magic=2, compression_type=0, is_transactional=False,
-            producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30,
-        )  # fmt: skip
-        for i, (key, value) in enumerate(records):
-            builder.append(i, timestamp=now, key=key, value=value, headers=[])
-        info = self._log.append(bytes(builder.build()))
+        info = self._log.append(keyed_batch(records, int(time.time() * 1000)))
         if not self._log.config.fsync_before_ack:
             return None
         return self._log.sync_future(info.last_offset + 1)

@@ -37,16 +37,15 @@ import json
 import logging
 import re
 import time
-import warnings
 from typing import Any
 
-from seglog.broker.log.internal_topics import SHARE_GROUP_STATE_TOPIC
+from seglog.broker.log.internal_topics import (
+    INTERNAL_TOPIC_CONFIGS,
+    SHARE_GROUP_STATE_TOPIC,
+    keyed_batch,
+)
 from seglog.broker.log.topics import TopicManager
 from seglog.storage import OFFSET_OLDEST, Log
-
-with warnings.catch_warnings():  # kafka-python's first import warns (importlib.resources)
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.record.default_records import DefaultRecordBatchBuilder
 
 __all__ = [
     "GROUP_CONFIGS",
@@ -58,7 +57,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
 _KEY_PREFIX = b"share:"
 _PLAIN = re.compile(r"[A-Za-z0-9._-]{1,180}")
 
@@ -103,7 +101,7 @@ class ShareGroupState:
     def _state_log(self) -> Log:
         if self._log is None:
             if self._topics.get(SHARE_GROUP_STATE_TOPIC) is None:
-                self._topics.create(SHARE_GROUP_STATE_TOPIC, 1, _TOPIC_CONFIGS)
+                self._topics.create(SHARE_GROUP_STATE_TOPIC, 1, INTERNAL_TOPIC_CONFIGS)
             self._log = self._topics.log(SHARE_GROUP_STATE_TOPIC, 0)
         return self._log
 
@@ -175,13 +173,8 @@ class ShareGroupState:
             state_log.sync()
 
     def _append(self, key: bytes, value: bytes | None) -> Log:
-        builder = DefaultRecordBatchBuilder(
-            magic=2, compression_type=0, is_transactional=False,
-            producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30,
-        )  # fmt: skip
-        builder.append(0, timestamp=int(time.time() * 1000), key=key, value=value, headers=[])
         state_log = self._state_log()
-        state_log.append(bytes(builder.build()))
+        state_log.append(keyed_batch([(key, value)], int(time.time() * 1000)))
         return state_log
 
     def describe(self) -> dict[str, Any]:

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-__all__ = ["INTERNAL_TOPICS", "OFFSETS_TOPIC", "SHARE_GROUP_STATE_TOPIC"]
+from collections.abc import Sequence
+
+from seglog.storage import encode_records
+
+__all__ = [
+    "INTERNAL_TOPICS",
+    "INTERNAL_TOPIC_CONFIGS",
+    "OFFSETS_TOPIC",
+    "SHARE_GROUP_STATE_TOPIC",
+    "keyed_batch",
+]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 """Committed group offsets: an internal compacted topic (Kafka's ``GroupMetadataManager``)."""
@@ -14,3 +24,17 @@ state is its durable subscription's journal, see ``coordinator/share_state.py``)
 
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC})
 """Every internal topic (Metadata reports them with ``is_internal``)."""
+
+INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+"""Topic configs of every internal topic: compacted (the last record per key is the state),
+100 MiB segments (Kafka's ``offsets.topic.segment.bytes``)."""
+
+
+def keyed_batch(records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
+    """One record batch v2 (Kafka's DefaultRecordBatch, no producer id, uncompressed)
+    holding ``records`` as (key, value) in order, a None value being a tombstone, all at
+    ``timestamp_ms``: what the coordinators append to their internal topic, so one
+    request's records become durable (or not) together."""
+    keys = [key for key, _value in records]
+    values = [value for _key, value in records]
+    return bytes(encode_records(values, keys, timestamp_ms, None, 1 << 30))
