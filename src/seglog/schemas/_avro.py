@@ -45,7 +45,35 @@ class ParsedAvro:
     def __init__(self, parsed: Any, named: dict[str, Any]) -> None:
         self.parsed = parsed
         self.named = named
-        self.canonical = to_parsing_canonical_form(parsed)
+
+    @property
+    def canonical(self) -> str:
+        """The Parsing Canonical Form (the Avro specification's), named types from
+        references inlined at their first use."""
+        return str(to_parsing_canonical_form(_inline(self.parsed, self.named, set())))
+
+
+def _inline(schema: Any, named: dict[str, Any], seen: set[str]) -> Any:
+    """``schema`` with references to named types defined elsewhere (``named``) replaced
+    by their definitions, once each (later uses stay names, as Avro requires)."""
+    if isinstance(schema, str):
+        if schema in named and schema not in seen:
+            seen.add(schema)
+            return _inline(named[schema], named, seen)
+        return schema
+    if isinstance(schema, list):
+        return [_inline(s, named, seen) for s in schema]
+    if isinstance(schema, dict):
+        if "name" in schema and schema.get("type") in _NAMED:
+            seen.add(str(schema["name"]))
+        out = dict(schema)
+        for key in ("type", "items", "values"):
+            if key in out and not (key == "type" and out[key] in _NAMED):
+                out[key] = _inline(out[key], named, seen)
+        if "fields" in out:
+            out["fields"] = [{**f, "type": _inline(f["type"], named, seen)} for f in out["fields"]]
+        return out
+    return schema
 
 
 def parse_avro(text: str, references: list[str]) -> ParsedAvro:
