@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from seglog.broker import BrokerProcess, free_port, start_broker
 from tests._wait import wait_until
+
+from seglog.broker import BrokerProcess, free_port, start_broker
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
@@ -26,14 +27,16 @@ def start_with_registry(
         data, extra_args=[*extra_args, "--schema-registry-listen", f"127.0.0.1:{port}"]
     )
     url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: _answers(url), 30, 0.05, lambda: proc.log_text())
+    wait_until(lambda: _answers(url), 30, 0.05, proc.log_text)
     return proc, url
 
 
 def _answers(url: str) -> bool:
-    with contextlib.suppress(OSError):
-        with urllib.request.urlopen(url + "/schemas/types", timeout=2) as response:
-            return bool(response.status == 200)
+    with (
+        contextlib.suppress(OSError),
+        urllib.request.urlopen(url + "/schemas/types", timeout=2) as response,
+    ):
+        return bool(response.status == 200)
     return False
 
 

@@ -23,11 +23,10 @@ from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSe
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from kafka.protocol.producer import ProduceRequest
-
-from seglog.broker import BrokerProcess
 from tests.broker._registry import rest, start_with_registry
 from tests.broker._wire import Wire, make_batch, produce_request
+
+from seglog.broker import BrokerProcess
 
 FLIGHT = {
     "type": "record",
@@ -161,7 +160,10 @@ def test_protobuf_serializer_round_trip(registry: Running, topic: str) -> None:
     registered = client.get_latest_version(f"{topic}-value")
     assert registered.schema.schema_type == "PROTOBUF"
     # a .proto text evolution of it, checked by Confluent's Protobuf rules
-    text = 'syntax = "proto3"; package seglog.test; message Flight { string carrier = 1; int64 dep_delay = 2; int32 seats = 3; }'
+    text = (
+        'syntax = "proto3"; package seglog.test; message Flight '
+        "{ string carrier = 1; int64 dep_delay = 2; int32 seats = 3; }"
+    )
     assert client.test_compatibility(f"{topic}-value", Schema(text, "PROTOBUF"))
     wrong = 'syntax = "proto3"; package seglog.test; message Flight { int32 carrier = 1; }'
     assert not client.test_compatibility(f"{topic}-value", Schema(wrong, "PROTOBUF"))
@@ -192,7 +194,8 @@ def test_error_codes_and_the_server_stays_up(registry: Running, topic: str) -> N
     ]
     for method, path, body, status, code in cases:
         got = rest(method, url + path, body)
-        assert got == (status, got[1]) and got[1]["error_code"] == code, (method, path, got)
+        assert got[0] == status, (method, path, got)
+        assert got[1]["error_code"] == code, (method, path, got)
         assert isinstance(got[1]["message"], str)
     assert rest("POST", f"{url}/subjects/{subject}/versions", raw=b"[1, 2")[1]["error_code"] == 400
     # a body over 8 MiB: answered 413 from its Content-Length, before it is read
@@ -222,7 +225,8 @@ def test_deletes_configs_and_modes(registry: Running, topic: str) -> None:
     no_default = {**FLIGHT, "fields": [*FLIGHT["fields"], {"name": "x", "type": "int"}]}
     check = rest("POST", f"{url}/compatibility/subjects/{subject}/versions/latest?verbose=true",
                  {"schema": json.dumps(no_default)})  # fmt: skip
-    assert check[1]["is_compatible"] is False and check[1]["messages"]
+    assert check[1]["is_compatible"] is False
+    assert check[1]["messages"]
     # a referencing schema pins what it references
     ref = {"type": "record", "name": "Trip", "namespace": "seglog.test",
            "fields": [{"name": "flight", "type": "seglog.test.Flight"}]}  # fmt: skip
@@ -292,7 +296,6 @@ def test_validation_on_produce(registry: Running, topic: str) -> None:
             assert [e.batch_index for e in part.record_errors] == [1, 3]
             assert "wire format" in part.record_errors[0].batch_index_error_message
             assert "failed schema validation" in part.error_message
-        assert isinstance(ProduceRequest[9], type)
     stored = _consume(registry.bootstrap, topic, 1)
     assert [m.value() for m in stored] == [good]
     assert _consume(registry.bootstrap, topic, 2)[1:] == []
@@ -314,7 +317,7 @@ def test_ids_survive_kill_9(tmp_path: Path) -> None:
         proc.kill()  # SIGKILL: no clean shutdown
         port = int(url.rsplit(":", 1)[1])
         proc, url = start_with_registry(tmp_path / "data", registry_port=port)
-        for n, (schema_id, text) in ids.items():
+        for schema_id, text in ids.values():
             assert rest("GET", f"{url}/schemas/ids/{schema_id}")[1]["schema"] == text
         assert "s3-value" not in rest("GET", f"{url}/subjects")[1]
         assert rest("GET", f"{url}/config/s4-value")[1] == {"compatibilityLevel": "NONE"}

@@ -144,7 +144,7 @@ MATRIX: list[tuple[str, str, str, str, bool, bool, bool]] = [
     MATRIX,
     ids=[row[0] for row in MATRIX],
 )
-def test_matrix(  # noqa: PLR0913, PLR0917 (one parameter per column)
+def test_matrix(
     case: str, schema_type: str, old: str, new: str, backward: bool, forward: bool, full: bool
 ) -> None:
     """Each level's answer for the pair, and NONE accepts it."""
