@@ -83,6 +83,7 @@ class RegistryServer:
             lifespan="off",
             server_header=False,
             timeout_keep_alive=30,
+            timeout_graceful_shutdown=5,  # then open connections are closed
             **kwargs,  # type: ignore[arg-type]
         )
         config.load()
