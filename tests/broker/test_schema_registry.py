@@ -28,6 +28,8 @@ from tests.broker._wire import Wire, make_batch, produce_request
 
 from seglog.broker import BrokerProcess
 
+pytestmark = pytest.mark.broker  # starts seglog serve (through start_with_registry)
+
 FLIGHT = {
     "type": "record",
     "name": "Flight",

@@ -24,9 +24,9 @@ from confluent_kafka.admin import (
 )
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
+from tests._wait import wait_until
 
 from seglog.broker import BrokerProcess, free_port, start_broker
-from tests._wait import wait_until
 
 SEGLOG = str(Path(sys.executable).with_name("seglog"))
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
@@ -94,7 +94,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
 def _types(secured: Secured) -> bool:
     try:
         return bool(secured.client("admin").get_subjects() == [])
-    except Exception:  # noqa: BLE001 (not up yet: any transport error)
+    except Exception:
         return False
 
 
