@@ -6,6 +6,7 @@ produce; ids across kill -9."""
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import signal
@@ -169,6 +170,23 @@ def test_protobuf_serializer_round_trip(registry: Running, topic: str) -> None:
     assert client.test_compatibility(f"{topic}-value", Schema(text, "PROTOBUF"))
     wrong = 'syntax = "proto3"; package seglog.test; message Flight { int32 carrier = 1; }'
     assert not client.test_compatibility(f"{topic}-value", Schema(wrong, "PROTOBUF"))
+    # a schema registered as .proto text (as Java and Go serializers send it) is served as
+    # a FileDescriptorProto to the deserializer (format=serialized)
+    proto_text = (
+        'syntax = "proto3";\npackage seglog.test;\n'
+        "message Flight {\n  string carrier = 1;\n  int32 dep_delay = 2;\n}\n"
+    )
+    text_id = client.register_schema(f"{topic}-text", Schema(proto_text, "PROTOBUF"))
+    assert client.get_schema(text_id).schema_str == proto_text.strip()
+    framed = b"\x00" + text_id.to_bytes(4, "big") + b"\x00" + value.SerializeToString()
+    fresh = ProtobufDeserializer(
+        flight, {"use.deprecated.format": False}, schema_registry_client=registry.client()
+    )
+    assert fresh(framed, SerializationContext(topic, MessageField.VALUE)) == value
+    status, served = rest("GET", f"{registry.url}/schemas/ids/{text_id}?format=serialized")
+    assert status == 200
+    descriptor = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(served["schema"]))
+    assert [f.name for f in descriptor.message_type[0].field] == ["carrier", "dep_delay"]
 
 
 def test_error_codes_and_the_server_stays_up(registry: Running, topic: str) -> None:

@@ -26,7 +26,15 @@ from starlette.routing import Route
 
 from seglog.broker.schema_registry.access import Access
 from seglog.broker.security.authorizer import Op
-from seglog.schemas import SCHEMA_TYPES, Registry, RegistryError, SchemaVersion, version_json
+from seglog.schemas import (
+    PROTOBUF,
+    SCHEMA_TYPES,
+    Registry,
+    RegistryError,
+    SchemaVersion,
+    serialized_protobuf,
+    version_json,
+)
 
 __all__ = ["CONTENT_TYPE", "MAX_BODY_BYTES", "registry_app"]
 
@@ -54,6 +62,18 @@ def _error(status: int, code: int, message: str) -> Response:
     return JSONResponse(
         {"error_code": code, "message": message}, status, headers, media_type=CONTENT_TYPE
     )
+
+
+def _formatted(request: Request, v: SchemaVersion) -> SchemaVersion:
+    """``v`` in the ``format`` asked: Protobuf ``serialized`` is the base64 of its
+    FileDescriptorProto (what confluent-kafka's ProtobufDeserializer asks for)."""
+    if v.schema_type != PROTOBUF or request.query_params.get("format") != "serialized":
+        return v
+    try:
+        text = serialized_protobuf(v.schema)
+    except ValueError as exc:
+        raise RegistryError(42201, f"Invalid schema: {exc}") from None
+    return SchemaVersion(v.subject, v.version, v.id, text, v.schema_type, v.references, v.deleted)
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -139,7 +159,7 @@ class _Api:
         return found
 
     async def schema_by_id(self, request: Request, principal: str) -> Any:
-        v = self._by_id(request, principal)
+        v = _formatted(request, self._by_id(request, principal))
         out: dict[str, Any] = {}
         if v.schema_type != "AVRO":
             out["schemaType"] = v.schema_type
@@ -205,7 +225,7 @@ class _Api:
         return self.registry.version(subject, request.path_params["version"], deleted=deleted)
 
     async def get_version(self, request: Request, principal: str) -> Any:
-        return version_json(self._version(request, principal))
+        return version_json(_formatted(request, self._version(request, principal)))
 
     async def get_version_schema(self, request: Request, principal: str) -> Any:
         return PlainTextResponse(self._version(request, principal).schema)
