@@ -239,10 +239,9 @@ class _Api:
         subject = request.path_params["subject"]
         self.require(request, principal, Op.WRITE, subject)
         body = await _body(request)
-        before = self.registry.end_offset
         result = self.registry.register(subject, body, normalize=_flag(request, "normalize"))
-        if self.registry.end_offset != before:
-            await self.written()
+        # also when it was registered already: by a request whose fsync may be under way
+        await self.written()
         return result
 
     async def lookup(self, request: Request, principal: str) -> Any:
