@@ -210,6 +210,10 @@ def test_error_codes_and_the_server_stays_up(registry: Running, topic: str) -> N
         ("PUT", "/mode", {"mode": "WRITEONLY"}, 422, 42204),
         ("GET", f"/config/{subject}", None, 404, 40408),
         ("GET", "/no/such/path", None, 404, 404),
+        ("POST", f"/subjects/{subject}/versions", {"schema": "[" * 100_000}, 422, 42201),
+        ("POST", f"/subjects/{subject}/versions", {"schema": 5}, 422, 42201),
+        ("POST", f"/subjects/{subject}/versions", {"schema": "{}", "references": "x"}, 422, 42201),
+        ("POST", f"/subjects/{subject}/versions", {"schema": '"int"', "id": "abc"}, 422, 42201),
         ("DELETE", f"/subjects/{subject}/versions/1?permanent=true", None, 404, 40407),
     ]
     for method, path, body, status, code in cases:
@@ -218,6 +222,8 @@ def test_error_codes_and_the_server_stays_up(registry: Running, topic: str) -> N
         assert got[1]["error_code"] == code, (method, path, got)
         assert isinstance(got[1]["message"], str)
     assert rest("POST", f"{url}/subjects/{subject}/versions", raw=b"[1, 2")[1]["error_code"] == 400
+    nested = b'{"schema": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    assert rest("POST", f"{url}/subjects/{subject}/versions", raw=nested)[1]["error_code"] == 400
     # a body over 8 MiB: answered 413 from its Content-Length, before it is read
     host, port = url.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=30)
@@ -336,7 +342,11 @@ def test_ids_survive_kill_9(tmp_path: Path) -> None:
         rest("PUT", f"{url}/config/s4-value", {"compatibility": "NONE"})
         proc.kill()  # SIGKILL: no clean shutdown
         port = int(url.rsplit(":", 1)[1])
-        proc, url = start_with_registry(tmp_path / "data", registry_port=port)
+        properties = tmp_path / "server.properties"  # the restart takes it from the file
+        properties.write_text(f"schema.registry.listen=127.0.0.1:{port}\n")
+        proc, url = start_with_registry(
+            tmp_path / "data", ["--config", str(properties)], registry_port=port, flag=False
+        )
         for schema_id, text in ids.values():
             assert rest("GET", f"{url}/schemas/ids/{schema_id}")[1]["schema"] == text
         assert "s3-value" not in rest("GET", f"{url}/subjects")[1]

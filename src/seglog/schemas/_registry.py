@@ -247,6 +247,8 @@ class Registry:
             raise RegistryError(OPERATION_NOT_PERMITTED, f"Subject {subject} is in read-only mode")
         new, refs = self._parse_body(body, normalize)
         given_id = body.get("id")
+        if given_id is not None and (not isinstance(given_id, int) or not 0 < given_id < 1 << 31):
+            raise RegistryError(INVALID_SCHEMA, f"Invalid schema id {given_id!r}")
         if given_id is not None and mode != "IMPORT":
             raise RegistryError(
                 OPERATION_NOT_PERMITTED, "A schema id may be given only in IMPORT mode"

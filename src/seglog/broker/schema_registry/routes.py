@@ -92,8 +92,8 @@ async def _body(request: Request) -> dict[str, Any]:
             raise _Refused(413, 413, f"Request body larger than {MAX_BODY_BYTES} bytes")
     try:
         doc = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise _Refused(400, 400, f"Unrecognized request body: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise _Refused(400, 400, f"Unrecognized request body: {exc!r}") from None
     if not isinstance(doc, dict):
         raise _Refused(400, 400, "Unrecognized request body: not a JSON object")
     return doc
