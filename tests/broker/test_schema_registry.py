@@ -17,7 +17,12 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import (
+    ConfigCompatibilityLevel,
+    Schema,
+    SchemaRegistryClient,
+    ServerConfig,
+)
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
@@ -247,6 +252,10 @@ def test_deletes_configs_and_modes(registry: Running, topic: str) -> None:
         200, {"compatibility": "FULL_TRANSITIVE"})  # fmt: skip
     assert rest("GET", f"{url}/config/{subject}")[1] == {"compatibilityLevel": "FULL_TRANSITIVE"}
     assert rest("GET", f"{url}/config")[1] == {"compatibilityLevel": "BACKWARD"}
+    # the client's ServerConfig form (compatibilityLevel) works too
+    config = ServerConfig(compatibility_level=ConfigCompatibilityLevel.FORWARD)
+    registry.client().set_config(f"{topic}-other", config)
+    assert registry.client().get_compatibility(f"{topic}-other") == "FORWARD"
     # FULL: a field without a default cannot be added
     no_default = {**FLIGHT, "fields": [*FLIGHT["fields"], {"name": "x", "type": "int"}]}
     check = rest("POST", f"{url}/compatibility/subjects/{subject}/versions/latest?verbose=true",

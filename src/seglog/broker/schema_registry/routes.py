@@ -281,7 +281,10 @@ class _Api:
         subject = request.path_params.get("subject")
         self.require(request, principal, Op.ALTER_CONFIGS, subject)
         body = await _body(request)
-        level = self.registry.set_config(subject, body.get("compatibility"))
+        level = body.get("compatibility", body.get("compatibilityLevel"))
+        if level is None and body:  # only settings seglog does not keep (normalize, ...)
+            return {"compatibility": self.registry.config(subject, default_to_global=True)}
+        level = self.registry.set_config(subject, level)
         await self.written()
         return {"compatibility": level}
 
