@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         incompatibilities,
         parse,
     )
-    from seglog.schemas._protobuf import serialized_protobuf
+    from seglog.schemas._protobuf_descriptor import serialized_protobuf
     from seglog.schemas._records import (
         AVRO,
         JSON,
@@ -63,7 +63,7 @@ _LAZY: dict[str, str] = {
     "SchemaVersion": "_records",
     "decode_key": "_records",
     "decode_schema_value": "_records",
-    "serialized_protobuf": "_protobuf",
+    "serialized_protobuf": "_protobuf_descriptor",
     "MODES": "_registry",
     "Registry": "_registry",
     "version_json": "_registry",
