@@ -152,3 +152,37 @@ def test_crash_recovery_replays_after_the_snapshot(tmp_path):
     (d / ".clean_shutdown").unlink()
     with open_log(d) as log3:
         assert (log3.ongoing_transactions(), log3.aborted_transactions(0, 1000)) == want
+
+
+def test_subscription_read_committed(tmp_path):
+    with open_log(tmp_path / "p", create=True, flush_messages=1) as log:
+        log.append(make_batch(1))  # 0
+        log.append(txn_batch(7, 2))  # 1-2
+        log.append(txn_batch(8, 2))  # 3-4
+        committed = log.subscribe("c", isolation_level="read_committed")
+        plain = log.subscribe("u")
+        assert [d.message.offset for d in committed.fetch_now(10)] == [0]
+        assert committed.fetch_offsets_now(10) == []
+        _end(log, 7, commit=False)  # 5
+        _end(log, 8, commit=True)  # 6
+        assert committed.fetch_offsets_now(10) == [(3, 0), (4, 0)]
+        assert committed.position == 7
+        assert [d.message.offset for d in plain.fetch_now(10)] == [0, 1, 2, 3, 4]
+        assert (
+            log.subscribe("n", start=OFFSET_NEWEST, isolation_level="read_committed").position == 7
+        )
+        with pytest.raises(ValueError, match="other settings"):
+            log.subscribe("c")
+
+
+def test_subscription_read_committed_wakes_on_the_marker(tmp_path):
+    with open_log(tmp_path / "p", create=True, flush_messages=1) as log:
+        log.append(txn_batch(7, 2))
+        sub = log.subscribe("c", isolation_level="read_committed")
+        assert sub.fetch(10, 0.05) == []
+        fut = sub.wake_future()
+        assert not fut.done()  # held at the LSO: no busy wake-up
+        _end(log, 7, commit=True)
+        fut.result(timeout=5)
+        assert [d.message.offset for d in sub.fetch(10, 5)] == [0, 1]
+        fut.cancel()
