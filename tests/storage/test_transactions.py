@@ -10,7 +10,17 @@ import crc32c
 import pytest
 
 from seglog.errors import CorruptRecordError, InvalidRecordError, NotFoundError
-from seglog.storage import OFFSET_NEWEST, OFFSET_OLDEST, Log, encode_control_batch, open_log
+from seglog.storage import (
+    OFFSET_NEWEST,
+    OFFSET_OLDEST,
+    Log,
+    backup,
+    check,
+    encode_control_batch,
+    open_log,
+    restore,
+    snapshot,
+)
 
 from ._batches import make_batch, txn_batch
 
@@ -186,3 +196,49 @@ def test_subscription_read_committed_wakes_on_the_marker(tmp_path):
         fut.result(timeout=5)
         assert [d.message.offset for d in sub.fetch(10, 5)] == [0, 1]
         fut.cancel()
+
+
+def test_read_only_reader_follows_the_writer(tmp_path):
+    d = tmp_path / "p"
+    with open_log(d, create=True, flush_messages=1, segment_bytes=300) as log:
+        log.append(txn_batch(7, 2))
+        with Log.open(d, read_only=True) as reader:
+            assert reader.last_stable_offset == 0
+            for i in range(4):
+                log.append(txn_batch(10 + i, 2))
+            _end(log, 7, commit=False)
+            reader.refresh()
+            assert reader.ongoing_transactions() == log.ongoing_transactions()
+            assert reader.aborted_transactions(0, 100) == log.aborted_transactions(0, 100)
+            assert reader.last_stable_offset == log.last_stable_offset == 2
+
+
+def test_check_backup_restore_carry_the_txnindex(tmp_path):
+    d = tmp_path / "p"
+    with open_log(d, create=True, flush_messages=1, segment_bytes=300) as log:
+        for i in range(4):
+            log.append(txn_batch(i, 2))
+            _end(log, i, commit=i % 2 == 1)
+        log.append(txn_batch(9, 1))
+        want = (log.aborted_transactions(0, 100), log.ongoing_transactions())
+        backup(log, tmp_path / "b")
+        snapshot(log, tmp_path / "s.tar")
+    (report,) = check(d)
+    assert report.ok
+    assert report.index_problems == []
+    restore(tmp_path / "s.tar", tmp_path / "r")
+    for copy in (tmp_path / "b", tmp_path / "r"):
+        assert sorted(p.name for p in copy.glob("*.txnindex")) == sorted(
+            p.name for p in d.glob("*.txnindex")
+        )
+        with open_log(copy) as log:
+            assert (log.aborted_transactions(0, 100), log.ongoing_transactions()) == want
+    # a damaged .txnindex: check reports it, the next open rebuilds it
+    (idx,) = [p for p in d.glob("*.txnindex") if p.stat().st_size][:1]
+    idx.write_bytes(idx.read_bytes()[:-3])
+    (report,) = check(d)
+    assert report.index_problems
+    with open_log(d) as log:
+        assert (log.aborted_transactions(0, 100), log.ongoing_transactions()) == want
+    (report,) = check(d)
+    assert report.index_problems == []
