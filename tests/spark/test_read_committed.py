@@ -38,7 +38,7 @@ def test_path_mode_isolation_levels(spark: Any, txns: tuple[Path, Written]) -> N
     assert _offsets(_read(spark, path, None)) == written.records  # the default
     assert _offsets(_read(spark, path, "read_uncommitted")) == written.records
     assert _offsets(_read(spark, path, "read_committed")) == written.committed
-    with pytest.raises(Exception, match="isolation.level"):
+    with pytest.raises(Exception, match=r"isolation\.level"):
         _read(spark, path, "read_dirty").collect()
 
 
