@@ -101,20 +101,19 @@ LEVELS = ("read_committed", "read_uncommitted")
 
 def run(records: int, txn_records: int, abort_every: int, repeat: int) -> dict[str, Any]:
     samples: dict[str, dict[str, list[float]]] = {r: {lv: [] for lv in LEVELS} for r in READS}
-    with tempfile.TemporaryDirectory() as tmp:
-        with open_log(Path(tmp) / "p", create=True) as log:
-            committed, aborted = fill(log, records, txn_records, abort_every)
-            for _ in range(repeat):
-                for name, read in READS.items():
-                    for level in LEVELS:  # alternated in each repeat
-                        t0 = time.perf_counter()
-                        got = read(log, level)
-                        dt = time.perf_counter() - t0
-                        want = committed if level == "read_committed" else committed + aborted
-                        if got != want:
-                            raise SystemExit(f"{name} {level}: {got} records, expected {want}")
-                        # records/s of the log's records walked (aborted ones included)
-                        samples[name][level].append((committed + aborted) / dt)
+    with tempfile.TemporaryDirectory() as tmp, open_log(Path(tmp) / "p", create=True) as log:
+        committed, aborted = fill(log, records, txn_records, abort_every)
+        for _ in range(repeat):
+            for name, read in READS.items():
+                for level in LEVELS:  # alternated in each repeat
+                    t0 = time.perf_counter()
+                    got = read(log, level)
+                    dt = time.perf_counter() - t0
+                    want = committed if level == "read_committed" else committed + aborted
+                    if got != want:
+                        raise SystemExit(f"{name} {level}: {got} records, expected {want}")
+                    # records/s of the log's records walked (aborted ones included)
+                    samples[name][level].append((committed + aborted) / dt)
     rows = []
     for name in READS:
         rc = statistics.median(samples[name]["read_committed"])
