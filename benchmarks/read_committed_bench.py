@@ -103,9 +103,9 @@ def run(records: int, txn_records: int, abort_every: int, repeat: int) -> dict[s
     samples: dict[str, dict[str, list[float]]] = {r: {lv: [] for lv in LEVELS} for r in READS}
     with tempfile.TemporaryDirectory() as tmp, open_log(Path(tmp) / "p", create=True) as log:
         committed, aborted = fill(log, records, txn_records, abort_every)
-        for _ in range(repeat):
+        for i in range(repeat):
             for name, read in READS.items():
-                for level in LEVELS:  # alternated in each repeat
+                for level in LEVELS if i % 2 == 0 else LEVELS[::-1]:  # order alternated
                     t0 = time.perf_counter()
                     got = read(log, level)
                     dt = time.perf_counter() - t0
