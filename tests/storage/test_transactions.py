@@ -269,3 +269,30 @@ def test_trims_and_delete_offsets_keep_the_lso(tmp_path):
         assert log.last_stable_offset == log.high_watermark == 12
         _, msgs = log.consume(OFFSET_OLDEST, 100, isolation_level="read_committed")
         assert [m.offset for m in msgs] == list(range(5, 11))
+
+
+def test_adopted_transactional_batches_start_transactions(tmp_path):
+    staged = tmp_path / "staged.log"
+    staged.write_bytes(txn_batch(7, 2) + make_batch(1) + txn_batch(8, 1))
+    with open_log(tmp_path / "p", create=True, flush_messages=1) as log:
+        log.append(make_batch(2))
+        log.adopt(staged)
+        assert log.ongoing_transactions() == {7: 2, 8: 5}
+        assert log.last_stable_offset == 2
+        _end(log, 7, commit=True)
+        _end(log, 8, commit=False)
+        _, msgs = log.consume(OFFSET_OLDEST, 100, isolation_level="read_committed")
+        assert [m.offset for m in msgs] == [0, 1, 2, 3, 4]
+
+
+def test_consume_by_key_read_committed(tmp_path):
+    with open_log(tmp_path / "p", create=True, key_index=True, flush_messages=1) as log:
+        log.append(txn_batch(7, 2, key_prefix=b"k"))  # 0-1: k0, k1 (aborted)
+        log.append(txn_batch(8, 2, key_prefix=b"k"))  # 2-3: k0, k1 (committed)
+        log.append(txn_batch(9, 1, key_prefix=b"k"))  # 4: k0 (ongoing)
+        _end(log, 7, commit=False)  # 5
+        _end(log, 8, commit=True)  # 6
+        _, msgs = log.consume_by_key(b"k0", OFFSET_OLDEST, 10, isolation_level="read_committed")
+        assert [m.offset for m in msgs] == [2]
+        _, msgs = log.consume_by_key(b"k0", OFFSET_OLDEST, 10)
+        assert [m.offset for m in msgs] == [0, 2, 4]
