@@ -296,3 +296,18 @@ def test_consume_by_key_read_committed(tmp_path):
         assert [m.offset for m in msgs] == [2]
         _, msgs = log.consume_by_key(b"k0", OFFSET_OLDEST, 10)
         assert [m.offset for m in msgs] == [0, 2, 4]
+
+
+def test_retention_removes_the_txnindex_with_its_segment(tmp_path):
+    d = tmp_path / "p"
+    with open_log(d, create=True, segment_messages=2) as log:
+        log.append(txn_batch(7, 2))  # 0-1
+        _end(log, 7, commit=False)  # 2: segment 2
+        for i in range(3):
+            log.append(make_batch(2, tag=b"%d" % i))  # 3-8
+        log.sync()
+        assert (d / f"{2:020d}.txnindex").exists()
+        trim_by_offset(log, 4)
+        assert not (d / f"{2:020d}.txnindex").exists()
+        assert not list(d.glob("*.txnindex.deleted"))
+        assert log.aborted_transactions(0, 100) == []
