@@ -58,8 +58,6 @@ class Transactions:
         self.ongoing: dict[int, int] = dict(ongoing or {})
         """Producer id -> first offset of its ongoing transaction. Replaced, never mutated
         (readers take it without a lock)."""
-        self.seen = bool(self.ongoing)
-        """Whether the log ever held a transactional batch since open (snapshot at roll)."""
 
     def first_unstable(self) -> int | None:
         """The first offset of the oldest ongoing transaction, None when there is none."""
@@ -79,7 +77,6 @@ class Transactions:
         CorruptRecordError on a control batch without a marker record."""
         if not attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL):
             return
-        self.seen = True
         if attributes & ATTR_CONTROL:
             assert batch is not None
             marker = control_marker(batch)
