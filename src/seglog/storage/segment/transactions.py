@@ -117,9 +117,9 @@ class Transactions:
                         self.observe(seg, base, attrs, pid, data)
                     seen += 1
                     cpos += bsize
-                if cpos == 0:  # one batch over the chunk: whole, then on
-                    cpos = struct.unpack_from(">i", chunk, 8)[0] + LOG_OVERHEAD
-                pos += cpos
+                if cpos == 0:  # a short read (the file shrank meanwhile): nothing more
+                    break
+                pos += cpos  # past the last batch whose header was read (maybe past chunk)
         return seen
 
 
