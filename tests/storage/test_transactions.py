@@ -19,6 +19,7 @@ from seglog.storage import (
     delete_offsets,
     encode_control_batch,
     open_log,
+    recover,
     restore,
     snapshot,
     trim_by_offset,
@@ -311,3 +312,24 @@ def test_retention_removes_the_txnindex_with_its_segment(tmp_path):
         assert not (d / f"{2:020d}.txnindex").exists()
         assert not list(d.glob("*.txnindex.deleted"))
         assert log.aborted_transactions(0, 100) == []
+
+
+def test_recover_rebuilds_the_transaction_state(tmp_path):
+    d = tmp_path / "p"
+    with open_log(d, create=True, flush_messages=1, segment_bytes=300) as log:
+        for i in range(4):
+            log.append(txn_batch(i, 2))
+        _end(log, 0, commit=False)
+        _end(log, 1, commit=True)
+        want = (log.ongoing_transactions(), log.aborted_transactions(0, 100))
+        last_marker = _end(log, 2, commit=False)
+        tail = log.segments()[-1].base_offset
+    (d / "transaction-state").unlink()
+    seg = d / f"{tail:020d}.log"
+    os.truncate(seg, os.path.getsize(seg) - 5)  # tear the last marker
+    (report,) = recover(d)
+    assert report.log_end_offset == last_marker
+    with open_log(d) as log:
+        assert (log.ongoing_transactions(), log.aborted_transactions(0, 100)) == want
+    (report,) = check(d)
+    assert report.index_problems == []
