@@ -168,7 +168,8 @@ def test_share_session_and_acknowledgement_errors(broker: str, topic: str) -> No
     group = "share-errors"
     create_topic(broker, topic)
     earliest(broker, group)
-    produce(broker, topic, 4)
+    produce(broker, topic, 2)  # two record batches: 0-1 and 2-3 (records are acquired
+    produce(broker, topic, 2)  # in whole batches, MaxRecords a soft limit, as Kafka's)
     with Wire(broker) as w, Wire(broker) as other:
         tid = ensure_topic(w, topic)
         heartbeat(w, group, "a", 0, [topic])
@@ -176,7 +177,7 @@ def test_share_session_and_acknowledgement_errors(broker: str, topic: str) -> No
         assert share_fetch(w, group, "a", 3, tid).error_code == SHARE_SESSION_NOT_FOUND
         opening = share_fetch(w, group, "a", 0, tid, acks=[(0, 0, [1])])
         assert opening.error_code == INVALID_REQUEST  # acknowledgements cannot open a session
-        resp = share_fetch(w, group, "a", 0, tid, max_records=2)
+        resp = share_fetch(w, group, "a", 0, tid, max_records=1)
         assert resp.error_code == 0
         assert resp.acquisition_lock_timeout_ms == 30_000
         part = resp.responses[0].partitions[0]

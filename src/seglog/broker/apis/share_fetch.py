@@ -103,13 +103,14 @@ async def _fetch(
     jobs: list[AckJob],
 ) -> Any:
     group = session.group_id
-    await run_acks(member, jobs)
-    if req.share_session_epoch == FINAL_EPOCH:
-        ctx.share_groups.release_member(group, member)  # what the acknowledgements left
+    if req.share_session_epoch == FINAL_EPOCH or req.max_records <= 0:
+        await run_acks(member, jobs)
+        if req.share_session_epoch == FINAL_EPOCH:
+            ctx.share_groups.release_member(group, member)  # what the acknowledgements left
         return fetch_response(ctx, version, entries)
-    if req.max_records <= 0:
-        return fetch_response(ctx, version, entries)
-    got = await acquire(ctx, group, member, session, max_records=req.max_records, entries=entries)
+    got = await acquire(
+        ctx, group, member, session, max_records=req.max_records, entries=entries, jobs=jobs
+    )
     if got:
         session.last_served = time.monotonic()
     erred = any(e.error for e in entries.values())
