@@ -258,6 +258,43 @@ def _delete(w: Wire, group: str, topic: str) -> Any:
     )
 
 
+def test_closed_connection_releases_the_sessions_records(broker: str, topic: str) -> None:
+    """Kafka closes a share session with the connection that opened it and releases the
+    member's acquired records: another member gets them at once (the lock is 30 s)."""
+    group = "share-disconnect"
+    create_topic(broker, topic)
+    earliest(broker, group)
+    produce(broker, topic, 3)
+    with Wire(broker) as w:
+        tid = ensure_topic(w, topic)
+        heartbeat(w, group, "a", 0, [topic])
+        heartbeat(w, group, "b", 0, [topic])
+        with Wire(broker) as a_conn:  # a's share session lives on this connection
+            got = share_fetch(a_conn, group, "a", 0, tid).responses[0].partitions[0]
+            assert [(r.first_offset, r.last_offset) for r in got.acquired_records] == [(0, 2)]
+            none = share_fetch(w, group, "b", 0, tid, max_wait_ms=0).responses[0].partitions[0]
+            assert none.acquired_records == []  # a holds them
+        # a's connection is closed: its records are due again, its session is gone
+        taken: list[tuple[int, int, int]] = []
+        epoch = [0]
+
+        def b_gets_them() -> bool:
+            epoch[0] += 1
+            resp = share_fetch(w, group, "b", epoch[0], tid, max_wait_ms=100)
+            assert resp.error_code == 0
+            for t in resp.responses:
+                for p in t.partitions:
+                    taken.extend(
+                        (r.first_offset, r.last_offset, r.delivery_count)
+                        for r in p.acquired_records
+                    )
+            return bool(taken)
+
+        wait_until(b_gets_them, timeout=10, message="b acquires a's released records")
+        assert taken == [(0, 2, 2)]
+        assert share_fetch(w, group, "a", 1, tid).error_code == SHARE_SESSION_NOT_FOUND
+
+
 def test_alter_and_delete_share_group_offsets(broker: str, topic: str) -> None:
     group = "share-admin"
     create_topic(broker, topic)

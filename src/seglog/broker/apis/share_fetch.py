@@ -16,7 +16,9 @@ futures). ``AcquisitionLockTimeoutMs`` is ``group.share.record.lock.duration.ms`
 
 ShareAcknowledge: the same session and acknowledgement rules without acquiring (epoch 0
 is 123: it cannot open a session). Epoch -1 on either closes the session after its
-acknowledgements and releases what the member still holds.
+acknowledgements and releases what the member still holds; so does the connection that
+opened the session closing (the records are available again at once, not only when
+their locks expire).
 
 Partitions named in the request get an entry; the session's other partitions only when
 they have records. A partition is checked for READ on its topic when it joins the session.
@@ -75,6 +77,9 @@ def handle_share_fetch(
         if sessions.close(group, member) is not None:  # a new session replaces the old one
             ctx.share_groups.release_member(group, member)
         code, session = sessions.open(group, member)
+        if session is not None:
+            opened = session
+            rctx.on_connection_close(lambda: _disconnected(ctx, opened))
     else:
         code, session = sessions.check(group, member, epoch)
     if session is None:
@@ -90,6 +95,16 @@ def handle_share_fetch(
     elif epoch != INITIAL_EPOCH:
         session.advance()  # a new session already expects epoch 1
     return _fetch(ctx, version, member, session=session, req=req, entries=entries, jobs=jobs)
+
+
+def _disconnected(ctx: BrokerContext, session: ShareSession) -> None:
+    """The connection that opened ``session`` closed: the session goes, and the records
+    the member holds are released (Kafka's share session cache closes a session with its
+    connection and releases its acquired records), unless a newer session replaced it."""
+    group, member = session.group_id, session.member_id
+    if ctx.share_sessions.get(group, member) is session:
+        ctx.share_sessions.close(group, member)
+        ctx.share_groups.release_member(group, member)
 
 
 async def _fetch(

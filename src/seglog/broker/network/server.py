@@ -483,6 +483,7 @@ class Broker:
             peer=conn.peer,
             close_connection=conn.close_idle,
             mute=conn.mute,
+            on_connection_close=conn.on_closed,
             authorizer=ctx.authorizer,
         )
         request: Any
