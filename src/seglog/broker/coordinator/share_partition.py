@@ -101,6 +101,10 @@ class SharePartition:
         self._held: RangeMap[tuple[str, float]] = RangeMap()
         """Acquired ranges -> (member id, lock deadline in ``time.monotonic()`` seconds)."""
         self._lock = threading.Lock()
+        self.acquired_records = 0
+        """Records acquired (deliveries, redeliveries included) since it was opened."""
+        self.acknowledged: dict[int, int] = {ACCEPT: 0, RELEASE: 0, REJECT: 0}
+        """Records acknowledged since it was opened, by acknowledgement type."""
 
     # -- acquisition -----------------------------------------------------------------------
 
@@ -123,6 +127,7 @@ class SharePartition:
             for first, last, _count in taken:
                 self._held.cut(first, last)  # an expired lock of the previous delivery
                 self._held.add(first, last, (member, deadline))
+                self.acquired_records += last - first + 1
         ranges: list[Acquired] = []
         for first, last, redeliveries in sorted(taken):
             prev = ranges[-1] if ranges else None
@@ -205,6 +210,9 @@ class SharePartition:
             raise
         if release:
             self.subscription.release_ranges(release)
+        with self._lock:
+            for first, last, kind in claimed:
+                self.acknowledged[kind] += last - first + 1
         return _errors.NONE
 
     def release_member(self, member: str) -> int:

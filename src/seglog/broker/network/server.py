@@ -290,6 +290,7 @@ class Broker:
                 metrics,
                 self._connections_by_listener,
                 quotas=ctx.quotas,
+                share_groups=ctx.share_groups,
             )
         )
         server, _thread = start_http_server(

@@ -240,6 +240,7 @@ class Subscription:
             self._heap.append((float("-inf"), first))
         self._waiters: set[Future[None]] = set()
         self._seen_log_start = log.log_start_offset
+        self._archived = 0
         self._durable = log.config.fsync_before_ack
         self._fd = -1
         self._journal_bytes = 0
@@ -282,6 +283,13 @@ class Subscription:
         with self._lock:
             self._drop_below_log_start()
             return self._position
+
+    @property
+    def archived(self) -> int:
+        """Offsets archived since this object was made: due again after their last
+        allowed delivery (``max_deliveries``), never delivered again. A count for
+        monitoring (not persisted)."""
+        return self._archived
 
     @property
     def closed(self) -> bool:
@@ -484,6 +492,7 @@ class Subscription:
         for (first, last, count, _deadline), hits in zip(due, stored, strict=True):
             if limit is not None and count + 1 >= limit:
                 gone.append([first, last])  # delivered max_deliveries times: archived
+                self._archived += last - first + 1
                 continue
             at = first
             for f, to in hits:
