@@ -38,6 +38,7 @@ __all__ = [
     "Entries",
     "acknowledge_response",
     "acquire",
+    "acquired",
     "fetch_response",
     "resolve",
     "run_acks",
@@ -160,23 +161,33 @@ Target = tuple[uuid.UUID, str, int, SharePartition]
 Outcome = tuple[list[Acquired], bytes] | int
 
 
-def _acquire_from(member: str, targets: list[Target], max_records: int) -> list[Outcome]:
-    """Worker thread: acquire up to ``max_records`` across ``targets`` in order; per
-    target its (ranges, batches) or an error code."""
+def _acquire_from(
+    member: str, targets: list[Target], max_records: int, max_bytes: int
+) -> list[Outcome]:
+    """Worker thread: acquire up to ``max_records`` records and ``max_bytes`` bytes of
+    new batches (at least one batch) across ``targets`` in order; per target its (ranges,
+    batches) or an error code."""
     out: list[Outcome] = []
     got = 0
     for *_key, sp in targets:
-        if got >= max_records:
+        if got >= max_records or max_bytes <= 0:
             out.append(([], b""))
             continue
         try:
-            ranges, data = sp.acquire(member, max_records - got, durable=False)
+            ranges, data = sp.acquire(member, max_records - got, durable=False, max_bytes=max_bytes)
         except (SeglogError, OSError) as exc:
             out.append(_errors.error_code(exc))
             continue
         got += sum(r.last_offset - r.first_offset + 1 for r in ranges)
+        max_bytes -= len(data)
         out.append((ranges, data))
     return out
+
+
+def acquired(entries: Entries) -> tuple[int, int]:
+    """(records, bytes) acquired into ``entries`` so far."""
+    records = sum(r.last_offset - r.first_offset + 1 for e in entries.values() for r in e.ranges)
+    return records, sum(len(e.data) for e in entries.values())
 
 
 async def acquire(
@@ -186,14 +197,16 @@ async def acquire(
     session: ShareSession,
     *,
     max_records: int,
+    max_bytes: int,
     entries: Entries,
     jobs: list[AckJob] | None = None,
 ) -> int:
     """Apply the acknowledgements ``jobs`` (None: none) and then acquire up to
-    ``max_records`` across the session's partitions (the first one moves to the back each
-    time: fairness between partitions); how many were. One acquisition of the group at
-    a time (:meth:`ShareSessionCache.acquiring`); both are durable when it returns (one
-    fsync per share partition, after the lock)."""
+    ``max_records`` records and ``max_bytes`` bytes (at least one batch) across the
+    session's partitions (the first one moves to the back each time: fairness between
+    partitions), added to what ``entries`` hold; how many records were. One acquisition
+    of the group at a time (:meth:`ShareSessionCache.acquiring`); the acknowledgements are
+    durable when it returns (their fsync runs while it acquires)."""
     jobs = jobs or []
     keys = list(session.partitions)
     if len(keys) > 1:
@@ -220,7 +233,9 @@ async def acquire(
         syncing = asyncio.ensure_future(asyncio.to_thread(_sync, jobs))
     try:
         async with ctx.share_sessions.acquiring(group):
-            outcomes = await asyncio.to_thread(_acquire_from, member, targets, max_records)
+            outcomes = await asyncio.to_thread(
+                _acquire_from, member, targets, max_records, max_bytes
+            )
     finally:
         if syncing is not None:
             await syncing
@@ -230,8 +245,9 @@ async def acquire(
             _entry(entries, topic_id, topic, partition).error = outcome
         elif outcome[0]:
             e = _entry(entries, topic_id, topic, partition)
-            e.ranges, e.data = outcome
-            got += sum(r.last_offset - r.first_offset + 1 for r in e.ranges)
+            e.ranges = [*e.ranges, *outcome[0]]
+            e.data = e.data + outcome[1] if e.data else outcome[1]
+            got += sum(r.last_offset - r.first_offset + 1 for r in outcome[0])
     return got
 
 

@@ -109,16 +109,17 @@ class SharePartition:
     # -- acquisition -----------------------------------------------------------------------
 
     def acquire(
-        self, member: str, max_records: int, *, durable: bool = True
+        self, member: str, max_records: int, *, durable: bool = True, max_bytes: int | None = None
     ) -> tuple[list[Acquired], bytes]:
         """Acquire up to ``max_records`` available records for ``member``: the ranges
         acquired (offset order, one delivery count each) and the stored record batches
         holding them (whole batches, as Kafka returns them: the client keeps the acquired
-        offsets only). ``durable=False``: journaled, not yet fsynced (the caller runs
+        offsets only). ``max_bytes``: new records stop once their batches reach it, at
+        least one batch. ``durable=False``: journaled, not yet fsynced (the caller runs
         ``subscription.sync()`` before it answers). Raises what the subscription and
         ``Log.read`` raise."""
         taken = self.subscription.fetch_ranges_now(
-            max(1, max_records), whole_batches=True, durable=durable
+            max(1, max_records), whole_batches=True, durable=durable, max_bytes=max_bytes
         )
         if not taken:
             return [], b""

@@ -343,7 +343,7 @@ class Subscription:
 
     def fetch_now(self, max_count: int) -> list[Delivery]:
         """As :meth:`fetch` without waiting (what an event loop polls between wakes)."""
-        runs, messages = self._take(max_count, decode=True, durable=True, whole_batches=False)
+        runs, messages = self._take(max_count, decode=True, durable=True)
         return [Delivery(messages[o], c) for f, to, c in runs for o in range(f, to + 1)]
 
     def fetch_offsets_now(self, max_count: int, *, durable: bool = True) -> list[tuple[int, int]]:
@@ -355,11 +355,16 @@ class Subscription:
         caller that reads the stored record batches itself. ``durable=False``: return
         once the deliveries are journaled (page cache), before their fsync (:meth:`sync`
         makes them durable; so does any later durable call)."""
-        runs = self._take(max_count, decode=False, durable=durable, whole_batches=False)[0]
+        runs = self._take(max_count, decode=False, durable=durable)[0]
         return [(o, c) for f, to, c in runs for o in range(f, to + 1)]
 
     def fetch_ranges_now(
-        self, max_count: int, *, whole_batches: bool = False, durable: bool = True
+        self,
+        max_count: int,
+        *,
+        whole_batches: bool = False,
+        durable: bool = True,
+        max_bytes: int | None = None,
     ) -> list[tuple[int, int, int]]:
         """As :meth:`fetch_offsets_now`, as runs: ``[(first, last, redelivery_count),
         ...]`` of consecutive stored offsets, in delivery order. ``whole_batches``: new
@@ -367,11 +372,22 @@ class Subscription:
         ``max_in_flight`` if need be (both are then soft limits for the last batch, as
         Kafka's ``SharePartition.acquire`` treats ``MaxRecords``), and are found from the
         batch headers, no record decoded (a compacted or control batch excepted). For a
-        caller that hands out whole stored batches (the broker's share partitions)."""
-        return self._take(max_count, decode=False, durable=durable, whole_batches=whole_batches)[0]
+        caller that hands out whole stored batches (the broker's share partitions).
+        ``max_bytes`` (with ``whole_batches``): new deliveries stop once their batches
+        reach that many bytes, at least one batch (Kafka's fetch ``MaxBytes``)."""
+        return self._take(
+            max_count, decode=False, durable=durable, whole_batches=whole_batches,
+            max_bytes=max_bytes,
+        )[0]  # fmt: skip
 
     def _take(
-        self, max_count: int, *, decode: bool, durable: bool, whole_batches: bool
+        self,
+        max_count: int,
+        *,
+        decode: bool,
+        durable: bool,
+        whole_batches: bool = False,
+        max_bytes: int | None = None,
     ) -> tuple[list[tuple[int, int, int]], dict[int, Message]]:
         """The one delivery step of the ``fetch_*_now`` methods: runs ``(first, last,
         redelivery count)`` (redeliveries, then new offsets), and when ``decode`` the
@@ -390,7 +406,7 @@ class Subscription:
             if room > 0:
                 old_position = self._position
                 if whole_batches:
-                    runs, nxt = self._batch_runs(self._position, room)
+                    runs, nxt = self._batch_runs(self._position, room, max_bytes)
                 else:
                     cols = self._log.consume_columns(self._position, room)
                     nxt = cols.next_offset
@@ -413,23 +429,28 @@ class Subscription:
             self._sync_through(seq)
         return out, messages
 
-    def _batch_runs(self, position: int, room: int) -> tuple[list[tuple[int, int]], int]:
-        """New offsets from ``position``: at least ``room`` (fewer at the high watermark)
-        up to the end of the stored batch holding the ``room``-th: ``(runs, next
-        position)``. A batch whose record count is its offset span and that is no control
-        batch holds every offset of that span; the others are decoded."""
+    def _batch_runs(
+        self, position: int, room: int, max_bytes: int | None
+    ) -> tuple[list[tuple[int, int]], int]:
+        """New offsets from ``position``: at least ``room`` (fewer at the high watermark,
+        or once the batches reach ``max_bytes``, at least one batch) up to the end of the
+        stored batch holding the ``room``-th: ``(runs, next position)``. A batch whose
+        record count is its offset span and that is no control batch holds every offset
+        of that span; the others are decoded."""
         runs: list[tuple[int, int]] = []
-        taken, nxt = 0, position
-        while taken < room:
+        taken, nxt, size = 0, position, 0
+        budget = max_bytes if max_bytes is not None else 1 << 62
+        while taken < room and size < budget:
             data = self._log.read(nxt, _BATCH_READ_BYTES)
             if not data:
                 break
             pos = 0
-            while pos + HEADER_SIZE <= len(data) and taken < room:
+            while pos + HEADER_SIZE <= len(data) and taken < room and size < budget:
                 h = parse_header(data, pos)
                 if h.size < HEADER_SIZE or pos + h.size > len(data):
                     break
                 pos += h.size
+                size += h.size
                 first, last = max(h.base_offset, nxt), h.last_offset
                 if last < first:
                     continue
