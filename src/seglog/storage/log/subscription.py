@@ -8,20 +8,14 @@ any time; ``ack`` settles them. At-least-once: a message is delivered again unti
 returned, across restarts and kill -9. ``fetch_offsets_now`` is ``fetch_now`` (``fetch``
 without waiting) giving ``(offset, redelivery_count)`` pairs instead, no message decoded.
 
-State file: ``<partition>/subscriptions/<name>.sub``, an append-only journal of text lines
-``<crc32 as 8 hex digits> <json>\n``. The first line is a snapshot (``{"v": 2, "name",
-"position", "runs": [[first, last, redelivery count], ...]}``); the next ones are changes,
-each a list of inclusive offset ranges: ``{"D": [[first, last], ...], "p": position}``
-(new deliveries, count 0, position moved), ``{"R": [...]}`` (redeliveries, count + 1),
-``{"A": [...]}`` (acks). Version 1 journals (a snapshot with ``"pending": [[offset,
-count], ...]``, lines ``"d"``, ``"r"``, ``"a"`` listing offsets) load too. An ack
+State file: ``<partition>/subscriptions/<name>.sub``, an append-only journal of lines (a
+snapshot, then one line of offset ranges per change; see ``subscription_state``). An ack
 appends one short line, so it costs O(1) amortised: once the journal outgrows four times
 its snapshot (and 64 KiB) it is compacted, i.e. replaced by one snapshot line through the
 atomic writer (``fileio.files.write_small_file``: temp file, fsync, rename, fsync dir);
 the compacted size is O(runs in flight), paid for by the appends that preceded it.
-Opening a subscription and ``close`` compact too. Loading stops at the first line that
-is incomplete or fails its CRC (a torn append: never acknowledged to the caller) and the
-compaction at open drops it.
+Opening a subscription and ``close`` compact too; the compaction at open drops a torn
+last line (never acknowledged to the caller).
 
 In memory, delivered-unacknowledged offsets are runs (``range_map.RangeMap``: one entry
 per run of consecutive offsets with one redelivery count and deadline, split when part of
@@ -56,15 +50,12 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import json
 import logging
 import operator
 import os
 import pathlib
-import re
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
@@ -76,12 +67,23 @@ import numpy.typing as npt
 from seglog.errors import (
     InvalidOffsetError,
     LogClosedError,
-    LogCorruptedError,
     NotFoundError,
     StorageError,
 )
 from seglog.storage.fileio import files
 from seglog.storage.log.range_map import RangeMap, runs_of
+from seglog.storage.log.subscription_state import (
+    NAME,
+    SUBSCRIPTIONS_DIR,
+    SUFFIX,
+    backup_states,
+    count_runs,
+    floor,
+    line,
+    load,
+    snapshot,
+    validate_subscription_name,
+)
 from seglog.storage.record.batch import HEADER_SIZE, parse_header
 from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST, Message
 
@@ -99,10 +101,6 @@ __all__ = [
     "validate_subscription_name",
 ]
 
-SUBSCRIPTIONS_DIR = "subscriptions"
-"""Subdirectory of the partition directory holding one ``<name>.sub`` per subscription."""
-SUFFIX = ".sub"
-_NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
 _COMPACT_MIN_BYTES = 64 << 10
 _BATCH_READ_BYTES = 1 << 20
 """Bytes read at a time while walking batch headers for whole-batch deliveries (at
@@ -114,13 +112,6 @@ _logger = logging.getLogger(__name__)
 
 clock: Callable[[], float] = time.monotonic
 """Monotonic seconds for ack-wait deadlines (a module attribute so tests can fake it)."""
-
-
-def validate_subscription_name(name: str) -> None:
-    """ValueError unless ``name`` matches ``[A-Za-z0-9._-]{1,200}`` (a file name inside
-    the subscriptions directory, never a path outside it)."""
-    if not isinstance(name, str) or _NAME.fullmatch(name) is None or name in (".", ".."):
-        raise ValueError(f"invalid subscription name {name!r}: use [A-Za-z0-9._-]{{1,200}}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,31 +129,6 @@ class Delivery:
         return self.message.offset
 
 
-def _line(record: dict[str, Any]) -> bytes:
-    body = json.dumps(record, separators=(",", ":")).encode()
-    return b"%08x %s\n" % (zlib.crc32(body), body)
-
-
-def _snapshot(name: str, position: int, runs: Iterable[tuple[int, int, int]]) -> bytes:
-    """A snapshot line (version 2): ``{"v": 2, "name", "position", "runs": [[first,
-    last, redelivery count], ...]}``."""
-    doc = {"v": 2, "name": name, "position": position, "runs": [list(r) for r in runs]}
-    return _line(doc)
-
-
-def _count_runs(pending: dict[int, int]) -> list[tuple[int, int, int]]:
-    """``offset -> redelivery count`` as runs ``(first, last, count)`` of consecutive
-    offsets with one count, ascending."""
-    out: list[tuple[int, int, int]] = []
-    for o in sorted(pending):
-        c = pending[o]
-        if out and out[-1][1] == o - 1 and out[-1][2] == c:
-            out[-1] = (out[-1][0], o, c)
-        else:
-            out.append((o, o, c))
-    return out
-
-
 def _array_runs(offsets: npt.NDArray[np.int64]) -> list[tuple[int, int]]:
     """The runs of consecutive values of an ascending offsets array (vectorised)."""
     n = len(offsets)
@@ -172,31 +138,6 @@ def _array_runs(offsets: npt.NDArray[np.int64]) -> list[tuple[int, int]]:
     firsts = [int(offsets[0]), *offsets[breaks + 1].tolist()]
     lasts = [*offsets[breaks].tolist(), int(offsets[-1])]
     return list(zip(firsts, lasts, strict=True))
-
-
-def _parse(data: bytes) -> tuple[list[dict[str, Any]], int]:
-    """The valid records of a journal and the byte length of that valid prefix."""
-    records: list[dict[str, Any]] = []
-    pos = 0
-    while pos < len(data):
-        end = data.find(b"\n", pos)
-        if end < 0:
-            break
-        line = data[pos:end]
-        if len(line) < 10 or line[8:9] != b" ":
-            break
-        body = line[9:]
-        try:
-            if int(line[:8], 16) != zlib.crc32(body):
-                break
-            record = json.loads(body)
-        except ValueError:
-            break
-        if not isinstance(record, dict):
-            break
-        records.append(record)
-        pos = end + 1
-    return records, pos
 
 
 class Subscription:
@@ -235,7 +176,7 @@ class Subscription:
         self._heap: list[tuple[float, int]] = []
         """(deadline, first offset of a run), lazily cleaned: stale once no run starts
         there or its deadline differs."""
-        for first, last, count in _count_runs(pending):
+        for first, last, count in count_runs(pending):
             self._flight.add(first, last, (count, float("-inf")))  # due at once
             self._heap.append((float("-inf"), first))
         self._waiters: set[Future[None]] = set()
@@ -746,7 +687,7 @@ class Subscription:
         outgrew its snapshot. On a write error the journal is cut back to its last whole
         line (a torn line would hide every later one from the next load) and StorageError
         raised."""
-        data = b"".join(_line(r) for r in records)
+        data = b"".join(line(r) for r in records)
         try:
             view = memoryview(data)
             while view:
@@ -804,7 +745,7 @@ class Subscription:
         for appends: every append so far is durable then. Under ``_lock`` (or before the
         object is shared)."""
         runs = [(f, to, c) for f, to, (c, _) in self._flight]
-        data = _snapshot(self._name, self._position, runs)
+        data = snapshot(self._name, self._position, runs)
         with self._sync_lock:
             files.write_small_file(self._path, data)
             fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
@@ -871,98 +812,6 @@ def _chain(source: Future[int], target: Future[None]) -> None:
             target.set_exception(exc)
 
 
-def _load(path: pathlib.Path) -> tuple[int, dict[int, int]] | None:
-    """(position, pending offset -> redelivery count) replayed from a journal; None when
-    the file is missing. LogCorruptedError when its first line (a snapshot, written
-    whole by the atomic writer) is unreadable: never a silent restart from scratch."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    records, _ = _parse(data)
-    if not records or records[0].get("v") not in (1, 2) or "position" not in records[0]:
-        raise LogCorruptedError(
-            f"subscription state {path} is damaged (no valid snapshot line): "
-            "remove it with Log.unsubscribe to start over"
-        )
-    snap = records[0]
-    position = int(snap["position"])
-    if snap["v"] == 1:
-        pending = {int(o): int(c) for o, c in snap["pending"]}
-    else:
-        pending = {o: int(c) for f, to, c in snap["runs"] for o in range(int(f), int(to) + 1)}
-    for rec in records[1:]:
-        if "d" in rec or "D" in rec:
-            for o in _offsets_of(rec, "d"):
-                pending[o] = 0
-            position = int(rec["p"])
-        elif "r" in rec or "R" in rec:
-            for o in _offsets_of(rec, "r"):
-                if o in pending:
-                    pending[o] += 1
-        elif "a" in rec or "A" in rec:
-            for o in _offsets_of(rec, "a"):
-                pending.pop(o, None)
-    return position, pending
-
-
-def _offsets_of(rec: dict[str, Any], kind: str) -> Iterable[int]:
-    """The offsets of a journal change line: ``kind`` (``"d"``, ``"r"``, ``"a"``) lists
-    offsets (version 1 lines), its upper case lists ``[first, last]`` ranges."""
-    if kind in rec:
-        return [int(o) for o in rec[kind]]
-    return (o for f, to in rec[kind.upper()] for o in range(int(f), int(to) + 1))
-
-
-def floor(log: Log, name: str) -> int | None:
-    """The lowest offset subscription ``name`` of ``log`` still needs (its lowest
-    unacknowledged offset, else its position), at least the log start offset; None when
-    it has no state file (never subscribed). Read-only: reads the journal, opens or
-    changes nothing (a live subscription writes every change to its journal before
-    returning, and a torn last line only reads as an older, lower state). Raises
-    ValueError (bad name), LogCorruptedError (damaged state file)."""
-    validate_subscription_name(name)
-    loaded = _load(log.directory / SUBSCRIPTIONS_DIR / (name + SUFFIX))
-    if loaded is None:
-        return None
-    position, pending = loaded
-    start = log.log_start_offset  # pending offsets below it are gone (the subscription drops them)
-    return max(start, min([position, *(o for o in pending if o >= start)]))
-
-
-def backup_states(directory: pathlib.Path, end: int) -> list[tuple[str, bytes]]:
-    """The subscription state files of the partition ``directory`` as a backup of its
-    prefix ending at offset ``end`` holds them: ``(file name, bytes)`` sorted by name,
-    each journal replayed into one snapshot line (what ``close`` writes) whose position
-    is at most ``end`` and whose unacknowledged offsets are below ``end`` (deliveries past
-    the copied prefix are not in the copy, so neither is their state). A file that cannot
-    be replayed (damaged snapshot line) is copied as it is: the copy's ``subscribe``
-    raises LogCorruptedError as the source's does. A file removed meanwhile
-    (``unsubscribe``) is left out. OSError on other read errors."""
-    try:
-        entries = sorted(os.listdir(directory / SUBSCRIPTIONS_DIR))
-    except FileNotFoundError:
-        return []
-    out: list[tuple[str, bytes]] = []
-    for entry in entries:
-        name = entry[: -len(SUFFIX)]
-        if not entry.endswith(SUFFIX) or not _NAME.fullmatch(name) or name in (".", ".."):
-            continue
-        path = directory / SUBSCRIPTIONS_DIR / entry
-        try:
-            loaded = _load(path)
-        except LogCorruptedError:
-            with contextlib.suppress(FileNotFoundError):
-                out.append((entry, path.read_bytes()))
-            continue
-        if loaded is None:
-            continue
-        position, pending = loaded
-        runs = _count_runs({o: c for o, c in pending.items() if o < end})
-        out.append((entry, _snapshot(name, min(position, end), runs)))
-    return out
-
-
 class Subscriptions:
     """The subscriptions of one open log (``Log.subscribe`` and friends): the live
     :class:`Subscription` objects by name, and their directory."""
@@ -1008,7 +857,7 @@ class Subscriptions:
                 directory.mkdir(exist_ok=True)
                 files.fsync_dir(self._log.directory)
             path = directory / (name + SUFFIX)
-            loaded = _load(path)
+            loaded = load(path)
             pending: dict[int, int] = {}
             if loaded is None:
                 position = _start_position(self._log, start)
@@ -1064,7 +913,7 @@ class Subscriptions:
         for entry in entries:
             if entry.endswith(SUFFIX):
                 name = entry[: -len(SUFFIX)]
-                if _NAME.fullmatch(name) and name not in (".", ".."):
+                if NAME.fullmatch(name) and name not in (".", ".."):
                     names.append(name)
         return sorted(names)
 
