@@ -76,6 +76,7 @@ class RangeMapMachine(RuleBasedStateMachine):
     def agrees(self) -> None:
         assert dict(self.m.items()) == self.model
         assert len(self.m) == len(self.model)
+        assert self.m.first() == min(self.model, default=None)
         runs = list(self.m)
         assert all(f <= t for f, t, _ in runs)
         assert all(a[1] < b[0] for a, b in itertools.pairwise(runs))

@@ -49,6 +49,7 @@ def test_ranges_split_on_partial_ack_and_release(make_log, fake_clock):
         got = sub.fetch_ranges_now(10)
         assert sorted(got) == [(0, 1, 1), (4, 5, 2), (6, 6, 1), (8, 9, 1)]
         assert sub.pending() == {0: 1, 1: 1, 4: 2, 5: 2, 6: 1, 8: 1, 9: 1}
+        assert sub.lowest_pending() == 0
         with pytest.raises(ValueError, match="never delivered"):
             sub.ack_ranges([(9, 10)])
         with pytest.raises(ValueError, match="never delivered"):

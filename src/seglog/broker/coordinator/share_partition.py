@@ -253,8 +253,8 @@ class SharePartition:
     def start_offset(self) -> int:
         """The share-partition start offset: the lowest unsettled offset, else the next
         offset to deliver."""
-        pending = self.subscription.pending()
-        return min(pending) if pending else self.subscription.position
+        lowest = self.subscription.lowest_pending()
+        return self.subscription.position if lowest is None else lowest
 
 
 def _typed_runs(batch: AckBatch) -> list[tuple[int, int, int]]:

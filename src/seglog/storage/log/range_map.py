@@ -62,6 +62,10 @@ class RangeMap(Generic[V]):
             last, value = runs[first]
             yield first, last, value
 
+    def first(self) -> int | None:
+        """The lowest offset held, None when empty."""
+        return self._firsts[0] if self._firsts else None
+
     def run_at(self, first: int) -> tuple[int, V] | None:
         """``(last, value)`` of the run starting exactly at ``first``, else None."""
         return self._runs.get(first)

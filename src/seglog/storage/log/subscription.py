@@ -253,6 +253,13 @@ class Subscription:
             self._drop_below_log_start()
             return {o: c for o, (c, _) in self._flight.items()}
 
+    def lowest_pending(self) -> int | None:
+        """The lowest delivered-but-unacknowledged offset (None when none), without
+        building :meth:`pending` (O(1))."""
+        with self._lock:
+            self._drop_below_log_start()
+            return self._flight.first()
+
     # -- fetching --------------------------------------------------------------------------
 
     def fetch(self, max_count: int, timeout_s: float) -> list[Delivery]:
