@@ -25,6 +25,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessColl
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from seglog.broker.coordinator.committed import CommittedOffsets
+from seglog.broker.coordinator.share_groups import ShareGroupCoordinator
+from seglog.broker.coordinator.share_partition import ACCEPT, REJECT, RELEASE
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.security.throttling import QuotaManager
 
@@ -174,6 +176,11 @@ class Snapshot:
     )
     """Per client-quota sensor: (quota key, user, client id, bound, rate now, recorded
     total, throttled responses, throttle ms total)."""
+    share: list[tuple[str, str, int, int, int, int, int, int, int]] = dataclasses.field(
+        default_factory=list
+    )
+    """Per open share partition: (group, topic, partition, records in flight, records
+    acquired, accepted, released, rejected, archived)."""
 
 
 def take_snapshot(
@@ -182,10 +189,12 @@ def take_snapshot(
     metrics: BrokerMetrics,
     connections: dict[str, int],
     quotas: QuotaManager | None = None,
+    *,
+    share_groups: ShareGroupCoordinator | None = None,
 ) -> Snapshot:
     """Read everything the collector reports (on the event loop): each partition's log
     stats and file counters, each group's lag from its committed offsets, each client
-    quota sensor."""
+    quota sensor, each open share partition's records in flight and counts."""
     partitions = []
     ends: dict[PartitionKey, int] = {}
     for name, info in sorted(topics.all().items()):
@@ -220,6 +229,16 @@ def take_snapshot(
                     sensor.total, sensor.throttled, sensor.throttle_ms_total,
                 )
             )  # fmt: skip
+    share_rows = []
+    if share_groups is not None:
+        for sp in share_groups.all_partitions():
+            acks = sp.acknowledged
+            share_rows.append(
+                (
+                    sp.group, sp.topic, sp.partition, sp.in_flight(), sp.acquired_records,
+                    acks[ACCEPT], acks[RELEASE], acks[REJECT], sp.subscription.archived,
+                )
+            )  # fmt: skip
     return Snapshot(
         partitions,
         lag,
@@ -228,6 +247,7 @@ def take_snapshot(
         traffic,
         time.time() - metrics.started,
         quota_rows,
+        sorted(share_rows),
     )
 
 
@@ -239,12 +259,15 @@ def snapshot_from_loop(
     connections: Any,
     *,
     quotas: QuotaManager | None = None,
+    share_groups: ShareGroupCoordinator | None = None,
 ) -> Any:
     """A ``snapshot()`` callable for the collector: runs :func:`take_snapshot` on ``loop``
     and waits for it (at most 10 s) from the scraping thread."""
 
     async def on_loop() -> Snapshot:
-        return take_snapshot(topics, committed, metrics, connections(), quotas)
+        return take_snapshot(
+            topics, committed, metrics, connections(), quotas, share_groups=share_groups
+        )
 
     def snapshot() -> Snapshot:
         return asyncio.run_coroutine_threadsafe(on_loop(), loop).result(10)
@@ -327,6 +350,7 @@ class _StateCollector:
             "seglog_fetches_waiting", "Fetches parked in a long poll", value=snap.fetches_waiting
         )
         yield from _quota_families(snap)
+        yield from _share_families(snap)
         yield GaugeMetricFamily("seglog_uptime_seconds", "Seconds since start", value=snap.uptime_s)
 
 
@@ -369,3 +393,38 @@ def _quota_families(snap: Snapshot) -> Iterator[Metric]:
         for family, value in zip(families, values, strict=True):
             family.add_metric(labels, value)
     yield from families
+
+
+_SHARE_LABELS = ["group", *_TP]
+
+
+def _share_families(snap: Snapshot) -> Iterator[Metric]:
+    """Share groups (KIP-932), per open share partition."""
+    in_flight = GaugeMetricFamily(
+        "seglog_share_records_in_flight",
+        "Records of a share partition acquired by a member and not yet acknowledged",
+        labels=_SHARE_LABELS,
+    )
+    acquired = CounterMetricFamily(
+        "seglog_share_records_acquired",
+        "Records acquired by share-group members (deliveries, redeliveries included)",
+        labels=_SHARE_LABELS,
+    )
+    acks = CounterMetricFamily(
+        "seglog_share_acknowledgements",
+        "Records acknowledged by share-group members, by type (accept, release, reject)",
+        labels=[*_SHARE_LABELS, "type"],
+    )
+    archived = CounterMetricFamily(
+        "seglog_share_records_archived",
+        "Records archived after group.share.delivery.count.limit deliveries",
+        labels=_SHARE_LABELS,
+    )
+    for group, t, p, flight, got, accepted, released, rejected, gone in snap.share:
+        labels = [group, t, str(p)]
+        in_flight.add_metric(labels, flight)
+        acquired.add_metric(labels, got)
+        for kind, value in (("accept", accepted), ("release", released), ("reject", rejected)):
+            acks.add_metric([*labels, kind], value)
+        archived.add_metric(labels, gone)
+    yield from (in_flight, acquired, acks, archived)

@@ -314,6 +314,7 @@ class Broker:
                 metrics,
                 self._connections_by_listener,
                 quotas=ctx.quotas,
+                share_groups=ctx.share_groups,
             )
         )
         server, _thread = start_http_server(
@@ -520,6 +521,7 @@ class Broker:
             peer=conn.peer,
             close_connection=conn.close_idle,
             mute=conn.mute,
+            on_connection_close=conn.on_closed,
             authorizer=ctx.authorizer,
         )
         request: Any
