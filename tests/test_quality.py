@@ -88,17 +88,29 @@ ALLOWED = {
     "storage": (),
     "columnar": ("storage",),  # Arrow/Parquet of topics
     "aio": ("storage",),
-    "broker": ("storage", "columnar", "_malloc"),
-    "spark": ("storage", "columnar", "broker", "_malloc"),
-    "console": ("storage", "columnar", "broker"),  # a Kafka client beside spark
-    "pyspark_seglog": ("storage", "columnar", "broker", "spark", "_malloc"),
-    "bench": ("storage", "columnar", "aio", "broker", "spark", "console", "_malloc"),
-    "cli": ("storage", "columnar", "aio", "broker", "spark", "console", "bench", "_malloc"),
+    "iceberg": ("storage", "columnar"),  # topics as Iceberg tables (pyiceberg)
+    "broker": ("storage", "columnar", "iceberg", "_malloc"),
+    "spark": ("storage", "columnar", "iceberg", "broker", "_malloc"),
+    "console": ("storage", "columnar", "iceberg", "broker"),  # a Kafka client beside spark
+    "pyspark_seglog": ("storage", "columnar", "iceberg", "broker", "spark", "_malloc"),
+    "bench": ("storage", "columnar", "iceberg", "aio", "broker", "spark", "console", "_malloc"),
+    "cli": (
+        "storage",
+        "columnar",
+        "iceberg",
+        "aio",
+        "broker",
+        "spark",
+        "console",
+        "bench",
+        "_malloc",
+    ),
 }
 # outside libraries a layer must not import
 BANNED = {
     "storage": ("asyncio", "socket"),
     "columnar": ("pyspark", "asyncio"),
+    "iceberg": ("pyspark", "asyncio"),
     "console": ("pyspark",),
 }
 
@@ -141,8 +153,8 @@ def _find_cycle(graph: dict[str, set[str]], nodes: set[str]) -> list[str]:
 
 @pytest.mark.parametrize(
     "package",
-    ["seglog.storage", "seglog.columnar", "seglog.broker", "seglog.spark", "seglog.console",
-     "seglog.bench", "seglog.cli", "pyspark_seglog"],
+    ["seglog.storage", "seglog.columnar", "seglog.iceberg", "seglog.broker", "seglog.spark",
+     "seglog.console", "seglog.bench", "seglog.cli", "pyspark_seglog"],
 )  # fmt: skip
 def test_no_import_cycles(package: str) -> None:
     """The modules of ``package`` import one another without a cycle (imports that run:
