@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any
 from seglog import iceberg
 from seglog.errors import SeglogError
 from seglog.iceberg import iceberg_lag_ms, iceberg_mode
-from seglog.storage import DataDir, Log, TopicInfo
+from seglog.storage import DataDir, Log, SegmentInfo, TopicInfo
 
 if TYPE_CHECKING:
     from seglog.iceberg import OffsetRange
 
-__all__ = ["MAX_BACKOFF_S", "POLL_S", "TOPICS_S", "IcebergTask"]
+__all__ = ["MAX_BACKOFF_S", "MAX_COMMIT_BYTES", "POLL_S", "TOPICS_S", "IcebergTask"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,10 @@ POLL_S = 0.2
 """Seconds between two looks at the Iceberg topics' segment lists (in-memory reads)."""
 TOPICS_S = 2.0
 """Seconds between two reads of the topic list and configs (``__topics/*.json``)."""
+MAX_COMMIT_BYTES = 256 << 20
+"""Most bytes of stored batches one commit reads per topic (whole segments, at least one):
+a backlog (a restart after a long stop) is committed in several snapshots, memory
+bounded."""
 MAX_BACKOFF_S = 30.0
 """Longest wait before retrying a topic whose commit failed."""
 
@@ -165,6 +169,7 @@ class IcebergTask:
         lag_due = now - state.last_commit >= iceberg_lag_ms(info.configs) / 1000
         logs: dict[int, Log] = {}
         ranges: list[OffsetRange] = []
+        budget = MAX_COMMIT_BYTES
         for partition in range(info.partitions):
             try:
                 plog = self.data_dir.log(topic, partition)
@@ -182,6 +187,7 @@ class IcebergTask:
                     "were committed to the table", topic, partition, start, low - 1,
                 )  # fmt: skip
                 start = low
+            end, budget = _bounded(segments, start, end, budget)
             if end > start:
                 logs[partition] = plog
                 ranges.append(iceberg.OffsetRange(partition, start, end))
@@ -206,3 +212,18 @@ class IcebergTask:
             iceberg.table_name(topic), report.rows, report.seconds, report.offsets,
         )  # fmt: skip
         return 1
+
+
+def _bounded(segments: list[SegmentInfo], start: int, end: int, budget: int) -> tuple[int, int]:
+    """``(end, budget left)``: ``end`` lowered to a segment boundary so that the segments
+    read from ``start`` hold at most ``budget`` bytes (but at least the first segment when
+    the budget is not spent)."""
+    if budget <= 0:
+        return start, 0
+    for seg in segments:
+        if seg.next_offset <= start or seg.base_offset >= end:
+            continue
+        if seg.size > budget and seg.base_offset > start:
+            return seg.base_offset, 0
+        budget -= seg.size
+    return end, budget
