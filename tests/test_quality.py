@@ -87,16 +87,28 @@ ALLOWED = {
     "_malloc": (),  # glibc malloc tuning of a long-running process (broker, Spark workers)
     "storage": (),
     "columnar": ("storage",),  # Arrow/Parquet of topics
+    "schemas": ("storage",),  # the schema registry's formats, rules and _schemas store
     "aio": ("storage",),
-    "iceberg": ("storage", "columnar"),  # topics as Iceberg tables (pyiceberg)
-    "broker": ("storage", "columnar", "iceberg", "_malloc"),
-    "spark": ("storage", "columnar", "iceberg", "broker", "_malloc"),
-    "console": ("storage", "columnar", "iceberg", "broker"),  # a Kafka client beside spark
-    "pyspark_seglog": ("storage", "columnar", "iceberg", "broker", "spark", "_malloc"),
-    "bench": ("storage", "columnar", "iceberg", "aio", "broker", "spark", "console", "_malloc"),
+    "iceberg": ("storage", "columnar", "schemas"),  # topics as Iceberg tables (pyiceberg)
+    "broker": ("storage", "columnar", "schemas", "iceberg", "_malloc"),
+    "spark": ("storage", "columnar", "schemas", "iceberg", "broker", "_malloc"),
+    "console": ("storage", "columnar", "schemas", "iceberg", "broker"),  # a Kafka client
+    "pyspark_seglog": ("storage", "columnar", "schemas", "iceberg", "broker", "spark", "_malloc"),
+    "bench": (
+        "storage",
+        "columnar",
+        "schemas",
+        "iceberg",
+        "aio",
+        "broker",
+        "spark",
+        "console",
+        "_malloc",
+    ),
     "cli": (
         "storage",
         "columnar",
+        "schemas",
         "iceberg",
         "aio",
         "broker",
@@ -109,6 +121,7 @@ ALLOWED = {
 # outside libraries a layer must not import
 BANNED = {
     "storage": ("asyncio", "socket"),
+    "schemas": ("asyncio", "socket"),
     "columnar": ("pyspark", "asyncio"),
     "iceberg": ("pyspark", "asyncio"),
     "console": ("pyspark",),
@@ -153,8 +166,8 @@ def _find_cycle(graph: dict[str, set[str]], nodes: set[str]) -> list[str]:
 
 @pytest.mark.parametrize(
     "package",
-    ["seglog.storage", "seglog.columnar", "seglog.iceberg", "seglog.broker", "seglog.spark",
-     "seglog.console", "seglog.bench", "seglog.cli", "pyspark_seglog"],
+    ["seglog.storage", "seglog.columnar", "seglog.schemas", "seglog.iceberg", "seglog.broker",
+     "seglog.spark", "seglog.console", "seglog.bench", "seglog.cli", "pyspark_seglog"],
 )  # fmt: skip
 def test_no_import_cycles(package: str) -> None:
     """The modules of ``package`` import one another without a cycle (imports that run:
@@ -248,14 +261,14 @@ def test_log_implements_its_whole_contract() -> None:
 # protocol/); the package's __init__ only re-exports (type-only imports and a lazy loader)
 BROKER_ORDER = (
     "protocol", "config", "security", "log", "coordinator", "metrics", "context", "apis",
-    "network", "process", "testing",
+    "schema_registry", "network", "process", "testing",
 )  # fmt: skip
 
 
 def test_broker_subpackages_import_one_way() -> None:
     """protocol < config < security < log < coordinator < metrics < context < apis <
-    network < process: no import (not even a type-only one) points up or sideways to a
-    later one, and none hides in a function."""
+    schema_registry < network < process: no import (not even a type-only one) points up or
+    sideways to a later one, and none hides in a function."""
     rank = {name: i for i, name in enumerate(BROKER_ORDER)}
     found = _subpackage_imports("broker", BROKER_ORDER)
     assert {i[0] for i in found} >= {"apis", "network", "context"}  # the walk sees them
