@@ -46,3 +46,24 @@ def summary(data_dir: Path, topic: str) -> dict[str, Any]:
     assert snapshot is not None
     assert snapshot.summary is not None
     return dict(snapshot.summary.additional_properties)
+
+
+def rows_by(data_dir: Path, topic: str, meta: str) -> list[dict[str, Any]] | None:
+    """A ``value_schema`` table's rows as dicts, by ``<meta>.offset`` (None while the table
+    does not exist)."""
+    if not (data_dir / "iceberg" / "catalog.db").exists():
+        return None
+    try:
+        table = catalog(data_dir).load_table(("seglog", topic))
+    except NoSuchTableError:
+        return None
+    return sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r[meta]["offset"])
+
+
+def dlq_rows(data_dir: Path, topic: str) -> list[dict[str, Any]]:
+    """The dead-letter table's rows by offset ([] while it does not exist)."""
+    try:
+        table = catalog(data_dir).load_table(("seglog", f"{topic}~dlq"))
+    except NoSuchTableError:
+        return []
+    return sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["offset"])

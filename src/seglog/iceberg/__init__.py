@@ -7,12 +7,15 @@ through pyiceberg (topic config ``seglog.iceberg.mode``).
   partitioned by ``hour(timestamp)``), ``committed_offsets`` (from the snapshot summary),
   ``data_files``;
 - commits (``_commit``): ``commit_ranges`` (one append per call, the partitions' next
-  offsets in the snapshot summary), ``read_rows``.
+  offsets in the snapshot summary), ``read_rows``;
+- ``value_schema`` mode (``_avro``, ``_values``): Avro schemas as Iceberg schemas,
+  ``SchemaLookup`` (the registry's schemas, followed from ``_schemas``), ``commit_values``
+  (decoded values to the table, the rest to the dead-letter table ``<topic>~dlq``).
 
-Needs ``pyiceberg`` and ``pyarrow`` (the ``iceberg`` extra). Imports ``seglog.columnar``
-and ``seglog.storage``. The names of ``_names`` load with the package; the others (and
-pyiceberg with them, ~1 s) on first use (PEP 562), so the broker pays for pyiceberg only
-when a topic turns Iceberg on.
+Needs ``pyiceberg`` and ``pyarrow`` (the ``iceberg`` extra). Imports ``seglog.columnar``,
+``seglog.schemas`` and ``seglog.storage``. The names of ``_names`` load with the package;
+the others (and pyiceberg with them, ~1 s) on first use (PEP 562), so the broker pays for
+pyiceberg only when a topic turns Iceberg on.
 """
 
 from __future__ import annotations
@@ -40,8 +43,9 @@ from seglog.iceberg._names import (
 )
 
 if TYPE_CHECKING:
+    from seglog.iceberg._avro import UnsupportedSchemaError, avro_table_schema
     from seglog.iceberg._commit import CommitReport, OffsetRange, commit_ranges, read_rows
-    from seglog.iceberg._schema import KEY_VALUE_SCHEMA, hour_spec
+    from seglog.iceberg._schema import DLQ_SCHEMA, KEY_VALUE_SCHEMA, hour_spec
     from seglog.iceberg._table import (
         committed_offsets,
         data_files,
@@ -49,9 +53,11 @@ if TYPE_CHECKING:
         open_catalog,
         summary_of,
     )
+    from seglog.iceberg._values import SchemaLookup, ValueCommit, commit_values
 
 __all__ = [
     "DEFAULT_LAG_MS",
+    "DLQ_SCHEMA",
     "DLQ_SUFFIX",
     "KEY_VALUE",
     "KEY_VALUE_SCHEMA",
@@ -64,8 +70,13 @@ __all__ = [
     "VALUE_SCHEMA",
     "CommitReport",
     "OffsetRange",
+    "SchemaLookup",
+    "UnsupportedSchemaError",
+    "ValueCommit",
+    "avro_table_schema",
     "catalog_properties",
     "commit_ranges",
+    "commit_values",
     "committed_offsets",
     "data_files",
     "dlq_table_name",
@@ -81,6 +92,12 @@ __all__ = [
 ]
 
 _WHERE = {
+    "UnsupportedSchemaError": "_avro",
+    "avro_table_schema": "_avro",
+    "SchemaLookup": "_values",
+    "ValueCommit": "_values",
+    "commit_values": "_values",
+    "DLQ_SCHEMA": "_schema",
     "CommitReport": "_commit",
     "OffsetRange": "_commit",
     "commit_ranges": "_commit",

@@ -30,7 +30,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
-__all__ = ["KEY_VALUE_SCHEMA", "META_FIELDS", "hour_spec", "key_value_rows"]
+__all__ = ["DLQ_SCHEMA", "KEY_VALUE_SCHEMA", "hour_spec", "key_value_rows"]
 
 KEY_VALUE_SCHEMA = Schema(
     NestedField(1, "key", BinaryType(), required=False),
@@ -54,15 +54,19 @@ KEY_VALUE_SCHEMA = Schema(
 )
 """The ``key_value`` table's schema."""
 
-META_FIELDS = ("key", "partition", "offset", "timestamp", "headers")
-"""The record's columns a ``value_schema`` table keeps beside the value's fields."""
+DLQ_SCHEMA = Schema(
+    *KEY_VALUE_SCHEMA.fields, NestedField(10, "reason", StringType(), required=False)
+)
+"""A dead-letter table (``value_schema`` mode): the ``key_value`` columns and why the
+value did not decode."""
 
 _DECODED = ("key", "value", "partition", "offset", "timestamp", "headers")
 
 
-def hour_spec(schema: Schema) -> PartitionSpec:
-    """``hour(timestamp)`` over ``schema``'s ``timestamp`` field."""
-    source = schema.find_field("timestamp").field_id
+def hour_spec(schema: Schema, column: str = "timestamp") -> PartitionSpec:
+    """``hour(<column>)`` over ``schema`` (``seglog.timestamp`` in a ``value_schema``
+    table)."""
+    source = schema.find_field(column).field_id
     return PartitionSpec(
         PartitionField(source_id=source, field_id=1000, transform=HourTransform(),
                        name="timestamp_hour")

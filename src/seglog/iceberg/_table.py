@@ -19,8 +19,16 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
-from seglog.iceberg._names import NAMESPACE, OFFSETS_PREFIX, TOPIC_ID_KEY, table_identifier
-from seglog.iceberg._schema import KEY_VALUE_SCHEMA, hour_spec
+from seglog.iceberg._avro import META_COLUMN, value_table_base
+from seglog.iceberg._names import (
+    KEY_VALUE,
+    NAMESPACE,
+    OFFSETS_PREFIX,
+    TOPIC_ID_KEY,
+    VALUE_SCHEMA,
+    table_identifier,
+)
+from seglog.iceberg._schema import DLQ_SCHEMA, KEY_VALUE_SCHEMA, hour_spec
 
 __all__ = [
     "TABLE_PROPERTIES",
@@ -52,20 +60,32 @@ def open_catalog(properties: dict[str, str]) -> Catalog:
     return catalog
 
 
-def load_topic_table(catalog: Catalog, topic: str, *, create: bool = True) -> Table:
-    """The ``key_value`` table of ``topic`` (``seglog.<topic>``), created with
-    :data:`KEY_VALUE_SCHEMA` partitioned by ``hour(timestamp)`` when missing and
-    ``create``. Raises pyiceberg's ``NoSuchTableError`` when missing and not ``create``."""
-    name = table_identifier(topic)
+def load_topic_table(
+    catalog: Catalog, topic: str, *, create: bool = True, mode: str = KEY_VALUE,
+    dlq: bool = False,
+) -> Table:  # fmt: skip
+    """The table of ``topic`` (``seglog.<topic>``; with ``dlq`` its dead-letter table
+    ``seglog.<topic>~dlq``), created when missing and ``create``: :data:`KEY_VALUE_SCHEMA`
+    for ``key_value``, the ``seglog`` metadata column alone for ``value_schema`` (the
+    value's columns come with the first schema), :data:`DLQ_SCHEMA` for a dead-letter
+    table; partitioned by the hour of the record timestamp. Raises pyiceberg's
+    ``NoSuchTableError`` when missing and not ``create``."""
+    name = table_identifier(topic, dlq=dlq)
     try:
         return catalog.load_table(name)
     except NoSuchTableError:
         if not create:
             raise
+    if dlq:
+        schema, column = DLQ_SCHEMA, "timestamp"
+    elif mode == VALUE_SCHEMA:
+        schema, column = value_table_base(), f"{META_COLUMN}.timestamp"
+    else:
+        schema, column = KEY_VALUE_SCHEMA, "timestamp"
     return catalog.create_table_if_not_exists(
         name,
-        schema=KEY_VALUE_SCHEMA,
-        partition_spec=hour_spec(KEY_VALUE_SCHEMA),
+        schema=schema,
+        partition_spec=hour_spec(schema, column),
         properties=TABLE_PROPERTIES,
     )
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from seglog import iceberg
+from seglog.broker.log.internal_topics import SCHEMAS_TOPIC
 from seglog.errors import SeglogError
 from seglog.iceberg import iceberg_lag_ms, iceberg_mode
 from seglog.storage import DataDir, Log, SegmentInfo, TopicInfo
@@ -59,7 +60,10 @@ class _TopicTable:
 
     table: Any  # pyiceberg.table.Table (pyiceberg is imported on first use)
     topic_id: uuid.UUID
+    mode: str
     committed: dict[int, int]
+    dlq_committed: dict[int, int] = field(default_factory=dict)
+    """value_schema: partition → next offset the dead-letter table covers."""
     last_commit: float = field(default_factory=time.monotonic)
 
 
@@ -84,6 +88,7 @@ class IcebergTask:
         self.last_commit_s = 0.0
         """Wall time of the last commit (read, decode, write, catalog), seconds."""
         self._catalog: Any = None
+        self._schemas: Any = None  # seglog.iceberg.SchemaLookup, made on first use
         self._unavailable = False  # pyiceberg missing: logged once
         self._tables: dict[str, _TopicTable] = {}
         self._failures: dict[str, _Failure] = {}
@@ -151,16 +156,56 @@ class IcebergTask:
         log.warning("iceberg commit of topic %s failed (retry in %.1f s): %r", topic, backoff, exc)
 
     def _table(self, topic: str, info: TopicInfo) -> _TopicTable:
+        mode = iceberg_mode(info.configs) or iceberg.KEY_VALUE
         state = self._tables.get(topic)
-        if state is not None and state.topic_id == info.topic_id:
+        if state is not None and state.topic_id == info.topic_id and state.mode == mode:
             return state
         if self._catalog is None:
             self._catalog = iceberg.open_catalog(self.catalog_properties)
-        table = iceberg.load_topic_table(self._catalog, topic)
+        table = iceberg.load_topic_table(self._catalog, topic, mode=mode)
         committed = iceberg.committed_offsets(table, info.topic_id)
-        state = self._tables[topic] = _TopicTable(table, info.topic_id, committed)
-        log.info("iceberg table %s: committed offsets %s", iceberg.table_name(topic), committed)
+        state = _TopicTable(table, info.topic_id, mode, committed)
+        if mode == iceberg.VALUE_SCHEMA:
+            try:
+                dlq = iceberg.load_topic_table(self._catalog, topic, create=False, dlq=True)
+            except Exception:  # NoSuchTableError: made with its first row
+                dlq = None
+            if dlq is not None:
+                state.dlq_committed = iceberg.committed_offsets(dlq, info.topic_id)
+        self._tables[topic] = state
+        log.info("iceberg table %s (%s): committed offsets %s", iceberg.table_name(topic),
+                 mode, committed)  # fmt: skip
         return state
+
+    def _dlq(self, topic: str) -> Any:
+        """The dead-letter table of ``topic``, created on first use."""
+        return iceberg.load_topic_table(self._catalog, topic, dlq=True)
+
+    def _commit_values(
+        self, state: _TopicTable, topic: str, logs: dict[int, Log], ranges: list[OffsetRange]
+    ) -> Any:
+        """A ``value_schema`` commit: the registry's new schemas first."""
+        if self._schemas is None:
+            self._schemas = iceberg.SchemaLookup()
+        if SCHEMAS_TOPIC in self._topics:
+            self._schemas.refresh(self.data_dir.log(SCHEMAS_TOPIC, 0))
+        done = iceberg.commit_values(
+            state.table,
+            lambda: self._dlq(topic),
+            topic=topic,
+            topic_id=state.topic_id,
+            logs=logs,
+            ranges=ranges,
+            committed=state.committed,
+            dlq_committed=state.dlq_committed,
+            lookup=self._schemas,
+        )
+        state.dlq_committed = done.dlq_offsets
+        if done.dlq_rows:
+            log.warning("iceberg %s: %d record(s) to the dead-letter table %s",
+                        iceberg.table_name(topic), done.dlq_rows,
+                        iceberg.dlq_table_name(topic))  # fmt: skip
+        return done.report
 
     def _commit_topic(self, topic: str, info: TopicInfo) -> int:
         """Commit what is due on one topic; 1 if a snapshot was made, else 0."""
@@ -195,14 +240,17 @@ class IcebergTask:
             if lag_due:
                 state.last_commit = now
             return 0
-        report = iceberg.commit_ranges(
-            state.table,
-            topic=topic,
-            topic_id=info.topic_id,
-            logs=logs,
-            ranges=ranges,
-            committed=state.committed,
-        )
+        if state.mode == iceberg.VALUE_SCHEMA:
+            report = self._commit_values(state, topic, logs, ranges)
+        else:
+            report = iceberg.commit_ranges(
+                state.table,
+                topic=topic,
+                topic_id=info.topic_id,
+                logs=logs,
+                ranges=ranges,
+                committed=state.committed,
+            )
         state.committed = report.offsets
         state.last_commit = now
         self.commits += 1
