@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError
+from sqlalchemy.exc import OperationalError
 
 
 def catalog(data_dir: Path) -> Catalog:
@@ -28,7 +29,7 @@ def rows(data_dir: Path, topic: str) -> pa.Table | None:
         return None
     try:
         table = catalog(data_dir).load_table(("seglog", topic))
-    except NoSuchTableError:
+    except (NoSuchTableError, OperationalError):  # the broker is creating the catalog
         return None
     return table.scan().to_arrow().sort_by([("partition", "ascending"), ("offset", "ascending")])
 
@@ -55,7 +56,7 @@ def rows_by(data_dir: Path, topic: str, meta: str) -> list[dict[str, Any]] | Non
         return None
     try:
         table = catalog(data_dir).load_table(("seglog", topic))
-    except NoSuchTableError:
+    except (NoSuchTableError, OperationalError):  # the broker is creating the catalog
         return None
     return sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r[meta]["offset"])
 
