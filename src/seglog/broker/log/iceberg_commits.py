@@ -10,6 +10,11 @@ list and the high watermark) and commits, in one append (one snapshot) per topic
   commit is ``seglog.iceberg.lag.ms`` old (a snapshot of the tail, as ``read_topic``
   takes one), so the table never lags the log by much more than that.
 
+``key_value`` topics go through ``seglog.iceberg.commit_ranges``; ``value_schema`` topics
+through ``commit_values``, with the schema registry's schemas followed from the
+``_schemas`` topic (a ``SchemaLookup`` refreshed before each commit) and undecodable values
+sent to the dead-letter table ``seglog.<topic>~dlq``.
+
 Exactly once: the offsets a table holds are read back from its snapshot summary
 (``seglog.offsets.<partition>``) when the broker starts or after a failed commit, and
 each commit starts where they say; a crash between writing data files and the catalog
