@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 from tests._wait import wait_until
 from tests.iceberg import _table
 
@@ -106,7 +112,9 @@ def _iso(ms: int) -> str:
 
 def test_closed_segments_commit_without_lag(broker: str, data_dir: Path, topic: str) -> None:
     """With the default lag (one minute) only rolled segments are committed: the table
-    holds every record below the active segment's base offset, none above."""
+    holds every record below the active segment's base offset, none above; once
+    ``seglog.iceberg.lag.ms`` is lowered (IncrementalAlterConfigs), the active segment's
+    records are committed too, without a roll."""
     _create(broker, topic, 1, **{"seglog.iceberg.mode": "key_value", "segment.bytes": "2048"})
     for n in range(0, 100, 10):  # ten batches of ~1.2 KiB: rolls every other batch
         _produce(broker, topic, [(0, b"k", b"x" * 100, 1_700_000_000_000 + i)
@@ -120,3 +128,15 @@ def test_closed_segments_commit_without_lag(broker: str, data_dir: Path, topic: 
     assert table is not None
     assert table.column("offset").to_pylist() == list(range(active_base))
     assert _table.summary(data_dir, topic)["seglog.offsets.0"] == str(active_base)
+    # a lag set live: the active segment's records follow without a roll
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("seglog.iceberg.lag.ms", "200",
+                    incremental_operation=AlterConfigOpType.SET),
+    ])  # fmt: skip
+    admin = AdminClient({"bootstrap.servers": broker})
+    admin.incremental_alter_configs([resource])[resource].result(10)
+    wait_until(lambda: _table.count(data_dir, topic) == 100, timeout=60, interval=0.2)
+    assert max(int(p.stem) for p in plog_dir.glob("*.log")) == active_base  # no roll
+    table = _table.rows(data_dir, topic)
+    assert table is not None
+    assert table.column("offset").to_pylist() == list(range(100))
