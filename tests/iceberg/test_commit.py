@@ -73,6 +73,8 @@ def test_commit_ranges_appends_and_records_offsets(tmp_path: Path, catalog: Cata
     assert rows.column("key").to_pylist()[:2] == [b"k0", b"k1"]
     assert rows.column("headers").to_pylist()[3] == [{"key": "h", "value": b"3"}]
     assert len(ice.data_files(table)) == 2  # one append, one hour each
+    # a local warehouse is written through the FileIO that fsyncs each file on close
+    assert type(table.io).__name__ == "SyncedFileIO"
 
 
 def test_offsets_survive_snapshots_of_other_writers(tmp_path: Path, catalog: Catalog) -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "MODE_CONFIG",
     "NAMESPACE",
     "OFFSETS_PREFIX",
+    "SYNCED_FILE_IO",
     "TOPIC_ID_KEY",
     "VALUE_SCHEMA",
     "catalog_properties",
@@ -58,6 +59,10 @@ OFFSETS_PREFIX = "seglog.offsets."
 TOPIC_ID_KEY = "seglog.topic-id"
 """Snapshot summary key: the topic id the offsets belong to (a re-created topic starts
 over)."""
+
+
+SYNCED_FILE_IO = "seglog.iceberg._fileio.SyncedFileIO"
+"""pyiceberg's ``py-io-impl`` for a local warehouse: files fsynced before the commit."""
 
 
 def iceberg_mode(configs: Mapping[str, str]) -> str | None:
@@ -106,13 +111,17 @@ def catalog_properties(
     The default is a SQL catalog on SQLite at ``<data_dir>/iceberg/catalog.db`` with the
     warehouse beside it (``<data_dir>/iceberg/warehouse``); for ``rest`` (or any other
     pyiceberg catalog type) ``uri`` is the catalog's URL and ``warehouse`` is passed only
-    when given. Other properties (credentials, tokens) come from pyiceberg's environment
-    variables, ``PYICEBERG_CATALOG__SEGLOG__<KEY>``."""
+    when given. A local (``file://``) warehouse is written through
+    :data:`SYNCED_FILE_IO` (every file fsynced before the catalog commit). Other
+    properties (credentials, tokens) come from pyiceberg's environment variables,
+    ``PYICEBERG_CATALOG__SEGLOG__<KEY>``."""
     props = {"type": catalog_type}
     root = Path(data_dir).resolve() / "iceberg"
     if catalog_type == "sql":
         props["uri"] = uri or f"sqlite:///{root / 'catalog.db'}"
         props["warehouse"] = warehouse or (root / "warehouse").as_uri()
+    if props.get("warehouse", "").startswith("file:"):
+        props["py-io-impl"] = SYNCED_FILE_IO
     else:
         if uri:
             props["uri"] = uri
