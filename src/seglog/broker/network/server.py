@@ -28,6 +28,7 @@ from seglog.broker.coordinator.share_sessions import ShareSessionCache
 from seglog.broker.coordinator.share_state import ShareGroupState
 from seglog.broker.log.cluster_state import BrokerState
 from seglog.broker.log.durability import DurabilityWaiters
+from seglog.broker.log.iceberg_commits import IcebergTask
 from seglog.broker.log.internal_topics import INTERNAL_TOPIC_CONFIGS, SCHEMAS_TOPIC
 from seglog.broker.log.producer_recovery import rebuild, write_snapshot
 from seglog.broker.log.producers import ProducerStateTable
@@ -50,6 +51,7 @@ from seglog.broker.security.scram_store import CredentialStore
 from seglog.broker.security.throttling import ConnectionRates, QuotaManager
 from seglog.broker.security.tls import principal_from_cert, server_context
 from seglog.errors import ProtocolError, SeglogError
+from seglog.iceberg import catalog_properties
 from seglog.schemas import Registry
 from seglog.storage import DataDir, LogConfig
 
@@ -150,6 +152,7 @@ class Broker:
         self._share_timer: asyncio.TimerHandle | None = None
         self.bound: tuple[str, int] | None = None
         self._retention: RetentionTask | None = None  # retention / cleaner thread
+        self._iceberg: IcebergTask | None = None  # Iceberg topics' committer thread
         self._metrics_server: Any = None  # prometheus-client's WSGI server (its own thread)
         self._snapshot_timer: asyncio.TimerHandle | None = None
         self.metrics_bound: tuple[str, int] | None = None
@@ -288,6 +291,16 @@ class Broker:
         self._schedule_share_expiry()
         self._snapshot_timer = loop.call_later(_SNAPSHOT_INTERVAL_S, self._snapshot_producers)
         self._retention = start_retention(config, self._data_dir, committed.lowest)
+        self._iceberg = IcebergTask(
+            self._data_dir,
+            catalog_properties(
+                config.data_dir,
+                config.iceberg_catalog_type,
+                config.iceberg_catalog_uri,
+                config.iceberg_catalog_warehouse,
+            ),
+        )
+        self._iceberg.start()
         if config.metrics_host is not None:
             self._start_metrics(loop)
         if config.schema_registry_host is not None:
@@ -597,6 +610,9 @@ class Broker:
         if self._retention is not None:
             await asyncio.to_thread(self._retention.stop)  # before the logs close
             self._retention = None
+        if self._iceberg is not None:
+            await asyncio.to_thread(self._iceberg.stop)  # before the logs close
+            self._iceberg = None
         if self._metrics_server is not None:
             await asyncio.to_thread(self._metrics_server.shutdown)
             self._metrics_server.server_close()
