@@ -21,11 +21,13 @@ from pyiceberg.types import (
     StructType,
     TimestamptzType,
 )
+from tests._wait import wait_until
+from tests.storage._batches import txn_batch
 
 import seglog
 import seglog.iceberg as ice
 from seglog.broker.log.iceberg_commits import IcebergTask
-from seglog.storage import DataDir, Log, open_log
+from seglog.storage import DataDir, Log, encode_control_batch, open_log
 
 TOPIC = "orders.v1"  # a dot: pyiceberg must get a tuple identifier
 
@@ -158,5 +160,41 @@ def test_committer_pass_commits_closed_segments_and_resumes(tmp_path: Path) -> N
         end = plog.segments()[-1].base_offset
         rows = catalog.load_table(("seglog", TOPIC)).scan().to_arrow()
         assert sorted(rows.column("offset").to_pylist()) == list(range(end))
+    finally:
+        dd.close()
+
+
+def test_committer_holds_committed_records_only(tmp_path: Path) -> None:
+    """Transactions: the table gets a read_committed view — no aborted record, no control
+    record, nothing past the last stable offset (an ongoing transaction holds the rest)."""
+    data = tmp_path / "data"
+    dd = DataDir(data)
+    try:
+        dd.create_topic(TOPIC, 1, {"seglog.iceberg.mode": "key_value",
+                                   "seglog.iceberg.lag.ms": "1"})  # fmt: skip
+        plog = dd.log(TOPIC, 0)
+
+        def end(pid: int, *, commit: bool) -> None:
+            marker = encode_control_batch(
+                pid, 0, commit=commit, coordinator_epoch=0, timestamp_ms=1_700_000_000_000
+            )
+            plog.append(marker, origin="coordinator")
+
+        plog.append(txn_batch(7, 3, tag=b"aborted"))  # offsets 0-2
+        plog.append(txn_batch(8, 2, tag=b"committed"))  # 3-4
+        end(7, commit=False)  # 5
+        end(8, commit=True)  # 6
+        plog.append(txn_batch(9, 2, tag=b"open"))  # 7-8: ongoing, holds the LSO at 7
+        plog.publish([seglog.Message(key=None, value=b"plain")])  # 9: behind the LSO
+        assert plog.last_stable_offset == 7
+        props = ice.catalog_properties(data)
+        task = IcebergTask(dd, props)
+        wait_until(lambda: task.run_once() == 1)  # once lag.ms (1 ms) has passed
+        rows = ice.open_catalog(props).load_table(("seglog", TOPIC)).scan().to_arrow()
+        assert sorted(rows.column("offset").to_pylist()) == [3, 4]
+        end(9, commit=True)  # 10: the rest becomes stable
+        wait_until(lambda: task.run_once() == 1)
+        rows = ice.open_catalog(props).load_table(("seglog", TOPIC)).scan().to_arrow()
+        assert sorted(rows.column("offset").to_pylist()) == [3, 4, 7, 8, 9]
     finally:
         dd.close()

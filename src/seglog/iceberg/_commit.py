@@ -44,17 +44,20 @@ class CommitReport(NamedTuple):
 
 def read_rows(plog: Log, topic: str, part: OffsetRange) -> list[pa.RecordBatch]:
     """The records of ``part`` as Arrow batches of ``seglog.columnar.arrow_schema(True)``
-    (the batches holding them read ``CHUNK_BYTES`` at a time; control batches skipped).
+    (the batches holding them read ``CHUNK_BYTES`` at a time; control batches and the
+    records of aborted transactions skipped, as a read_committed consumer does: callers
+    bound ``part.end`` by the last stable offset).
     Raises ``CorruptRecordError`` (a CRC-32C mismatch...), ``InvalidOffsetError`` when
     ``part.start`` is below the log start offset."""
     out: list[pa.RecordBatch] = []
     pending: list[bytes] = []
     size = 0
+    aborted = plog.aborted_transactions(part.start, part.end)
 
     def flush() -> None:
         decoded = decode_batches(
             pending, topic=topic, partition=part.partition, start=part.start, end=part.end,
-            include_headers=True,
+            include_headers=True, aborted=aborted,
         )  # fmt: skip
         out.append(decoded)
         pending.clear()

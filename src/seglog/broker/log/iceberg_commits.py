@@ -224,7 +224,7 @@ class IcebergTask:
             try:
                 plog = self.data_dir.log(topic, partition)
                 segments = plog.segments()
-                high = plog.high_watermark
+                high = plog.last_stable_offset  # committed records only (read_committed)
                 low = plog.log_start_offset
             except SeglogError as exc:  # deleted or closed meanwhile
                 log.debug("iceberg skipped %s-%d: %s", topic, partition, exc)
