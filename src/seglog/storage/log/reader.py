@@ -8,6 +8,7 @@ mutated, on roll), the high watermark, then a segment's ``size``, and only look 
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 import struct
 from collections.abc import Iterator
@@ -105,8 +106,14 @@ def refresh(st: LogState) -> int:
 
 def locate(st: LogState, offset: int, upper: int) -> tuple[Segment, int, int] | None:
     """(segment, position, visible size) of the batch holding ``offset`` (or the first
-    batch after it), None if that is at or past ``upper``."""
+    batch after it), None if that is at or past ``upper``. Offsets below the first local
+    segment are looked up in the remote tier (a cached, CRC-checked copy)."""
     segs = st.segments
+    remote = st.remote
+    if remote is not None and segs and offset < segs[0].base_offset:
+        hit = remote.locate(offset, upper, segs[0].base_offset, st.config.index_interval_bytes)
+        if hit is not None:
+            return hit
     i = max(0, bisect.bisect_right(segs, offset, key=_base_offset) - 1)
     while i < len(segs):
         seg = segs[i]
@@ -218,7 +225,10 @@ def remember(  # noqa: PLR0917 (internal: where a consume stopped)
 ) -> None:
     """Set ``_read_hint`` for a consume continuing at ``offset``: the batch of ``data``
     (read from ``pos`` of ``seg`` while ``_segments`` was ``segs``) holding it, or the
-    position after ``data``."""
+    position after ``data``. Not for a remote segment (its cached copy may be evicted)."""
+    if seg.directory != st.directory:
+        st.read_hint = None
+        return
     p, n = 0, len(data)
     while p < n:
         base, length = _BASE_LENGTH.unpack_from(data, p)
@@ -289,7 +299,13 @@ def offset_for_time(st: LogState, timestamp_ms: int) -> tuple[int, int] | None:
     (Kafka ListOffsets semantics); None if no visible batch qualifies."""
     st.check_open()
     hw, start = st.high_watermark, st.log_start_offset
-    for seg in list(st.segments):
+    local = list(st.segments)
+    remote: Iterator[Segment] = iter(())
+    if st.remote is not None and local:
+        remote = st.remote.segments_for_time(
+            timestamp_ms, local[0].base_offset, st.config.index_interval_bytes
+        )
+    for seg in itertools.chain(remote, local):
         size = seg.size
         found = seg.find_time(timestamp_ms, size)
         while found is not None:

@@ -1,0 +1,262 @@
+"""RemoteTier: one partition's view of the object store (Kafka's RemoteLogManager, for
+one partition): the committed manifest, uploads (copy, then commit), deletions (commit,
+then delete), orphan cleanup, and reads of remote segments through the local cache.
+
+Thread-safety: one maintenance caller at a time uploads or deletes (the log's
+maintenance lock, ``retention/tiering.py``); readers use ``manifest`` (immutable,
+replaced on commit) from any thread.
+
+Object keys: ``<partition>/<base offset %020d>-<upload id>.<kind>`` with kind ``log``,
+``index``, ``timeindex``, ``txnindex``, ``snapshot``; ``<partition>/manifest.json``.
+``<partition>`` is the partition directory's name (``<topic>-<n>``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import pathlib
+import time
+import uuid
+from collections.abc import Iterator
+
+import crc32c
+
+from seglog.storage.remote.cache import RemoteCache
+from seglog.storage.remote.manifest import (
+    MANIFEST_KEY,
+    Manifest,
+    RemoteObject,
+    RemoteSegment,
+)
+from seglog.storage.remote.store import (
+    ObjectStore,
+    RemoteObjectNotFoundError,
+    RemoteStorage,
+    RemoteStorageError,
+)
+from seglog.storage.segment.segment import Segment
+
+__all__ = ["UPLOADED_KINDS", "RemoteTier", "TierCounters"]
+
+_logger = logging.getLogger(__name__)
+
+UPLOADED_KINDS = ("log", "index", "timeindex", "txnindex", "snapshot")
+"""File kinds uploaded per segment (``<base>.<kind>`` in the partition directory); the
+last two only when present (Kafka's aborted-transaction index, producer snapshot)."""
+
+BACKOFF_MIN_S = 0.2
+BACKOFF_MAX_S = 30.0
+
+
+class TierCounters:
+    """Monotonic counters of one partition's tier (the broker's metrics read them)."""
+
+    def __init__(self) -> None:
+        self.uploaded_segments = 0
+        self.uploaded_bytes = 0
+        self.upload_failures = 0
+        self.deleted_segments = 0
+        self.orphans_deleted = 0
+
+
+class RemoteTier:
+    """The remote part of one partition log. Open with :meth:`open`."""
+
+    def __init__(
+        self,
+        directory: pathlib.Path,
+        settings: RemoteStorage,
+        manifest: Manifest,
+        store: ObjectStore,
+        *,
+        reachable: bool,
+    ) -> None:
+        self.directory = directory
+        self.settings = settings
+        self.manifest = manifest
+        """The committed manifest (replaced, never mutated)."""
+        self.store = store
+        self.cache = RemoteCache.shared(settings.cache_dir, settings.cache_bytes)
+        self.counters = TierCounters()
+        self.reachable = reachable
+        """False after the last store operation failed."""
+        self.last_error: str | None = None
+        self.backoff_s = 0.0
+        self.next_attempt = 0.0
+        """``time.monotonic()`` before which uploads are not retried (exponential backoff)."""
+        self.orphans_checked = False
+
+    @property
+    def partition(self) -> str:
+        return self.manifest.partition
+
+    @classmethod
+    def open(
+        cls, directory: pathlib.Path, settings: RemoteStorage | None, *, writer: bool
+    ) -> RemoteTier | None:
+        """The tier of the partition log in ``directory``: with ``settings`` (tiering on),
+        else from the directory's manifest copy (a log tiered earlier, e.g. read-only opens
+        by Spark or ``seglog stat``); None when neither. The store's manifest wins over
+        the local copy; an unreachable store falls back to the copy (uploads retried
+        later). A writer deletes orphan objects (uploads never committed) once the store
+        answers."""
+        local = Manifest.read_local(directory)
+        if settings is None:
+            if local is None:
+                return None
+            settings = RemoteStorage(local.url, local.endpoint_url)
+        if local is not None and local.url != settings.url:
+            local = None  # a different store: start afresh there
+        store = ObjectStore.for_settings(settings)
+        partition = local.partition if local is not None else directory.name
+        empty = Manifest(partition, settings.url, settings.endpoint_url)
+        reachable = True
+        try:
+            manifest = Manifest.from_json(store.get(f"{partition}/{MANIFEST_KEY}"))
+        except RemoteObjectNotFoundError:
+            manifest = empty
+        except (RemoteStorageError, ValueError) as e:
+            _logger.warning(
+                "remote manifest of %s unavailable (%s): using the local copy", partition, e
+            )
+            manifest, reachable = local or empty, False
+        tier = cls(directory, settings, manifest, store, reachable=reachable)
+        if writer and reachable:
+            tier.delete_orphans()
+        return tier
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def _fetch(self, key: str) -> bytes:
+        return self.store.get(key)
+
+    def open_segment(self, entry: RemoteSegment, interval: int) -> Segment:
+        """The cached, checked Segment of ``entry`` (RemoteCorruptionError, RemoteStorageError)."""
+        return self.cache.segment(self.partition, entry, self._fetch, interval)
+
+    def entries_below(self, local_base: int) -> tuple[RemoteSegment, ...]:
+        """Remote segments holding offsets below ``local_base`` (the first local segment)."""
+        segs = self.manifest.segments
+        n = bisect.bisect_left([s.base_offset for s in segs], local_base)
+        return segs[:n]
+
+    def start_offset(self, local_start: int) -> int:
+        """The log start offset counting the tier: the remote start when the tier holds
+        offsets below ``local_start``, else ``local_start``."""
+        start = self.manifest.start_offset
+        if start is None or self.manifest.segments[0].base_offset >= local_start:
+            return local_start
+        return min(start, local_start)
+
+    def locate(
+        self, offset: int, upper: int, local_base: int, interval: int
+    ) -> tuple[Segment, int, int] | None:
+        """``(segment, position, size)`` of the remote batch holding ``offset`` (or the
+        first after it) below ``local_base``; None when the tier has none (or it is at or
+        past ``upper``)."""
+        entries = self.entries_below(local_base)
+        i = max(0, bisect.bisect_right([s.base_offset for s in entries], offset) - 1)
+        for entry in entries[i:]:
+            if entry.end_offset <= offset:
+                continue
+            seg = self.open_segment(entry, interval)
+            found = seg.find(offset, seg.size)
+            if found is not None:
+                pos, h = found
+                return (seg, pos, seg.size) if h.base_offset < upper else None
+        return None
+
+    def segments_for_time(
+        self, timestamp_ms: int, local_base: int, interval: int
+    ) -> Iterator[Segment]:
+        """Remote Segments below ``local_base`` that may hold a record at or after
+        ``timestamp_ms`` (max timestamp >= it), oldest first, opened lazily."""
+        for entry in self.entries_below(local_base):
+            if entry.max_timestamp >= timestamp_ms:
+                yield self.open_segment(entry, interval)
+
+    # -- writes (one maintenance caller at a time) --------------------------------------------
+
+    def commit(self, manifest: Manifest) -> None:
+        """Write ``manifest`` to the store (atomic PUT: the commit point), then the local
+        copy. RemoteStorageError leaves the previous manifest committed."""
+        self.store.put(f"{manifest.partition}/{MANIFEST_KEY}", manifest.to_json())
+        self.manifest = manifest
+        manifest.write_local(self.directory)
+
+    def upload(
+        self, base_offset: int, end_offset: int, size: int, max_timestamp: int
+    ) -> RemoteSegment:
+        """Copy the segment ``base_offset`` of the partition directory (its ``.log`` up to
+        ``size`` bytes, indexes, and a ``.txnindex`` / ``.snapshot`` when present) under
+        fresh keys, then commit a manifest naming it. Raises RemoteStorageError (nothing
+        committed: the objects put are orphans the next open removes), OSError."""
+        upload_id = uuid.uuid4().hex
+        objects: dict[str, RemoteObject] = {}
+        name = f"{base_offset:020d}"
+        for kind in UPLOADED_KINDS:
+            path = self.directory / f"{name}.{kind}"
+            try:
+                with open(path, "rb") as f:
+                    data = f.read(size) if kind == "log" else f.read()
+            except FileNotFoundError:
+                if kind in ("txnindex", "snapshot"):
+                    continue
+                if kind == "log":
+                    raise
+                data = b""  # an index not written yet (rebuilt from the data on read)
+            key = f"{self.partition}/{name}-{upload_id}.{kind}"
+            self.store.put(key, data)
+            objects[kind] = RemoteObject(key, len(data), crc32c.crc32c(data))
+        entry = RemoteSegment(
+            base_offset=base_offset,
+            end_offset=end_offset,
+            size=size,
+            max_timestamp=max_timestamp,
+            upload_id=upload_id,
+            uploaded_ms=time.time_ns() // 1_000_000,
+            objects=objects,
+        )
+        self.commit(self.manifest.with_segment(entry))
+        self.counters.uploaded_segments += 1
+        self.counters.uploaded_bytes += entry.total_bytes
+        return entry
+
+    def delete_below(self, offset: int) -> list[RemoteSegment]:
+        """Commit a manifest without the segments wholly below ``offset`` (remote log start
+        moved there), then delete their objects. Returns the segments removed."""
+        old = self.manifest
+        gone = [s for s in old.segments if s.end_offset <= offset]
+        if not gone and old.log_start_offset >= offset:
+            return []
+        self.commit(old.without_below(offset))
+        self.store.delete([o.key for s in gone for o in s.objects.values()])
+        for s in gone:
+            self.cache.drop(self.partition, s.upload_id)
+        self.counters.deleted_segments += len(gone)
+        return gone
+
+    def delete_orphans(self) -> int:
+        """Delete the partition's objects no committed manifest names (interrupted uploads
+        or deletions). Returns how many. RemoteStorageError when the store fails."""
+        named = self.manifest.keys() | {f"{self.partition}/{MANIFEST_KEY}"}
+        orphans = [k for k, _ in self.store.list_objects(f"{self.partition}/") if k not in named]
+        self.store.delete(orphans)
+        self.counters.orphans_deleted += len(orphans)
+        self.orphans_checked = True
+        return len(orphans)
+
+    def failed(self, error: BaseException) -> None:
+        """Record a failed store operation: backoff doubles (0.2 s .. 30 s)."""
+        self.reachable = False
+        self.last_error = str(error)
+        self.counters.upload_failures += 1
+        self.backoff_s = min(BACKOFF_MAX_S, max(BACKOFF_MIN_S, self.backoff_s * 2))
+        self.next_attempt = time.monotonic() + self.backoff_s
+
+    def succeeded(self) -> None:
+        self.reachable = True
+        self.last_error = None
+        self.backoff_s = 0.0
+        self.next_attempt = 0.0
