@@ -103,6 +103,8 @@ _OTHER = {  # non-default values a broker runs with (without TLS, SASL or topics
     "max.connection.creation.rate": "1000",  # default: unlimited (2^31-1)
     "group.consumer.assignors": "range,uniform",
     "group.consumer.max.size": "100",  # the default is the int maximum
+    "seglog.remote.storage.url": "file:///tmp/seglog-test-properties-tier",  # no tiered topic
+    "seglog.remote.storage.endpoint.url": "http://127.0.0.1:9",
 }
 
 

@@ -44,8 +44,10 @@ def _list_offset(
         offset, ts = -1, -1
         if timestamp == LATEST:
             offset = plog.high_watermark
-        elif timestamp in (EARLIEST, EARLIEST_LOCAL):
+        elif timestamp == EARLIEST:  # on a tiered log: the remote log start (KIP-405)
             offset = plog.log_start_offset
+        elif timestamp == EARLIEST_LOCAL:  # KIP-1005: the first offset on local disk
+            offset = plog.local_log_start_offset
         elif timestamp >= 0:
             found = plog.offset_for_time(timestamp)
             if found is not None and found[0] < plog.high_watermark:
@@ -65,7 +67,8 @@ def _list_offset(
 
 
 def handle_list_offsets(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
-    """Offsets by time: -2 earliest (log start offset), -1 latest (high watermark, which is
+    """Offsets by time: -2 earliest (log start offset; the remote one when tiered), -4
+    earliest local (KIP-1005: the first offset on local disk), -1 latest (high watermark, which is
     also the last stable offset: no transactions), t >= 0 the first batch whose max
     timestamp >= t (offset, timestamp) or (-1, -1) when none; -3 max timestamp is not
     tracked and answers (-1, -1). Unknown topic or partition: 3."""

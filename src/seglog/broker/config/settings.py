@@ -229,6 +229,24 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             "seglog: write a Parquet mirror of each closed segment (Spark read_topic)",
         ),
         TopicConfigDef(
+            "remote.storage.enable", BOOLEAN, None, "false",
+            _const("false"), _boolean,
+            "tiered storage (KIP-405): copy closed segments to seglog.remote.storage.url "
+            "and read them back from there once local retention removed them",
+        ),
+        TopicConfigDef(
+            "local.retention.ms", LONG, "log.local.retention.ms", "-2",
+            _const("-2"), _int_in(-2, _LONG_MAX),
+            "with remote.storage.enable: ms an uploaded segment stays on local disk after "
+            "its newest record (-2: retention.ms, -1: forever)",
+        ),
+        TopicConfigDef(
+            "local.retention.bytes", LONG, "log.local.retention.bytes", "-2",
+            _const("-2"), _int_in(-2, _LONG_MAX),
+            "with remote.storage.enable: local bytes per partition above which the oldest "
+            "uploaded segments leave the local disk (-2: retention.bytes, -1: no limit)",
+        ),
+        TopicConfigDef(
             CONSUMED, BOOLEAN, None, "false",
             _const("false"), _boolean,
             "seglog: retention also removes the closed segments wholly below the lowest "
@@ -380,6 +398,11 @@ def _policy_list(value: str) -> None:
         raise ValueError("a list of delete and compact")
 
 
+def _remote_url(value: str) -> None:
+    if not value.startswith(("file:///", "s3://")):
+        raise ValueError("file:///dir or s3://bucket/prefix")
+
+
 _SEC = "Security (listeners, TLS, SASL)"
 _DAY_MS = 24 * 3600 * 1000
 
@@ -494,6 +517,21 @@ BROKER_SETTINGS: tuple[BrokerSetting, ...] = (
         "log.archive.command", "log_archive_command", STRING, None,
         "seglog: command run as 'COMMAND TOPIC PARTITION FILE...' with a segment's files "
         "renamed to .bak before retention removes it; it owns them afterwards.",
+    ),
+    # tiered storage (KIP-405)
+    BrokerSetting(
+        "seglog.remote.storage.url", "remote_storage_url", STRING, None,
+        "seglog: the object store of tiered storage, file:///dir or s3://bucket/prefix "
+        "(credentials from the environment: AWS_ACCESS_KEY_ID...); unset: no tiering.",
+        check=_remote_url,
+    ),
+    BrokerSetting(
+        "seglog.remote.storage.endpoint.url", "remote_storage_endpoint_url", STRING, None,
+        "seglog: an S3-compatible endpoint (http://host:port) instead of AWS's.",
+    ),
+    BrokerSetting(
+        "seglog.remote.cache.bytes", "remote_cache_bytes", LONG, 1 << 30,
+        "seglog: bytes of remote segments cached on local disk (LRU).", min=0,
     ),
     BrokerSetting(
         "group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms", INT, 100,

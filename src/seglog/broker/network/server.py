@@ -31,6 +31,7 @@ from seglog.broker.log.durability import DurabilityWaiters
 from seglog.broker.log.producer_recovery import rebuild, write_snapshot
 from seglog.broker.log.producers import ProducerStateTable
 from seglog.broker.log.retention import RetentionTask, start_retention
+from seglog.broker.log.tiering import TieringTask, remote_storage, start_tiering
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.metrics import snapshot_from_loop
 from seglog.broker.network.admission import ConnectionLimits
@@ -136,6 +137,7 @@ class Broker:
         self._share_timer: asyncio.TimerHandle | None = None
         self.bound: tuple[str, int] | None = None
         self._retention: RetentionTask | None = None  # retention / cleaner thread
+        self._tiering: TieringTask | None = None  # tiered storage thread (KIP-405)
         self._metrics_server: Any = None  # prometheus-client's WSGI server (its own thread)
         self._snapshot_timer: asyncio.TimerHandle | None = None
         self.metrics_bound: tuple[str, int] | None = None
@@ -145,7 +147,12 @@ class Broker:
         config = self.config
         loop = asyncio.get_running_loop()
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        data_dir = DataDir(config.data_dir, create=True, default_config=_log_config(config))
+        data_dir = DataDir(
+            config.data_dir,
+            create=True,
+            default_config=_log_config(config),
+            remote=remote_storage(config),
+        )
         self._data_dir = data_dir
         try:
             committed = CommittedOffsets(data_dir)  # creates __consumer_offsets on first start
@@ -266,6 +273,7 @@ class Broker:
         self._schedule_share_expiry()
         self._snapshot_timer = loop.call_later(_SNAPSHOT_INTERVAL_S, self._snapshot_producers)
         self._retention = start_retention(config, self._data_dir, committed.lowest)
+        self._tiering = start_tiering(config, self._data_dir)
         if config.metrics_host is not None:
             self._start_metrics(loop)
         for lst in listeners:
@@ -555,6 +563,9 @@ class Broker:
         if self._retention is not None:
             await asyncio.to_thread(self._retention.stop)  # before the logs close
             self._retention = None
+        if self._tiering is not None:
+            await asyncio.to_thread(self._tiering.stop)
+            self._tiering = None
         if self._metrics_server is not None:
             await asyncio.to_thread(self._metrics_server.shutdown)
             self._metrics_server.server_close()

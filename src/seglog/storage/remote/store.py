@@ -31,7 +31,7 @@ from typing import Any
 import obstore
 from obstore.store import from_url
 
-from seglog.errors import StorageError
+from seglog.errors import RemoteStorageError
 
 __all__ = [
     "ObjectStore",
@@ -42,10 +42,6 @@ __all__ = [
 
 DEFAULT_CACHE_BYTES = 1 << 30
 """``seglog.remote.cache.bytes`` default: 1 GiB of remote segments cached on local disk."""
-
-
-class RemoteStorageError(StorageError):
-    """The remote store failed (unreachable, refused, timed out) or holds bad data."""
 
 
 class RemoteObjectNotFoundError(RemoteStorageError):

@@ -1,0 +1,189 @@
+"""Tiered storage through the broker (KIP-405): a topic with ``remote.storage.enable``
+uploads its closed segments to moto's S3 server, local retention removes the local
+copies, and Kafka clients read the whole history back (Fetch from offset 0 with
+confluent-kafka, ListOffsets -2 / -4 / by time); DescribeLogDirs and /metrics show both
+tiers; a stopped store holds local data, counts failures and catches up once back."""
+
+from __future__ import annotations
+
+import pathlib
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.admin import DescribeLogDirsRequest
+from kafka.protocol.consumer import ListOffsetsRequest
+from moto.server import ThreadedMotoServer
+from prometheus_client.parser import text_string_to_metric_families
+from tests._s3 import S3Server
+from tests._wait import wait_until
+from tests.broker._wire import Wire
+
+from seglog.broker import BrokerProcess, free_port
+
+N = 3000
+TS0 = time.time_ns() // 1_000_000 - 3_600_000  # an hour ago: inside retention.ms
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    server = S3Server()
+    yield server
+    server.stop()
+
+
+def _start(
+    broker_factory: Callable[..., BrokerProcess], s3: S3Server, *extra: str
+) -> tuple[BrokerProcess, str]:
+    url = s3.bucket()
+    proc = broker_factory([
+        "--seglog-remote-storage-url", url,
+        "--seglog-remote-storage-endpoint-url", s3.endpoint,
+        *extra,
+    ])  # fmt: skip
+    return proc, url
+
+
+def _create(bootstrap: str, topic: str, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    config = {
+        "remote.storage.enable": "true",
+        "segment.bytes": "16384",
+        "local.retention.bytes": "0",
+        **configs,
+    }
+    admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(30)
+
+
+def _produce(bootstrap: str, topic: str, start: int, n: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 4096})
+    for i in range(start, start + n):
+        producer.produce(topic, value=b"m%06d" % i + b"." * 90, timestamp=TS0 + i)
+    assert producer.flush(30) == 0
+
+
+def _list_offset(bootstrap: str, topic: str, timestamp: int) -> int:
+    req = ListOffsetsRequest[9](
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            ListOffsetsRequest.ListOffsetsTopic(
+                name=topic,
+                partitions=[
+                    ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                        partition_index=0, current_leader_epoch=-1, timestamp=timestamp
+                    )
+                ],
+            )
+        ],
+    )
+    with Wire(bootstrap) as w:
+        part = w.call(req).topics[0].partitions[0]
+    assert part.error_code == 0
+    return int(part.offset)
+
+
+def _consume_all(bootstrap: str, topic: str, n: int, start: int = 0) -> list[bytes]:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, 0, start)])
+    out: list[bytes] = []
+    try:
+
+        def more() -> bool:
+            msg = consumer.poll(1.0)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                assert msg.offset() == start + len(out)
+                out.append(msg.value())
+            return len(out) >= n
+
+        wait_until(more, timeout=60, interval=0, message="consume the tiered history")
+    finally:
+        consumer.close()
+    return out
+
+
+def _segments(data: pathlib.Path, topic: str) -> list[str]:
+    return sorted(p.name for p in (data / f"{topic}-0").glob("*.log"))
+
+
+def _metric(port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    for fam in text_string_to_metric_families(text):
+        for sample in fam.samples:
+            if sample.name in (name, name + "_total"):
+                return float(sample.value)
+    return -1.0
+
+
+def test_history_is_read_back_from_the_tier(
+    broker_factory: Callable[..., BrokerProcess], s3: S3Server, topic: str
+) -> None:
+    proc, url = _start(broker_factory, s3)
+    _create(proc.bootstrap, topic)
+    _produce(proc.bootstrap, topic, 0, N)
+    # uploaded after each roll, then deleted locally (local.retention.bytes=0)
+    local_start = wait_until(
+        lambda: _list_offset(proc.bootstrap, topic, -4), timeout=60, message="local deletion"
+    )
+    assert 0 < local_start < N
+    assert not (proc.data_dir / f"{topic}-0" / f"{0:020d}.log").exists()
+    assert _list_offset(proc.bootstrap, topic, -2) == 0  # earliest = the remote start
+    assert _list_offset(proc.bootstrap, topic, -1) == N
+    assert _list_offset(proc.bootstrap, topic, TS0 + 17) == 17  # by time, in the tier
+    values = _consume_all(proc.bootstrap, topic, N)
+    assert values == [b"m%06d" % i + b"." * 90 for i in range(N)]
+    # the objects are in the bucket, under the partition's prefix
+    bucket, prefix = url.removeprefix("s3://").split("/", 1)
+    listing = s3.client().list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/{topic}-0/")  # type: ignore[attr-defined]
+    keys = {o["Key"].rsplit("/", 1)[1] for o in listing["Contents"]}
+    assert "manifest.json" in keys
+    assert any(k.endswith(".log") for k in keys)
+    # DescribeLogDirs: the local directory and the store, each with this partition's bytes
+    with Wire(proc.bootstrap) as w:
+        resp = w.call(DescribeLogDirsRequest[1](topics=None))
+    dirs = {r.log_dir: r for r in resp.results}
+    assert url in dirs
+    remote_sizes = {t.name: t.partitions[0].partition_size for t in dirs[url].topics}
+    assert remote_sizes[topic] > 0
+
+
+def test_unreachable_store_holds_local_data_and_catches_up(
+    broker_factory: Callable[..., BrokerProcess], tmp_path: pathlib.Path, topic: str
+) -> None:
+    server = S3Server()
+    port = free_port()
+    proc, _url = _start(broker_factory, server, "--metrics-listen", f"127.0.0.1:{port}")
+    _create(proc.bootstrap, topic)
+    _produce(proc.bootstrap, topic, 0, 200)
+    local_start = wait_until(lambda: _list_offset(proc.bootstrap, topic, -4), timeout=60)
+    host, s3_port = server.endpoint.removeprefix("http://").split(":")
+    server.stop()
+    before = len(_segments(proc.data_dir, topic))
+    _produce(proc.bootstrap, topic, 200, 800)
+    wait_until(lambda: _metric(port, "seglog_upload_failures") >= 2, timeout=60)
+    assert _metric(port, "seglog_upload_lag_segments") > 0
+    held = len(_segments(proc.data_dir, topic))
+    assert held > before  # rolled segments stay while the store is down
+    # what is local is still served (the uploaded history waits for the store)
+    tail = _consume_all(proc.bootstrap, topic, 1000 - local_start, start=local_start)
+    assert tail[-1].startswith(b"m000999")
+    # the store comes back (moto keeps its buckets in-process): uploads resume, local
+    # copies go, and the history is still whole
+    again = ThreadedMotoServer(ip_address=host, port=int(s3_port), verbose=False)
+    again.start()
+    try:
+        wait_until(lambda: _metric(port, "seglog_upload_lag_segments") == 0, timeout=90)
+        wait_until(lambda: len(_segments(proc.data_dir, topic)) < held, timeout=60)
+        values = _consume_all(proc.bootstrap, topic, 1000)
+        assert values == [b"m%06d" % i + b"." * 90 for i in range(1000)]
+        assert _metric(port, "seglog_cache_misses") > 0
+        assert _metric(port, "seglog_remote_bytes") > 0
+    finally:
+        again.stop()
