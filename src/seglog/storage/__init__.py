@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from seglog.storage.remote.cache import RemoteCorruptionError
     from seglog.storage.remote.manifest import Manifest, RemoteSegment
     from seglog.storage.remote.store import RemoteStorage, RemoteStorageError
-    from seglog.storage.remote.tier import RemoteTier, TierCounters
+    from seglog.storage.remote.tier import RemoteSlice, RemoteTier, TierCounters
 
     # Compaction and delete by offsets (Kafka's cleaner, klevdb's Compact* / Delete)
     from seglog.storage.retention.compact import (
@@ -180,6 +180,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "RemoteStorage": ("seglog.storage.remote.store", "RemoteStorage"),
     "RemoteStorageError": ("seglog.storage.remote.store", "RemoteStorageError"),
     "RemoteTier": ("seglog.storage.remote.tier", "RemoteTier"),
+    "RemoteSlice": ("seglog.storage.remote.tier", "RemoteSlice"),
     "TierCounters": ("seglog.storage.remote.tier", "TierCounters"),
     "TierReport": ("seglog.storage.retention.tiering", "TierReport"),
     "tier_sync": ("seglog.storage.retention.tiering", "tier_sync"),
@@ -257,6 +258,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
     "Manifest",
     "RemoteCorruptionError",
     "RemoteSegment",
+    "RemoteSlice",
     "RemoteStorage",
     "RemoteStorageError",
     "RemoteTier",

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 import pathlib
 import time
 import uuid
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import crc32c
 
+from seglog.storage.record.batch import HEADER_SIZE, parse_header
 from seglog.storage.remote.cache import RemoteCache
 from seglog.storage.remote.manifest import (
     MANIFEST_KEY,
@@ -35,9 +38,10 @@ from seglog.storage.remote.store import (
     RemoteStorage,
     RemoteStorageError,
 )
+from seglog.storage.segment import swap
 from seglog.storage.segment.segment import Segment
 
-__all__ = ["UPLOADED_KINDS", "RemoteTier", "TierCounters"]
+__all__ = ["UPLOADED_KINDS", "RemoteSlice", "RemoteTier", "TierCounters"]
 
 _logger = logging.getLogger(__name__)
 
@@ -47,6 +51,15 @@ last two only when present (Kafka's aborted-transaction index, producer snapshot
 
 BACKOFF_MIN_S = 0.2
 BACKOFF_MAX_S = 30.0
+
+
+class RemoteSlice(NamedTuple):
+    """Whole record batches of a cached remote segment, for ``os.preadv`` / ``sendfile``
+    (the fields of ``Log.read_slice``'s FileSlice)."""
+
+    fd: int
+    position: int
+    size: int
 
 
 class TierCounters:
@@ -126,7 +139,39 @@ class RemoteTier:
             tier.delete_orphans()
         return tier
 
+    @classmethod
+    def open_remote(
+        cls, settings: RemoteStorage, partition: str, *, directory: pathlib.Path | None = None
+    ) -> RemoteTier:
+        """The tier of ``partition`` (its key prefix) from the store alone, for readers
+        without the partition directory (Spark executors on other machines): its manifest
+        is read from the store. RemoteStorageError when it cannot be."""
+        store = ObjectStore.for_settings(settings)
+        try:
+            manifest = Manifest.from_json(store.get(f"{partition}/{MANIFEST_KEY}"))
+        except ValueError as e:
+            raise RemoteStorageError(f"{partition}/{MANIFEST_KEY}: {e}") from e
+        return cls(directory or pathlib.Path(partition), settings, manifest, store, reachable=True)
+
     # -- reads ------------------------------------------------------------------------------
+
+    def read_slice(
+        self, offset: int, max_bytes: int, upper: int, interval: int = 4096
+    ) -> RemoteSlice | None:
+        """Whole record batches from the remote batch holding ``offset``, up to
+        ``max_bytes`` (at least one batch), base offsets below ``upper``; None when the
+        tier has none there. Raises RemoteCorruptionError, RemoteStorageError."""
+        found = self.locate(offset, upper, 1 << 62, interval)
+        if found is None:
+            return None
+        seg, pos, size = found
+        end = pos
+        while size - end >= HEADER_SIZE:
+            h = parse_header(os.pread(seg.fd, HEADER_SIZE, end))
+            if h.base_offset >= upper or (end > pos and end + h.size - pos > max_bytes):
+                break
+            end += h.size
+        return RemoteSlice(seg.fd, pos, end - pos) if end > pos else None
 
     def _fetch(self, key: str) -> bytes:
         return self.store.get(key)
@@ -208,6 +253,7 @@ class RemoteTier:
                 data = b""  # an index not written yet (rebuilt from the data on read)
             key = f"{self.partition}/{name}-{upload_id}.{kind}"
             self.store.put(key, data)
+            swap.step("remote-put")  # crash tests stop here: objects no manifest names
             objects[kind] = RemoteObject(key, len(data), crc32c.crc32c(data))
         entry = RemoteSegment(
             base_offset=base_offset,
@@ -219,6 +265,7 @@ class RemoteTier:
             objects=objects,
         )
         self.commit(self.manifest.with_segment(entry))
+        swap.step("remote-commit")
         self.counters.uploaded_segments += 1
         self.counters.uploaded_bytes += entry.total_bytes
         return entry
@@ -231,6 +278,7 @@ class RemoteTier:
         if not gone and old.log_start_offset >= offset:
             return []
         self.commit(old.without_below(offset))
+        swap.step("remote-commit")
         self.store.delete([o.key for s in gone for o in s.objects.values()])
         for s in gone:
             self.cache.drop(self.partition, s.upload_id)
