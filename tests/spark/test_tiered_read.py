@@ -36,7 +36,8 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         for i in range(N):
             log.publish([Message(key=b"k%d" % i, value=b"v%05d" % i, timestamp=1_000 + i)])
         report = tier_sync(log)
-        assert report.error is None and len(report.deleted_local) == 5
+        assert report.error is None
+        assert len(report.deleted_local) == 5
         assert log.local_log_start_offset == 500
     yield {"path": str(path), "server": server}
     server.stop()
