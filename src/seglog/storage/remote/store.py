@@ -20,13 +20,15 @@ StorageError), a missing object as :class:`RemoteObjectNotFoundError` (its subcl
 from __future__ import annotations
 
 import contextlib
+import contextlib
 import os
+import re
 import threading
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, BinaryIO
 
 import obstore
 from obstore.store import from_url
@@ -72,6 +74,8 @@ class RemoteStorage:
             raise ValueError("seglog.remote.cache.bytes must be >= 0")
 
 
+_STAGING = re.compile(r"#\d+$")
+
 _stores: dict[tuple[str, str | None], ObjectStore] = {}
 _stores_guard = threading.Lock()
 
@@ -85,8 +89,9 @@ class ObjectStore:
         self.endpoint_url = endpoint_url
         parts = urllib.parse.urlsplit(url)
         self._store: Any
+        self._root: str | None = None
         if parts.scheme == "file":
-            root = urllib.parse.unquote(parts.path)
+            root = self._root = urllib.parse.unquote(parts.path)
             os.makedirs(root, exist_ok=True)
             self._store = from_url(f"file://{root}", mkdir=True)
         else:
@@ -131,6 +136,14 @@ class ObjectStore:
         except Exception as e:
             raise RemoteStorageError(f"put {key} to {self.url}: {e}") from e
 
+    def put_stream(self, key: str, f: BinaryIO) -> None:
+        """Write the rest of file ``f`` at ``key`` as a multipart upload (8 MiB parts,
+        uploaded concurrently), atomically."""
+        try:
+            obstore.put(self._store, key, f, chunk_size=8 << 20, max_concurrency=8)
+        except Exception as e:
+            raise RemoteStorageError(f"put {key} to {self.url}: {e}") from e
+
     def get(self, key: str) -> bytes:
         """The whole object at ``key``; RemoteObjectNotFoundError, RemoteStorageError."""
         try:
@@ -157,6 +170,22 @@ class ObjectStore:
                     yield meta["path"], meta["size"]
         except Exception as e:
             raise RemoteStorageError(f"list {prefix} in {self.url}: {e}") from e
+
+    def sweep_partial(self, prefix: str) -> int:
+        """Remove the staging files of puts a crash interrupted under ``prefix`` (a
+        ``file://`` store writes ``<key>#<n>`` and renames it; they are not listed as
+        objects). Returns how many. S3 keeps an interrupted multipart upload invisible
+        (abort it with a bucket lifecycle rule); nothing to do there."""
+        if self._root is None:
+            return 0
+        removed = 0
+        for dirpath, _dirs, names in os.walk(os.path.join(self._root, prefix)):
+            for name in names:
+                if _STAGING.search(name):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(dirpath, name))
+                        removed += 1
+        return removed
 
     def delete(self, keys: list[str]) -> None:
         """Remove ``keys`` (missing ones are not an error)."""

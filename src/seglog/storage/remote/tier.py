@@ -20,6 +20,7 @@ import pathlib
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import crc32c
@@ -41,7 +42,7 @@ from seglog.storage.remote.store import (
 from seglog.storage.segment import swap
 from seglog.storage.segment.segment import Segment
 
-__all__ = ["UPLOADED_KINDS", "RemoteSlice", "RemoteTier", "TierCounters"]
+__all__ = ["BATCH_SEGMENTS", "UPLOADED_KINDS", "RemoteSlice", "RemoteTier", "TierCounters"]
 
 _logger = logging.getLogger(__name__)
 
@@ -49,6 +50,12 @@ UPLOADED_KINDS = ("log", "index", "timeindex", "txnindex", "snapshot")
 """File kinds uploaded per segment (``<base>.<kind>`` in the partition directory); the
 last two only when present (Kafka's aborted-transaction index, producer snapshot)."""
 
+UPLOAD_THREADS = 8
+"""Objects put concurrently by one upload pass."""
+STREAM_ABOVE = 8 << 20
+"""Files larger than this are streamed (multipart) instead of read whole."""
+BATCH_SEGMENTS = 16
+"""Segments uploaded per manifest commit at most."""
 BACKOFF_MIN_S = 0.2
 BACKOFF_MAX_S = 30.0
 
@@ -233,42 +240,79 @@ class RemoteTier:
     def upload(
         self, base_offset: int, end_offset: int, size: int, max_timestamp: int
     ) -> RemoteSegment:
-        """Copy the segment ``base_offset`` of the partition directory (its ``.log`` up to
-        ``size`` bytes, indexes, and a ``.txnindex`` / ``.snapshot`` when present) under
-        fresh keys, then commit a manifest naming it. Raises RemoteStorageError (nothing
-        committed: the objects put are orphans the next open removes), OSError."""
-        upload_id = uuid.uuid4().hex
-        objects: dict[str, RemoteObject] = {}
-        name = f"{base_offset:020d}"
-        for kind in UPLOADED_KINDS:
-            path = self.directory / f"{name}.{kind}"
-            try:
-                with open(path, "rb") as f:
-                    data = f.read(size) if kind == "log" else f.read()
-            except FileNotFoundError:
-                if kind in ("txnindex", "snapshot"):
+        """One segment's :meth:`upload_many`."""
+        return self.upload_many([(base_offset, end_offset, size, max_timestamp)])[0]
+
+    def upload_many(self, specs: list[tuple[int, int, int, int]]) -> list[RemoteSegment]:
+        """Copy segments ``(base offset, end offset, .log size, max timestamp)`` of the
+        partition directory (each ``.log`` up to its size, its indexes, and a
+        ``.txnindex`` / ``.snapshot`` when present) under fresh keys, every object put
+        concurrently (``UPLOAD_THREADS``; files above 8 MiB streamed as multipart
+        uploads), then commit one manifest naming them all. Raises RemoteStorageError
+        (nothing committed: the objects put are orphans the next open removes), OSError."""
+        jobs: list[tuple[int, str, str, pathlib.Path, int | None]] = []
+        ids = [uuid.uuid4().hex for _ in specs]
+        for i, (base, _end, size, _ts) in enumerate(specs):
+            name = f"{base:020d}"
+            for kind in UPLOADED_KINDS:
+                path = self.directory / f"{name}.{kind}"
+                if kind in ("txnindex", "snapshot") and not path.exists():
                     continue
-                if kind == "log":
-                    raise
-                data = b""  # an index not written yet (rebuilt from the data on read)
-            key = f"{self.partition}/{name}-{upload_id}.{kind}"
-            self.store.put(key, data)
-            swap.step("remote-put")  # crash tests stop here: objects no manifest names
-            objects[kind] = RemoteObject(key, len(data), crc32c.crc32c(data))
-        entry = RemoteSegment(
-            base_offset=base_offset,
-            end_offset=end_offset,
-            size=size,
-            max_timestamp=max_timestamp,
-            upload_id=upload_id,
-            uploaded_ms=time.time_ns() // 1_000_000,
-            objects=objects,
-        )
-        self.commit(self.manifest.with_segment(entry))
+                key = f"{self.partition}/{name}-{ids[i]}.{kind}"
+                jobs.append((i, kind, key, path, size if kind == "log" else None))
+        objects: list[dict[str, RemoteObject]] = [{} for _ in specs]
+        with ThreadPoolExecutor(UPLOAD_THREADS, thread_name_prefix="seglog-upload") as pool:
+            futures = [
+                pool.submit(self._put_file, key, path, limit) for _, _, key, path, limit in jobs
+            ]
+            for (i, kind, _key, _path, _limit), fut in zip(jobs, futures, strict=True):
+                objects[i][kind] = fut.result()
+                swap.step("remote-put")  # crash tests stop here: objects no manifest names
+        now = time.time_ns() // 1_000_000
+        entries = [
+            RemoteSegment(
+                base_offset=base,
+                end_offset=end,
+                size=size,
+                max_timestamp=ts,
+                upload_id=ids[i],
+                uploaded_ms=now,
+                objects=objects[i],
+            )
+            for i, (base, end, size, ts) in enumerate(specs)
+        ]
+        manifest = self.manifest
+        for entry in entries:
+            manifest = manifest.with_segment(entry)
+        self.commit(manifest)
         swap.step("remote-commit")
-        self.counters.uploaded_segments += 1
-        self.counters.uploaded_bytes += entry.total_bytes
-        return entry
+        self.counters.uploaded_segments += len(entries)
+        self.counters.uploaded_bytes += sum(e.total_bytes for e in entries)
+        return entries
+
+    def _put_file(self, key: str, path: pathlib.Path, limit: int | None) -> RemoteObject:
+        """Put ``path`` (its first ``limit`` bytes) at ``key``; its size and CRC-32C. A
+        missing index is put empty (rebuilt from the data on read)."""
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - closed below, handed to the store
+        except FileNotFoundError:
+            if limit is not None:  # the .log itself
+                raise
+            self.store.put(key, b"")
+            return RemoteObject(key, 0, 0)
+        with f:
+            total = os.fstat(f.fileno()).st_size
+            size = total if limit is None else min(limit, total)
+            if size <= STREAM_ABOVE or size != total:
+                data = f.read(size)
+                self.store.put(key, data)
+                return RemoteObject(key, size, crc32c.crc32c(data))
+            crc = 0
+            while chunk := f.read(8 << 20):
+                crc = crc32c.crc32c(chunk, crc)
+            f.seek(0)
+            self.store.put_stream(key, f)
+            return RemoteObject(key, size, crc)
 
     def delete_below(self, offset: int) -> list[RemoteSegment]:
         """Commit a manifest without the segments wholly below ``offset`` (remote log start
@@ -291,6 +335,7 @@ class RemoteTier:
         named = self.manifest.keys() | {f"{self.partition}/{MANIFEST_KEY}"}
         orphans = [k for k, _ in self.store.list_objects(f"{self.partition}/") if k not in named]
         self.store.delete(orphans)
+        self.store.sweep_partial(f"{self.partition}/")
         self.counters.orphans_deleted += len(orphans)
         self.orphans_checked = True
         return len(orphans)

@@ -4,10 +4,11 @@ tiers, then the local retention of uploaded segments.
 
 Rules:
 
-- **Upload** after a roll: every closed (fsynced) segment past the tier's end, oldest
-  first: ``.log``, ``.index``, ``.timeindex`` and, when present, ``.txnindex`` (Kafka's
-  aborted-transaction index) and ``.snapshot`` (producer snapshot); copy, then commit the
-  manifest (``seglog.storage.remote.manifest``). A failure stops the pass, counts in
+- **Upload** after a roll: every closed (fsynced) segment past the tier's end:
+  ``.log``, ``.index``, ``.timeindex`` and, when present, ``.txnindex`` (Kafka's
+  aborted-transaction index) and ``.snapshot`` (producer snapshot), objects put
+  concurrently; copy, then commit the manifest (``seglog.storage.remote.manifest``), one
+  commit per ``BATCH_SEGMENTS`` segments. A failure stops the pass, counts in
   ``TierCounters.upload_failures`` and backs off exponentially (0.2 s doubling to 30 s);
   nothing local is deleted for a segment whose upload is not committed.
 - **Whole-log retention** (``retention.ms`` / ``retention.bytes``, -1 = none) counts the
@@ -32,6 +33,7 @@ from seglog.errors import StorageError
 from seglog.storage.fileio import files
 from seglog.storage.log import maint
 from seglog.storage.remote.store import RemoteStorageError
+from seglog.storage.remote.tier import BATCH_SEGMENTS
 from seglog.storage.retention import policy
 from seglog.storage.segment import swap
 
@@ -85,10 +87,14 @@ def tier_sync(
             try:
                 if not tier.orphans_checked:
                     tier.delete_orphans()
-                for seg in closed:
-                    if seg.base_offset >= tier.manifest.end_offset and seg.size > 0:
-                        tier.upload(seg.base_offset, seg.next_offset, seg.size, seg.max_timestamp)
-                        uploaded.append(seg.base_offset)
+                pending = [
+                    (s.base_offset, s.next_offset, s.size, s.max_timestamp)
+                    for s in closed
+                    if s.base_offset >= tier.manifest.end_offset and s.size > 0
+                ]
+                for i in range(0, len(pending), BATCH_SEGMENTS):
+                    done = tier.upload_many(pending[i : i + BATCH_SEGMENTS])
+                    uploaded.extend(e.base_offset for e in done)
                 tier.succeeded()
             except (RemoteStorageError, OSError) as e:
                 tier.failed(e)
