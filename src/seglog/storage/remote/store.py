@@ -20,7 +20,6 @@ StorageError), a missing object as :class:`RemoteObjectNotFoundError` (its subcl
 from __future__ import annotations
 
 import contextlib
-import contextlib
 import os
 import re
 import threading
