@@ -72,8 +72,10 @@ class Store:
 
 
 def _produce(bootstrap: str, topic: str, count: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
-                         "message.max.bytes": 4 << 20, "compression.type": "none", "log_level": 2})  # fmt: skip
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
+        "message.max.bytes": 4 << 20, "compression.type": "none", "log_level": 2,
+    })  # fmt: skip
     value = os.urandom(VALUE_BYTES)
     for i in range(count):
         while True:
