@@ -23,10 +23,10 @@ N = 120
 def _fill_disk(mnt: pathlib.Path) -> None:
     fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
     try:
-        while True:
-            os.write(fd, bytes(4096))
-    except OSError as e:
-        assert e.errno == errno.ENOSPC
+        with pytest.raises(OSError, match="No space left") as info:
+            while True:
+                os.write(fd, bytes(4096))
+        assert info.value.errno == errno.ENOSPC
     finally:
         os.close(fd)
 
@@ -42,7 +42,7 @@ def test_full_disk_keeps_serving_remote_reads(tmp_path: pathlib.Path) -> None:
                 assert tier_sync(log).error is None
                 assert log.local_log_start_offset == 100
                 _fill_disk(mnt)
-                with pytest.raises(OSError):  # the disk is full indeed
+                with pytest.raises(OSError, match="No space left"):  # full indeed
                     (mnt / "probe").write_bytes(bytes(8192))
                 # remote history: downloaded although the cache's disk is full
                 assert log.get(0).value[:5] == b"v0000"
