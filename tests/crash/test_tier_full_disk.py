@@ -24,11 +24,15 @@ def _fill_disk(mnt: pathlib.Path) -> None:
     fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
     try:
         with pytest.raises(OSError, match="No space left") as info:
-            while True:
-                os.write(fd, bytes(4096))
+            _write_forever(fd)
         assert info.value.errno == errno.ENOSPC
     finally:
         os.close(fd)
+
+
+def _write_forever(fd: int) -> None:
+    while True:
+        os.write(fd, bytes(4096))
 
 
 def test_full_disk_keeps_serving_remote_reads(tmp_path: pathlib.Path) -> None:
