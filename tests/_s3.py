@@ -5,6 +5,7 @@ dummies, exported in the environment so the broker subprocesses inherit them."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ class S3Server:
 
     def __init__(self) -> None:
         os.environ.update(CREDENTIALS)
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's access log
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._server.start()
         host, port = self._server.get_host_and_port()
