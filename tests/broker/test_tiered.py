@@ -141,7 +141,7 @@ def test_history_is_read_back_from_the_tier(
     assert values == [b"m%06d" % i + b"." * 90 for i in range(N)]
     # the objects are in the bucket, under the partition's prefix
     bucket, prefix = url.removeprefix("s3://").split("/", 1)
-    listing = s3.client().list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/{topic}-0/")  # type: ignore[attr-defined]
+    listing = s3.client().list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/{topic}-0-")  # type: ignore[attr-defined]
     keys = {o["Key"].rsplit("/", 1)[1] for o in listing["Contents"]}
     assert "manifest.json" in keys
     assert any(k.endswith(".log") for k in keys)

@@ -17,6 +17,7 @@ from tests._s3 import S3Server
 from seglog.errors import InvalidOffsetError
 from seglog.storage import (
     OFFSET_OLDEST,
+    DataDir,
     Log,
     LogConfig,
     Message,
@@ -252,3 +253,68 @@ def test_tier_survives_a_store_outage_at_open(tmp_path: pathlib.Path) -> None:
         assert not tier.reachable
         assert len(tier.manifest.segments) == N_SEGMENTS
         assert log.get(0).value == b"v00000"  # local copy
+
+
+def test_a_reader_beside_the_writer_follows_the_tier(
+    tmp_path: pathlib.Path, remote: RemoteStorage
+) -> None:
+    """A read-only log opened before the writer tiered (Spark's path mode beside a broker)
+    finds the tier, and the segments uploaded since, on its next reads."""
+    path = tmp_path / "t-0"
+    with Log.open(path, _config(), create=True, remote=remote) as writer:
+        _fill(writer, 50)
+        writer.sync()
+        with Log.open(path, read_only=True) as reader:
+            assert reader.remote_tier is None
+            tier_sync(writer)  # 2 segments uploaded, their local copies deleted
+            _fill(writer, N_SEGMENTS * PER_SEGMENT, ts0=2_000_000)
+            writer.sync()
+            tier_sync(writer)
+            reader.refresh()
+            assert reader.remote_tier is not None
+            _, msgs = reader.consume(OFFSET_OLDEST, 10_000)
+            assert [m.offset for m in msgs] == list(range(50 + N_SEGMENTS * PER_SEGMENT))
+
+
+def test_txnindex_and_snapshot_files_are_uploaded_with_their_segment(
+    tmp_path: pathlib.Path,
+) -> None:
+    remote = RemoteStorage(f"file://{tmp_path / 'tier'}", cache_dir=str(tmp_path / "cache"))
+    path = tmp_path / "t-0"
+    with Log.open(path, _config(local_retention_bytes=-1), create=True, remote=remote) as log:
+        _fill(log, 45)
+        (path / f"{20:020d}.txnindex").write_bytes(b"aborted-txn-entries")
+        (path / f"{0:020d}.snapshot").write_bytes(b"producer-state")
+        tier_sync(log)
+        tier = log.remote_tier
+        assert tier is not None
+        first, second = tier.manifest.segments
+        assert set(first.objects) == {"log", "index", "timeindex", "snapshot"}
+        assert set(second.objects) == {"log", "index", "timeindex", "txnindex"}
+        key = second.objects["txnindex"].key
+        assert (tmp_path / "tier" / key).read_bytes() == b"aborted-txn-entries"
+
+
+def test_a_topic_created_again_never_meets_the_old_topics_objects(
+    tmp_path: pathlib.Path,
+) -> None:
+    remote = RemoteStorage(f"file://{tmp_path / 'tier'}", cache_dir=str(tmp_path / "cache"))
+    configs = {
+        "remote.storage.enable": "true",
+        "local.retention.bytes": "0",
+        "seglog.segment.messages": str(PER_SEGMENT),
+    }
+    with DataDir(tmp_path / "data", remote=remote) as data_dir:
+        data_dir.create_topic("events", 1, configs)
+        old = data_dir.log("events", 0)
+        _fill(old, 50)
+        assert tier_sync(old).uploaded == (0, 20)
+        data_dir.delete_topic("events")
+        data_dir.create_topic("events", 1, configs)
+        new = data_dir.log("events", 0)
+        tier = new.remote_tier
+        assert tier is not None
+        assert tier.manifest.segments == ()
+        assert (new.log_start_offset, new.log_end_offset) == (0, 0)
+        new.publish([Message(value=b"fresh")])
+        assert new.get(0).value == b"fresh"

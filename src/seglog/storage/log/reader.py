@@ -19,6 +19,7 @@ from seglog.storage.fileio import files
 from seglog.storage.log import maint
 from seglog.storage.record.batch import HEADER_SIZE, parse_header
 from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST, decode_batches
+from seglog.storage.remote.tier import RemoteTier
 from seglog.storage.segment import checkpoints
 from seglog.storage.segment.segment import Segment
 
@@ -89,8 +90,15 @@ def refresh(st: LogState) -> int:
             st.counters.opens += 1
             seg.scan(st.config.index_interval_bytes, verify_crc=True, max_bytes=1 << 31)
             segs = [*segs, seg]
+        # leading segments the writer removed (retention, or local copies of a tiered log)
+        while len(segs) > 1 and not segs[0].path.exists():
+            maint.retire(st, segs[0])
+            segs = segs[1:]
         old_tail = st.segments[-1] if st.segments else None
+        old_first = st.segments[0].base_offset if st.segments else -1
         st.segments = segs
+        if segs and segs[0].base_offset != old_first:
+            _refresh_tier(st)
         if old_tail is not None and segs and segs[-1] is not old_tail and old_tail in segs:
             old_tail.seal_indexes()  # complete now: its indexes can live in their files
         end = segs[-1].next_offset if segs else 0
@@ -104,6 +112,15 @@ def refresh(st: LogState) -> int:
         return st.log_end_offset
 
 
+def _refresh_tier(st: LogState) -> None:
+    """A read-only log saw its first local segment change: the writer may have tiered (or
+    tiered more of) the log; re-read its manifest."""
+    if st.remote is None:
+        st.remote = RemoteTier.open(st.directory, None, writer=False)
+    else:
+        st.remote.reload()
+
+
 def locate(st: LogState, offset: int, upper: int) -> tuple[Segment, int, int] | None:
     """(segment, position, visible size) of the batch holding ``offset`` (or the first
     batch after it), None if that is at or past ``upper``. Offsets below the first local
@@ -111,7 +128,11 @@ def locate(st: LogState, offset: int, upper: int) -> tuple[Segment, int, int] | 
     segs = st.segments
     remote = st.remote
     if remote is not None and segs and offset < segs[0].base_offset:
-        hit = remote.locate(offset, upper, segs[0].base_offset, st.config.index_interval_bytes)
+        interval = st.config.index_interval_bytes
+        hit = remote.locate(offset, upper, segs[0].base_offset, interval)
+        if hit is None and st.read_only and remote.manifest.end_offset <= offset:
+            remote.reload()  # uploaded by the writer since this reader read the manifest
+            hit = remote.locate(offset, upper, segs[0].base_offset, interval)
         if hit is not None:
             return hit
     i = max(0, bisect.bisect_right(segs, offset, key=_base_offset) - 1)

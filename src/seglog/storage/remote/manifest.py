@@ -5,7 +5,7 @@ authority) and as ``remote-log-manifest.json`` in the partition directory (a cop
 after the store's, read when the store is unreachable and by read-only opens to find the
 store). Format (``format`` 1)::
 
-    {"format": 1, "partition": "orders-0",          # the remote key prefix
+    {"format": 1, "partition": "orders-0-<topic id>",  # the remote key prefix
      "url": "s3://bucket/prefix", "endpoint_url": null,
      "log_start_offset": 0,                          # remote log start (retention moves it)
      "segments": [                                   # oldest first, contiguous

@@ -8,7 +8,8 @@ replaced on commit) from any thread.
 
 Object keys: ``<partition>/<base offset %020d>-<upload id>.<kind>`` with kind ``log``,
 ``index``, ``timeindex``, ``txnindex``, ``snapshot``; ``<partition>/manifest.json``.
-``<partition>`` is the partition directory's name (``<topic>-<n>``).
+``<partition>`` is the partition directory's name (``<topic>-<n>``), followed by
+``-<topic id>`` when the directory has a ``partition.metadata`` (broker topics).
 """
 
 from __future__ import annotations
@@ -42,7 +43,14 @@ from seglog.storage.remote.store import (
 from seglog.storage.segment import swap
 from seglog.storage.segment.segment import Segment
 
-__all__ = ["BATCH_SEGMENTS", "UPLOADED_KINDS", "RemoteSlice", "RemoteTier", "TierCounters"]
+__all__ = [
+    "BATCH_SEGMENTS",
+    "UPLOADED_KINDS",
+    "RemoteSlice",
+    "RemoteTier",
+    "TierCounters",
+    "partition_key",
+]
 
 _logger = logging.getLogger(__name__)
 
@@ -67,6 +75,38 @@ class RemoteSlice(NamedTuple):
     fd: int
     position: int
     size: int
+
+
+def partition_key(directory: pathlib.Path) -> str:
+    """The key prefix of a partition directory's objects: its name, plus its topic id when
+    it has one (``partition.metadata``, Kafka's): a topic deleted and created again under
+    the same name never meets the old topic's objects."""
+    try:
+        text = (directory / "partition.metadata").read_text()
+    except OSError:
+        return directory.name
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "topic_id" and value.strip():
+            return f"{directory.name}-{value.strip()}"
+    return directory.name
+
+
+def _load_manifest(
+    store: ObjectStore, partition: str, settings: RemoteStorage, local: Manifest | None
+) -> tuple[Manifest, bool]:
+    """(the store's manifest, True); a missing one is empty; (the local copy or empty,
+    False) when the store cannot be read."""
+    empty = Manifest(partition, settings.url, settings.endpoint_url)
+    try:
+        return Manifest.from_json(store.get(f"{partition}/{MANIFEST_KEY}")), True
+    except RemoteObjectNotFoundError:
+        return empty, True
+    except (RemoteStorageError, ValueError) as e:
+        _logger.warning(
+            "remote manifest of %s unavailable (%s): using the local copy", partition, e
+        )
+        return local or empty, False
 
 
 class TierCounters:
@@ -129,18 +169,8 @@ class RemoteTier:
         if local is not None and local.url != settings.url:
             local = None  # a different store: start afresh there
         store = ObjectStore.for_settings(settings)
-        partition = local.partition if local is not None else directory.name
-        empty = Manifest(partition, settings.url, settings.endpoint_url)
-        reachable = True
-        try:
-            manifest = Manifest.from_json(store.get(f"{partition}/{MANIFEST_KEY}"))
-        except RemoteObjectNotFoundError:
-            manifest = empty
-        except (RemoteStorageError, ValueError) as e:
-            _logger.warning(
-                "remote manifest of %s unavailable (%s): using the local copy", partition, e
-            )
-            manifest, reachable = local or empty, False
+        partition = local.partition if local is not None else partition_key(directory)
+        manifest, reachable = _load_manifest(store, partition, settings, local)
         tier = cls(directory, settings, manifest, store, reachable=reachable)
         if writer and reachable:
             tier.delete_orphans()
@@ -159,6 +189,16 @@ class RemoteTier:
         except ValueError as e:
             raise RemoteStorageError(f"{partition}/{MANIFEST_KEY}: {e}") from e
         return cls(directory or pathlib.Path(partition), settings, manifest, store, reachable=True)
+
+    def reload(self) -> None:
+        """Re-read the committed manifest (readers beside a writer in another process:
+        the writer uploaded, and deleted local copies, since)."""
+        local = Manifest.read_local(self.directory)
+        if local is not None and local.partition != self.partition:
+            local = None
+        manifest, reachable = _load_manifest(self.store, self.partition, self.settings, local)
+        if reachable or len(manifest.segments) >= len(self.manifest.segments):
+            self.manifest = manifest
 
     # -- reads ------------------------------------------------------------------------------
 
