@@ -20,7 +20,7 @@ from moto.server import ThreadedMotoServer
 from prometheus_client.parser import text_string_to_metric_families
 from tests._s3 import S3Server
 from tests._wait import wait_until
-from tests.broker._wire import Wire
+from tests.broker._wire import Wire, fetch_request, values
 
 from seglog.broker import BrokerProcess, free_port
 
@@ -187,3 +187,29 @@ def test_unreachable_store_holds_local_data_and_catches_up(
         assert _metric(port, "seglog_remote_bytes") > 0
     finally:
         again.stop()
+
+
+def test_corrupt_remote_object_is_never_served_by_fetch(
+    broker_factory: Callable[..., BrokerProcess], tmp_path: pathlib.Path, topic: str
+) -> None:
+    """A bit flip in a tiered segment's object: Fetch answers CORRUPT_MESSAGE (2) for it,
+    never its bytes; intact offsets are still served and the broker stays up."""
+    tier = tmp_path / "tier"
+    proc = broker_factory(["--seglog-remote-storage-url", f"file://{tier}"])
+    _create(proc.bootstrap, topic)
+    _produce(proc.bootstrap, topic, 0, N)
+    local_start = wait_until(lambda: _list_offset(proc.bootstrap, topic, -4), timeout=60)
+    logs = sorted(tier.rglob("0000000000000000000*.log"))
+    assert logs, sorted(tier.rglob("*"))
+    data = bytearray(logs[0].read_bytes())
+    data[-5] ^= 0x01
+    logs[0].write_bytes(bytes(data))
+    with Wire(proc.bootstrap) as w:
+        bad = w.call(fetch_request(topic, {0: 0})).responses[0].partitions[0]
+        assert bad.error_code == 2  # CORRUPT_MESSAGE
+        assert not bad.records
+        good = w.call(fetch_request(topic, {0: local_start})).responses[0].partitions[0]
+        assert good.error_code == 0
+        assert values(good.records)[0] == b"m%06d" % local_start + b"." * 90
+    assert _list_offset(proc.bootstrap, topic, -2) == 0
+    assert proc.process.poll() is None
