@@ -12,8 +12,14 @@ import urllib.request
 from collections.abc import Callable, Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 from kafka.protocol.admin import DescribeLogDirsRequest
 from kafka.protocol.consumer import ListOffsetsRequest
 from moto.server import ThreadedMotoServer
@@ -213,3 +219,44 @@ def test_corrupt_remote_object_is_never_served_by_fetch(
         assert values(good.records)[0] == b"m%06d" % local_start + b"." * 90
     assert _list_offset(proc.bootstrap, topic, -2) == 0
     assert proc.process.poll() is None
+
+
+def test_remote_storage_enable_follows_kafkas_rules(
+    broker_factory: Callable[..., BrokerProcess], tmp_path: pathlib.Path, topic: str
+) -> None:
+    """INVALID_CONFIG (40) for remote.storage.enable=true on a broker without a store, and
+    for turning it off on a tiered topic; AlterConfigs turning it on tiers the topic."""
+    plain = broker_factory([], data=tmp_path / "plain")
+    admin = AdminClient({"bootstrap.servers": plain.bootstrap})
+    new = NewTopic(topic, 1, 1, config={"remote.storage.enable": "true"})
+    with pytest.raises(KafkaException) as info:
+        admin.create_topics([new])[topic].result(30)
+    assert info.value.args[0].code() == 40
+    tiered = broker_factory(["--seglog-remote-storage-url", f"file://{tmp_path / 'tier'}"])
+    admin = AdminClient({"bootstrap.servers": tiered.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "16384"})])[topic].result(
+        30
+    )
+    _produce(tiered.bootstrap, topic, 0, 500)
+
+    def alter(value: str) -> object:
+        res = ConfigResource(
+            ConfigResource.Type.TOPIC,
+            topic,
+            incremental_configs=[
+                ConfigEntry(
+                    "remote.storage.enable", value, incremental_operation=AlterConfigOpType.SET
+                ),
+                ConfigEntry(
+                    "local.retention.bytes", "0", incremental_operation=AlterConfigOpType.SET
+                ),
+            ],
+        )
+        return admin.incremental_alter_configs([res])[res]
+
+    alter("true").result(10)  # type: ignore[attr-defined]
+    wait_until(lambda: _list_offset(tiered.bootstrap, topic, -4) > 0, timeout=60)
+    assert _list_offset(tiered.bootstrap, topic, -2) == 0
+    with pytest.raises(KafkaException) as info:
+        alter("false").result(10)  # type: ignore[attr-defined]
+    assert info.value.args[0].code() == 40

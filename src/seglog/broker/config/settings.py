@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_CONFIG",
     "DYNAMIC_TOPIC_CONFIG",
     "PROCESS_ROLES",
+    "REMOTE_STORAGE_ENABLE",
     "STATIC_BROKER_CONFIG",
     "TOPIC_CONFIGS",
     "BrokerEntry",
@@ -43,6 +44,7 @@ __all__ = [
     "parse_ip_overrides",
     "setting_default",
     "validate_broker_config",
+    "validate_remote_storage",
     "validate_topic_configs",
 ]
 
@@ -713,4 +715,26 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
             f"Invalid value {consumed!r} for configuration {CONSUMED}: "
             f"{CONSUMED_GROUPS} names no consumer group, so nothing would ever be "
             "trimmed (a segment goes only once every named group committed past it)"
+        )
+
+
+REMOTE_STORAGE_ENABLE = "remote.storage.enable"
+
+
+def validate_remote_storage(
+    configs: Mapping[str, str | None], *, store: bool, was_enabled: bool = False
+) -> None:
+    """Kafka's rules for ``remote.storage.enable`` (KIP-405): true only on a broker with a
+    remote store (``seglog.remote.storage.url``), and once true never turned off (the
+    remote data would be orphaned). Raises ValueError (40 INVALID_CONFIG)."""
+    enabled = (configs.get(REMOTE_STORAGE_ENABLE) or "false").strip().lower() == "true"
+    if enabled and not store:
+        raise ValueError(
+            "Tiered Storage functionality is disabled in the broker (no "
+            "seglog.remote.storage.url): the topic cannot have remote.storage.enable=true"
+        )
+    if was_enabled and not enabled:
+        raise ValueError(
+            "remote.storage.enable cannot be turned off on a tiered topic: its history "
+            "lives in the remote store"
         )
