@@ -222,6 +222,17 @@ def test_storage_public_names_pinned() -> None:
             "MemoryLog",
             "NoMemoryFilesystemError",
             "memory_log",
+            # tiered storage (KIP-405)
+            "Manifest",
+            "RemoteCorruptionError",
+            "RemoteSegment",
+            "RemoteSlice",
+            "RemoteStorage",
+            "RemoteStorageError",
+            "RemoteTier",
+            "TierCounters",
+            "TierReport",
+            "tier_sync",
         ]
     )
     for name in seglog.storage.__all__:
