@@ -42,9 +42,10 @@ from moto.server import ThreadedMotoServer
 
 from seglog.broker import BrokerProcess, start_broker
 from seglog.storage import Log, LogConfig, Message, RemoteStorage, tier_sync
-from seglog.storage.remote.tier import UPLOAD_THREADS
 
 VALUE_BYTES = 8192
+UPLOAD_THREADS = 8
+"""Puts in flight for the raw reference: the uploader's (``tier_sync``) concurrency."""
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "bench",
     "AWS_SECRET_ACCESS_KEY": "bench",
