@@ -142,6 +142,7 @@ def test_history_is_read_back_from_the_tier(
     assert not (proc.data_dir / f"{topic}-0" / f"{0:020d}.log").exists()
     assert _list_offset(proc.bootstrap, topic, -2) == 0  # earliest = the remote start
     assert _list_offset(proc.bootstrap, topic, -1) == N
+    assert _list_offset(proc.bootstrap, topic, -5) >= local_start - 1  # latest tiered
     assert _list_offset(proc.bootstrap, topic, TS0 + 17) == 17  # by time, in the tier
     values = _consume_all(proc.bootstrap, topic, N)
     assert values == [b"m%06d" % i + b"." * 90 for i in range(N)]
