@@ -173,7 +173,10 @@ class RemoteTier:
         manifest, reachable = _load_manifest(store, partition, settings, local)
         tier = cls(directory, settings, manifest, store, reachable=reachable)
         if writer and reachable:
-            tier.delete_orphans()
+            try:
+                tier.delete_orphans()
+            except RemoteStorageError as e:  # tried again by the next upload pass
+                tier.failed(e)
         return tier
 
     @classmethod
