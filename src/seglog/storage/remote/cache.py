@@ -208,6 +208,11 @@ class RemoteCache:
         for seg in old:
             seg.close()
 
+    def holds(self, partition: str, upload_id: str) -> bool:
+        """Whether the segment is cached (opened and checked)."""
+        with self._lock:
+            return f"{partition}/{upload_id}" in self._entries
+
     def drop(self, partition: str, upload_id: str) -> None:
         """Forget one segment (deleted from the tier)."""
         with self._lock:

@@ -230,6 +230,30 @@ class RemoteTier:
         """The cached, checked Segment of ``entry`` (RemoteCorruptionError, RemoteStorageError)."""
         return self.cache.segment(self.partition, entry, self._fetch, interval)
 
+    def entry_for(self, offset: int, local_base: int) -> RemoteSegment | None:
+        """The remote segment a read at ``offset`` starts in (below ``local_base``), None
+        when the offset is not the tier's."""
+        entries = self.entries_below(local_base)
+        i = max(0, bisect.bisect_right([s.base_offset for s in entries], offset) - 1)
+        for entry in entries[i:]:
+            if entry.end_offset > offset:
+                return entry
+        return None
+
+    def is_cached(self, offset: int, local_base: int) -> bool:
+        """Whether a read at ``offset`` is served without a download (the local cache
+        holds its remote segment, or the offset is not the tier's)."""
+        entry = self.entry_for(offset, local_base)
+        return entry is None or self.cache.holds(self.partition, entry.upload_id)
+
+    def prefetch(self, offset: int, local_base: int, interval: int = 4096) -> None:
+        """Download (and check) the remote segment a read at ``offset`` needs into the
+        cache, in the calling thread: the broker runs it off its event loop before a
+        Fetch reads. Raises RemoteCorruptionError, RemoteStorageError."""
+        entry = self.entry_for(offset, local_base)
+        if entry is not None:
+            self.open_segment(entry, interval)
+
     def entries_below(self, local_base: int) -> tuple[RemoteSegment, ...]:
         """Remote segments holding offsets below ``local_base`` (the first local segment)."""
         segs = self.manifest.segments
