@@ -222,11 +222,11 @@ def take_snapshot(
             try:
                 plog = topics.log(name, p)
                 stat = plog.stat()
+                tier = tier_stats(plog)
             except Exception:  # deleted or offline meanwhile: skipped this scrape
                 continue
             ends[(name, p)] = stat["high_watermark"]
             partitions.append((name, p, stat, plog.counters.as_dict()))
-            tier = tier_stats(plog)
             if tier is not None:
                 tiers.append((name, p, tier))
     lag = []
