@@ -232,6 +232,7 @@ def test_storage_public_names_pinned() -> None:
             "RemoteTier",
             "TierCounters",
             "TierReport",
+            "start_tiering",
             "tier_sync",
         ]
     )

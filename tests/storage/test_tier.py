@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import crc32c
 import pytest
 from tests._s3 import S3Server
+from tests._wait import wait_until
 
 from seglog.errors import InvalidOffsetError
 from seglog.storage import (
@@ -24,6 +25,7 @@ from seglog.storage import (
     RemoteCorruptionError,
     RemoteStorage,
     RemoteTier,
+    start_tiering,
     tier_sync,
 )
 
@@ -318,3 +320,18 @@ def test_a_topic_created_again_never_meets_the_old_topics_objects(
         assert (new.log_start_offset, new.log_end_offset) == (0, 0)
         new.publish([Message(value=b"fresh")])
         assert new.get(0).value == b"fresh"
+
+
+def test_start_tiering_uploads_after_rolls_by_itself(tmp_path: pathlib.Path) -> None:
+    remote = RemoteStorage(f"file://{tmp_path / 'tier'}", cache_dir=str(tmp_path / "cache"))
+    with Log.open(tmp_path / "t-0", _config(), create=True, remote=remote) as log:
+        stop = start_tiering(log, every_s=0.05)
+        try:
+            _fill(log, 65)
+            tier = log.remote_tier
+            assert tier is not None
+            wait_until(lambda: len(tier.manifest.segments) == 3, timeout=30)
+            wait_until(lambda: log.local_log_start_offset == 60, timeout=30)
+            assert log.get(5).value == b"v00005"
+        finally:
+            stop()

@@ -82,7 +82,7 @@ if TYPE_CHECKING:
     # Retention (Kafka's retention.ms / retention.bytes / DeleteRecords, NATS's limits)
     from seglog.storage.retention.policy import ArchiveHook, TrimResult
     from seglog.storage.retention.rewrite import Removed
-    from seglog.storage.retention.tiering import TierReport, tier_sync
+    from seglog.storage.retention.tiering import TierReport, start_tiering, tier_sync
     from seglog.storage.retention.trim_age import trim_by_age
     from seglog.storage.retention.trim_consumed import trim_consumed, trim_segments_below
     from seglog.storage.retention.trim_count import trim_by_count
@@ -184,6 +184,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "TierCounters": ("seglog.storage.remote.tier", "TierCounters"),
     "TierReport": ("seglog.storage.retention.tiering", "TierReport"),
     "tier_sync": ("seglog.storage.retention.tiering", "tier_sync"),
+    "start_tiering": ("seglog.storage.retention.tiering", "start_tiering"),
     "validate_topic_name": ("seglog.storage.log.datadir", "validate_topic_name"),
 }
 
@@ -264,6 +265,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
     "RemoteTier",
     "TierCounters",
     "TierReport",
+    "start_tiering",
     "tier_sync",
     # compaction and delete by offsets
     "Removed",

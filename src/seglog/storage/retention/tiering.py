@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from seglog.errors import StorageError
+from seglog.errors import LogClosedError, StorageError
 from seglog.storage.fileio import files
 from seglog.storage.log import maint
 from seglog.storage.remote.store import RemoteStorageError
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
     from seglog.storage.log.log import Log
     from seglog.storage.segment.segment import Segment
 
-__all__ = ["TierReport", "tier_sync"]
+__all__ = ["TierReport", "start_tiering", "tier_sync"]
 
 _logger = logging.getLogger(__name__)
 
@@ -191,3 +193,32 @@ def _local_retention(log: Log, local_ms: int, local_bytes: int, now: int) -> lis
     if remove:
         maint.close_retired(log)
     return [s.base_offset for s in remove]
+
+
+def start_tiering(
+    log: Log, *, every_s: float = 1.0, retention_ms: int = -1, retention_bytes: int = -1
+) -> Callable[[], None]:
+    """Run :func:`tier_sync` on ``log`` every ``every_s`` seconds on a daemon thread (what
+    the broker's tiering thread does for its topics, for an embedded log): uploads follow
+    rolls without the caller's help. Returns a function that stops the thread and waits
+    for it; the thread also ends when the log closes. Failures are logged, never raised."""
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(every_s) and not log.closed:
+            try:
+                tier_sync(log, retention_ms=retention_ms, retention_bytes=retention_bytes)
+            except LogClosedError:
+                return
+            except (StorageError, OSError):
+                _logger.exception("tiered storage pass of %s failed", log.directory)
+
+    thread = threading.Thread(target=run, name=f"seglog-tiering-{log.directory.name}", daemon=True)
+    thread.start()
+
+    def stopper() -> None:
+        stop.set()
+        if thread is not threading.current_thread():
+            thread.join()
+
+    return stopper
