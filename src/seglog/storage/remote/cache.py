@@ -31,8 +31,6 @@ import time
 import uuid
 from collections.abc import Callable
 
-import crc32c
-
 from seglog.errors import CorruptRecordError
 from seglog.storage.fileio import files
 from seglog.storage.remote.manifest import RemoteSegment
@@ -48,6 +46,10 @@ _SUFFIX = {
     "timeindex": files.TIMEINDEX_SUFFIX,
 }
 _RAM_DIR = "/dev/shm"
+
+
+Fetch = Callable[[str, pathlib.Path], tuple[int, int]]
+"""``fetch(key, path) -> (bytes, CRC-32C)``: stream an object into a new local file."""
 
 
 class RemoteCorruptionError(CorruptRecordError, RemoteStorageError):
@@ -96,10 +98,9 @@ class RemoteCache:
             cache.max_bytes = max_bytes
             return cache
 
-    def segment(
-        self, partition: str, entry: RemoteSegment, fetch: Callable[[str], bytes], interval: int
-    ) -> Segment:
-        """The open cached Segment of ``entry`` (downloaded through ``fetch(key)`` on a miss).
+    def segment(self, partition: str, entry: RemoteSegment, fetch: Fetch, interval: int) -> Segment:
+        """The open cached Segment of ``entry`` (downloaded through ``fetch(key, path)`` on
+        a miss).
         Raises RemoteCorruptionError, RemoteStorageError, OSError."""
         key = f"{partition}/{entry.upload_id}"
         with self._lock:
@@ -126,27 +127,15 @@ class RemoteCache:
             return seg
 
     def _load(
-        self, partition: str, entry: RemoteSegment, fetch: Callable[[str], bytes], interval: int
+        self, partition: str, entry: RemoteSegment, fetch: Fetch, interval: int
     ) -> tuple[Segment, pathlib.Path]:
-        blobs: dict[str, bytes] = {}
-        for kind in ("log", "index", "timeindex"):
-            obj = entry.objects.get(kind)
-            if obj is None:
-                continue
-            data = fetch(obj.key)
-            if len(data) != obj.size or crc32c.crc32c(data) != obj.crc32c:
-                self.stats.corrupt += 1
-                raise RemoteCorruptionError(
-                    f"remote object {obj.key}: CRC-32C/size mismatch with the manifest "
-                    f"(segment {entry.base_offset} of {partition}); not served"
-                )
-            blobs[kind] = data
-            self.stats.downloaded_bytes += len(data)
         for attempt in range(3):
             root = self.directory if attempt < 2 else pathlib.Path(_RAM_DIR) / "seglog-remote-cache"
             where = root / partition / entry.upload_id
             try:
-                return self._place(where, entry, blobs, interval), where
+                if not (where / f"{entry.base_offset:020d}.log").exists():
+                    self._download(partition, entry, fetch, where)
+                return self._open(where, entry, interval), where
             except OSError as e:
                 shutil.rmtree(where, ignore_errors=True)
                 if e.errno != errno.ENOSPC or attempt == 2 or not os.path.isdir(_RAM_DIR):
@@ -156,20 +145,34 @@ class RemoteCache:
                         self._evict(keep=None, target=0)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _place(
-        self, where: pathlib.Path, entry: RemoteSegment, blobs: dict[str, bytes], interval: int
-    ) -> Segment:
-        if not (where / f"{entry.base_offset:020d}.log").exists():
-            tmp = where.with_name(f".{where.name}.{uuid.uuid4().hex[:8]}")
-            tmp.mkdir(parents=True, exist_ok=True)
-            for kind, data in blobs.items():
-                (tmp / f"{entry.base_offset:020d}{_SUFFIX[kind]}").write_bytes(data)
-            try:
-                tmp.rename(where)
-            except OSError:
-                shutil.rmtree(tmp, ignore_errors=True)
-                if not where.is_dir():
-                    raise
+    def _download(
+        self, partition: str, entry: RemoteSegment, fetch: Fetch, where: pathlib.Path
+    ) -> None:
+        """Stream the segment's objects into a temporary directory, check each one's size
+        and CRC-32C against the manifest, then rename the directory to ``where``."""
+        tmp = where.with_name(f".{where.name}.{uuid.uuid4().hex[:8]}")
+        tmp.mkdir(parents=True, exist_ok=True)
+        try:
+            for kind in ("log", "index", "timeindex"):
+                obj = entry.objects.get(kind)
+                if obj is None:
+                    continue
+                size, crc = fetch(obj.key, tmp / f"{entry.base_offset:020d}{_SUFFIX[kind]}")
+                self.stats.downloaded_bytes += size
+                if size != obj.size or crc != obj.crc32c:
+                    self.stats.corrupt += 1
+                    raise RemoteCorruptionError(
+                        f"remote object {obj.key}: CRC-32C/size mismatch with the manifest "
+                        f"(segment {entry.base_offset} of {partition}); not served"
+                    )
+            tmp.rename(where)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not where.is_dir():
+                raise
+            # another thread or process placed the same segment meanwhile: use theirs
+
+    def _open(self, where: pathlib.Path, entry: RemoteSegment, interval: int) -> Segment:
         seg = Segment(where, entry.base_offset, read_only=True)
         try:
             scanned = seg.scan(interval, verify_crc=True, max_bytes=1 << 31)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, BinaryIO
 
+import crc32c
 import obstore
 from obstore.store import from_url
 
@@ -151,6 +152,29 @@ class ObjectStore:
             raise RemoteObjectNotFoundError(f"{self.url}: no object {key}") from e
         except Exception as e:
             raise RemoteStorageError(f"get {key} from {self.url}: {e}") from e
+
+    def get_to_file(self, key: str, path: str | os.PathLike[str]) -> tuple[int, int]:
+        """Stream the object at ``key`` into a new file ``path`` (8 MiB chunks: memory
+        stays bounded whatever the segment size); returns ``(bytes, CRC-32C)``.
+        RemoteObjectNotFoundError, RemoteStorageError; OSError from the local file (ENOSPC)."""
+        try:
+            chunks = iter(obstore.get(self._store, key).stream(min_chunk_size=8 << 20))
+        except FileNotFoundError as e:
+            raise RemoteObjectNotFoundError(f"{self.url}: no object {key}") from e
+        except Exception as e:
+            raise RemoteStorageError(f"get {key} from {self.url}: {e}") from e
+        size = crc = 0
+        with open(path, "wb") as f:
+            while True:
+                try:
+                    chunk = next(chunks, None)
+                except Exception as e:
+                    raise RemoteStorageError(f"get {key} from {self.url}: {e}") from e
+                if chunk is None:
+                    return size, crc
+                crc = crc32c.crc32c(chunk, crc)
+                size += len(chunk)
+                f.write(chunk)
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the object at ``key`` (a ranged GET)."""

@@ -223,12 +223,9 @@ class RemoteTier:
             end += h.size
         return RemoteSlice(seg.fd, pos, end - pos) if end > pos else None
 
-    def _fetch(self, key: str) -> bytes:
-        return self.store.get(key)
-
     def open_segment(self, entry: RemoteSegment, interval: int) -> Segment:
         """The cached, checked Segment of ``entry`` (RemoteCorruptionError, RemoteStorageError)."""
-        return self.cache.segment(self.partition, entry, self._fetch, interval)
+        return self.cache.segment(self.partition, entry, self.store.get_to_file, interval)
 
     def entry_for(self, offset: int, local_base: int) -> RemoteSegment | None:
         """The remote segment a read at ``offset`` starts in (below ``local_base``), None
