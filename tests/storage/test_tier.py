@@ -293,8 +293,11 @@ def test_txnindex_and_snapshot_files_are_uploaded_with_their_segment(
         first, second = tier.manifest.segments
         assert set(first.objects) == {"log", "index", "timeindex", "snapshot"}
         assert set(second.objects) == {"log", "index", "timeindex", "txnindex"}
-        key = second.objects["txnindex"].key
-        assert (tmp_path / "tier" / key).read_bytes() == b"aborted-txn-entries"
+        txn = second.objects["txnindex"]  # in the segment's .indexes object, after the others
+        assert txn.key == second.objects["index"].key
+        blob = (tmp_path / "tier" / txn.key).read_bytes()
+        assert blob[txn.offset : txn.offset + txn.size] == b"aborted-txn-entries"
+        assert log.get(3).value == b"v00003"
 
 
 def test_a_topic_created_again_never_meets_the_old_topics_objects(

@@ -222,7 +222,9 @@ def handle_fetch(
 
 def _cold_remote(ctx: BrokerContext, wanted: list[_Wanted]) -> list[Callable[[], None]]:
     """For each partition whose fetch offset lies in a tiered segment the remote cache
-    lacks: the download to run in a thread (Kafka's remote log reader threads)."""
+    lacks: the download to run in a thread (Kafka's remote log reader threads). A fetch
+    in a tiered segment also starts the download of the next one in the background
+    (read-ahead: a consumer reading history sequentially finds it cached)."""
     cold: list[Callable[[], None]] = []
     for w in wanted:
         if w.topic is None or w.denied:
@@ -235,12 +237,29 @@ def _cold_remote(ctx: BrokerContext, wanted: list[_Wanted]) -> list[Callable[[],
         if tier is None:
             continue
         local = plog.local_log_start_offset
-        if plog.log_start_offset <= w.fetch_offset < local and not tier.is_cached(
-            w.fetch_offset, local
-        ):
-            interval = plog.config.index_interval_bytes
+        if not plog.log_start_offset <= w.fetch_offset < local:
+            continue
+        interval = plog.config.index_interval_bytes
+        if not tier.is_cached(w.fetch_offset, local):
             cold.append(functools.partial(tier.prefetch, w.fetch_offset, local, interval))
+        ahead = tier.next_to_prefetch(w.fetch_offset, local)
+        if ahead is not None and (tier, ahead) not in _READ_AHEAD:
+            _READ_AHEAD.add((tier, ahead))
+            task = asyncio.get_running_loop().run_in_executor(
+                None, tier.prefetch, ahead, local, interval
+            )
+            task.add_done_callback(functools.partial(_read_ahead_done, (tier, ahead)))
     return cold
+
+
+_READ_AHEAD: set[tuple[Any, int]] = set()
+"""(tier, base offset) of the read-ahead downloads running."""
+
+
+def _read_ahead_done(key: tuple[Any, int], fut: asyncio.Future[None]) -> None:
+    _READ_AHEAD.discard(key)
+    if not fut.cancelled():
+        fut.exception()  # retrieved: a failed read-ahead shows when the segment is read
 
 
 async def _after_download(  # noqa: PLR0917 (the fetch's pieces, passed on)

@@ -21,6 +21,7 @@ retried, then retried in a RAM directory (``/dev/shm``) so reads go on with a fu
 from __future__ import annotations
 
 import collections
+import contextlib
 import errno
 import os
 import pathlib
@@ -30,6 +31,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+
+import crc32c
 
 from seglog.errors import CorruptRecordError
 from seglog.storage.fileio import files
@@ -153,18 +156,34 @@ class RemoteCache:
         tmp = where.with_name(f".{where.name}.{uuid.uuid4().hex[:8]}")
         tmp.mkdir(parents=True, exist_ok=True)
         try:
+            blobs: dict[str, pathlib.Path] = {}  # object key -> where it was downloaded
             for kind in ("log", "index", "timeindex"):
                 obj = entry.objects.get(kind)
                 if obj is None:
                     continue
-                size, crc = fetch(obj.key, tmp / f"{entry.base_offset:020d}{_SUFFIX[kind]}")
+                path = tmp / f"{entry.base_offset:020d}{_SUFFIX[kind]}"
+                if kind == "log":
+                    size, crc = fetch(obj.key, path)  # the .log: streamed to its file
+                    blobs[obj.key] = path
+                else:  # an index inside the segment's .indexes object
+                    whole = blobs.get(obj.key)
+                    if whole is None:
+                        whole = blobs[obj.key] = tmp / ".indexes"
+                        fetch(obj.key, whole)
+                    with open(whole, "rb") as f:
+                        f.seek(obj.offset)
+                        data = f.read(obj.size)
+                    path.write_bytes(data)
+                    size, crc = len(data), crc32c.crc32c(data)
                 self.stats.downloaded_bytes += size
                 if size != obj.size or crc != obj.crc32c:
                     self.stats.corrupt += 1
                     raise RemoteCorruptionError(
                         f"remote object {obj.key}: CRC-32C/size mismatch with the manifest "
-                        f"(segment {entry.base_offset} of {partition}); not served"
+                        f"({kind} of segment {entry.base_offset} of {partition}); not served"
                     )
+            with contextlib.suppress(FileNotFoundError):
+                (tmp / ".indexes").unlink()
             tmp.rename(where)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -16,8 +16,10 @@ store). Format (``format`` 1)::
         "uploaded_ms": 1764190000123,
         "state": "COPY_SEGMENT_FINISHED",            # Kafka's RemoteLogSegmentState
         "objects": {"log": {"key": "orders-0/00000000000000000000-9f0c.log",
-                            "size": 1048000, "crc32c": 305419896},
-                    "index": {...}, "timeindex": {...},
+                            "size": 1048000, "crc32c": 305419896, "offset": 0},
+                    "index": {"key": ".../00000000000000000000-9f0c.indexes",
+                              "size": 2048, "crc32c": 1, "offset": 0},
+                    "timeindex": {... same key, "offset": 2048},
                     "txnindex": {...}, "snapshot": {...}}}]}   # the last two if present
 
 Commit rule (copy, then commit): every object of a segment is put first, under keys no
@@ -60,7 +62,10 @@ class RemoteObject:
     size: int
     """Bytes."""
     crc32c: int
-    """CRC-32C of the whole object (checked on every download)."""
+    """CRC-32C of these bytes (checked on every download)."""
+    offset: int = 0
+    """Where these bytes start in the object: a segment's indexes share one object
+    (``.indexes``: offset index, time index, then the others present), one request."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +120,7 @@ class Manifest:
         return sum(s.size for s in self.segments)
 
     def keys(self) -> set[str]:
-        """Every object key this manifest names (itself excluded)."""
+        """Every object key this manifest names (itself excluded; each once)."""
         return {o.key for s in self.segments for o in s.objects.values()}
 
     def with_segment(self, seg: RemoteSegment) -> Manifest:

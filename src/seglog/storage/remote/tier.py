@@ -6,8 +6,9 @@ Thread-safety: one maintenance caller at a time uploads or deletes (the log's
 maintenance lock, ``retention/tiering.py``); readers use ``manifest`` (immutable,
 replaced on commit) from any thread.
 
-Object keys: ``<partition>/<base offset %020d>-<upload id>.<kind>`` with kind ``log``,
-``index``, ``timeindex``, ``txnindex``, ``snapshot``; ``<partition>/manifest.json``.
+Object keys: ``<partition>/<base offset %020d>-<upload id>.log`` and ``.indexes`` (the
+offset and time index, then the ``.txnindex`` and ``.snapshot`` when present, in one
+object: one request), ``<partition>/manifest.json``.
 ``<partition>`` is the partition directory's name (``<topic>-<n>``), followed by
 ``-<topic id>`` when the directory has a ``partition.metadata`` (broker topics).
 """
@@ -251,6 +252,18 @@ class RemoteTier:
         if entry is not None:
             self.open_segment(entry, interval)
 
+    def next_to_prefetch(self, offset: int, local_base: int) -> int | None:
+        """Read-ahead: the base offset of the remote segment after the one holding
+        ``offset`` when the cache lacks it (a sequential reader will need it next), else
+        None."""
+        entry = self.entry_for(offset, local_base)
+        if entry is None:
+            return None
+        after = self.entry_for(entry.end_offset, local_base)
+        if after is None or self.cache.holds(self.partition, after.upload_id):
+            return None
+        return after.base_offset
+
     def entries_below(self, local_base: int) -> tuple[RemoteSegment, ...]:
         """Remote segments holding offsets below ``local_base`` (the first local segment)."""
         segs = self.manifest.segments
@@ -314,23 +327,17 @@ class RemoteTier:
         concurrently (``UPLOAD_THREADS``; files above 8 MiB streamed as multipart
         uploads), then commit one manifest naming them all. Raises RemoteStorageError
         (nothing committed: the objects put are orphans the next open removes), OSError."""
-        jobs: list[tuple[int, str, str, pathlib.Path, int | None]] = []
         ids = [uuid.uuid4().hex for _ in specs]
-        for i, (base, _end, size, _ts) in enumerate(specs):
-            name = f"{base:020d}"
-            for kind in UPLOADED_KINDS:
-                path = self.directory / f"{name}.{kind}"
-                if kind in ("txnindex", "snapshot") and not path.exists():
-                    continue
-                key = f"{self.partition}/{name}-{ids[i]}.{kind}"
-                jobs.append((i, kind, key, path, size if kind == "log" else None))
         objects: list[dict[str, RemoteObject]] = [{} for _ in specs]
         with ThreadPoolExecutor(UPLOAD_THREADS, thread_name_prefix="seglog-upload") as pool:
-            futures = [
-                pool.submit(self._put_file, key, path, limit) for _, _, key, path, limit in jobs
-            ]
-            for (i, kind, _key, _path, _limit), fut in zip(jobs, futures, strict=True):
-                objects[i][kind] = fut.result()
+            futures = []
+            for i, (base, _end, size, _ts) in enumerate(specs):
+                stem = f"{self.partition}/{base:020d}-{ids[i]}"
+                log_path = self.directory / f"{base:020d}.log"
+                futures.append(pool.submit(self._put_log, f"{stem}.log", log_path, size))
+                futures.append(pool.submit(self._put_indexes, f"{stem}.indexes", base))
+            for n, fut in enumerate(futures):
+                objects[n // 2].update(fut.result())
                 swap.step("remote-put")  # crash tests stop here: objects no manifest names
         now = time.time_ns() // 1_000_000
         entries = [
@@ -354,29 +361,40 @@ class RemoteTier:
         self.counters.uploaded_bytes += sum(e.total_bytes for e in entries)
         return entries
 
-    def _put_file(self, key: str, path: pathlib.Path, limit: int | None) -> RemoteObject:
-        """Put ``path`` (its first ``limit`` bytes) at ``key``; its size and CRC-32C. A
-        missing index is put empty (rebuilt from the data on read)."""
-        try:
-            f = open(path, "rb")  # noqa: SIM115 - closed below, handed to the store
-        except FileNotFoundError:
-            if limit is not None:  # the .log itself
-                raise
-            self.store.put(key, b"")
-            return RemoteObject(key, 0, 0)
-        with f:
+    def _put_log(self, key: str, path: pathlib.Path, limit: int) -> dict[str, RemoteObject]:
+        """Put the first ``limit`` bytes of the ``.log`` at ``key`` (streamed as a
+        multipart upload above ``STREAM_ABOVE``)."""
+        with open(path, "rb") as f:
             total = os.fstat(f.fileno()).st_size
-            size = total if limit is None else min(limit, total)
+            size = min(limit, total)
             if size <= STREAM_ABOVE or size != total:
                 data = f.read(size)
                 self.store.put(key, data)
-                return RemoteObject(key, size, crc32c.crc32c(data))
+                return {"log": RemoteObject(key, size, crc32c.crc32c(data))}
             crc = 0
             while chunk := f.read(8 << 20):
                 crc = crc32c.crc32c(chunk, crc)
             f.seek(0)
             self.store.put_stream(key, f)
-            return RemoteObject(key, size, crc)
+            return {"log": RemoteObject(key, size, crc)}
+
+    def _put_indexes(self, key: str, base: int) -> dict[str, RemoteObject]:
+        """Put the segment's index files as one object at ``key`` (offset index, time
+        index, then ``.txnindex`` / ``.snapshot`` when present; a missing offset or time
+        index is empty: rebuilt from the data on read)."""
+        parts: dict[str, RemoteObject] = {}
+        blob = bytearray()
+        for kind in UPLOADED_KINDS[1:]:
+            try:
+                data = (self.directory / f"{base:020d}.{kind}").read_bytes()
+            except FileNotFoundError:
+                if kind in ("txnindex", "snapshot"):
+                    continue
+                data = b""
+            parts[kind] = RemoteObject(key, len(data), crc32c.crc32c(data), len(blob))
+            blob += data
+        self.store.put(key, bytes(blob))
+        return parts
 
     def delete_below(self, offset: int) -> list[RemoteSegment]:
         """Commit a manifest without the segments wholly below ``offset`` (remote log start
@@ -387,7 +405,7 @@ class RemoteTier:
             return []
         self.commit(old.without_below(offset))
         swap.step("remote-commit")
-        self.store.delete([o.key for s in gone for o in s.objects.values()])
+        self.store.delete(sorted({o.key for s in gone for o in s.objects.values()}))
         for s in gone:
             self.cache.drop(self.partition, s.upload_id)
         self.counters.deleted_segments += len(gone)
