@@ -175,6 +175,14 @@ def _fetch_runs(args: argparse.Namespace, store: Store, samples: dict[str, list[
 # -- upload --------------------------------------------------------------------------------
 
 
+def _raw_puts(store: Any, keys: list[str], blobs: list[bytes]) -> float:
+    """Seconds to put ``blobs`` at ``keys``, ``UPLOAD_THREADS`` at a time."""
+    start = time.perf_counter()
+    with ThreadPoolExecutor(UPLOAD_THREADS) as pool:
+        list(pool.map(store.put, keys, blobs))
+    return time.perf_counter() - start
+
+
 def _upload_runs(args: argparse.Namespace, store: Store, samples: dict[str, list[float]]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="seglog-tier-upload-"))
     try:
@@ -193,19 +201,17 @@ def _upload_runs(args: argparse.Namespace, store: Store, samples: dict[str, list
                 tier = log.remote_tier
                 assert tier is not None
                 blobs = [(path / f"{s.base_offset:020d}.log").read_bytes() for s in segs]
+
                 # raw put rate: the same bytes, the same client, store and concurrency as
-                # the uploader (UPLOAD_THREADS puts in flight), one put per .log
-                start = time.perf_counter()
-                with ThreadPoolExecutor(UPLOAD_THREADS) as pool:
-                    list(
-                        pool.map(
-                            tier.store.put, [f"raw/{r}/{i}.log" for i in range(len(blobs))], blobs
-                        )
-                    )
-                raw = time.perf_counter() - start
+                # the uploader, one put per .log; the two alternate which goes first
+                keys = [f"raw/{r}/{i}.log" for i in range(len(blobs))]
+                if r % 2:
+                    raw = _raw_puts(tier.store, keys, blobs)
                 start = time.perf_counter()
                 report = tier_sync(log)
                 took = time.perf_counter() - start
+                if not r % 2:
+                    raw = _raw_puts(tier.store, keys, blobs)
                 assert report.error is None
                 assert len(report.uploaded) == len(segs)
             samples.setdefault("upload tier_sync", []).append(nbytes / took)

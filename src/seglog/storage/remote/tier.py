@@ -330,14 +330,23 @@ class RemoteTier:
         ids = [uuid.uuid4().hex for _ in specs]
         objects: list[dict[str, RemoteObject]] = [{} for _ in specs]
         with ThreadPoolExecutor(UPLOAD_THREADS, thread_name_prefix="seglog-upload") as pool:
-            futures = []
-            for i, (base, _end, size, _ts) in enumerate(specs):
-                stem = f"{self.partition}/{base:020d}-{ids[i]}"
-                log_path = self.directory / f"{base:020d}.log"
-                futures.append(pool.submit(self._put_log, f"{stem}.log", log_path, size))
-                futures.append(pool.submit(self._put_indexes, f"{stem}.indexes", base))
-            for n, fut in enumerate(futures):
-                objects[n // 2].update(fut.result())
+            stems = [f"{self.partition}/{b:020d}-{ids[i]}" for i, (b, *_) in enumerate(specs)]
+            # the .log puts first (the big ones in flight together), then the .indexes
+            futures = [
+                (
+                    i,
+                    pool.submit(
+                        self._put_log, f"{stems[i]}.log", self.directory / f"{b:020d}.log", n
+                    ),
+                )
+                for i, (b, _end, n, _ts) in enumerate(specs)
+            ]
+            futures += [
+                (i, pool.submit(self._put_indexes, f"{stems[i]}.indexes", b))
+                for i, (b, *_) in enumerate(specs)
+            ]
+            for i, fut in futures:
+                objects[i].update(fut.result())
                 swap.step("remote-put")  # crash tests stop here: objects no manifest names
         now = time.time_ns() // 1_000_000
         entries = [
