@@ -53,7 +53,7 @@ from seglog.spark._wire import (
     wire_bounds,
     wire_offsets_for_times,
 )
-from seglog.storage import DataDir, Log, decode_columns
+from seglog.storage import DataDir, Log, RemoteStorage, RemoteTier, decode_columns
 
 __all__ = [
     "DataLossError",
@@ -84,6 +84,23 @@ class OffsetRangePartition(InputPartition):
     read_committed: bool = False
     """Option ``kafka.isolation.level=read_committed``: records of aborted transactions
     dropped (``end`` is then at most the last stable offset)."""
+    remote: RemoteRef | None = None
+    """Tiered storage: where the offsets below ``remote.local_start`` are read from (the
+    object store, directly: the executor needs no access to the partition directory
+    for them)."""
+
+
+@dataclass(frozen=True)
+class RemoteRef:
+    """A tiered partition's store, as planned on the driver (no credentials: executors
+    take theirs from their environment, AWS_ACCESS_KEY_ID...)."""
+
+    url: str
+    endpoint_url: str | None
+    key: str
+    """The partition's key prefix in the store."""
+    local_start: int
+    """The local log start offset at planning: offsets below it are read remotely."""
 
 
 class _OpenLogs:
@@ -268,10 +285,48 @@ def range_of(options: ReadOptions, tp: TopicPartition, start: int, end: int) -> 
             options.include_headers,
             options.check_crcs,
             options.isolation_level == "read_committed",
+            _remote_ref(options.path, tp, start),
         )
     return WireRangePartition(
         tp[0], tp[1], start, end, options.include_headers, options.kafka, options.check_crcs
     )
+
+
+def _remote_ref(path: str, tp: TopicPartition, start: int) -> RemoteRef | None:
+    """The store of a tiered partition whose range starts below its local log start."""
+    log = _open_logs.log(path, tp[0], tp[1])
+    tier = log.remote_tier
+    local_start = log.local_log_start_offset
+    if tier is None or start >= local_start:
+        return None
+    return RemoteRef(tier.settings.url, tier.settings.endpoint_url, tier.partition, local_start)
+
+
+class _RemoteSource:
+    """A tiered partition's remote segments as ``read_slice`` (what ``_read_chunk`` calls
+    on a Log), from the store alone; the manifest re-read when an offset is not in it."""
+
+    def __init__(self, ref: RemoteRef) -> None:
+        self.ref = ref
+        self._tier = self._open()
+
+    def _open(self) -> RemoteTier:
+        return RemoteTier.open_remote(
+            RemoteStorage(self.ref.url, self.ref.endpoint_url), self.ref.key
+        )
+
+    def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions of the remote
+        segments overlapping ``[start, end)`` (``Log.aborted_transactions`` below the local
+        log start)."""
+        return self._tier.aborted_transactions(start, end)
+
+    def read_slice(self, offset: int, max_bytes: int, *, upper: int) -> Any:
+        found = self._tier.read_slice(offset, max_bytes, upper)
+        if found is None:  # uploaded since the manifest was read (or deleted: then none)
+            self._tier = self._open()
+            found = self._tier.read_slice(offset, max_bytes, upper)
+        return found
 
 
 def read_any(part: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -293,19 +348,36 @@ def read_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
     if part.start >= part.end:
         return
     tune_malloc(WORKER_MMAP_THRESHOLD, WORKER_TRIM_THRESHOLD)
+    offset = part.start
+    if part.remote is not None and offset < part.remote.local_start:
+        # tiered history: straight from the object store (through the local cache)
+        split = min(part.end, part.remote.local_start)
+        for batch, after in _read_source(_RemoteSource(part.remote), part, offset, split):
+            yield batch
+            offset = after
+        if split >= part.end:
+            return
     log = _open_logs.log(part.path, part.topic, part.partition)
+    for batch, _ in _read_source(log, part, offset, part.end):
+        yield batch
+
+
+def _read_source(
+    source: Any, part: OffsetRangePartition, start: int, end: int
+) -> Iterator[tuple[pa.RecordBatch, int]]:
+    """(batch, offset after it) of ``[start, end)`` read through ``source.read_slice``."""
     buffer = _buffers.take()
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="seglog-read") as pool:
-            ahead = pool.submit(_read_chunk, log, part, part.start, buffer)
+            ahead = pool.submit(_read_chunk, source, part, start, end, buffer)
             while True:
                 batch, offset = ahead.result()
                 if batch is None:
                     return
-                if offset < part.end:
-                    ahead = pool.submit(_read_chunk, log, part, offset, buffer)
-                yield batch
-                if offset >= part.end:
+                if offset < end:
+                    ahead = pool.submit(_read_chunk, source, part, offset, end, buffer)
+                yield batch, offset
+                if offset >= end:
                     return
     finally:
         _buffers.give(buffer)
@@ -343,7 +415,7 @@ _buffers = _Buffers()
 
 
 def _read_chunk(
-    log: Log, part: OffsetRangePartition, offset: int, buffer: bytearray
+    log: Any, part: OffsetRangePartition, offset: int, end: int, buffer: bytearray
 ) -> tuple[pa.RecordBatch | None, int]:
     """The records of ~CHUNK_BYTES of whole batches from ``offset`` (None at the end) and
     the offset after them, read into ``buffer`` (grown when one batch is larger)."""
@@ -351,7 +423,7 @@ def _read_chunk(
         # the batches located (headers only), read with one preadv into the reused buffer
         # and decoded where they lie: Log.batches copied every batch twice more (and
         # joined them); a fresh bytes per read page-faults its 8 MiB in
-        where = log.read_slice(offset, CHUNK_BYTES, upper=part.end)
+        where = log.read_slice(offset, CHUNK_BYTES, upper=end)
         if where is None:
             return None, offset
         if where.size > len(buffer):
@@ -362,9 +434,9 @@ def _read_chunk(
                 f"{part.topic}-{part.partition}: short read at offset {offset} (file truncated?)"
             )
         # read_committed: the aborted transactions whose marker is not behind this read
-        aborted = log.aborted_transactions(offset, part.end) if part.read_committed else None
+        aborted = log.aborted_transactions(offset, end) if part.read_committed else None
         cols = decode_columns(
-            view, offset, part.end, check_crcs=part.check_crcs, borrow=True, aborted=aborted
+            view, offset, end, check_crcs=part.check_crcs, borrow=True, aborted=aborted
         )
         if cols.next_offset <= offset:  # cannot happen: the read starts at offset's batch
             raise SeglogError(f"no progress reading {part.topic}-{part.partition} at {offset}")
@@ -379,7 +451,7 @@ def _read_chunk(
                 include_headers=part.include_headers,
             )
             return batch, offset
-        if offset >= part.end:  # only control batches (or compacted gaps) left
+        if offset >= end:  # only control batches (or compacted gaps) left
             return None, offset
 
 

@@ -41,9 +41,11 @@ from seglog.broker.config.listeners import listener_entries
 from seglog.broker.config.settings import (
     DEFAULT_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
+    REMOTE_STORAGE_ENABLE,
     STATIC_BROKER_CONFIG,
     TOPIC_CONFIGS,
     broker_entries,
+    validate_remote_storage,
     validate_topic_configs,
 )
 from seglog.broker.context import BrokerContext, RequestContext
@@ -220,6 +222,11 @@ def _apply(
             raise UnknownTopicError(f"unknown topic {r.resource_name!r}")
         configs = new_configs(dict(info.configs))
         validate_topic_configs(configs)
+        validate_remote_storage(
+            configs,
+            store=ctx.config.remote_storage_url is not None,
+            was_enabled=info.configs.get(REMOTE_STORAGE_ENABLE, "false").lower() == "true",
+        )
         if validate_only:
             defaults = ctx.topics.data_dir.default_config.to_kafka_configs()
             LogConfig.from_kafka_configs({**defaults, **configs})  # ValueError if bad
