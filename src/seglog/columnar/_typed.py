@@ -85,12 +85,12 @@ class TypedDecoder:
         self._lookup = writer_schema
         self._writers: dict[int, Any] = {}
         self.reader_id = reader_id
+        self._reader: Any = None
         if fmt == "avro":
             self.arrow_type = avro_arrow_type(reader_schema)
             self._reader = fastavro.parse_schema(json.loads(reader_schema), named_schemas={})
         else:
             self.arrow_type = json_schema_arrow_type(reader_schema)
-            self._reader = None
 
     def _writer(self, schema_id: int) -> Any:
         """The parsed writer schema of ``schema_id``; False when unknown (cached)."""
