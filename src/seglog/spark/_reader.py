@@ -47,6 +47,7 @@ from seglog.spark._options import (
     TopicPartition,
     offsets_to_json,
 )
+from seglog.spark._typed import TypedRead, typed_batches
 from seglog.spark._wire import (
     WireRangePartition,
     read_wire_range,
@@ -397,10 +398,12 @@ def _split(
 
 
 class SeglogBatchReader(DataSourceReader):
-    """Batch read between ``startingOffsets`` and ``endingOffsets`` (resolved at planning)."""
+    """Batch read between ``startingOffsets`` and ``endingOffsets`` (resolved at planning);
+    ``typed``: key/value decoded into structs (``valueFormat``, ``seglog.spark._typed``)."""
 
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, typed: TypedRead | None = None) -> None:
         self.options = options
+        self.typed = typed
 
     def partitions(self) -> Sequence[InputPartition]:
         """One ``OffsetRangePartition`` per partition with records (more with minPartitions)."""
@@ -417,7 +420,7 @@ class SeglogBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow batches of the partition's offset range (runs on an executor)."""
-        return read_any(partition)
+        return typed_batches(read_any(partition), self.typed)
 
 
 def resolve_offset(
@@ -454,8 +457,9 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     clock: Callable[[], float] = staticmethod(time.monotonic)
     """Seconds, for ``maxTriggerDelay`` (a class attribute so a test can substitute it)."""
 
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, typed: TypedRead | None = None) -> None:
         self.options = options
+        self.typed = typed
         self._target: dict[TopicPartition, int] | None = None
         self._last_trigger: float | None = None
 
@@ -546,7 +550,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow batches of the partition's offset range (runs on an executor)."""
-        return read_any(partition)
+        return typed_batches(read_any(partition), self.typed)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: the checkpoint holds the offsets (the data dir is read-only)."""
