@@ -20,6 +20,7 @@ from seglog.spark._options import ReadOptions, WriteOptions, parse_bool
 from seglog.spark._reader import SeglogBatchReader, SeglogStreamReader
 from seglog.spark._schema import spark_schema
 from seglog.spark._typed import TypedRead, typed_read, typed_spark_schema
+from seglog.spark._typed_write import typed_write
 from seglog.spark._writer import SeglogArrowWriter, SeglogStreamArrowWriter
 
 __all__ = ["SeglogDataSource"]
@@ -65,7 +66,9 @@ class SeglogDataSource(DataSource):
         """Append writer; ValueError for mode("overwrite") (topics are append-only)."""
         if overwrite:
             raise ValueError("seglog topics are append-only: use mode('append')")
-        return SeglogArrowWriter(WriteOptions.parse(self.options), dict(self.options))
+        options = WriteOptions.parse(self.options)
+        typed = typed_write(self.options, options, schema)
+        return SeglogArrowWriter(options, dict(self.options), typed)
 
     def streamWriter(  # noqa: N802  (pyspark API names)
         self, schema: StructType, overwrite: bool
@@ -73,4 +76,6 @@ class SeglogDataSource(DataSource):
         """Streaming writer: exactly-once in path mode, at-least-once through a broker."""
         if overwrite:
             raise ValueError("seglog topics are append-only: use outputMode('append')")
-        return SeglogStreamArrowWriter(WriteOptions.parse(self.options), dict(self.options))
+        options = WriteOptions.parse(self.options)
+        typed = typed_write(self.options, options, schema)
+        return SeglogStreamArrowWriter(options, dict(self.options), typed)
