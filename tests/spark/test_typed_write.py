@@ -77,7 +77,7 @@ def test_sink_encodes_with_the_registered_schema(spark: Any, tmp_path: Path) -> 
         spark.read.format("seglog").option("subscribe", "out").option("valueFormat", "avro")
     ).load(str(path))
     assert sorted((r.value.asDict() for r in back.collect()), key=lambda r: r["flight"]) == rows
-    with pytest.raises(Exception, match="auto.register.schemas"):
+    with pytest.raises(Exception, match=r"auto\.register\.schemas"):
         df.write.format("seglog").option("topic", "other").option("valueFormat", "avro").mode(
             "append"
         ).save(str(path))
