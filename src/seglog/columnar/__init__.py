@@ -26,6 +26,7 @@ from seglog.columnar._mirror import (
     sync_log_mirrors,
     sync_mirrors,
 )
+from seglog.columnar._registry import REGISTRY_BROKER_CONFIG, RegistryRef, discover_registry
 from seglog.columnar._schema import ARROW_HEADERS_TYPE, arrow_schema
 from seglog.columnar._schema_store import (
     SCHEMAS_TOPIC,
@@ -40,17 +41,20 @@ __all__ = [
     "BATCH_HEADER",
     "FORMATS",
     "MIRROR_CONFIG",
+    "REGISTRY_BROKER_CONFIG",
     "SCHEMAS_TOPIC",
     "MalformedValueError",
     "Mirror",
     "MirrorReport",
     "RegisteredSchema",
+    "RegistryRef",
     "SchemaStore",
     "TypedDecoder",
     "arrow_schema",
     "avro_arrow_type",
     "columns_batch",
     "decode_batches",
+    "discover_registry",
     "empty_batch",
     "frame",
     "json_schema_arrow_type",

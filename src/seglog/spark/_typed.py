@@ -27,10 +27,9 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from seglog.columnar import MalformedValueError, TypedDecoder
+from seglog.columnar import MalformedValueError, RegistryRef, TypedDecoder, discover_registry
 from seglog.errors import SeglogError
 from seglog.spark._options import ReadOptions, _get
-from seglog.spark._registry import RegistryRef, discover_registry
 
 __all__ = [
     "FORMAT_NAMES",

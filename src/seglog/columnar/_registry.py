@@ -1,4 +1,4 @@
-"""Where the Spark source and sink find schemas: a registry endpoint, or the data directory.
+"""Where typed readers and writers find schemas: a registry endpoint, or the data directory.
 
 ``RegistryRef`` (picklable, shipped to executors) names one of:
 
@@ -6,7 +6,7 @@
   by ``seglog serve --schema-registry-listen``, any registry implementing the API works),
   talked to with confluent-kafka's ``SchemaRegistryClient`` (which caches by id);
 - the data directory (path mode without a URL): the registry's ``_schemas`` topic folded
-  by ``seglog.columnar.load_schema_store``, re-read when an unknown id turns up.
+  by ``load_schema_store``, re-read when an unknown id turns up.
 
 In wire mode without ``schema.registry.url``, the broker's own registry is found through
 DescribeConfigs of the broker: its config ``schema.registry.listen`` (``host:port``; a
@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-from seglog.columnar import RegisteredSchema, SchemaStore, load_schema_store
+from seglog.columnar._schema_store import RegisteredSchema, SchemaStore, load_schema_store
 
 __all__ = ["REGISTRY_BROKER_CONFIG", "RegistryRef", "discover_registry"]
 
