@@ -13,9 +13,11 @@ records are read; other key types (CONFIG, MODE, DELETE_SUBJECT, NOOP) do not ch
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from seglog.storage import OFFSET_OLDEST, DataDir
+from seglog.storage import OFFSET_OLDEST, open_log
 
 __all__ = ["SCHEMAS_TOPIC", "RegisteredSchema", "SchemaStore", "load_schema_store"]
 
@@ -79,17 +81,18 @@ class SchemaStore:
         self.by_id[schema.schema_id] = schema  # ids stay resolvable after a soft delete
 
 
-def load_schema_store(path: str) -> SchemaStore:
-    """Fold the ``_schemas`` topic of the data directory ``path`` (opened read-only, no
-    lock: it may be a running broker's); an empty store when the topic does not exist."""
+def load_schema_store(path: str | os.PathLike[str]) -> SchemaStore:
+    """Fold the ``_schemas`` log of the data directory ``path`` (``<path>/_schemas-0``,
+    opened read-only, no lock: it may be a running broker's); an empty store when there is
+    none."""
     store = SchemaStore()
-    with DataDir(path, create=False, read_only=True) as data_dir:
-        if SCHEMAS_TOPIC not in data_dir.topics():
-            return store
-        plog = data_dir.log(SCHEMAS_TOPIC, 0)
+    directory = Path(path) / f"{SCHEMAS_TOPIC}-0"
+    if not directory.is_dir():
+        return store
+    with open_log(directory, read_only=True) as plog:
         offset = OFFSET_OLDEST
         while True:
-            next_offset, messages = plog.consume(offset, 1000)
+            next_offset, messages = plog.consume(offset, 10_000)
             if not messages:
                 return store
             for message in messages:
