@@ -91,7 +91,7 @@ def write_typed_topic(path: Path, rows: int, partitions: int = 2) -> int:
             batch: list[Message] = []
             for i in range(partition, rows, partitions):
                 out = io.BytesIO()
-                record = {
+                record: dict[str, Any] = {
                     "year": 2013, "month": 1 + i % 12, "carrier": carriers[i % 6],
                     "flight": i % 5000, "origin": "EWR", "dest": "IAH",
                     "dep_delay": None if i % 50 == 0 else float(i % 90 - 10),
