@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 from tests.columnar.test_typed import FLIGHT_V1, FLIGHT_V2, RICH, RICH_ROW, avro
 
-from seglog.columnar import frame
+from seglog.columnar import avro_arrow_type, frame, sync_mirrors
+from seglog.spark import read_topic
 from seglog.storage import DataDir, Message
 
 GARBAGE = b"\x07 not framed"
@@ -201,3 +202,41 @@ def test_streaming_available_now(spark: Any, data: dict[str, Any], tmp_path: Pat
     got = list(zip(*(table.column(c).to_pylist() for c in
                      ("partition", "offset", "carrier", "origin")), strict=True))  # fmt: skip
     assert got == expected
+
+
+def test_typed_mirrors_and_read_topic(spark: Any, tmp_path: Path) -> None:
+    """Closed segments get a typed mirror beside the binary one; read_topic scans the typed
+    mirrors and decodes the active tail, equal to a valueFormat=avro read; a new schema
+    version makes the typed mirrors stale (rebuilt), typed=False stays binary."""
+    path = tmp_path / "data"
+    with DataDir(path) as data_dir:
+        store_schema(data_dir, "fl-value", 1, 1, FLIGHT_V1)
+        data_dir.create_topic("fl", 1, {"segment.bytes": "2000"})
+        log = data_dir.log("fl", 0)
+        for i in range(0, 200, 10):
+            log.publish([Message(value=avro(1, FLIGHT_V1, flight(j))) for j in range(i, i + 10)])
+        log.sync()
+    report = sync_mirrors(path, "fl")
+    typed_files = [p for p in report.built if ".value-1." in p.name]
+    assert typed_files
+    assert len(typed_files) * 2 == len(report.built)  # a binary and a typed mirror each
+    assert pq.read_schema(typed_files[0]).field("value").type == avro_arrow_type(FLIGHT_V1)
+    expected = sorted((r.offset, r.value.asDict()) for r in _read(spark, str(path), "fl").collect())
+    assert len(expected) == 200
+    got = read_topic(spark, path, "fl")
+    assert (
+        got.schema["value"].dataType.simpleString()
+        == "struct<carrier:string,flight:int,delay:double>"
+    )
+    assert sorted((r.offset, r.value.asDict()) for r in got.collect()) == expected
+    binary = read_topic(spark, path, "fl", typed=False)
+    assert binary.schema["value"].dataType.simpleString() == "binary"
+    with DataDir(path) as data_dir:
+        store_schema(data_dir, "fl-value", 2, 2, FLIGHT_V2)
+    again = sync_mirrors(path, "fl")
+    assert {p.name for p in again.removed} == {p.name for p in typed_files}
+    assert all(".value-2." in p.name for p in again.built)
+    rows = read_topic(spark, path, "fl").collect()
+    assert {r.value.origin for r in rows} == {"?"}  # read with v2, its default
+    with pytest.raises(ValueError, match="no Avro or JSON schema"):
+        read_topic(spark, path, "_schemas", typed=True)

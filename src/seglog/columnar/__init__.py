@@ -25,6 +25,7 @@ from seglog.columnar._mirror import (
     mirrors_of,
     sync_log_mirrors,
     sync_mirrors,
+    value_decoder,
 )
 from seglog.columnar._registry import REGISTRY_BROKER_CONFIG, RegistryRef, discover_registry
 from seglog.columnar._schema import ARROW_HEADERS_TYPE, arrow_schema
@@ -64,4 +65,5 @@ __all__ = [
     "schema_id_of",
     "sync_log_mirrors",
     "sync_mirrors",
+    "value_decoder",
 ]

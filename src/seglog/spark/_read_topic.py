@@ -21,12 +21,14 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql.pandas.types import to_arrow_schema
 
-from seglog.columnar import arrow_schema, mirrors_of
+from seglog.columnar import RegistryRef, load_schema_store, mirrors_of
 from seglog.spark._options import EARLIEST, LATEST, TopicPartition, offsets_option
 from seglog.spark._reader import OffsetRangePartition, read_range, resolve_offset
 from seglog.spark._schema import spark_schema
 from seglog.spark._tail import tail_snapshot
+from seglog.spark._typed import ColumnFormat, TypedRead, typed_batches, typed_spark_schema
 from seglog.storage import DataDir
 
 __all__ = ["plan_topic_read", "read_topic"]
@@ -82,8 +84,10 @@ def plan_topic_read(
     topic: str,
     starting_offsets: str | dict[str, dict[str, int]] = "earliest",
     ending_offsets: str | dict[str, dict[str, int]] = "latest",
+    value_schema_id: int | None = None,
 ) -> list[Piece]:
-    """The pieces of ``read_topic``: per partition, ``[start, end)`` cut at mirror bounds.
+    """The pieces of ``read_topic``: per partition, ``[start, end)`` cut at mirror bounds
+    (binary mirrors, or typed ones of ``value_schema_id``).
 
     Offsets as Spark's Kafka source takes them ("earliest", "latest", or JSON / a dict
     ``{"topic": {"0": 42}}`` with -2/-1). Raises ``UnknownTopicError``, ValueError."""
@@ -104,7 +108,7 @@ def plan_topic_read(
             ]
 
             position = start
-            for mirror in mirrors_of(plog):
+            for mirror in mirrors_of(plog, value_schema_id):
                 if mirror.next_offset <= position or mirror.base_offset >= end:
                     continue
                 if mirror.base_offset > position:  # a gap without mirror before it
@@ -130,6 +134,7 @@ def read_topic(
     *,
     include_headers: bool = False,
     local_tail_bytes: int = LOCAL_TAIL_BYTES,
+    typed: bool | None = None,
 ) -> DataFrame:
     """One DataFrame of the topic's records between the offsets (batch), with the schema of
     Spark's Kafka source (``headers`` with ``include_headers``).
@@ -140,14 +145,25 @@ def read_topic(
     batches (written as a tail snapshot, ``<path>/__spark_tail/*.parquet``, scanned with the
     mirrors; kept ``TAIL_TTL_S`` = 1 h after its last use), else through ``format("seglog")``
     tasks. Offsets are resolved when this is
-    called (like a batch read's planning). Raises ``UnknownTopicError`` for an unknown
-    topic, ValueError for bad offsets.
+    called (like a batch read's planning).
+
+    Typed columns: when the topic has a schema (subject ``<topic>-value``, Avro or JSON
+    Schema, in the registry's ``_schemas`` log of the data directory) ``value`` is a struct
+    of its latest version, as ``valueFormat`` reads give it: typed mirrors are scanned
+    (``seglog.columnar`` writes them beside the binary ones), the rest decoded.
+    ``typed=False`` keeps ``value`` binary; ``typed=True`` raises ValueError when the
+    topic has no schema. Raises ``UnknownTopicError`` for an unknown topic, ValueError for
+    bad offsets.
     """
-    schema = spark_schema(include_headers)
+    value = _value_plan(path, topic, typed)
+    schema = typed_spark_schema(spark_schema(include_headers), value)
     columns = schema.fieldNames()
     frames: list[DataFrame] = []
+    schema_id = None if value is None else value.columns[0].schema_id
     plan = [
-        p for p in plan_topic_read(path, topic, starting_offsets, ending_offsets) if p.start < p.end
+        p
+        for p in plan_topic_read(path, topic, starting_offsets, ending_offsets, schema_id)
+        if p.start < p.end
     ]
     mirrored = [p for p in plan if p.mirror is not None]
     rest = [p for p in plan if p.mirror is None]
@@ -155,7 +171,8 @@ def read_topic(
     cut = [p for p in mirrored if not p.whole]
     if rest and sum(p.log_bytes for p in rest) <= local_tail_bytes:
         ranges = [(p.partition, p.start, p.end, p.log_bytes) for p in rest]
-        snapshot = tail_snapshot(path, topic, ranges)
+        # a typed tail is decoded here, no snapshot (snapshots hold binary values)
+        snapshot = tail_snapshot(path, topic, ranges) if value is None else None
         if snapshot is not None:  # the tail joins the one Parquet scan
             whole.append(str(snapshot))
         else:  # a directory that takes no file: the tail as an Arrow table
@@ -164,13 +181,17 @@ def read_topic(
                 part = OffsetRangePartition(
                     str(path), topic, p.partition, p.start, p.end, include_headers
                 )
-                batches.extend(read_range(part))
-            table = pa.Table.from_batches(batches, schema=arrow_schema(include_headers))
+                batches.extend(typed_batches(read_range(part), value))
+            table = (
+                pa.Table.from_batches(batches)
+                if batches
+                else pa.Table.from_batches([], schema=to_arrow_schema(schema, timezone="UTC"))
+            )
             frames.append(spark.createDataFrame(table, schema=schema))
     elif rest:
-        frames.extend(_log_reads(spark, path, topic, rest, include_headers))
+        frames.extend(_log_reads(spark, path, topic, rest, include_headers, value))
     # the mirrors' schema given, not inferred: planning reads no Parquet footer
-    parquet = spark.read.schema(spark_schema(include_headers=True))
+    parquet = spark.read.schema(typed_spark_schema(spark_schema(include_headers=True), value))
     if cut:  # first/last mirrors cut to the asked offsets (pushed down to Parquet)
         condition: Any = None
         for p in cut:
@@ -190,8 +211,30 @@ def read_topic(
     return result
 
 
-def _log_reads(
-    spark: SparkSession, path: str | os.PathLike[str], topic: str, rest: list[Piece], headers: bool
+def _value_plan(path: str | os.PathLike[str], topic: str, typed: bool | None) -> TypedRead | None:
+    """The typed-read plan of ``read_topic``: the latest ``<topic>-value`` schema of the
+    data directory's ``_schemas`` (None: binary)."""
+    if typed is False:
+        return None
+    latest = load_schema_store(path).latest(f"{topic}-value")
+    if latest is None or latest.schema_type not in ("AVRO", "JSON"):
+        if typed:
+            raise ValueError(f"topic {topic!r} has no Avro or JSON schema ({topic}-value)")
+        return None
+    fmt = "avro" if latest.schema_type == "AVRO" else "json"
+    column = ColumnFormat(
+        "value", fmt, latest.subject, latest.version, latest.schema_id, latest.schema
+    )
+    return TypedRead((column,), RegistryRef(path=str(path)))
+
+
+def _log_reads(  # noqa: PLR0917
+    spark: SparkSession,
+    path: str | os.PathLike[str],
+    topic: str,
+    rest: list[Piece],
+    headers: bool,
+    value: TypedRead | None,
 ) -> list[DataFrame]:
     """``format("seglog")`` reads of the unmirrored pieces: at most one range per partition
     per read, so one read per "round" of pieces."""
@@ -204,6 +247,14 @@ def _log_reads(
         else:
             rounds.append({p.partition: (p.start, p.end)})
     columns = spark_schema(headers).fieldNames()
+    typed = {}
+    if value is not None:
+        column = value.columns[0]
+        typed = {
+            "valueFormat": column.fmt,
+            "valueSchemaSubject": column.subject,
+            "valueSchemaVersion": str(column.version),
+        }
 
     def offsets(round_: dict[int, tuple[int, int]], which: int) -> str:
         return json.dumps({topic: {str(k): v[which] for k, v in sorted(round_.items())}})
@@ -215,6 +266,7 @@ def _log_reads(
         .option("startingOffsets", offsets(round_, 0))
         .option("endingOffsets", offsets(round_, 1))
         .option("includeHeaders", str(headers).lower())
+        .options(**typed)
         .load()
         .select(*columns)
         for round_ in rounds
