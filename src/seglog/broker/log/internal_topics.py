@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from seglog.schemas import SCHEMAS_TOPIC
 from seglog.storage import encode_records
 
 __all__ = [
     "INTERNAL_TOPICS",
     "INTERNAL_TOPIC_CONFIGS",
     "OFFSETS_TOPIC",
+    "SCHEMAS_TOPIC",
     "SHARE_GROUP_STATE_TOPIC",
     "keyed_batch",
 ]
@@ -22,7 +24,10 @@ SHARE_GROUP_STATE_TOPIC = "__share_group_state"
 (Kafka's share coordinator keeps share-partition state there; here each share partition's
 state is its durable subscription's journal, see ``coordinator/share_state.py``)."""
 
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC})
+# SCHEMAS_TOPIC ("_schemas"): the schema registry's subjects, versions, configs and modes
+# in Confluent Schema Registry's record format (``seglog.schemas``)
+
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, SCHEMAS_TOPIC})
 """Every internal topic (Metadata reports them with ``is_internal``)."""
 
 INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
