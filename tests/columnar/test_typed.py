@@ -230,3 +230,35 @@ def test_schema_store_folds_confluent_records() -> None:
     assert 5 in store.by_id  # an id stays readable after a soft delete
     store.apply(key("t-value", 1), None)  # hard delete
     assert store.latest("t-value") is None
+
+
+VECTOR = {  # every type the vectorised decoder takes
+    "type": "record",
+    "name": "V",
+    "fields": [
+        {"name": f["name"], "type": f["type"]}
+        for f in RICH["fields"]
+        if f["name"] not in ("tags", "attrs", "price", "wide")
+    ]
+    + [{"name": "maybe_at", "type": ["null", {"type": "long", "logicalType": "timestamp-millis"}]},
+       {"name": "d", "type": "double"}],
+}  # fmt: skip
+
+
+def test_vectorised_records_equal_fastavro() -> None:
+    rows = [
+        {**{k: v for k, v in RICH_ROW.items() if k not in ("tags", "attrs", "price", "wide")},
+         "maybe_at": None if i % 2 else RICH_ROW["at"], "d": i / 3, "s": None if i % 3 else "é",
+         "again": None if i % 4 else {"x": i}, "e": ["RED", "GREEN"][i % 2], "b": i % 2 == 0}
+        for i in range(50)
+    ]  # fmt: skip
+    values = [avro(9, VECTOR, r) for r in rows]
+    values[7] = None
+    decoder = TypedDecoder("avro", json.dumps(VECTOR), {9: json.dumps(VECTOR)}.get, reader_id=9)
+    column, bad = decoder.decode(pa.array(values, type=pa.binary()))
+    assert decoder._plan(9) is not None  # decoded vectorised
+    assert bad is None
+    parsed = fastavro.parse_schema(VECTOR, named_schemas={})
+    assert column.to_pylist() == fastavro_reference(values, {9: parsed}, None)
+    sliced, _ = decoder.decode(pa.array(values, type=pa.binary()).slice(5, 10))
+    assert sliced.to_pylist() == column.to_pylist()[5:15]

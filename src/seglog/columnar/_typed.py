@@ -13,8 +13,12 @@ with ``failfast=False`` (Spark's PERMISSIVE, as ``from_avro``) and flagged in th
 mask; with ``failfast=True`` (FAILFAST) they raise ``MalformedValueError`` naming the row.
 A null value (tombstone) is a null struct and not malformed.
 
-Measured (``benchmarks/spark_typed_bench.py``): fastavro's per-record decode into dicts,
-then one ``pa.array(dicts, type=struct)`` (Arrow's C++ converter walks the dicts).
+Avro values are grouped by schema id and each group decoded vectorised, one field of all
+records at a time (``_avro_vector``), where the writer schema allows (flat and nested
+records of primitives, enums, unions with null); other schemas, and JSON, are decoded
+record by record (fastavro's ``schemaless_reader`` into dicts, then one ``pa.array``).
+Measured (200,000 flight-like records, one thread): record by record 86 k records/s, the
+binary read of the same rows 600 k/s (``benchmarks/spark_typed_bench.py`` for Spark).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from seglog.columnar._avro_types import avro_arrow_type, json_schema_arrow_type
+from seglog.columnar._avro_vector import Field, compile_plan, decode_records, resolve_record
+from seglog.storage import I64
 
 __all__ = ["FORMATS", "MalformedValueError", "TypedDecoder", "frame", "schema_id_of"]
 
@@ -84,7 +90,10 @@ class TypedDecoder:
         self.failfast = failfast
         self._lookup = writer_schema
         self._writers: dict[int, Any] = {}
+        self._texts: dict[int, str] = {}
+        self._plans: dict[int, tuple[Field, ...] | None] = {}
         self.reader_id = reader_id
+        self._reader_json: Any = json.loads(reader_schema)
         self._reader: Any = None
         if fmt == "avro":
             self.arrow_type = avro_arrow_type(reader_schema)
@@ -100,6 +109,8 @@ class TypedDecoder:
                 found = True  # a JSON payload decodes without its schema
             else:
                 text = self._lookup(schema_id)
+                if text is not None:
+                    self._texts[schema_id] = text
                 found = (
                     False
                     if text is None
@@ -137,6 +148,86 @@ class TypedDecoder:
         """(struct column of ``arrow_type``, mask of malformed rows or None if none).
 
         Raises MalformedValueError (FAILFAST) on the first malformed value."""
+        if self.fmt == "avro" and len(values):
+            return self._decode_avro(values)
+        return self._decode_each(values)
+
+    def _plan(self, schema_id: int) -> tuple[Field, ...] | None:
+        """The vectorised plan of a writer schema (None: decoded record by record)."""
+        if schema_id not in self._plans:
+            text = self._texts.get(schema_id)
+            self._plans[schema_id] = None if text is None else compile_plan(json.loads(text))
+        return self._plans[schema_id]
+
+    def _decode_avro(self, values: pa.Array) -> tuple[pa.Array, npt.NDArray[np.bool_] | None]:
+        """Values grouped by schema id; each group decoded vectorised (``_avro_vector``)
+        where its writer schema allows, else record by record; rows put back in order."""
+        n = len(values)
+        _, offset_buffer, data = values.buffers()
+        data = data if data is not None else pa.py_buffer(b"")
+        first = values.offset
+        raw = np.frombuffer(offset_buffer, dtype=np.int32)[first : first + n + 1]
+        offsets: I64 = raw.astype(np.int64)
+        buf = np.frombuffer(data, dtype=np.uint8) if data.size else np.zeros(1, dtype=np.uint8)
+        valid = ~np.asarray(values.is_null(), dtype=np.bool_)
+        starts = offsets[:-1]
+        framed = valid & (np.diff(offsets) >= _HEADER) & (buf.take(starts, mode="clip") == 0)
+        ids = np.zeros(n, dtype=np.int64)
+        for k in range(1, _HEADER):
+            ids = (ids << 8) | buf.take(starts + k, mode="clip")
+        bad = valid & ~framed
+        rows_done: list[npt.NDArray[np.int64]] = []
+        columns: list[pa.Array] = []
+        for schema_id in np.unique(ids[framed]).tolist():
+            rows = np.flatnonzero(framed & (ids == schema_id))
+            if self._writer(schema_id) is False:
+                bad[rows] = True
+                continue
+            column = None
+            plan = self._plan(schema_id)
+            if plan is not None:
+                try:
+                    decoded, malformed = decode_records(
+                        plan, data, starts[rows] + _HEADER, offsets[rows + 1]
+                    )
+                    column = resolve_record(decoded, self.arrow_type, self._reader_json)
+                    bad[rows[malformed]] = True
+                except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, KeyError, TypeError):
+                    column = None  # e.g. invalid UTF-8, a default Arrow cannot take
+            if column is None:
+                column, malformed_rows = self._decode_rows(values, rows)
+                bad[malformed_rows] = True
+            rows_done.append(rows)
+            same = column.type == self.arrow_type
+            columns.append(column if same else column.cast(self.arrow_type))
+        if self.failfast and bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            _, why = self._one(values[row].as_py())
+            raise MalformedValueError(row, why or "does not decode with its writer schema")
+        order = np.concatenate(rows_done) if rows_done else np.zeros(0, dtype=np.int64)
+        where = np.zeros(n, dtype=np.int64)
+        where[order] = np.arange(len(order))
+        missing = np.ones(n, dtype=np.bool_)
+        missing[order] = False
+        combined = pa.concat_arrays(columns) if columns else pa.array([None], type=self.arrow_type)
+        column = combined.take(pa.array(where, mask=missing | bad))
+        return column, (bad if bad.any() else None)
+
+    def _decode_rows(
+        self, values: pa.Array, rows: npt.NDArray[np.int64]
+    ) -> tuple[pa.Array, list[int]]:
+        """The given rows decoded one by one with fastavro; (column, malformed rows)."""
+        records: list[Any] = []
+        malformed = []
+        for row in rows.tolist():
+            record, why = self._one(values[row].as_py())
+            if why is not None:
+                malformed.append(row)
+            records.append(record)
+        return pa.array(records, type=self.arrow_type), malformed
+
+    def _decode_each(self, values: pa.Array) -> tuple[pa.Array, npt.NDArray[np.bool_] | None]:
+        """Record by record (JSON payloads, and Avro for tests of the two paths)."""
         rows: list[Any] = []
         bad: list[int] = []
         for row, value in enumerate(values.to_pylist()):

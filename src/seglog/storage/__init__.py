@@ -64,7 +64,7 @@ if TYPE_CHECKING:
         Message,
         new_batch_builder,
     )
-    from seglog.storage.record.varint import I64
+    from seglog.storage.record.varint import I64, decode_varints
 
     # Compaction and delete by offsets (Kafka's cleaner, klevdb's Compact* / Delete)
     from seglog.storage.retention.compact import (
@@ -146,6 +146,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "compact_deletes": ("seglog.storage.retention.compact", "compact_deletes"),
     "compact_updates": ("seglog.storage.retention.compact", "compact_updates"),
     "decode_columns": ("seglog.storage.record.columns", "decode_columns"),
+    "decode_varints": ("seglog.storage.record.varint", "decode_varints"),
     "delete_offsets": ("seglog.storage.retention.delete", "delete_offsets"),
     "encode_record_columns": ("seglog.storage.record.encode", "encode_record_columns"),
     "encode_record_columns_into": ("seglog.storage.record.encode", "encode_record_columns_into"),
@@ -192,6 +193,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
     # columnar records
     "RecordColumns",
     "decode_columns",
+    "decode_varints",
     # data directories
     "DataDir",
     "MAX_PARTITIONS",
