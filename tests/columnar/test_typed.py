@@ -12,6 +12,7 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 import pytest
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from seglog.columnar import (
     MalformedValueError,
@@ -262,3 +263,29 @@ def test_vectorised_records_equal_fastavro() -> None:
     assert column.to_pylist() == fastavro_reference(values, {9: parsed}, None)
     sliced, _ = decoder.decode(pa.array(values, type=pa.binary()).slice(5, 10))
     assert sliced.to_pylist() == column.to_pylist()[5:15]
+
+
+def test_flat_protobuf_equals_the_protobuf_runtime() -> None:
+    """A flat proto3 message built and serialised by google.protobuf, framed as
+    confluent-kafka's ProtobufSerializer frames it (message index [0] as one 0 byte)."""
+    fdp = descriptor_pb2.FileDescriptorProto(name="r.proto", package="t", syntax="proto3")
+    message = fdp.message_type.add(name="Reading")
+    kinds = {"sensor": 9, "value": 1, "at": 3, "ok": 8, "z": 17, "small": 7}  # proto type ids
+    for number, (name, kind) in enumerate(kinds.items(), 1):
+        message.field.add(name=name, number=number, type=kind, label=1)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("t.Reading"))
+    docs = [
+        {"sensor": "s1", "value": 1.25, "at": -5, "ok": True, "z": -3, "small": 7},
+        {"sensor": "", "value": 0.0, "at": 0, "ok": False, "z": 0, "small": 0},  # defaults
+    ]
+    values = [frame(5, b"\x00" + cls(**d).SerializeToString()) for d in docs]
+    values.append(frame(5, b"\x00\x0a\xff"))  # a string field running past the end
+    layout = json.dumps({"syntax": "proto3", "fields": [
+        [1, "sensor", "string"], [2, "value", "double"], [3, "at", "int64"],
+        [4, "ok", "bool"], [5, "z", "sint32"], [6, "small", "fixed32"]]})  # fmt: skip
+    column, bad = TypedDecoder("protobuf", layout, lambda _: None).decode(pa.array(values))
+    assert column.to_pylist() == [*docs, None]
+    assert bad is not None
+    assert bad.tolist() == [False, False, True]

@@ -27,6 +27,7 @@ from seglog.columnar._mirror import (
     sync_mirrors,
     value_decoder,
 )
+from seglog.columnar._protobuf_flat import PROTO_SCALARS
 from seglog.columnar._registry import REGISTRY_BROKER_CONFIG, RegistryRef, discover_registry
 from seglog.columnar._schema import ARROW_HEADERS_TYPE, arrow_schema
 from seglog.columnar._schema_store import (
@@ -42,6 +43,7 @@ __all__ = [
     "BATCH_HEADER",
     "FORMATS",
     "MIRROR_CONFIG",
+    "PROTO_SCALARS",
     "REGISTRY_BROKER_CONFIG",
     "SCHEMAS_TOPIC",
     "MalformedValueError",

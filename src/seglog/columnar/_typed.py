@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import json
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -35,12 +36,14 @@ import pyarrow as pa
 
 from seglog.columnar._avro_types import avro_arrow_type, json_schema_arrow_type
 from seglog.columnar._avro_vector import Field, compile_plan, decode_records, resolve_record
+from seglog.columnar._protobuf_flat import decode_flat_message, layout_arrow_type, parse_layout
 from seglog.storage import I64
 
 __all__ = ["FORMATS", "MalformedValueError", "TypedDecoder", "frame", "schema_id_of"]
 
-FORMATS = ("avro", "json")
-"""Payload formats decoded into columns (Confluent's ``AVRO`` and ``JSON`` schema types)."""
+FORMATS = ("avro", "json", "protobuf")
+"""Payload formats decoded into columns (Confluent's ``AVRO``, ``JSON`` and ``PROTOBUF``
+schema types; Protobuf: flat messages of scalar fields, ``_protobuf_flat``)."""
 
 _HEADER = 5  # magic byte + 4-byte schema id
 
@@ -69,8 +72,9 @@ def schema_id_of(value: bytes) -> int | None:
 class TypedDecoder:
     """Decodes a binary column of framed values into a struct column of ``arrow_type``.
 
-    fmt: ``avro`` or ``json``. reader_schema: the schema's JSON text (the reader schema for
-    Avro; the column types for JSON Schema). writer_schema(id): the schema text registered
+    fmt: ``avro``, ``json`` or ``protobuf``. reader_schema: the schema's JSON text (the
+    reader schema for Avro; the column types for JSON Schema; for Protobuf the message
+    layout of ``_protobuf_flat``). writer_schema(id): the schema text registered
     under ``id``, or None when no schema has that id (called once per id). reader_id: the
     reader schema's own id when registered (values written with it skip resolution).
     """
@@ -98,6 +102,9 @@ class TypedDecoder:
         if fmt == "avro":
             self.arrow_type = avro_arrow_type(reader_schema)
             self._reader = fastavro.parse_schema(json.loads(reader_schema), named_schemas={})
+        elif fmt == "protobuf":
+            self.arrow_type = layout_arrow_type(reader_schema)
+            self._reader = parse_layout(reader_schema)
         else:
             self.arrow_type = json_schema_arrow_type(reader_schema)
 
@@ -105,8 +112,8 @@ class TypedDecoder:
         """The parsed writer schema of ``schema_id``; False when unknown (cached)."""
         found = self._writers.get(schema_id)
         if found is None:
-            if self.fmt == "json":
-                found = True  # a JSON payload decodes without its schema
+            if self.fmt != "avro":
+                found = True  # JSON and flat Protobuf decode with the reader's layout
             else:
                 text = self._lookup(schema_id)
                 if text is not None:
@@ -127,6 +134,11 @@ class TypedDecoder:
         writer = self._writer(schema_id)
         if writer is False:
             return None, f"unknown schema id {schema_id}"
+        if self.fmt == "protobuf":
+            try:
+                return decode_flat_message(value, _HEADER, self._reader), None
+            except (ValueError, IndexError, UnicodeDecodeError, struct.error) as exc:
+                return None, f"not a Protobuf message of the schema: {exc}"
         if self.fmt == "json":
             try:
                 doc = json.loads(memoryview(value)[_HEADER:].tobytes())

@@ -1,6 +1,7 @@
 """Typed reads: ``valueFormat`` / ``keyFormat`` turn the binary column into a struct column.
 
 Options (read): ``valueFormat`` / ``keyFormat`` = ``avro`` | ``json`` (JSON Schema) |
+``protobuf`` (flat messages of scalar fields: the .proto's first message) |
 ``binary`` (default, Spark's Kafka schema); ``schema.registry.url`` (default: the broker's
 own registry in wire mode, the data directory's ``_schemas`` topic in path mode);
 ``valueSchemaSubject`` / ``keySchemaSubject`` (default ``<topic>-value`` / ``<topic>-key``,
@@ -18,6 +19,7 @@ id each value carries, once per id per process (``seglog.columnar.TypedDecoder``
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -27,8 +29,15 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from seglog.columnar import MalformedValueError, RegistryRef, TypedDecoder, discover_registry
+from seglog.columnar import (
+    PROTO_SCALARS,
+    MalformedValueError,
+    RegistryRef,
+    TypedDecoder,
+    discover_registry,
+)
 from seglog.errors import SeglogError
+from seglog.schemas import PROTOBUF, parse
 from seglog.spark._options import ReadOptions, _get
 
 __all__ = [
@@ -41,7 +50,7 @@ __all__ = [
     "typed_spark_schema",
 ]
 
-FORMAT_NAMES = {"binary": None, "avro": "AVRO", "json": "JSON"}
+FORMAT_NAMES = {"binary": None, "avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}
 """Option values -> Confluent's ``schemaType`` (None: the column stays binary)."""
 
 
@@ -143,13 +152,31 @@ def typed_read(options: Mapping[str, str], parsed: ReadOptions) -> TypedRead | N
                 f"subject {subject!r} holds a {found.schema_type} schema, not {fmt} "
                 f"(option {column}Format)"
             )
-        columns.append(
-            ColumnFormat(column, fmt, subject, found.version, found.schema_id, found.schema)
-        )
+        schema = proto_layout(found.schema) if fmt == "protobuf" else found.schema
+        columns.append(ColumnFormat(column, fmt, subject, found.version, found.schema_id, schema))
     corrupt = _get(options, "columnNameOfCorruptRecord") or None
     if corrupt and mode == "FAILFAST":
         raise ValueError("option columnNameOfCorruptRecord is for mode PERMISSIVE")
     return TypedRead(tuple(columns), registry, mode == "FAILFAST", corrupt)
+
+
+def proto_layout(text: str) -> str:
+    """The layout ``seglog.columnar`` decodes Protobuf with: the .proto's first message
+    (the one Confluent's message index ``[0]`` names), scalar fields only. ValueError for
+    repeated, map or message/enum-typed fields (not read as columns yet)."""
+    model = parse(PROTOBUF, text, []).model
+    if not model.messages:
+        raise ValueError("the Protobuf schema defines no message")
+    name, fields = next(iter(model.messages.items()))
+    layout = []
+    for number, field in fields.items():
+        if field.kind != "scalar" or field.label == "repeated" or field.type not in PROTO_SCALARS:
+            raise ValueError(
+                f"Protobuf message {name}: field {field.name} ({field.label} {field.type}) is "
+                "not a scalar; only flat messages of scalar fields are read as columns"
+            )
+        layout.append([number, field.name, field.type])
+    return json.dumps({"syntax": model.syntax, "fields": layout})
 
 
 def typed_spark_schema(base: StructType, typed: TypedRead | None) -> StructType:
