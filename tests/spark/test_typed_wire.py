@@ -21,7 +21,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from pyspark.sql.types import DoubleType, IntegerType, StringType, StructField, StructType
 from tests.broker._registry import start_with_registry
 from tests.columnar.test_typed import FLIGHT_V1, FLIGHT_V2
@@ -44,7 +46,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     try:
         bootstrap = proc.bootstrap
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        for topic, n in (("flights", 2), ("people", 1), ("sunk", 1)):
+        for topic, n in (("flights", 2), ("people", 1), ("sunk", 1), ("readings", 1)):
             admin.create_topics([NewTopic(topic, num_partitions=n)])[topic].result(30)
         client = SchemaRegistryClient({"url": url})
         ctx = SerializationContext("flights", MessageField.VALUE)
@@ -61,6 +63,16 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         pctx = SerializationContext("people", MessageField.VALUE)
         for doc in ({"name": "ada", "age": 36}, {"name": "bob"}):
             producer.produce("people", people(doc, pctx))
+        reading = _reading_class()
+        proto = ProtobufSerializer(reading, client, {"use.deprecated.format": False})
+        rctx = SerializationContext("readings", MessageField.VALUE)
+        key_ser = AvroSerializer(client, json.dumps(KEY))
+        kctx = SerializationContext("readings", MessageField.KEY)
+        for i, (sensor, value) in enumerate(READINGS):
+            producer.produce(
+                "readings", proto(reading(sensor=sensor, value=value, seq=i), rctx),
+                key_ser({"sensor": sensor}, kctx),
+            )  # fmt: skip
         assert producer.flush(30) == 0
         yield {"proc": proc, "url": url, "data": data, "bootstrap": bootstrap}
     finally:
@@ -68,6 +80,23 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
 
 
 _groups = itertools.count()
+
+READINGS = [("s1", 1.5), ("s2", 0.0), ("s1", -2.25)]
+KEY = {"type": "record", "name": "Key", "fields": [{"name": "sensor", "type": "string"}]}
+
+
+def _reading_class() -> Any:
+    """seglog.t.Reading {string sensor = 1; double value = 2; int64 seq = 3;}, made at run
+    time from a FileDescriptorProto (what protoc would generate)."""
+    fdp = descriptor_pb2.FileDescriptorProto(name="reading.proto", package="seglog.t")
+    fdp.syntax = "proto3"
+    message = fdp.message_type.add(name="Reading")
+    message.field.add(name="sensor", number=1, type=9, label=1)  # string
+    message.field.add(name="value", number=2, type=1, label=1)  # double
+    message.field.add(name="seq", number=3, type=3, label=1)  # int64
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("seglog.t.Reading"))
 
 
 def _stored(served: dict[str, Any]) -> dict[int, list[bytes | None]]:
@@ -145,6 +174,27 @@ def test_json_schema_through_the_broker(spark: Any, served: dict[str, Any]) -> N
         {"name": "ada", "age": 36},
         {"name": "bob", "age": None},
     ]
+
+
+def test_protobuf_values_and_avro_keys(spark: Any, served: dict[str, Any]) -> None:
+    df = (
+        spark.read.format("seglog")
+        .option("kafka.bootstrap.servers", served["bootstrap"])
+        .option("subscribe", "readings")
+        .option("valueFormat", "protobuf")
+        .option("keyFormat", "avro")
+        .load()
+    )
+    assert (
+        df.schema["value"].dataType.simpleString()
+        == "struct<sensor:string,value:double,seq:bigint>"
+    )
+    assert df.schema["key"].dataType.simpleString() == "struct<sensor:string>"
+    rows = df.orderBy("offset").collect()
+    assert [r.value.asDict() for r in rows] == [
+        {"sensor": s, "value": v, "seq": i} for i, (s, v) in enumerate(READINGS)
+    ]  # proto3 defaults (0.0, 0) read as values, not nulls
+    assert [r.key.sensor for r in rows] == [s for s, _ in READINGS]
 
 
 def test_typed_stream_through_the_broker(
