@@ -28,7 +28,7 @@ from seglog.spark._options import EARLIEST, LATEST, TopicPartition, offsets_opti
 from seglog.spark._reader import OffsetRangePartition, read_range, resolve_offset
 from seglog.spark._schema import spark_schema
 from seglog.spark._tail import tail_snapshot
-from seglog.spark._typed import ColumnFormat, TypedRead, typed_batches, typed_spark_schema
+from seglog.spark._typed import ColumnFormat, TypedRead, typed_spark_schema
 from seglog.storage import DataDir
 
 __all__ = ["plan_topic_read", "read_topic"]
@@ -181,7 +181,7 @@ def read_topic(
                 part = OffsetRangePartition(
                     str(path), topic, p.partition, p.start, p.end, include_headers
                 )
-                batches.extend(typed_batches(read_range(part), value))
+                batches.extend(read_range(part, value))
             table = (
                 pa.Table.from_batches(batches)
                 if batches

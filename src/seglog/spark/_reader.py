@@ -47,7 +47,7 @@ from seglog.spark._options import (
     TopicPartition,
     offsets_to_json,
 )
-from seglog.spark._typed import TypedRead, typed_batches
+from seglog.spark._typed import TypedRead, typed_batch, typed_batches
 from seglog.spark._wire import (
     WireRangePartition,
     read_wire_range,
@@ -261,22 +261,26 @@ def range_of(options: ReadOptions, tp: TopicPartition, start: int, end: int) -> 
     )
 
 
-def read_any(part: InputPartition) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of an input partition made by ``range_of`` (runs on an executor)."""
+def read_any(part: InputPartition, typed: TypedRead | None = None) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of an input partition made by ``range_of`` (runs on an executor),
+    with ``typed`` columns decoded (``_typed``)."""
     if isinstance(part, WireRangePartition):
         if part.start < part.end:
-            yield from read_wire_range(part)
+            yield from typed_batches(read_wire_range(part), typed)
     elif isinstance(part, OffsetRangePartition):
-        yield from read_range(part)
+        yield from read_range(part, typed)
     # else: pyspark passes one plain InputPartition when partitions() returned none
 
 
-def read_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
+def read_range(
+    part: OffsetRangePartition, typed: TypedRead | None = None
+) -> Iterator[pa.RecordBatch]:
     """Yield the records of one offset range of a data directory as Arrow batches.
 
     The next chunk is read and decoded in a helper thread while Spark consumes the one
     just yielded: the worker's send of a batch (a blocking socket write, GIL released)
-    and the decoding of the next overlap, where one after the other left a core idle."""
+    and the decoding of the next overlap, where one after the other left a core idle.
+    ``typed`` columns are decoded there too, in the helper thread."""
     if part.start >= part.end:
         return
     tune_malloc(WORKER_MMAP_THRESHOLD, WORKER_TRIM_THRESHOLD)
@@ -284,13 +288,13 @@ def read_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
     buffer = _buffers.take()
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="seglog-read") as pool:
-            ahead = pool.submit(_read_chunk, log, part, part.start, buffer)
+            ahead = pool.submit(_read_chunk, log, part, part.start, buffer, typed)
             while True:
                 batch, offset = ahead.result()
                 if batch is None:
                     return
                 if offset < part.end:
-                    ahead = pool.submit(_read_chunk, log, part, offset, buffer)
+                    ahead = pool.submit(_read_chunk, log, part, offset, buffer, typed)
                 yield batch
                 if offset >= part.end:
                     return
@@ -330,7 +334,11 @@ _buffers = _Buffers()
 
 
 def _read_chunk(
-    log: Log, part: OffsetRangePartition, offset: int, buffer: bytearray
+    log: Log,
+    part: OffsetRangePartition,
+    offset: int,
+    buffer: bytearray,
+    typed: TypedRead | None = None,
 ) -> tuple[pa.RecordBatch | None, int]:
     """The records of ~CHUNK_BYTES of whole batches from ``offset`` (None at the end) and
     the offset after them, read into ``buffer`` (grown when one batch is larger)."""
@@ -361,7 +369,7 @@ def _read_chunk(
                 partition=part.partition,
                 include_headers=part.include_headers,
             )
-            return batch, offset
+            return (batch if typed is None else typed_batch(batch, typed)), offset
         if offset >= part.end:  # only control batches (or compacted gaps) left
             return None, offset
 
@@ -420,7 +428,7 @@ class SeglogBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow batches of the partition's offset range (runs on an executor)."""
-        return typed_batches(read_any(partition), self.typed)
+        return read_any(partition, self.typed)
 
 
 def resolve_offset(
@@ -550,7 +558,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow batches of the partition's offset range (runs on an executor)."""
-        return typed_batches(read_any(partition), self.typed)
+        return read_any(partition, self.typed)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: the checkpoint holds the offsets (the data dir is read-only)."""

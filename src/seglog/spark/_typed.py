@@ -45,6 +45,7 @@ __all__ = [
     "ColumnFormat",
     "TypedRead",
     "registry_of",
+    "typed_batch",
     "typed_batches",
     "typed_read",
     "typed_spark_schema",
@@ -220,10 +221,12 @@ def typed_batches(
         yield from batches
         return
     for batch in batches:
-        yield _typed_batch(batch, typed)
+        yield typed_batch(batch, typed)
 
 
-def _typed_batch(batch: pa.RecordBatch, typed: TypedRead) -> pa.RecordBatch:
+def typed_batch(batch: pa.RecordBatch, typed: TypedRead) -> pa.RecordBatch:
+    """One batch of Spark's Kafka columns with ``typed``'s columns decoded; TypedReadError
+    (FAILFAST) naming topic, partition and offset of an undecodable value."""
     names = batch.schema.names
     arrays = list(batch.columns)
     corrupt_mask: np.ndarray | None = None
