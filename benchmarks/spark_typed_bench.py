@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import seglog.spark
-from seglog.bench._spark import spark_session
-from seglog.bench._spark_typed import typed_reads
+from seglog.bench import spark_session, spark_typed_reads
 
 GOAL = 0.6
 
@@ -86,7 +85,7 @@ def main() -> None:
     seglog.spark.register(spark)
     try:
         with tempfile.TemporaryDirectory(prefix="spark-typed-bench-") as work:
-            results = typed_reads(spark, Path(work), args.rows, args.repeat, _log)
+            results = spark_typed_reads(spark, Path(work), args.rows, args.repeat, _log)
     finally:
         spark.stop()
     samples = {
