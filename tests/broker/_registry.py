@@ -19,13 +19,17 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
 
 def start_with_registry(
-    data: Path, extra_args: Sequence[str] = (), registry_port: int | None = None
+    data: Path,
+    extra_args: Sequence[str] = (),
+    registry_port: int | None = None,
+    *,
+    flag: bool = True,
 ) -> tuple[BrokerProcess, str]:
-    """A broker serving its schema registry; (process, registry URL)."""
+    """A broker serving its schema registry; (process, registry URL). ``flag=False``:
+    ``extra_args`` name the registry's address (a properties file)."""
     port = registry_port or free_port()
-    proc = start_broker(
-        data, extra_args=[*extra_args, "--schema-registry-listen", f"127.0.0.1:{port}"]
-    )
+    listen = ["--schema-registry-listen", f"127.0.0.1:{port}"] if flag else []
+    proc = start_broker(data, extra_args=[*extra_args, *listen])
     url = f"http://127.0.0.1:{port}"
     wait_until(lambda: _answers(url), 30, 0.05, proc.log_text)
     return proc, url

@@ -6,6 +6,7 @@ produce; ids across kill -9."""
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import signal
@@ -16,7 +17,12 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import (
+    ConfigCompatibilityLevel,
+    Schema,
+    SchemaRegistryClient,
+    ServerConfig,
+)
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
@@ -27,6 +33,8 @@ from tests.broker._registry import rest, start_with_registry
 from tests.broker._wire import Wire, make_batch, produce_request
 
 from seglog.broker import BrokerProcess
+
+pytestmark = pytest.mark.broker  # starts seglog serve (through start_with_registry)
 
 FLIGHT = {
     "type": "record",
@@ -167,6 +175,23 @@ def test_protobuf_serializer_round_trip(registry: Running, topic: str) -> None:
     assert client.test_compatibility(f"{topic}-value", Schema(text, "PROTOBUF"))
     wrong = 'syntax = "proto3"; package seglog.test; message Flight { int32 carrier = 1; }'
     assert not client.test_compatibility(f"{topic}-value", Schema(wrong, "PROTOBUF"))
+    # a schema registered as .proto text (as Java and Go serializers send it) is served as
+    # a FileDescriptorProto to the deserializer (format=serialized)
+    proto_text = (
+        'syntax = "proto3";\npackage seglog.test;\n'
+        "message Flight {\n  string carrier = 1;\n  int32 dep_delay = 2;\n}\n"
+    )
+    text_id = client.register_schema(f"{topic}-text", Schema(proto_text, "PROTOBUF"))
+    assert client.get_schema(text_id).schema_str == proto_text.strip()
+    framed = b"\x00" + text_id.to_bytes(4, "big") + b"\x00" + value.SerializeToString()
+    fresh = ProtobufDeserializer(
+        flight, {"use.deprecated.format": False}, schema_registry_client=registry.client()
+    )
+    assert fresh(framed, SerializationContext(topic, MessageField.VALUE)) == value
+    status, served = rest("GET", f"{registry.url}/schemas/ids/{text_id}?format=serialized")
+    assert status == 200
+    descriptor = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(served["schema"]))
+    assert [f.name for f in descriptor.message_type[0].field] == ["carrier", "dep_delay"]
 
 
 def test_error_codes_and_the_server_stays_up(registry: Running, topic: str) -> None:
@@ -190,6 +215,10 @@ def test_error_codes_and_the_server_stays_up(registry: Running, topic: str) -> N
         ("PUT", "/mode", {"mode": "WRITEONLY"}, 422, 42204),
         ("GET", f"/config/{subject}", None, 404, 40408),
         ("GET", "/no/such/path", None, 404, 404),
+        ("POST", f"/subjects/{subject}/versions", {"schema": "[" * 100_000}, 422, 42201),
+        ("POST", f"/subjects/{subject}/versions", {"schema": 5}, 422, 42201),
+        ("POST", f"/subjects/{subject}/versions", {"schema": "{}", "references": "x"}, 422, 42201),
+        ("POST", f"/subjects/{subject}/versions", {"schema": '"int"', "id": "abc"}, 422, 42201),
         ("DELETE", f"/subjects/{subject}/versions/1?permanent=true", None, 404, 40407),
     ]
     for method, path, body, status, code in cases:
@@ -198,6 +227,8 @@ def test_error_codes_and_the_server_stays_up(registry: Running, topic: str) -> N
         assert got[1]["error_code"] == code, (method, path, got)
         assert isinstance(got[1]["message"], str)
     assert rest("POST", f"{url}/subjects/{subject}/versions", raw=b"[1, 2")[1]["error_code"] == 400
+    nested = b'{"schema": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    assert rest("POST", f"{url}/subjects/{subject}/versions", raw=nested)[1]["error_code"] == 400
     # a body over 8 MiB: answered 413 from its Content-Length, before it is read
     host, port = url.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=30)
@@ -221,6 +252,10 @@ def test_deletes_configs_and_modes(registry: Running, topic: str) -> None:
         200, {"compatibility": "FULL_TRANSITIVE"})  # fmt: skip
     assert rest("GET", f"{url}/config/{subject}")[1] == {"compatibilityLevel": "FULL_TRANSITIVE"}
     assert rest("GET", f"{url}/config")[1] == {"compatibilityLevel": "BACKWARD"}
+    # the client's ServerConfig form (compatibilityLevel) works too
+    config = ServerConfig(compatibility_level=ConfigCompatibilityLevel.FORWARD)
+    registry.client().set_config(f"{topic}-other", config)
+    assert registry.client().get_compatibility(f"{topic}-other") == "FORWARD"
     # FULL: a field without a default cannot be added
     no_default = {**FLIGHT, "fields": [*FLIGHT["fields"], {"name": "x", "type": "int"}]}
     check = rest("POST", f"{url}/compatibility/subjects/{subject}/versions/latest?verbose=true",
@@ -316,7 +351,11 @@ def test_ids_survive_kill_9(tmp_path: Path) -> None:
         rest("PUT", f"{url}/config/s4-value", {"compatibility": "NONE"})
         proc.kill()  # SIGKILL: no clean shutdown
         port = int(url.rsplit(":", 1)[1])
-        proc, url = start_with_registry(tmp_path / "data", registry_port=port)
+        properties = tmp_path / "server.properties"  # the restart takes it from the file
+        properties.write_text(f"schema.registry.listen=127.0.0.1:{port}\n")
+        proc, url = start_with_registry(
+            tmp_path / "data", ["--config", str(properties)], registry_port=port, flag=False
+        )
         for schema_id, text in ids.values():
             assert rest("GET", f"{url}/schemas/ids/{schema_id}")[1]["schema"] == text
         assert "s3-value" not in rest("GET", f"{url}/subjects")[1]

@@ -29,10 +29,11 @@ _CLIENT = (
     "_acl_cmds",
     "_quota_cmds",
     "_console_cmd",
+    "_schema_cmds",
 )
 _FAST = {"produce": "seglog.cli._produce", "consume": "seglog.cli._consume"}
 _CLIENT_NAMES = frozenset(
-    {"produce", "consume", "topic", "group", "cluster", "acl", "quota", "console"}
+    {"produce", "consume", "topic", "group", "cluster", "acl", "quota", "console", "schema"}
 )
 _ALL = (
     "_serve",

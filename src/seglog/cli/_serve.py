@@ -334,9 +334,15 @@ def _console_starter(config: BrokerConfig, listen: str) -> Callable[[], None]:
         raise typer.BadParameter(f"--console-listen {listen!r}: {exc}") from exc
     bootstrap = f"{'127.0.0.1' if host in ('', '0.0.0.0') else host}:{port}"
     conf = {"bootstrap.servers": bootstrap, "log_level": _LOG_CRITICAL}
+    registry = None
+    if config.schema_registry_host is not None and config.schema_registry_port:
+        r_host = config.schema_registry_host
+        scheme = "https" if config.ssl_certfile is not None else "http"
+        registry = f"{scheme}://{'127.0.0.1' if r_host in ('', '0.0.0.0') else r_host}"
+        registry += f":{config.schema_registry_port}"
     thread = threading.Thread(
         target=serve_console,
-        args=(conf, c_host, c_port, time.time()),
+        args=(conf, c_host, c_port, time.time(), registry),
         name="seglog-console",
         daemon=True,
     )

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         incompatibilities,
         parse,
     )
+    from seglog.schemas._protobuf_descriptor import serialized_protobuf
     from seglog.schemas._records import (
         AVRO,
         JSON,
@@ -62,6 +63,7 @@ _LAZY: dict[str, str] = {
     "SchemaVersion": "_records",
     "decode_key": "_records",
     "decode_schema_value": "_records",
+    "serialized_protobuf": "_protobuf_descriptor",
     "MODES": "_registry",
     "Registry": "_registry",
     "version_json": "_registry",
@@ -87,6 +89,7 @@ __all__ = [  # noqa: RUF022 (grouped by concern)
     "compact",
     "incompatibilities",
     "parse",
+    "serialized_protobuf",
     # the store (records in _schemas: Confluent's format, see _records)
     "BACKWARD",
     "MODES",

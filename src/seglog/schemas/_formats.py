@@ -46,8 +46,8 @@ def compact(schema_type: str, text: str, *, normalize: bool = False) -> str:
         return text.strip()
     try:
         doc = json.loads(text)
-    except (json.JSONDecodeError, TypeError) as exc:
-        raise RegistryError(INVALID_SCHEMA, f"Invalid schema: not JSON: {exc}") from None
+    except (ValueError, TypeError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        raise RegistryError(INVALID_SCHEMA, f"Invalid schema: not JSON: {exc!r}") from None
     return json.dumps(doc, separators=(",", ":"), sort_keys=normalize, ensure_ascii=False)
 
 

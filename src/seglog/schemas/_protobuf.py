@@ -35,7 +35,16 @@ from google.protobuf.message import DecodeError
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
-__all__ = ["ProtoField", "ProtoModel", "parse_protobuf", "reader_errors"]
+__all__ = [
+    "DESCRIPTOR_SCALARS",
+    "ProtoField",
+    "ProtoModel",
+    "parse_protobuf",
+    "qualify",
+    "raising_parser",
+    "reader_errors",
+    "resolved",
+]
 
 _SCALARS = frozenset({
     "double", "float", "int32", "int64", "uint32", "uint64", "sint32", "sint64",
@@ -49,7 +58,7 @@ _GROUPS = (
     frozenset({"string", "bytes"}),
 )
 # FieldDescriptorProto.Type numbers → .proto scalar names (11 message, 14 enum, 10 group)
-_DESCRIPTOR_SCALARS = {
+DESCRIPTOR_SCALARS = {
     1: "double", 2: "float", 3: "int64", 4: "uint64", 5: "int32", 6: "fixed64",
     7: "fixed32", 8: "bool", 9: "string", 12: "bytes", 13: "uint32", 15: "sfixed32",
     16: "sfixed64", 17: "sint32", 18: "sint64",
@@ -94,7 +103,7 @@ def parse_protobuf(text: str) -> ProtoModel:
             ) from None
         return _from_descriptor(fdp)
     try:
-        parsed = Parser(setup_lexer=_raising, setup_parser=_raising).parse(text)
+        parsed = Parser(setup_lexer=raising_parser, setup_parser=raising_parser).parse(text)
     except Exception as exc:  # the ANTLR-based parser raises its own errors
         raise ValueError(f"Invalid Protobuf schema: {exc}") from None
     return _from_ast(parsed)
@@ -109,12 +118,14 @@ class _Raise(ErrorListener):  # type: ignore[misc]
         raise ValueError(f"line {line}:{column} {msg}")
 
 
-def _raising(recognizer: Any) -> None:
+def raising_parser(recognizer: Any) -> None:
+    """proto-schema-parser's lexer/parser set-up hook: syntax errors raise ValueError."""
     recognizer.removeErrorListeners()
     recognizer.addErrorListener(_Raise())
 
 
-def _qualify(package: str, name: str) -> str:
+def qualify(package: str, name: str) -> str:
+    """``package.name`` (``name`` alone at the root)."""
     return f"{package}.{name}" if package else name
 
 
@@ -128,13 +139,13 @@ def _from_ast(parsed: ast.File) -> ProtoModel:
     def walk(elements: list[Any], scope: str) -> None:
         for element in elements:
             if isinstance(element, ast.Message):
-                name = _qualify(scope, element.name)
+                name = qualify(scope, element.name)
                 model.named.add(name)
                 raw[name] = []
                 _fields(element.elements, name, "")
                 walk(element.elements, name)
             elif isinstance(element, ast.Enum):
-                model.named.add(_qualify(scope, element.name))
+                model.named.add(qualify(scope, element.name))
 
     def _fields(elements: list[Any], message: str, oneof: str) -> None:
         for element in elements:
@@ -152,11 +163,11 @@ def _from_ast(parsed: ast.File) -> ProtoModel:
 
     walk(parsed.file_elements, model.package)
     for message, fields in raw.items():
-        model.messages[message] = {n: _resolved(f, message, model.named) for n, f in fields}
+        model.messages[message] = {n: resolved(f, message, model.named) for n, f in fields}
     return model
 
 
-def _resolved(f: ProtoField, scope: str, named: set[str]) -> ProtoField:
+def resolved(f: ProtoField, scope: str, named: set[str]) -> ProtoField:
     """A named field type as a full name, by protobuf's scoping (innermost scope first)."""
     if f.kind != "named":
         return f
@@ -178,9 +189,9 @@ def _from_descriptor(fdp: descriptor_pb2.FileDescriptorProto) -> ProtoModel:
 
     def names(msgs: Any, enums: Any, scope: str) -> None:
         for e in enums:
-            model.named.add(_qualify(scope, e.name))
+            model.named.add(qualify(scope, e.name))
         for m in msgs:
-            full = _qualify(scope, m.name)
+            full = qualify(scope, m.name)
             model.named.add(full)
             if m.options.map_entry:
                 k, v = m.field[0], m.field[1]
@@ -189,7 +200,7 @@ def _from_descriptor(fdp: descriptor_pb2.FileDescriptorProto) -> ProtoModel:
 
     def walk(msgs: Any, scope: str) -> None:
         for m in msgs:
-            full = _qualify(scope, m.name)
+            full = qualify(scope, m.name)
             if m.options.map_entry:
                 continue
             fields: dict[int, ProtoField] = {}
@@ -203,9 +214,9 @@ def _from_descriptor(fdp: descriptor_pb2.FileDescriptorProto) -> ProtoModel:
                 type_name = f.type_name.lstrip(".")
                 if type_name in maps:
                     fields[f.number] = ProtoField(f.name, "map", maps[type_name])
-                elif f.type in _DESCRIPTOR_SCALARS:
+                elif f.type in DESCRIPTOR_SCALARS:
                     fields[f.number] = ProtoField(
-                        f.name, "scalar", _DESCRIPTOR_SCALARS[f.type], label, oneof
+                        f.name, "scalar", DESCRIPTOR_SCALARS[f.type], label, oneof
                     )
                 else:
                     fields[f.number] = ProtoField(f.name, "named", type_name, label, oneof)
@@ -218,7 +229,7 @@ def _from_descriptor(fdp: descriptor_pb2.FileDescriptorProto) -> ProtoModel:
 
 
 def _type_text(f: Any) -> str:
-    return _DESCRIPTOR_SCALARS.get(f.type) or f.type_name.lstrip(".").rsplit(".", 1)[-1]
+    return DESCRIPTOR_SCALARS.get(f.type) or f.type_name.lstrip(".").rsplit(".", 1)[-1]
 
 
 def _same_group(a: str, b: str) -> bool:

@@ -2,7 +2,10 @@
 subjects, versions, ids, register and look up, soft and hard deletes, configs and modes,
 compatibility checks. Each write appends its ``_schemas`` records to the registry's log
 (one record batch) and applies them to :class:`RegistryState` with the code a replay
-runs; the caller answers the client once ``end_offset`` is durable.
+runs; the caller answers the client once ``end_offset`` is durable (a concurrent read may
+see a write a moment before its fsync completes, as a Kafka follower never would; the
+writer's answer always waits for it; if that fsync fails the log goes offline and the
+broker must restart, which replays only what is on disk).
 
 Confluent's rules kept here: ids are global (the same schema text, type and references
 registered under two subjects has one id); a subject's next version is one above its
@@ -19,6 +22,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from seglog.errors import SeglogError
 from seglog.schemas._errors import (
     ID_CONFLICT,
     INCOMPATIBLE_SCHEMA,
@@ -99,7 +103,7 @@ class Registry:
             batch = bytes(encode_records(values, keys, int(time.time() * 1000), None, 1 << 30))
             try:
                 info = self.log.append(batch)
-            except (OSError, Exception) as exc:  # the log is offline, full, closed
+            except (OSError, SeglogError) as exc:  # the log is offline, full, closed
                 raise RegistryError(50001, f"Error while storing the schema: {exc}") from exc
             self.end_offset = info.last_offset + 1
         for key, value in records:
@@ -243,6 +247,8 @@ class Registry:
             raise RegistryError(OPERATION_NOT_PERMITTED, f"Subject {subject} is in read-only mode")
         new, refs = self._parse_body(body, normalize)
         given_id = body.get("id")
+        if given_id is not None and (not isinstance(given_id, int) or not 0 < given_id < 1 << 31):
+            raise RegistryError(INVALID_SCHEMA, f"Invalid schema id {given_id!r}")
         if given_id is not None and mode != "IMPORT":
             raise RegistryError(
                 OPERATION_NOT_PERMITTED, "A schema id may be given only in IMPORT mode"

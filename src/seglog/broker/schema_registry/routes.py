@@ -26,7 +26,15 @@ from starlette.routing import Route
 
 from seglog.broker.schema_registry.access import Access
 from seglog.broker.security.authorizer import Op
-from seglog.schemas import SCHEMA_TYPES, Registry, RegistryError, SchemaVersion, version_json
+from seglog.schemas import (
+    PROTOBUF,
+    SCHEMA_TYPES,
+    Registry,
+    RegistryError,
+    SchemaVersion,
+    serialized_protobuf,
+    version_json,
+)
 
 __all__ = ["CONTENT_TYPE", "MAX_BODY_BYTES", "registry_app"]
 
@@ -56,6 +64,18 @@ def _error(status: int, code: int, message: str) -> Response:
     )
 
 
+def _formatted(request: Request, v: SchemaVersion) -> SchemaVersion:
+    """``v`` in the ``format`` asked: Protobuf ``serialized`` is the base64 of its
+    FileDescriptorProto (what confluent-kafka's ProtobufDeserializer asks for)."""
+    if v.schema_type != PROTOBUF or request.query_params.get("format") != "serialized":
+        return v
+    try:
+        text = serialized_protobuf(v.schema)
+    except ValueError as exc:
+        raise RegistryError(42201, f"Invalid schema: {exc}") from None
+    return SchemaVersion(v.subject, v.version, v.id, text, v.schema_type, v.references, v.deleted)
+
+
 def _flag(request: Request, name: str) -> bool:
     return request.query_params.get(name, "false").lower() == "true"
 
@@ -72,8 +92,8 @@ async def _body(request: Request) -> dict[str, Any]:
             raise _Refused(413, 413, f"Request body larger than {MAX_BODY_BYTES} bytes")
     try:
         doc = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise _Refused(400, 400, f"Unrecognized request body: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise _Refused(400, 400, f"Unrecognized request body: {exc!r}") from None
     if not isinstance(doc, dict):
         raise _Refused(400, 400, "Unrecognized request body: not a JSON object")
     return doc
@@ -139,7 +159,7 @@ class _Api:
         return found
 
     async def schema_by_id(self, request: Request, principal: str) -> Any:
-        v = self._by_id(request, principal)
+        v = _formatted(request, self._by_id(request, principal))
         out: dict[str, Any] = {}
         if v.schema_type != "AVRO":
             out["schemaType"] = v.schema_type
@@ -205,7 +225,7 @@ class _Api:
         return self.registry.version(subject, request.path_params["version"], deleted=deleted)
 
     async def get_version(self, request: Request, principal: str) -> Any:
-        return version_json(self._version(request, principal))
+        return version_json(_formatted(request, self._version(request, principal)))
 
     async def get_version_schema(self, request: Request, principal: str) -> Any:
         return PlainTextResponse(self._version(request, principal).schema)
@@ -219,10 +239,9 @@ class _Api:
         subject = request.path_params["subject"]
         self.require(request, principal, Op.WRITE, subject)
         body = await _body(request)
-        before = self.registry.end_offset
         result = self.registry.register(subject, body, normalize=_flag(request, "normalize"))
-        if self.registry.end_offset != before:
-            await self.written()
+        # also when it was registered already: by a request whose fsync may be under way
+        await self.written()
         return result
 
     async def lookup(self, request: Request, principal: str) -> Any:
@@ -262,7 +281,10 @@ class _Api:
         subject = request.path_params.get("subject")
         self.require(request, principal, Op.ALTER_CONFIGS, subject)
         body = await _body(request)
-        level = self.registry.set_config(subject, body.get("compatibility"))
+        level = body.get("compatibility", body.get("compatibilityLevel"))
+        if level is None and body:  # only settings seglog does not keep (normalize, ...)
+            return {"compatibility": self.registry.config(subject, default_to_global=True)}
+        level = self.registry.set_config(subject, level)
         await self.written()
         return {"compatibility": level}
 

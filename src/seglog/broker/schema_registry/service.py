@@ -7,7 +7,9 @@ owned by the broker's loop, like every other broker service, so no lock or threa
 sits between a registration and the ``_schemas`` log. The listening socket is bound here
 (an OSError at start, like a Kafka listener) and handed to uvicorn; uvicorn's own signal
 handling is never installed (``serve()`` is not called): the broker's SIGTERM handler
-stops it, through :meth:`RegistryServer.stop`.
+stops it, through :meth:`RegistryServer.stop`. uvicorn picks httptools (a main
+dependency) as its HTTP parser: trivial GETs ran ~3x faster than with h11 on this machine
+(benchmarks/schema_registry_bench.py, 1,800 -> 6,000/s).
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ class RegistryServer:
             lifespan="off",
             server_header=False,
             timeout_keep_alive=30,
+            timeout_graceful_shutdown=5,  # then open connections are closed
             **kwargs,  # type: ignore[arg-type]
         )
         config.load()
