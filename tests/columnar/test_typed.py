@@ -231,6 +231,12 @@ def test_schema_store_folds_confluent_records() -> None:
     assert 5 in store.by_id  # an id stays readable after a soft delete
     store.apply(key("t-value", 1), None)  # hard delete
     assert store.latest("t-value") is None
+    store.apply(key("u-value", 1), value("u-value", 1, 6))
+    store.apply(key("u-value", 2), value("u-value", 2, 7))
+    store.apply(b'{"keytype":"DELETE_SUBJECT","subject":"u-value","magic":0}',
+                b'{"subject":"u-value","version":2}')  # fmt: skip
+    assert store.latest("u-value") is None
+    assert 7 in store.by_id
 
 
 VECTOR = {  # every type the vectorised decoder takes

@@ -6,8 +6,10 @@ format: key ``{"keytype": "SCHEMA", "subject": s, "version": v, "magic": 1}``, v
 ``{"subject", "version", "id", "schema", "schemaType", "references", "deleted"}`` (JSON;
 ``schemaType`` absent means AVRO; a null value is a hard delete). Readers that have the data
 directory but no registry endpoint — the Spark source in path mode, Parquet mirrors — fold
-those records here: ids are global, so ``by_id`` answers for any subject. Only SCHEMA
-records are read; other key types (CONFIG, MODE, DELETE_SUBJECT, NOOP) do not change ids.
+those records here: ids are global, so ``by_id`` answers for any subject. SCHEMA and
+DELETE_SUBJECT records are read (a subject's versions up to the one named soft-deleted);
+CONFIG, MODE and NOOP change neither ids nor versions. (Columnar may import storage only, so this fold is its own;
+``seglog.schemas.read_registry`` is the registry's.)
 """
 
 from __future__ import annotations
@@ -52,13 +54,26 @@ class SchemaStore:
         """One version of a subject (None if absent or deleted)."""
         return self.versions.get((subject, version))
 
+    def _delete_subject(self, value: bytes) -> None:
+        """DELETE_SUBJECT ``{"subject", "version"}``: every version up to it soft-deleted."""
+        found = _delete_subject_doc(value)
+        if found is not None:
+            subject, last = found
+            for where in [w for w in self.versions if w[0] == subject and w[1] <= last]:
+                del self.versions[where]
+
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         """Fold one ``_schemas`` record (malformed or non-SCHEMA records are skipped)."""
         try:
             parsed_key = json.loads(key) if key else None
         except ValueError:
             return
-        if not isinstance(parsed_key, dict) or parsed_key.get("keytype") != "SCHEMA":
+        if not isinstance(parsed_key, dict):
+            return
+        if parsed_key.get("keytype") == "DELETE_SUBJECT" and value is not None:
+            self._delete_subject(value)
+            return
+        if parsed_key.get("keytype") != "SCHEMA":
             return
         where = (str(parsed_key.get("subject")), int(parsed_key.get("version", 0)))
         doc = None
@@ -79,6 +94,14 @@ class SchemaStore:
         )
         self.versions[where] = schema
         self.by_id[schema.schema_id] = schema  # ids stay resolvable after a soft delete
+
+
+def _delete_subject_doc(value: bytes) -> tuple[str, int] | None:
+    try:
+        doc = json.loads(value)
+        return str(doc["subject"]), int(doc["version"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def load_schema_store(path: str | os.PathLike[str]) -> SchemaStore:
