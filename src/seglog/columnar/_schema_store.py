@@ -8,8 +8,8 @@ format: key ``{"keytype": "SCHEMA", "subject": s, "version": v, "magic": 1}``, v
 directory but no registry endpoint — the Spark source in path mode, Parquet mirrors — fold
 those records here: ids are global, so ``by_id`` answers for any subject. SCHEMA and
 DELETE_SUBJECT records are read (a subject's versions up to the one named soft-deleted);
-CONFIG, MODE and NOOP change neither ids nor versions. (Columnar may import storage only, so this fold is its own;
-``seglog.schemas.read_registry`` is the registry's.)
+CONFIG, MODE and NOOP change neither ids nor versions. (Columnar may import storage only,
+so this fold is its own; ``seglog.schemas.read_registry`` is the registry's.)
 """
 
 from __future__ import annotations
