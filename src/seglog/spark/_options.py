@@ -18,10 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from seglog.broker import CLIENT_OPTIONS, client_supports
 from seglog.spark._security import client_options
 
 __all__ = [
     "EARLIEST",
+    "ISOLATION_LEVELS",
     "LATEST",
     "ReadOptions",
     "TopicPartition",
@@ -39,6 +41,13 @@ LATEST = -1
 """Offsets JSON sentinel: the high watermark (next offset) of the partition."""
 
 TopicPartition = tuple[str, int]
+
+TRANSACTION_TIMEOUT_MS = 900_000
+"""Default ``kafka.transaction.timeout.ms`` of the exactly-once sink (ms)."""
+
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+"""``kafka.isolation.level`` values (Kafka's consumer config; Spark's Kafka source reads
+read_uncommitted unless told)."""
 
 
 def parse_bool(value: str | None, name: str, default: bool) -> bool:
@@ -142,6 +151,9 @@ class ReadOptions:
     min_offsets_per_trigger / max_trigger_delay_ms (streaming only): a micro-batch waits
     until that many new offsets are available or the delay (ms) since the last micro-batch
     has passed, whichever is first (ignored by ``trigger(availableNow=True)``).
+    isolation_level (``kafka.isolation.level``): read_uncommitted (default, as Spark's
+    Kafka source) or read_committed: end offsets are the last stable offset, records of
+    aborted transactions are dropped (control records are never returned).
     """
 
     path: str | None
@@ -163,6 +175,7 @@ class ReadOptions:
     ending_by_timestamp: dict[TopicPartition, int] | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
+    isolation_level: str = "read_uncommitted"
 
     @property
     def starts_by_time(self) -> bool:
@@ -179,6 +192,12 @@ class ReadOptions:
         """Validate Spark's option map; raises ValueError with the option's name."""
         path = _get(options, "path")
         kafka = _kafka_options(options)
+        isolation = kafka.pop("isolation.level", ISOLATION_LEVELS[0]).strip().lower()
+        if isolation not in ISOLATION_LEVELS:
+            raise ValueError(
+                f"option kafka.isolation.level must be read_uncommitted or read_committed, "
+                f"not {isolation!r}"
+            )
         if not path and "bootstrap.servers" not in kafka:
             raise ValueError(
                 "seglog source needs a data directory: load(path) or option('path', ...), "
@@ -233,6 +252,7 @@ class ReadOptions:
             fail_on_data_loss=parse_bool(_get(options, "failOnDataLoss"), "failOnDataLoss", True),
             min_partitions=_parse_int(_get(options, "minPartitions"), "minPartitions", 1),
             kafka=kafka,
+            isolation_level=isolation,
             **_timestamp_options(options, streaming=streaming),
             **_trigger_options(options, streaming=streaming),
         )
@@ -346,6 +366,14 @@ class WriteOptions:
     partitions: partition count used when the topic is created in path mode (default 1).
     compression: codec of staged record batches in path mode: none, gzip, snappy, lz4, zstd.
     sink_id: names the streaming sink's committed-batch record (default: the topic).
+    exactly_once (``exactlyOnce``, wire mode): write in Kafka transactions that the driver
+    commits (``_exactly_once``); path mode is exactly-once already and ignores it.
+    transactional_id_prefix (``transactionalIdPrefix``): replaces ``seglog-sink`` at the
+    start of the transactional ids (ACLs by prefix); must differ between concurrent writes.
+    transaction_timeout_ms (``kafka.transaction.timeout.ms``, Kafka's producer config):
+    how long the cluster keeps a task's transaction open before aborting it; default
+    900000 (15 min, Kafka's default ``transaction.max.timeout.ms``): a write's first tasks
+    wait for its last one and the driver's commit.
     """
 
     path: str | None
@@ -354,6 +382,9 @@ class WriteOptions:
     compression: str = "none"
     sink_id: str | None = None
     kafka: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a password
+    exactly_once: bool = False
+    transactional_id_prefix: str | None = None
+    transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -367,6 +398,15 @@ class WriteOptions:
         compression = (_get(options, "compression") or "none").lower()
         if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
             raise ValueError(f"option compression {compression!r} is not a Kafka codec")
+        timeout = _parse_int(
+            kafka.pop("transaction.timeout.ms", None), "kafka.transaction.timeout.ms", 1
+        )
+        exactly_once = parse_bool(_get(options, "exactlyOnce"), "exactlyOnce", False)
+        if exactly_once and not path and not client_supports(kafka):
+            raise ValueError(
+                "option exactlyOnce needs kafka.* options the wire client honours "
+                f"({', '.join(sorted(CLIENT_OPTIONS))}; PLAINTEXT, SSL, SASL PLAIN/SCRAM)"
+            )
         return cls(
             path=path or None,
             topic=_get(options, "topic") or None,
@@ -374,4 +414,7 @@ class WriteOptions:
             compression=compression,
             sink_id=_get(options, "sinkId") or None,
             kafka=kafka,
+            exactly_once=exactly_once and not path,
+            transactional_id_prefix=_get(options, "transactionalIdPrefix") or None,
+            transaction_timeout_ms=TRANSACTION_TIMEOUT_MS if timeout is None else timeout,
         )
