@@ -137,14 +137,21 @@ def write_in_transaction(
         if batch_id is not None and _last_batch(coordinators, txn_id) >= batch_id:
             for _ in batches:  # a replay: Spark's input is drained, nothing written
                 pass
-            return TxnWritten(partition_id, txn_id, txn.producer_id, txn.producer_epoch,
-                              (), 0, replayed=True)  # fmt: skip
+            return TxnWritten(
+                partition_id, txn_id, txn.producer_id, txn.producer_epoch, (), 0, replayed=True
+            )
         count = produce_raw(itertools.chain([first], batches), options.kafka, options.topic, txn)
         if batch_id is not None and txn.partitions:
             metadata = json.dumps({"batch": batch_id, "records": count})
             txn.commit_offsets(txn_id, dict.fromkeys(txn.partitions, (batch_id, metadata)))
-        return TxnWritten(partition_id, txn_id, txn.producer_id, txn.producer_epoch,
-                          tuple(sorted(txn.partitions)), count)  # fmt: skip
+        return TxnWritten(
+            partition_id,
+            txn_id,
+            txn.producer_id,
+            txn.producer_epoch,
+            tuple(sorted(txn.partitions)),
+            count,
+        )
     except BaseException:
         if txn.partitions:
             with contextlib.suppress(Exception):
@@ -170,10 +177,15 @@ def commit_transactions(
     try:
         for m in _written(messages):
             try:
-                end_txn(coordinators, m.transactional_id, m.producer_id, m.producer_epoch,
-                        commit=True)  # fmt: skip
-            except (ke.ProducerFencedError, ke.InvalidProducerEpochError,
-                    ke.InvalidTxnStateError, ke.InvalidProducerIdMappingError) as exc:  # fmt: skip
+                end_txn(
+                    coordinators, m.transactional_id, m.producer_id, m.producer_epoch, commit=True
+                )
+            except (
+                ke.ProducerFencedError,
+                ke.InvalidProducerEpochError,
+                ke.InvalidTxnStateError,
+                ke.InvalidProducerIdMappingError,
+            ) as exc:
                 raise RuntimeError(
                     f"seglog sink: the transaction of task {m.partition_id} "
                     f"({m.transactional_id!r}, producer {m.producer_id} epoch "
@@ -196,14 +208,19 @@ def abort_transactions(
     coordinators = Coordinators(options.kafka)
     try:
         for m in _written(messages):
-            with contextlib.suppress(ke.ProducerFencedError, ke.InvalidProducerEpochError,
-                                     ke.InvalidTxnStateError, ke.InvalidProducerIdMappingError):  # fmt: skip
-                end_txn(coordinators, m.transactional_id, m.producer_id, m.producer_epoch,
-                        commit=False)  # fmt: skip
+            with contextlib.suppress(
+                ke.ProducerFencedError,
+                ke.InvalidProducerEpochError,
+                ke.InvalidTxnStateError,
+                ke.InvalidProducerIdMappingError,
+            ):
+                end_txn(
+                    coordinators, m.transactional_id, m.producer_id, m.producer_epoch, commit=False
+                )
         if prefix is None:
             return
-        for index, m in enumerate(messages):
-            if m is None:
+        for index, message in enumerate(messages):
+            if message is None:
                 Transaction(coordinators, transactional_id(prefix, index)).init(
                     options.transaction_timeout_ms
                 )

@@ -256,8 +256,9 @@ def range_of(options: ReadOptions, tp: TopicPartition, start: int, end: int) -> 
             options.path, tp[0], tp[1], start, end, options.include_headers, options.check_crcs
         )
     return WireRangePartition(
-        tp[0], tp[1], start, end, options.include_headers, options.kafka, options.check_crcs
-    )
+        tp[0], tp[1], start, end, options.include_headers, options.kafka, options.check_crcs,
+        options.isolation_level,
+    )  # fmt: skip
 
 
 def read_any(part: InputPartition) -> Iterator[pa.RecordBatch]:

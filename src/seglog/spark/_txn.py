@@ -61,10 +61,14 @@ TRANSACTION = 1
 """FindCoordinator key type of a transactional id."""
 
 _RETRY_SAME = frozenset(
-    {ke.ConcurrentTransactionsError.errno, ke.CoordinatorLoadInProgressError.errno,
-     ke.UnstableOffsetCommitError.errno}
-)  # fmt: skip
+    {
+        ke.ConcurrentTransactionsError.errno,
+        ke.CoordinatorLoadInProgressError.errno,
+        ke.UnstableOffsetCommitError.errno,
+    }
+)
 _FIND_AGAIN = frozenset({ke.NotCoordinatorError.errno, ke.CoordinatorNotAvailableError.errno})
+
 
 class Coordinators:
     """Connections to a cluster's coordinators, found through ``bootstrap.servers``.
@@ -93,14 +97,23 @@ class Coordinators:
         address = self._found.get((key_type, key))
         if address is None:
             req = FindCoordinatorRequest[3](key=key, key_type=key_type)
-            answer = self.call_retrying(lambda: self._conn(self._bootstrap[0]), req,
-                                        lambda r: r.error_code, f"FindCoordinator {key!r}")  # fmt: skip
+            answer = self.call_retrying(
+                lambda: self._conn(self._bootstrap[0]),
+                req,
+                lambda r: r.error_code,
+                f"FindCoordinator {key!r}",
+            )
             address = (answer.host, int(answer.port))
             self._found[(key_type, key)] = address
         return self._conn(address)
 
-    def call_retrying(self, conn: Callable[[], KafkaConnection], request: Any,
-                      error: Callable[[Any], int], what: str) -> Any:  # fmt: skip
+    def call_retrying(
+        self,
+        conn: Callable[[], KafkaConnection],
+        request: Any,
+        error: Callable[[Any], int],
+        what: str,
+    ) -> Any:
         """``conn().call(request)`` until ``error(answer)`` is 0 (see the module doc for
         what is retried); raises the ``kafka.errors`` class of any other code."""
         deadline = time.monotonic() + self.timeout_s
@@ -119,8 +132,9 @@ class Coordinators:
                 self._found.clear()
             time.sleep(min(0.02 * tries, 0.5))
 
-    def coordinator_call(self, key: str, key_type: int, request: Any,
-                         error: Callable[[Any], int], what: str) -> Any:  # fmt: skip
+    def coordinator_call(
+        self, key: str, key_type: int, request: Any, error: Callable[[Any], int], what: str
+    ) -> Any:
         """``call_retrying`` on the coordinator of ``key``, found again when it moved."""
         return self.call_retrying(lambda: self.find(key, key_type), request, error, what)
 
@@ -150,13 +164,19 @@ class Transaction:
         answers CONCURRENT_TRANSACTIONS until that abort is done: retried).
         INVALID_TRANSACTION_TIMEOUT when ``timeout_ms`` exceeds the cluster's
         ``transaction.max.timeout.ms``."""
-        req = InitProducerIdRequest[4](transactional_id=self.transactional_id,
-                                       transaction_timeout_ms=timeout_ms,
-                                       producer_id=-1, producer_epoch=-1)  # fmt: skip
+        req = InitProducerIdRequest[4](
+            transactional_id=self.transactional_id,
+            transaction_timeout_ms=timeout_ms,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
         answer = self.coordinators.coordinator_call(
-            self.transactional_id, TRANSACTION, req, lambda r: r.error_code,
+            self.transactional_id,
+            TRANSACTION,
+            req,
+            lambda r: r.error_code,
             f"InitProducerId {self.transactional_id!r}",
-        )  # fmt: skip
+        )
         self.producer_id, self.producer_epoch = int(answer.producer_id), int(answer.producer_epoch)
         self.partitions.clear()
         self.sequences.clear()
@@ -174,9 +194,12 @@ class Transaction:
             v3_and_below_topics=[req.AddPartitionsToTxnTopic(name=topic, partitions=[partition])],
         )
         self.coordinators.coordinator_call(
-            self.transactional_id, TRANSACTION, request, _partition_error,
+            self.transactional_id,
+            TRANSACTION,
+            request,
+            _partition_error,
             f"AddPartitionsToTxn {topic}-{partition} to {self.transactional_id!r}",
-        )  # fmt: skip
+        )
         self.partitions.add((topic, partition))
 
     def next_sequence(self, topic: str, partition: int, records: int) -> int:
@@ -185,41 +208,64 @@ class Transaction:
         self.sequences[(topic, partition)] = (first + records) & 0x7FFFFFFF
         return first
 
-    def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], tuple[int, str]]
-                       ) -> None:  # fmt: skip
+    def commit_offsets(
+        self, group: str, offsets: Mapping[tuple[str, int], tuple[int, str]]
+    ) -> None:
         """AddOffsetsToTxn v3 then TxnOffsetCommit v3 (no member, generation -1): the
         ``{(topic, partition): (offset, metadata)}`` of ``group`` become its committed
         offsets when, and only if, the transaction commits."""
-        add = AddOffsetsToTxnRequest[3](transactional_id=self.transactional_id,
-                                        producer_id=self.producer_id,
-                                        producer_epoch=self.producer_epoch, group_id=group)  # fmt: skip
-        self.coordinators.coordinator_call(self.transactional_id, TRANSACTION, add,
-                                           lambda r: r.error_code, f"AddOffsetsToTxn {group!r}")  # fmt: skip
+        add = AddOffsetsToTxnRequest[3](
+            transactional_id=self.transactional_id,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            group_id=group,
+        )
+        self.coordinators.coordinator_call(
+            self.transactional_id,
+            TRANSACTION,
+            add,
+            lambda r: r.error_code,
+            f"AddOffsetsToTxn {group!r}",
+        )
         req = TxnOffsetCommitRequest[3]
         topics: dict[str, list[Any]] = {}
         for (topic, part), (offset, metadata) in sorted(offsets.items()):
-            topics.setdefault(topic, []).append(req.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
-                partition_index=part, committed_offset=offset, committed_leader_epoch=-1,
-                committed_metadata=metadata,
-            ))  # fmt: skip
+            topics.setdefault(topic, []).append(
+                req.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+                    partition_index=part,
+                    committed_offset=offset,
+                    committed_leader_epoch=-1,
+                    committed_metadata=metadata,
+                )
+            )
         request = req(
-            transactional_id=self.transactional_id, group_id=group,
-            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-            generation_id=-1, member_id="", group_instance_id=None,
-            topics=[req.TxnOffsetCommitRequestTopic(name=t, partitions=ps)
-                    for t, ps in topics.items()],
-        )  # fmt: skip
-        self.coordinators.coordinator_call(group, GROUP, request, _offsets_error,
-                                           f"TxnOffsetCommit {group!r}")  # fmt: skip
+            transactional_id=self.transactional_id,
+            group_id=group,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            generation_id=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=[
+                req.TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()
+            ],
+        )
+        self.coordinators.coordinator_call(
+            group, GROUP, request, _offsets_error, f"TxnOffsetCommit {group!r}"
+        )
 
 
 def _partition_error(answer: Any) -> int:
     """The first partition error of an AddPartitionsToTxn v0-v3 answer."""
     return next(
-        (p.partition_error_code for t in answer.results_by_topic_v3_and_below
-         for p in t.results_by_partition if p.partition_error_code),
+        (
+            p.partition_error_code
+            for t in answer.results_by_topic_v3_and_below
+            for p in t.results_by_partition
+            if p.partition_error_code
+        ),
         0,
-    )  # fmt: skip
+    )
 
 
 def _offsets_error(answer: Any) -> int:
@@ -227,8 +273,14 @@ def _offsets_error(answer: Any) -> int:
     return next((p.error_code for t in answer.topics for p in t.partitions if p.error_code), 0)
 
 
-def end_txn(coordinators: Coordinators, transactional_id: str, producer_id: int,
-            producer_epoch: int, *, commit: bool) -> None:  # fmt: skip
+def end_txn(
+    coordinators: Coordinators,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    *,
+    commit: bool,
+) -> None:
     """EndTxn v3: commit or abort the open transaction of ``transactional_id`` at
     ``producer_id``/``producer_epoch``, from any process (no other state is needed).
 
@@ -238,10 +290,19 @@ def end_txn(coordinators: Coordinators, transactional_id: str, producer_id: int,
     when a newer epoch exists (a later InitProducerId aborted the transaction, or it timed
     out), InvalidTxnStateError for the other result of a completed transaction,
     InvalidProducerIdMappingError for an unknown transactional id / producer id."""
-    req = EndTxnRequest[3](transactional_id=transactional_id, producer_id=producer_id,
-                           producer_epoch=producer_epoch, committed=commit)  # fmt: skip
-    coordinators.coordinator_call(transactional_id, TRANSACTION, req, lambda r: r.error_code,
-                                  f"EndTxn({'commit' if commit else 'abort'}) {transactional_id!r}")  # fmt: skip
+    req = EndTxnRequest[3](
+        transactional_id=transactional_id,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        committed=commit,
+    )
+    coordinators.coordinator_call(
+        transactional_id,
+        TRANSACTION,
+        req,
+        lambda r: r.error_code,
+        f"EndTxn({'commit' if commit else 'abort'}) {transactional_id!r}",
+    )
 
 
 def committed_offsets(coordinators: Coordinators, group: str) -> dict[tuple[str, int], int]:
@@ -272,8 +333,7 @@ ATTR_TRANSACTIONAL = 0x10
 """Record batch attributes bit 4 (Kafka's DefaultRecordBatch)."""
 
 
-def stamp_batch(buf: bytearray | memoryview, txn: Transaction, topic: str, partition: int
-                ) -> None:  # fmt: skip
+def stamp_batch(buf: bytearray | memoryview, txn: Transaction, topic: str, partition: int) -> None:
     """Make the record batch v2 ``buf`` (one whole batch, writable) a batch of ``txn``:
     isTransactional, its producer id and epoch, the partition's next base sequence, and
     the CRC-32C of bytes [21, end) recomputed."""
@@ -284,4 +344,3 @@ def stamp_batch(buf: bytearray | memoryview, txn: Transaction, topic: str, parti
     sequence = txn.next_sequence(topic, partition, records)
     _STAMP.pack_into(view, 43, txn.producer_id, txn.producer_epoch, sequence)
     _CRC.pack_into(view, 17, crc32c.crc32c(view[21:]))
-
