@@ -222,6 +222,11 @@ def test_storage_public_names_pinned() -> None:
             "MemoryLog",
             "NoMemoryFilesystemError",
             "memory_log",
+            # transaction markers
+            "control_marker",
+            "encode_control_batch",
+            "is_control_batch",
+            "is_transactional_batch",
         ]
     )
     for name in seglog.storage.__all__:

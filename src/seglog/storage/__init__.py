@@ -51,6 +51,14 @@ if TYPE_CHECKING:
 
     # Columnar records (vectorised decoding of record batches)
     from seglog.storage.record.columns import BATCH_HEADER, RecordColumns, decode_columns
+
+    # Transaction markers (Kafka's control batches)
+    from seglog.storage.record.control import (
+        control_marker,
+        encode_control_batch,
+        is_control_batch,
+        is_transactional_batch,
+    )
     from seglog.storage.record.encode import (
         encode_record_columns,
         encode_record_columns_into,
@@ -146,6 +154,10 @@ _LAZY: dict[str, tuple[str, str]] = {
     "compact_deletes": ("seglog.storage.retention.compact", "compact_deletes"),
     "compact_updates": ("seglog.storage.retention.compact", "compact_updates"),
     "decode_columns": ("seglog.storage.record.columns", "decode_columns"),
+    "control_marker": ("seglog.storage.record.control", "control_marker"),
+    "encode_control_batch": ("seglog.storage.record.control", "encode_control_batch"),
+    "is_control_batch": ("seglog.storage.record.control", "is_control_batch"),
+    "is_transactional_batch": ("seglog.storage.record.control", "is_transactional_batch"),
     "delete_offsets": ("seglog.storage.retention.delete", "delete_offsets"),
     "encode_record_columns": ("seglog.storage.record.encode", "encode_record_columns"),
     "encode_record_columns_into": ("seglog.storage.record.encode", "encode_record_columns_into"),
@@ -192,6 +204,11 @@ __all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
     # columnar records
     "RecordColumns",
     "decode_columns",
+    # transaction markers (control batches)
+    "control_marker",
+    "encode_control_batch",
+    "is_control_batch",
+    "is_transactional_batch",
     # data directories
     "DataDir",
     "MAX_PARTITIONS",
