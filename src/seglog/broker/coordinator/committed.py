@@ -68,9 +68,9 @@ from seglog.storage import OFFSET_OLDEST, DataDir, Log
 
 __all__ = [
     "GROUP_SNAPSHOT_KEY_VERSION",
-    "PENDING_TXN_KEY_VERSION",
     "MAX_RECORD_STRING_BYTES",
     "OFFSETS_TOPIC",
+    "PENDING_TXN_KEY_VERSION",
     "CommittedOffsets",
     "decode_key",
     "decode_value",

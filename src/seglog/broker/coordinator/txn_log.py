@@ -39,7 +39,12 @@ __all__ = ["TransactionStateLog", "decode_txn_key", "decode_txn_value", "encode_
 
 log = logging.getLogger(__name__)
 
-_I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
+_I8, _I16, _I32, _I64 = (
+    struct.Struct(">b"),
+    struct.Struct(">h"),
+    struct.Struct(">i"),
+    struct.Struct(">q"),
+)
 _KEY_VERSION = _VALUE_VERSION = 0
 
 
@@ -148,7 +153,9 @@ class TransactionStateLog:
                     else:
                         found[txn_id] = decode_txn_value(txn_id, m.value)
                 except ValueError as exc:
-                    log.warning("skipping record %d of %s: %s", m.offset, TRANSACTION_STATE_TOPIC, exc)
+                    log.warning(
+                        "skipping record %d of %s: %s", m.offset, TRANSACTION_STATE_TOPIC, exc
+                    )
         if found:
             log.info("loaded %d transactional id(s) from %s", len(found), TRANSACTION_STATE_TOPIC)
         return found
