@@ -34,3 +34,22 @@ def make_batch(
         value = (tag + b"-%d-" % i).ljust(value_size, b"x")
         b.append(i, timestamp=ts + i, key=b"k%d" % i, value=value, headers=[("h", b"v")])
     return bytes(b.build())
+
+
+def txn_batch(
+    producer_id: int, n: int = 3, *, epoch: int = 0, sequence: int = 0, tag: bytes = b""
+) -> bytes:
+    """A transactional record batch v2 of ``n`` records of ``producer_id`` (kafka-python)."""
+    b = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=True,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+        batch_size=1 << 30,
+    )
+    now = int(time.time() * 1000)
+    for i in range(n):
+        b.append(i, now, b"k%d" % i, tag + b"p%d-%d" % (producer_id, i), [])
+    return bytes(b.build())

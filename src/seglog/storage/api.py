@@ -73,7 +73,7 @@ import os
 import pathlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from seglog.storage.record.message import OFFSET_OLDEST
 
@@ -83,6 +83,7 @@ if TYPE_CHECKING:  # names for the signatures only (api.py sits below the log pa
 
     from seglog.storage.config import AppendInfo, LogConfig
     from seglog.storage.fileio.counters import FileCounters
+    from seglog.storage.log.append import AppendOrigin
     from seglog.storage.log.backup import BackupReport
     from seglog.storage.log.blocking import CancelToken
     from seglog.storage.log.reader import FileSlice
@@ -91,7 +92,12 @@ if TYPE_CHECKING:  # names for the signatures only (api.py sits below the log pa
     from seglog.storage.record.columns import RecordColumns
     from seglog.storage.record.message import Message
 
-__all__ = ["LogAPI"]
+__all__ = ["IsolationLevel", "LogAPI"]
+
+IsolationLevel = Literal["read_uncommitted", "read_committed"]
+"""Kafka's isolation.level: ``read_committed`` reads stop at the last stable offset and
+skip the records of aborted transactions; ``read_uncommitted`` reads up to the high
+watermark, aborted records included. Control records (markers) are never returned."""
 
 
 class LogAPI(Protocol):
@@ -162,7 +168,28 @@ class LogAPI(Protocol):
         or the log closed."""
         ...
 
-    def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+    @property
+    def last_stable_offset(self) -> int:
+        """The last stable offset (LSO, Kafka's): the first offset of the oldest ongoing
+        transaction (never below the log start offset), else the high watermark; what a
+        ``read_committed`` reader may read up to (not including)."""
+        ...
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """``{producer id: first offset}`` of the transactions open on this log: a
+        transactional batch was appended, its COMMIT/ABORT marker not yet."""
+        ...
+
+    def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
+        """``[(producer id, first offset)]`` of the aborted transactions whose offsets
+        overlap ``[start, end)`` (first offset < ``end``, ABORT marker >= ``start``),
+        ordered by first offset: Fetch's ``aborted_transactions`` for a read_committed
+        fetch of ``[start, end)``, from the segments' ``.txnindex``."""
+        ...
+
+    def append(
+        self, records: bytes | bytearray | memoryview, *, origin: AppendOrigin = "client"
+    ) -> AppendInfo:
         """Append one or more record batches v2 exactly as received on the wire.
 
         Each batch is validated (length, magic 2, CRC-32C, lastOffsetDelta + 1 ==
@@ -173,6 +200,13 @@ class LogAPI(Protocol):
         the page cache only; durability comes from ``sync``/``sync_future``. Raises
         CorruptRecordError, InvalidRecordError, RecordTooLargeError, LogClosedError,
         ReadOnlyError.
+
+        Transactions (Kafka's): a transactional batch (attribute bit 4) starts or extends
+        its producer's ongoing transaction; a control batch (bit 5,
+        ``encode_control_batch``) ends it, and an ABORT marker is recorded in the
+        segment's ``.txnindex``. Control batches are refused (InvalidRecordError) unless
+        ``origin="coordinator"`` (a transaction coordinator's markers; Kafka's
+        AppendOrigin), and must hold a decodable marker (CorruptRecordError).
         """
         ...
 
@@ -239,7 +273,13 @@ class LogAPI(Protocol):
         next offset. ValueError on mismatched lengths; errors otherwise as ``append``."""
         ...
 
-    def consume_columns(self, offset: int, max_count: int) -> RecordColumns:
+    def consume_columns(
+        self,
+        offset: int,
+        max_count: int,
+        *,
+        isolation_level: IsolationLevel = "read_uncommitted",
+    ) -> RecordColumns:
         """Columnar ``consume``: up to ``max_count`` records from ``offset`` as numpy
         columns (``RecordColumns``: offsets, timestamps ms, key/value positions and
         lengths in one buffer, ``packed_values()`` for Arrow, ``messages()``); its
@@ -247,15 +287,25 @@ class LogAPI(Protocol):
         compressed batches through kafka-python's codecs). OFFSET_OLDEST / OFFSET_NEWEST
         as ``consume``; InvalidOffsetError outside [log start, log end];
         CorruptRecordError on undecodable records or, under ``check_crcs`` (default), a
-        batch whose CRC-32C does not match (the message names its offset)."""
+        batch whose CRC-32C does not match (the message names its offset).
+        ``isolation_level`` as ``consume``."""
         ...
 
-    def consume(self, offset: int, max_count: int) -> tuple[int, list[Message]]:
+    def consume(
+        self,
+        offset: int,
+        max_count: int,
+        *,
+        isolation_level: IsolationLevel = "read_uncommitted",
+    ) -> tuple[int, list[Message]]:
         """Up to ``max_count`` messages from ``offset``; returns ``(next offset, messages)``.
         OFFSET_OLDEST starts at the log start; OFFSET_NEWEST returns ``(next offset, [])``.
         InvalidOffsetError outside [log start, log end]; CorruptRecordError as
         ``consume_columns`` (a damaged batch: its CRC-32C checked unless ``check_crcs`` is
-        False)."""
+        False). Control records (transaction markers) are never returned; the next offset
+        moves past them. ``isolation_level="read_committed"`` (Kafka's): reads stop at the
+        last stable offset (OFFSET_NEWEST is the LSO) and the records of aborted
+        transactions are skipped; ValueError on any other level."""
         ...
 
     def consume_blocking(
@@ -265,8 +315,10 @@ class LogAPI(Protocol):
         timeout_s: float,
         *,
         cancel: CancelToken | None = None,
+        isolation_level: IsolationLevel = "read_uncommitted",
     ) -> tuple[int, list[Message]]:
-        """As ``consume``, but when no message is available yet waits up to ``timeout_s``
+        """As ``consume`` (``isolation_level`` too: read_committed waits for the LSO to
+        move), but when no message is available yet waits up to ``timeout_s``
         seconds for one (woken by the writer in this process, no polling; a read-only log
         polls every 50 ms). Returns ``(next offset, [])`` on timeout; OFFSET_NEWEST waits
         for the next message published. ``cancel`` (a ``CancelToken``) stops the wait from

@@ -2,7 +2,8 @@
 
 A partition directory holds, per segment, ``%020d.log`` (record batches v2 exactly as on
 the wire), ``%020d.index`` (sparse offset index) and ``%020d.timeindex`` (time index),
-named by the segment's base offset. ``.deleted``, ``.cleaned`` and ``.swap`` suffixes are
+named by the segment's base offset, plus ``%020d.txnindex`` (aborted transactions) once
+the segment holds an ABORT marker. ``.deleted``, ``.cleaned`` and ``.swap`` suffixes are
 reserved for retention and the cleaner. Two small files describe the log as a whole:
 ``.clean_shutdown`` (written by ``Log.close``: reopen skips the CRC scan) and
 ``recovery-point`` (base offset of the first segment that was not fully fsynced when
@@ -27,6 +28,7 @@ __all__ = [
     "LOG_SUFFIX",
     "RECOVERY_POINT",
     "TIMEINDEX_SUFFIX",
+    "TXNINDEX_SUFFIX",
     "atomic_file",
     "fsync_dir",
     "index_path",
@@ -34,12 +36,14 @@ __all__ = [
     "lock_log_dir",
     "log_path",
     "timeindex_path",
+    "txnindex_path",
     "write_small_file",
 ]
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
+TXNINDEX_SUFFIX = ".txnindex"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -73,6 +77,11 @@ def index_path(directory: pathlib.Path, base_offset: int) -> pathlib.Path:
 def timeindex_path(directory: pathlib.Path, base_offset: int) -> pathlib.Path:
     """``<dir>/%020d.timeindex``: time index of that segment."""
     return directory / _name(base_offset, TIMEINDEX_SUFFIX)
+
+
+def txnindex_path(directory: pathlib.Path, base_offset: int) -> pathlib.Path:
+    """``<dir>/%020d.txnindex``: aborted-transaction index of that segment (Kafka's)."""
+    return directory / _name(base_offset, TXNINDEX_SUFFIX)
 
 
 def list_segment_bases(directory: pathlib.Path) -> list[int]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from seglog.errors import StorageError
 from seglog.storage.config import AppendInfo
@@ -20,6 +20,8 @@ from seglog.storage.record.batch import (
     place_batch,
     validate_for_append,
 )
+from seglog.storage.record.control import ATTR_CONTROL, ATTR_TRANSACTIONAL, control_marker
+from seglog.storage.segment import transactions
 from seglog.storage.segment.segment import Placed, Segment, create_segment
 
 if TYPE_CHECKING:
@@ -42,6 +44,10 @@ __all__ = [
 _logger = logging.getLogger("seglog.storage.log.log")
 _U32 = (1 << 32) - 1
 _TUPLE_NEW = tuple.__new__
+_TXN = ATTR_TRANSACTIONAL | ATTR_CONTROL
+
+AppendOrigin = Literal["client", "coordinator"]
+"""Who writes (Kafka's AppendOrigin): only a transaction coordinator writes control batches."""
 
 
 def now_ms() -> int:
@@ -56,6 +62,7 @@ def append(
     caller_syncs: bool = False,
     take: bool = False,
     trusted: bool = False,
+    origin: AppendOrigin = "client",
 ) -> AppendInfo:
     """Append one or more record batches v2 exactly as received on the wire.
 
@@ -75,18 +82,30 @@ def append(
     ``trusted``: ``records`` come from this process's encoder (``publish``,
     ``publish_values``): their headers are read, not validated, and their CRCs not
     checked again (``encoded_batches``); never for bytes from a client or a file.
+    ``origin="coordinator"``: control batches (transaction markers) are accepted, each
+    with a decodable marker record (CorruptRecordError); a client's are refused
+    (InvalidRecordError), as Kafka's AppendOrigin.CLIENT.
+
+    Transactions (``segment/transactions.py``): a transactional batch starts or extends
+    its producer's ongoing transaction, a control batch ends it, an ABORT marker adds an
+    entry to the active segment's ``.txnindex``.
     """
     if trusted:  # checked again under the lock: no need to fail fast
         batches = encoded_batches(records)
     else:
         st.check_writable()
-        batches = validate_for_append(records, st.config.max_message_bytes)
+        batches = validate_for_append(
+            records, st.config.max_message_bytes, allow_control=origin == "coordinator"
+        )
     data = records if take and isinstance(records, bytearray) else bytearray(records)
     log_append = st.config.message_timestamp_type == "LogAppendTime"
-    count = span = 0
-    for _, h in batches:
+    count = span = attrs = 0
+    for pos, h in batches:
         count += h.record_count
         span += h.last_offset_delta + 1
+        attrs |= h.attributes
+        if h.attributes & ATTR_CONTROL:
+            control_marker(memoryview(data)[pos : pos + h.size])  # CorruptRecordError
     with st.lock:
         st.check_writable()
         now = time.time_ns() // 1_000_000  # now_ms(), inline (a call per append)
@@ -107,6 +126,8 @@ def append(
             seg.first_append_ms = now
         base = st.log_end_offset
         st.log_end_offset = offset
+        if attrs & _TXN:
+            _observe(st, seg, data, batches, placed)
         index_keys(st, data, base)
         st.append_count += 1
         relaxed = not st.config.fsync_before_ack
@@ -154,6 +175,20 @@ def place_batches(
     return placed, offset, max_ts
 
 
+def _observe(
+    st: LogState,
+    seg: Segment,
+    data: bytearray | memoryview,
+    batches: list[tuple[int, BatchHeader]],
+    placed: list[Placed],
+) -> None:
+    """Account for appended transactional and control batches (under ``st.lock``)."""
+    view = memoryview(data)
+    for (pos, h), (_, base, size, _) in zip(batches, placed, strict=True):
+        if h.attributes & _TXN:
+            st.txns.observe(seg, base, h.attributes, h.producer_id, view[pos : pos + size])
+
+
 def index_keys(st: LogState, data: bytearray | memoryview, base: int) -> None:
     """Add the records of ``data`` (whole batches from offset ``base``, already in the
     log) to the key index, if the log keeps one; an undecodable record is logged, not
@@ -197,6 +232,7 @@ def roll(st: LogState, now: int) -> Segment:
     st.counters.rolls += 1
     st.counters.opens += 1
     st.rolled_unsynced.append(old)
+    st.txn_at_roll = (seg.base_offset, st.txns.ongoing)
     st.dir_dirty = True
     st.segments = [*st.segments, seg]
     return seg
@@ -205,6 +241,7 @@ def roll(st: LogState, now: int) -> Segment:
 def sync_point(st: LogState) -> SyncPoint:
     with st.lock:
         rolled, st.rolled_unsynced = st.rolled_unsynced, []
+        txn_snapshot, st.txn_at_roll = st.txn_at_roll, None
         dir_dirty, st.dir_dirty = st.dir_dirty, False
         active, end = st.segments[-1], st.log_end_offset
     if not rolled and not dir_dirty:  # the usual round (every publish): the fdatasync
@@ -227,6 +264,7 @@ def sync_point(st: LogState) -> SyncPoint:
             # round): no fsync error; what is left goes to the next round
             with st.lock:
                 st.rolled_unsynced = [*rolled[done:], *st.rolled_unsynced]
+                st.txn_at_roll = st.txn_at_roll or txn_snapshot
                 st.dir_dirty = st.dir_dirty or dir_dirty
             raise
         if rolled:
@@ -238,6 +276,11 @@ def sync_point(st: LogState) -> SyncPoint:
             except OSError as e:  # e.g. ENOSPC: the data is durable; a stale recovery
                 # point only makes the next crash recovery scan more (never offline)
                 _logger.warning("cannot write the recovery point of %s: %s", st.directory, e)
+        if txn_snapshot is not None:
+            try:
+                transactions.write_snapshot(st.directory, *txn_snapshot)
+            except OSError as e:  # as the recovery point: the next recovery replays more
+                _logger.warning("cannot write the transaction state of %s: %s", st.directory, e)
 
     return run, end
 

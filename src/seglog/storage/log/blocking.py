@@ -21,6 +21,7 @@ from seglog.storage.log.message_ops import consume
 from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST, Message
 
 if TYPE_CHECKING:
+    from seglog.storage.api import IsolationLevel
     from seglog.storage.log.log import Log
 
 __all__ = ["POLL_S", "CancelToken", "consume_blocking", "start_offset"]
@@ -72,10 +73,13 @@ class CancelToken:
         return lambda: None
 
 
-def start_offset(log: Log, offset: int) -> int:
-    """Resolve the sentinels: OFFSET_OLDEST → log start, OFFSET_NEWEST → high watermark."""
+def start_offset(
+    log: Log, offset: int, isolation_level: IsolationLevel = "read_uncommitted"
+) -> int:
+    """Resolve the sentinels: OFFSET_OLDEST → log start, OFFSET_NEWEST → high watermark
+    (read_committed: the last stable offset)."""
     if offset == OFFSET_NEWEST:
-        return consume(log, OFFSET_NEWEST, 0)[0]
+        return consume(log, OFFSET_NEWEST, 0, isolation_level)[0]
     if offset == OFFSET_OLDEST:
         return log.log_start_offset
     return offset
@@ -88,12 +92,14 @@ def consume_blocking(
     timeout_s: float,
     *,
     cancel: CancelToken | None = None,
+    isolation_level: IsolationLevel = "read_uncommitted",
 ) -> tuple[int, list[Message]]:
     """See ``Log.consume_blocking``."""
-    offset = start_offset(log, offset)
+    offset = start_offset(log, offset, isolation_level)
     deadline = time.monotonic() + timeout_s
+    committed = isolation_level == "read_committed"
     while True:
-        nxt, msgs = consume(log, offset, max_count)
+        nxt, msgs = consume(log, offset, max_count, isolation_level)
         if msgs:
             return nxt, msgs
         offset = nxt  # past control batches or compacted gaps
@@ -102,7 +108,9 @@ def consume_blocking(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return nxt, []
-        fut = log.wait_for_offset(offset)
+        # read_committed, held at the LSO by an ongoing transaction: wait for the next
+        # append (its marker moves the high watermark too)
+        fut = log.wait_for_offset(max(offset, log.high_watermark) if committed else offset)
         unregister = cancel.on_cancel(fut.cancel) if cancel is not None else None
         try:
             fut.result(timeout=min(remaining, POLL_S) if log.read_only else remaining)

@@ -27,6 +27,7 @@ from seglog.storage.record.encode_same import give_back
 from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST, stamp_i64, stamps_i64
 
 if TYPE_CHECKING:
+    from seglog.storage.api import IsolationLevel
     from seglog.storage.log.log import Log
     from seglog.storage.segment.segment import Segment
 
@@ -88,11 +89,19 @@ def publish_batches(log: Log, data: bytes | bytearray) -> int:
     return end
 
 
-def consume_columns(log: Log, offset: int, max_count: int) -> RecordColumns:
+def consume_columns(
+    log: Log,
+    offset: int,
+    max_count: int,
+    isolation_level: IsolationLevel = "read_uncommitted",
+) -> RecordColumns:
     """See ``Log.consume_columns``."""
+    committed = isolation_level == "read_committed"
+    if not committed and isolation_level != "read_uncommitted":
+        raise ValueError(f"isolation_level {isolation_level!r}")
     if offset == OFFSET_NEWEST:
         log._state.check_open()
-        return empty_columns(log.high_watermark)
+        return empty_columns(log.last_stable_offset if committed else log.high_watermark)
     if offset == OFFSET_OLDEST:
         offset = log.log_start_offset
     log._state.check_open()
@@ -101,7 +110,10 @@ def consume_columns(log: Log, offset: int, max_count: int) -> RecordColumns:
     offset, _ = reader.resolve_read(
         log._state, offset, None
     )  # InvalidOffsetError with read's message
-    upper = log.high_watermark
+    upper = log.last_stable_offset if committed else log.high_watermark
+    if offset > upper:  # read_committed from past the LSO: nothing yet, stay there
+        return empty_columns(offset)
+    entries = reader.aborted_entries(log._state, offset, upper) if committed else None
     parts: list[RecordColumns] = []
     have, nxt = 0, offset
     want = max(_MIN_READ, min(_MAX_READ, max_count * _GUESS_BYTES_PER_RECORD))
@@ -113,8 +125,15 @@ def consume_columns(log: Log, offset: int, max_count: int) -> RecordColumns:
         if not data or seg is None:
             break
         last = seg, pos, data
+        aborted = None
+        if entries is not None:  # those whose marker is not behind this read
+            aborted = [(e.producer_id, e.first_offset) for e in entries if e.last_offset >= nxt]
         cols = decode_columns(
-            data, start=nxt, max_count=max_count - have, check_crcs=log.config.check_crcs
+            data,
+            start=nxt,
+            max_count=max_count - have,
+            check_crcs=log.config.check_crcs,
+            aborted=aborted,
         )
         parts.append(cols)
         have += len(cols)

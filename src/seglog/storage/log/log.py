@@ -51,6 +51,7 @@ from seglog.storage.log import (
     stats,
     subscription,
 )
+from seglog.storage.log.append import AppendOrigin
 from seglog.storage.log.backup import BackupReport, backup_log
 from seglog.storage.log.keys import load_key_index
 from seglog.storage.log.reader import FileSlice
@@ -60,11 +61,13 @@ from seglog.storage.record.message import OFFSET_OLDEST
 from seglog.storage.segment import format_version
 from seglog.storage.segment.recovery import LoadReport, load_segments
 from seglog.storage.segment.segment import Segment, create_segment
+from seglog.storage.segment.transactions import recover_transactions, write_snapshot
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from seglog.storage.api import IsolationLevel
     from seglog.storage.log.blocking import CancelToken
     from seglog.storage.log.stats import LogStats, SegmentInfo
     from seglog.storage.log.subscription import Subscription
@@ -155,7 +158,9 @@ class Log(LogAPI):
                     files.fsync_dir(path)
                 segments[-1].first_append_ms = append.now_ms()
                 segments[-1].sync()  # what recovery kept is durable before anyone reads it
+            txns = recover_transactions(path, segments, full=bool(report.interrupted))
             log = cls(path, config, segments, read_only=read_only)
+            log._state.txns = txns
             log._state.counters.truncations += 1 if report.truncated_bytes else 0
         except BaseException:
             if lock_fd is not None:
@@ -216,10 +221,24 @@ class Log(LogAPI):
     def waiting_readers(self) -> int:
         return len(self._state.notifier)
 
+    # -- transactions (segment/transactions.py) ----------------------------------------------
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self._state.last_stable_offset
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        return dict(self._state.txns.ongoing)
+
+    def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
+        return reader.aborted_transactions(self._state, start, end)
+
     # -- appending and reading -------------------------------------------------------------
 
-    def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
-        return append.append(self._state, records)
+    def append(
+        self, records: bytes | bytearray | memoryview, *, origin: AppendOrigin = "client"
+    ) -> AppendInfo:
+        return append.append(self._state, records, origin=origin)
 
     def adopt(self, path: str | os.PathLike[str]) -> AppendInfo:
         return adopt.adopt(self._state, path)
@@ -254,11 +273,23 @@ class Log(LogAPI):
     ) -> int:
         return fastpath.publish_values(self, values, keys, timestamp_ms)
 
-    def consume_columns(self, offset: int, max_count: int) -> RecordColumns:
-        return fastpath.consume_columns(self, offset, max_count)
+    def consume_columns(
+        self,
+        offset: int,
+        max_count: int,
+        *,
+        isolation_level: IsolationLevel = "read_uncommitted",
+    ) -> RecordColumns:
+        return fastpath.consume_columns(self, offset, max_count, isolation_level)
 
-    def consume(self, offset: int, max_count: int) -> tuple[int, list[Message]]:
-        return message_ops.consume(self, offset, max_count)
+    def consume(
+        self,
+        offset: int,
+        max_count: int,
+        *,
+        isolation_level: IsolationLevel = "read_uncommitted",
+    ) -> tuple[int, list[Message]]:
+        return message_ops.consume(self, offset, max_count, isolation_level)
 
     def consume_blocking(
         self,
@@ -267,8 +298,11 @@ class Log(LogAPI):
         timeout_s: float,
         *,
         cancel: CancelToken | None = None,
+        isolation_level: IsolationLevel = "read_uncommitted",
     ) -> tuple[int, list[Message]]:
-        return blocking.consume_blocking(self, offset, max_count, timeout_s, cancel=cancel)
+        return blocking.consume_blocking(
+            self, offset, max_count, timeout_s, cancel=cancel, isolation_level=isolation_level
+        )
 
     def wait_for_offset(self, offset: int) -> Future[int]:
         return self._state.notifier.wait(offset)
@@ -436,6 +470,10 @@ class Log(LogAPI):
             seg.close()
         maint.close_retired(self, force=True)
         if clean:
+            try:  # the next open replays nothing
+                write_snapshot(self.directory, self._state.log_end_offset, self._state.txns.ongoing)
+            except OSError as e:  # the next open replays from the last roll's snapshot
+                _logger.warning("cannot write the transaction state of %s: %s", self.directory, e)
             marker = {"log_end_offset": self._state.log_end_offset, "time_ms": append.now_ms()}
             files.write_small_file(
                 self.directory / files.CLEAN_SHUTDOWN, json.dumps(marker).encode()

@@ -59,6 +59,7 @@ from typing import Any
 from seglog.errors import StorageError
 from seglog.storage.config import AppendInfo, LogConfig
 from seglog.storage.log import subscription
+from seglog.storage.log.append import AppendOrigin
 from seglog.storage.log.log import Log
 from seglog.storage.log.state import LogState
 
@@ -264,13 +265,15 @@ class MemoryLog(Log):
 
     _discard: weakref.finalize[[LogState, str], MemoryLog] | None = None
 
-    def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+    def append(
+        self, records: bytes | bytearray | memoryview, *, origin: AppendOrigin = "client"
+    ) -> AppendInfo:
         """As ``Log.append``; when it rolled a segment, wait for the group commit round
         that closes the rolled one (microseconds on tmpfs). Under the relaxed flush a
         rolled segment is left to the next background round, and until then retention,
         compaction and ``delete_offsets`` skip it: this keeps them as prompt as on a log
         under the default policy (``publish``/``publish_values`` append through here)."""
-        info = super().append(records)
+        info = super().append(records, origin=origin)
         if self._state.rolled_unsynced and self._state.group_commit is not None:
             self.sync()
         return info

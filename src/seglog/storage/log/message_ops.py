@@ -16,6 +16,7 @@ from seglog.storage.record.message import (
 )
 
 if TYPE_CHECKING:
+    from seglog.storage.api import IsolationLevel
     from seglog.storage.log.log import Log
 
 __all__ = ["consume", "get", "publish"]
@@ -30,13 +31,17 @@ def publish(log: Log, messages: Sequence[Message]) -> int:
     return fastpath.publish_batches(log, data)
 
 
-def consume(log: Log, offset: int, max_count: int) -> tuple[int, list[Message]]:
+def consume(
+    log: Log,
+    offset: int,
+    max_count: int,
+    isolation_level: IsolationLevel = "read_uncommitted",
+) -> tuple[int, list[Message]]:
     """See ``Log.consume``."""
     if offset == OFFSET_NEWEST:
-        log._state.check_open()
-        return log.high_watermark, []
+        return fastpath.consume_columns(log, offset, 0, isolation_level).next_offset, []
     # vectorised decode (record/columns.py), then Message objects
-    cols = fastpath.consume_columns(log, offset, max_count)
+    cols = fastpath.consume_columns(log, offset, max_count, isolation_level)
     return cols.next_offset, cols.messages()
 
 

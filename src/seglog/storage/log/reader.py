@@ -22,10 +22,13 @@ from seglog.storage.segment import checkpoints
 from seglog.storage.segment.segment import Segment
 
 if TYPE_CHECKING:
+    from seglog.storage.index.txn_index import AbortedTxn
     from seglog.storage.log.state import LogState
 
 __all__ = [
     "FileSlice",
+    "aborted_entries",
+    "aborted_transactions",
     "batches",
     "count_read",
     "find_next",
@@ -308,6 +311,31 @@ def offset_for_time(st: LogState, timestamp_ms: int) -> tuple[int, int] | None:
                 break
             found = pos, parse_header(os.pread(seg.fd, HEADER_SIZE, pos))
     return None
+
+
+def aborted_entries(st: LogState, start: int, end: int) -> list[AbortedTxn]:
+    """The ``.txnindex`` entries of the segments from the one holding ``start`` on whose
+    marker is >= ``start`` and first offset < ``end``, by first offset."""
+    st.check_open()
+    segs = st.segments
+    i = max(0, bisect.bisect_right(segs, start, key=_base_offset) - 1)
+    found = [
+        e
+        for seg in segs[i:]
+        for e in seg.txn_index.entries
+        if e.last_offset >= start and e.first_offset < end
+    ]
+    found.sort(key=_first_offset)
+    return found
+
+
+def aborted_transactions(st: LogState, start: int, end: int) -> list[tuple[int, int]]:
+    """See ``Log.aborted_transactions``."""
+    return [(e.producer_id, e.first_offset) for e in aborted_entries(st, start, end)]
+
+
+def _first_offset(e: AbortedTxn) -> int:
+    return e.first_offset
 
 
 def _base_offset(seg: Segment) -> int:

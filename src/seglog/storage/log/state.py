@@ -25,6 +25,7 @@ from seglog.errors import LogClosedError, ReadOnlyError
 from seglog.storage.fileio.counters import FileCounters
 from seglog.storage.log.notify import Notifier
 from seglog.storage.segment import checkpoints
+from seglog.storage.segment.transactions import Transactions
 
 if TYPE_CHECKING:
     from seglog.storage.config import LogConfig
@@ -90,6 +91,11 @@ class LogState:
         self.stop_gc: Callable[[], None] | None = None
         self.subscriptions: Subscriptions | None = None
         """The durable subscriptions' registry (``Log.subscribe``), made on first use."""
+        self.txns = Transactions()
+        """Ongoing transactions (set from ``recover_transactions`` at open)."""
+        self.txn_at_roll: tuple[int, dict[int, int]] | None = None
+        """(offset, ongoing) at the last roll: the transaction snapshot the next fsync
+        round writes beside the recovery point."""
         self.read_hint: tuple[int, list[Segment], Segment, int] | None = None
         """(offset, segment list, segment, position): the batch at ``position`` of
         ``segment`` holds ``offset``; valid while ``segments`` is that very list. Set by
@@ -102,6 +108,16 @@ class LogState:
         segs = self.segments
         start = max(segs[0].base_offset, self.log_start_checkpoint) if segs else self.log_end_offset
         return min(start, self.log_end_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The high watermark, or the first offset of the oldest ongoing transaction when
+        lower (never below the log start offset)."""
+        hw = self.high_watermark
+        first = self.txns.first_unstable()
+        if first is None or first >= hw:
+            return hw
+        return min(max(first, self.log_start_offset), hw)
 
     def check_open(self) -> None:
         """LogClosedError when closed or offline after an fsync error."""

@@ -254,13 +254,14 @@ def scan_buffer(
 
 
 def validate_for_append(
-    buf: bytes | bytearray | memoryview, max_message_bytes: int
+    buf: bytes | bytearray | memoryview, max_message_bytes: int, *, allow_control: bool = False
 ) -> list[tuple[int, BatchHeader]]:
     """Validate every record batch in ``buf`` as sent by a client; ``[(position, header)]``.
 
     Raises CorruptRecordError (length, truncation, CRC-32C, record count), InvalidRecordError
-    (magic != 2, empty batch, control batch, nothing at all), RecordTooLargeError (a batch
-    over ``max_message_bytes``). Nothing is changed.
+    (magic != 2, empty batch, control batch unless ``allow_control`` (a transaction
+    coordinator's markers), nothing at all), RecordTooLargeError (a batch over
+    ``max_message_bytes``). Nothing is changed.
     """
     out: list[tuple[int, BatchHeader]] = []
     pos, end = 0, len(buf)
@@ -288,7 +289,7 @@ def validate_for_append(
                 f"record batch at byte {pos}: recordCount {h.record_count} != "
                 f"lastOffsetDelta {h.last_offset_delta} + 1"
             )
-        if h.attributes & ATTR_CONTROL:
+        if h.attributes & ATTR_CONTROL and not allow_control:
             raise InvalidRecordError(f"control record batch at byte {pos} from a client")
         if not _crc_ok(buf, pos, h):
             raise CorruptRecordError(f"record batch at byte {pos}: CRC-32C mismatch")

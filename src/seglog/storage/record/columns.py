@@ -11,7 +11,9 @@ the next records all have the current record's size and checking every guess at 
 runs of equal-sized records (the usual case: a batch changes size once, at offset delta
 64) cost a few numpy calls, and a batch whose records all differ falls back to a Python
 walk of one varint per record. Then every field of every record is decoded at once.
-Control batches (attributes bit 5) are skipped, as Kafka consumers do. A record's
+Control batches (attributes bit 5) are skipped, as Kafka consumers do; given the aborted
+transactions of the range (``aborted``), so are the batches of aborted transactions (the
+read_committed filter of Kafka's consumer, see ``_Aborted``). A record's
 timestamp is firstTimestamp + timestampDelta under CreateTime and the batch maxTimestamp
 under LogAppendTime (attributes bit 3), as kafka-python's ``MemoryRecords`` gives them.
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 import itertools
 import struct
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import crc32c
 import numpy as np
@@ -29,6 +31,7 @@ import numpy.typing as npt
 
 from seglog.errors import CorruptRecordError
 from seglog.storage.record.batch import crc_mismatch
+from seglog.storage.record.control import control_marker
 from seglog.storage.record.message import Message, new_messages
 from seglog.storage.record.varint import I64, U8, decode_varints, gather
 
@@ -51,6 +54,7 @@ BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 firstTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount (61 B)."""
 
 _CONTROL = 0x20
+_TRANSACTIONAL = 0x10
 _CRC_BEFORE_BODY = BATCH_HEADER.size - 21  # the CRC covers the header from byte 21 on
 _LOG_APPEND_TIME = 0x08
 _CODEC_MASK = 0x07
@@ -321,6 +325,34 @@ def _walk(buf: U8, raw: _Raw, p: int, end: int, count: int, parts: list[_Part]) 
         raise CorruptRecordError(f"record lengths disagree with the batch size ({p} != {end})")
 
 
+class _Aborted:
+    """Kafka's consumer-side read_committed filter (``Fetcher``'s ``abortedProducerIds``):
+    walking batches in offset order, an aborted transaction ``(producer id, first offset)``
+    becomes active once a batch reaches its first offset; a transactional batch of an
+    active producer is skipped; that producer's ABORT marker ends it."""
+
+    def __init__(self, aborted: Sequence[tuple[int, int]]) -> None:
+        self.queue = sorted(aborted, key=lambda a: a[1])
+        self.at = 0
+        self.active: set[int] = set()
+
+    def skip(self, view: memoryview, pos: int, attrs: int, last: int, producer_id: int) -> bool:
+        """Whether the batch at ``view[pos:]`` (``attrs``, last offset ``last``) is
+        skipped: a control batch (an ABORT marker ends its producer's aborted
+        transaction) or a batch of an aborted transaction."""
+        queue = self.queue
+        while self.at < len(queue) and queue[self.at][1] <= last:
+            self.active.add(queue[self.at][0])
+            self.at += 1
+        if attrs & _CONTROL:
+            if producer_id in self.active:
+                marker = control_marker(view[pos:])
+                if marker is not None and not marker[0]:
+                    self.active.discard(producer_id)
+            return True
+        return bool(attrs & _TRANSACTIONAL) and producer_id in self.active
+
+
 class _Batches:
     """Per-batch facts gathered by the header walk."""
 
@@ -336,7 +368,14 @@ class _Batches:
         self.next_offset = -1
 
 
-def _scan_batches(raw: _Raw, start: int, end: int, max_count: int, check_crcs: bool) -> _Batches:
+def _scan_batches(  # noqa: PLR0917 (internal)
+    raw: _Raw,
+    start: int,
+    end: int,
+    max_count: int,
+    check_crcs: bool,
+    aborted: _Aborted | None,
+) -> _Batches:
     out = _Batches()
     pos, n = 0, len(raw)
     view = memoryview(raw)
@@ -344,7 +383,7 @@ def _scan_batches(raw: _Raw, start: int, end: int, max_count: int, check_crcs: b
     while pos < n and have < max_count:
         if n - pos < BATCH_HEADER.size:
             raise CorruptRecordError(f"record batch of {n - pos} bytes, below its header")
-        (base, blen, _, magic, crc, attrs, last_delta, first, maximum, _, _, _, count) = (
+        (base, blen, _, magic, crc, attrs, last_delta, first, maximum, pid, _, _, count) = (
             BATCH_HEADER.unpack_from(raw, pos)
         )
         size = blen + 12
@@ -355,6 +394,9 @@ def _scan_batches(raw: _Raw, start: int, end: int, max_count: int, check_crcs: b
         if base >= end:
             break
         out.next_offset = base + last_delta + 1
+        if aborted is not None and aborted.skip(view, pos, attrs, base + last_delta, pid):
+            pos += size
+            continue
         body_pos, pos = pos + BATCH_HEADER.size, pos + size
         if attrs & _CONTROL or base + last_delta < start or count <= 0:
             continue
@@ -384,6 +426,7 @@ def decode_columns(
     *,
     check_crcs: bool = True,
     borrow: bool = False,
+    aborted: Sequence[tuple[int, int]] | None = None,
 ) -> RecordColumns:
     """Decode the records with ``start <= offset < end`` (at most ``max_count``, the
     first ones) of whole record batches v2: ``data`` is their concatenation or an
@@ -395,7 +438,17 @@ def decode_columns(
 
     ``borrow=True``: a ``bytearray`` or ``memoryview`` is decoded where it lies instead of
     copied to bytes first, and the columns' ``buffer`` is a view of it: the caller keeps
-    it unchanged while it uses them (a reader decoding into one reused buffer)."""
+    it unchanged while it uses them (a reader decoding into one reused buffer).
+
+    ``aborted`` (read_committed): ``[(producer id, first offset)]`` of the aborted
+    transactions overlapping the batches given (any order): exactly what a Fetch
+    response's ``aborted_transactions`` carries for its records, or
+    ``Log.aborted_transactions(start, end)`` for a range whose batches are all given from
+    ``start`` on; the records of those transactions are dropped, as Kafka's consumer
+    drops them. Pass it with batches read up to the last stable offset only. Control
+    batches are dropped whatever ``aborted`` is. An aborted transaction whose ABORT
+    marker lies before the first batch given must not be in the list (Fetch and
+    ``Log.aborted_transactions`` never include one)."""
     raw: _Raw
     if isinstance(data, bytes):
         raw = data
@@ -404,7 +457,9 @@ def decode_columns(
     else:
         raw = b"".join(data)
     limit = _NO_LIMIT if max_count is None else max_count
-    info = _scan_batches(raw, start, end, limit, check_crcs)
+    info = _scan_batches(
+        raw, start, end, limit, check_crcs, None if aborted is None else _Aborted(aborted)
+    )
     if info.any_compressed:
         # one buffer of the record bodies in batch order (positions ascend with offsets)
         view = memoryview(raw)

@@ -174,5 +174,6 @@ def _remove_segment(directory: pathlib.Path, base: int) -> None:
         files.log_path(directory, base),
         files.index_path(directory, base),
         files.timeindex_path(directory, base),
+        files.txnindex_path(directory, base),
     ):
         files.remove_if_exists(path)

@@ -18,9 +18,10 @@ from array import array
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
-from seglog.errors import InvalidOffsetError, LogClosedError, StorageError
+from seglog.errors import CorruptRecordError, InvalidOffsetError, LogClosedError, StorageError
 from seglog.storage.fileio import files
 from seglog.storage.index.offset_time import OffsetIndex, TimeIndex
+from seglog.storage.index.txn_index import TxnIndex
 from seglog.storage.record.batch import HEADER_SIZE, BatchHeader, Scanned, parse_header, scan_buffer
 
 if TYPE_CHECKING:
@@ -75,6 +76,14 @@ class Segment:
         self.first_append_ms = -1
         self.index = OffsetIndex(files.index_path(directory, base_offset))
         self.time_index = TimeIndex(files.timeindex_path(directory, base_offset))
+        txn_path = files.txnindex_path(directory, base_offset)
+        self.txn_index_suspect = False
+        """The ``.txnindex`` file did not parse: recovery rebuilds it."""
+        try:
+            self.txn_index = TxnIndex.load(txn_path, read_only=read_only)
+        except CorruptRecordError:
+            self.txn_index = TxnIndex(txn_path, read_only=read_only)
+            self.txn_index_suspect = True
         self.closed = False
         self._files_consistent = True
         self.index_suspect = False
@@ -389,10 +398,12 @@ class Segment:
         os.fdatasync(self.fd)
 
     def sync_all(self) -> None:
-        """fsync the log and both index files."""
+        """fsync the log and the index files."""
         os.fsync(self.fd)
         self.index.sync()
         self.time_index.sync()
+        if self.txn_index.entries:
+            self.txn_index.sync()
 
     # -- reading -------------------------------------------------------------------------
 

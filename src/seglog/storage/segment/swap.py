@@ -7,10 +7,12 @@ unlink. With an archive hook the files are renamed to ``.bak`` instead and hande
 
 Replacement of segment ``B`` by a rewritten copy (cleaner, delete by offsets)::
 
-    1. write B.log.cleaned, B.index.cleaned, B.timeindex.cleaned; fsync them and the dir
+    1. write B.log.cleaned, B.index.cleaned, B.timeindex.cleaned (B.txnindex.cleaned
+       when it keeps ABORT markers); fsync them and the dir
     2. rename B.log.cleaned -> B.log.swap; fsync the dir            (the commit point)
     3. rename B.log.swap -> B.log (atomic replace); fsync the dir
-    4. rename B.index.cleaned -> B.index, B.timeindex.cleaned -> B.timeindex; fsync the dir
+    4. rename B.index.cleaned -> B.index, B.timeindex.cleaned -> B.timeindex,
+       B.txnindex.cleaned -> B.txnindex (or unlink B.txnindex); fsync the dir
 
 Loader rules (:func:`finish_interrupted`, run by writers before any segment is opened):
 ``*.deleted`` files are unlinked; ``B.log.cleaned`` present means the rewrite never
@@ -79,8 +81,10 @@ def stepping(hook: Step) -> Iterator[None]:
 
 
 def segment_paths(directory: pathlib.Path, base: int) -> list[pathlib.Path]:
-    """``[B.timeindex, B.index, B.log]``: the order files are renamed in (``.log`` last)."""
+    """``[B.txnindex, B.timeindex, B.index, B.log]``: the order files are renamed in
+    (``.log`` last)."""
     return [
+        files.txnindex_path(directory, base),
         files.timeindex_path(directory, base),
         files.index_path(directory, base),
         files.log_path(directory, base),
@@ -143,6 +147,11 @@ def commit_rewrite(
     step("log-live")
     for live in (files.index_path(directory, base), files.timeindex_path(directory, base)):
         os.replace(cleaned_path(live), live)
+    txn = files.txnindex_path(directory, base)
+    try:  # written only when the rewritten segment keeps ABORT markers
+        os.replace(cleaned_path(txn), txn)
+    except FileNotFoundError:
+        files.remove_if_exists(txn)
     if counters is not None:
         counters.renames += 4
     files.fsync_dir(directory)
@@ -183,6 +192,7 @@ def finish_interrupted(directory: pathlib.Path) -> list[str]:
             for live in (
                 files.index_path(directory, base),
                 files.timeindex_path(directory, base),
+                files.txnindex_path(directory, base),
             ):
                 files.remove_if_exists(live)
             actions.append(f"segment {base:020d}: indexes to rebuild after an interrupted swap")
