@@ -124,7 +124,8 @@ def test_versions_advertised(broker: str) -> None:
 def test_find_coordinator_transaction(broker: str) -> None:
     with Wire(broker) as w:
         resp = w.call(FindCoordinatorRequest[3](key="tx", key_type=1))
-        assert resp.error_code == 0 and resp.node_id >= 0
+        assert resp.error_code == 0
+        assert resp.node_id >= 0
         resp = w.call(FindCoordinatorRequest[4](key_type=1, coordinator_keys=["a", "b"]))
         assert [c.error_code for c in resp.coordinators] == [0, 0]
         resp = w.call(FindCoordinatorRequest[3](key="x", key_type=7))
@@ -137,7 +138,8 @@ def test_commit_abort_read_committed(broker: str, topic: str) -> None:
     with Wire(broker) as w:
         ensure_topic(w, topic)
         r = init(w, "wire-1")
-        assert r.error_code == 0 and r.producer_epoch == 0
+        assert r.error_code == 0
+        assert r.producer_epoch == 0
         pid, epoch = r.producer_id, r.producer_epoch
         assert add(w, "wire-1", pid, epoch, topic) == 0
         assert send(w, topic, txn_batch(pid, epoch, 0, [b"c1", b"c2"])) == 0
@@ -188,7 +190,8 @@ def test_fencing_and_bad_input(broker: str, topic: str) -> None:
         fence = init(w, "wire-bad")
         assert fence.error_code == CONCURRENT_TRANSACTIONS
         second = init(w, "wire-bad")
-        assert second.error_code == 0 and second.producer_id == pid
+        assert second.error_code == 0
+        assert second.producer_id == pid
         new = second.producer_epoch
         assert new == old + 2  # one bump to fence and abort, one for the new producer
         assert send(w, topic, txn_batch(pid, old, 1, [b"zombie"])) == INVALID_PRODUCER_EPOCH
