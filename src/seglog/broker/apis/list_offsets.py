@@ -28,8 +28,13 @@ _LOTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 _LOPartition = _LOTopic.ListOffsetsPartitionResponse
 
 
-def _list_offset(
-    ctx: BrokerContext, rctx: RequestContext, topic: str, partition: int, timestamp: int
+def _list_offset(  # noqa: PLR0917 (one partition's question)
+    ctx: BrokerContext,
+    rctx: RequestContext,
+    topic: str,
+    partition: int,
+    timestamp: int,
+    read_committed: bool,
 ) -> Any:
     if not rctx.allowed(Op.DESCRIBE, Res.TOPIC, topic):
         return _LOPartition(
@@ -42,13 +47,16 @@ def _list_offset(
     try:
         plog = ctx.topics.log(topic, partition)
         offset, ts = -1, -1
+        upper = plog.high_watermark
+        if read_committed:
+            upper = min(plog.last_stable_offset, upper)
         if timestamp == LATEST:
-            offset = plog.high_watermark
+            offset = upper
         elif timestamp in (EARLIEST, EARLIEST_LOCAL):
             offset = plog.log_start_offset
         elif timestamp >= 0:
             found = plog.offset_for_time(timestamp)
-            if found is not None and found[0] < plog.high_watermark:
+            if found is not None and found[0] < upper:
                 offset, ts = found
         # MAX_TIMESTAMP and other sentinels: no answer (-1, -1), as for a time past the end
         return _LOPartition(
@@ -65,16 +73,18 @@ def _list_offset(
 
 
 def handle_list_offsets(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
-    """Offsets by time: -2 earliest (log start offset), -1 latest (high watermark, which is
-    also the last stable offset: no transactions), t >= 0 the first batch whose max
+    """Offsets by time: -2 earliest (log start offset), -1 latest (the high watermark, or
+    with isolation level 1, READ_COMMITTED, the last stable offset), t >= 0 the first batch
+    below that bound whose max
     timestamp >= t (offset, timestamp) or (-1, -1) when none; -3 max timestamp is not
     tracked and answers (-1, -1). Unknown topic or partition: 3."""
     version = rctx.api_version
+    read_committed = version >= 2 and req.isolation_level == 1
     topics = [
         _LOTopic(
             name=t.name,
             partitions=[
-                _list_offset(ctx, rctx, t.name, p.partition_index, p.timestamp)
+                _list_offset(ctx, rctx, t.name, p.partition_index, p.timestamp, read_committed)
                 for p in t.partitions
             ],
         )

@@ -22,7 +22,7 @@ from kafka.protocol.producer import ProduceResponse
 
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.log.internal_topics import INTERNAL_TOPICS
-from seglog.broker.log.producers import batch_identity
+from seglog.broker.log.producers import BatchIdentity, batch_identity
 from seglog.broker.protocol import errors as _errors
 from seglog.broker.protocol.framing import encode_response
 from seglog.broker.protocol.produce_wire import encode_produce_response, parse_produce
@@ -35,6 +35,8 @@ __all__ = ["MAX_RECORDS_PER_BATCH", "handle_produce"]
 log = logging.getLogger(__name__)
 
 _MAGIC_AT = 16  # same byte in message sets v0/v1 and record batches v2
+_ATTRIBUTES_LOW = 22  # low byte of the batch attributes (int16 at 21)
+_TRANSACTIONAL = 0x10
 _HEADER_BYTES = 61  # record batch v2 header
 _DELTA_AND_COUNT = struct.Struct(">i")
 MAX_RECORDS_PER_BATCH = 1_000_000
@@ -76,6 +78,17 @@ def _record_counts_ok(records: Records) -> bool:
     return True
 
 
+def _transactional_code(
+    ctx: BrokerContext, topic: str, partition: int, ident: BatchIdentity | None
+) -> int:
+    """A transactional batch (attributes bit 4) must come from an idempotent producer
+    (87 INVALID_RECORD otherwise) whose ongoing transaction holds the partition
+    (:meth:`TransactionCoordinator.check_produce`: 47 for a fenced epoch, 48 otherwise)."""
+    if ident is None:
+        return _errors.INVALID_RECORD
+    return ctx.transactions.check_produce(ident.producer_id, ident.producer_epoch, topic, partition)
+
+
 def _append(
     ctx: BrokerContext, rctx: RequestContext, topic: str, partition: int, records: Any
 ) -> _Result:
@@ -99,6 +112,10 @@ def _append(
         if not _record_counts_ok(records):
             return _Result(partition, _errors.INVALID_RECORD)
         ident = batch_identity(records)
+        if records[_ATTRIBUTES_LOW] & _TRANSACTIONAL:
+            code = _transactional_code(ctx, topic, partition, ident)
+            if code != _errors.NONE:
+                return _Result(partition, code)
         if ident is not None:
             code, dup_base, dup_last = ctx.producers.check(topic, partition, ident)
             if code != _errors.NONE:

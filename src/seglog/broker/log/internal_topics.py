@@ -11,6 +11,7 @@ __all__ = [
     "INTERNAL_TOPIC_CONFIGS",
     "OFFSETS_TOPIC",
     "SHARE_GROUP_STATE_TOPIC",
+    "TRANSACTION_STATE_TOPIC",
     "keyed_batch",
 ]
 
@@ -22,7 +23,11 @@ SHARE_GROUP_STATE_TOPIC = "__share_group_state"
 (Kafka's share coordinator keeps share-partition state there; here each share partition's
 state is its durable subscription's journal, see ``coordinator/share_state.py``)."""
 
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC})
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+"""Transaction coordinator state, one record per transactional id: an internal compacted
+topic (Kafka's ``TransactionStateManager``; see ``coordinator/txn_log.py``)."""
+
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC})
 """Every internal topic (Metadata reports them with ``is_internal``)."""
 
 INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
