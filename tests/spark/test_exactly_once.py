@@ -1,0 +1,188 @@
+"""The exactly-once wire sink (``exactlyOnce=true``) and read_committed wire reads, against a
+real ``seglog serve``, read back by confluent-kafka consumers and the Spark wire source.
+
+Task retries need a session with ``local[2,3]``: test_exactly_once_retry.py runs that job
+in a subprocess. Here (the shared ``local[2]`` session, no retries): a committed write, a
+failed job (nothing visible to read_committed, the failed task's open transaction aborted
+at once), a streaming micro-batch replayed after its commit (skipped, nothing written), and
+a commit cut in the middle (the replay writes only the tasks that had not committed).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from seglog.broker import BrokerProcess, start_broker
+from seglog.spark._exactly_once import (
+    TxnWritten,
+    abort_transactions,
+    commit_transactions,
+    write_in_transaction,
+)
+from seglog.spark._options import WriteOptions
+
+from ._exactly_once_helpers import consumed, create_topic, failing_rows, spark_read
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = start_broker(tmp_path_factory.mktemp("eos") / "data")
+    try:
+        yield proc
+    finally:
+        assert proc.stop() == 0, proc.log_text()
+        assert "Traceback" not in proc.log_text(), proc.log_text()
+
+
+@pytest.fixture
+def small_batches(spark: Any) -> Iterator[None]:
+    """The writer gets its input in Arrow batches of 200 rows (not 10 000), so a task sends
+    what it gathered before a UDF fails further on."""
+    name = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(name)
+    spark.conf.set(name, "200")
+    try:
+        yield
+    finally:
+        spark.conf.set(name, before)
+
+
+def _write(df: Any, bootstrap: str, topic: str) -> None:
+    (df.write.format("seglog").option("kafka.bootstrap.servers", bootstrap)
+     .option("topic", topic).option("exactlyOnce", "true").mode("append").save())  # fmt: skip
+
+
+def test_batch_write_is_seen_once_by_read_committed_readers(
+    spark: Any, broker: BrokerProcess
+) -> None:
+    topic = "eos-batch"
+    create_topic(broker.bootstrap, topic, 2)
+    _write(failing_rows(spark, 3000, set(), first_attempt_only=True), broker.bootstrap, topic)
+    expected = collections.Counter(str(i) for i in range(3000))
+    assert consumed(broker.bootstrap, topic, 2, "read_committed") == expected
+    assert spark_read(spark, broker.bootstrap, topic, "read_committed") == expected
+    # the commit markers are no rows, for read_uncommitted readers either
+    assert spark_read(spark, broker.bootstrap, topic, "read_uncommitted") == expected
+
+
+def test_failed_job_leaves_nothing_visible_to_read_committed(
+    spark: Any, broker: BrokerProcess, small_batches: None
+) -> None:
+    topic = "eos-failed"
+    create_topic(broker.bootstrap, topic, 1)
+    # task 0 (ids 0-1999) succeeds; task 1 fails at its last rows, after producing some
+    df = failing_rows(spark, 4000, {3990}, first_attempt_only=False)
+    with pytest.raises(Exception, match="UDF fails at row 3990"):
+        _write(df, broker.bootstrap, topic)
+    assert consumed(broker.bootstrap, topic, 1, "read_committed") == collections.Counter()
+    assert spark_read(spark, broker.bootstrap, topic, "read_committed") == collections.Counter()
+    # the records were written, in transactions the driver aborted: task 0's after its
+    # success, task 1's (left open by the failed attempt) by a new epoch of its id
+    uncommitted = spark_read(spark, broker.bootstrap, topic, "read_uncommitted")
+    assert set(uncommitted) >= {str(i) for i in range(2000)}
+    assert any(2000 <= int(i) < 3990 for i in uncommitted)
+    # so nothing holds the last stable offset: a later write is visible at once
+    _write(failing_rows(spark, 10, set(), first_attempt_only=True), broker.bootstrap, topic)
+    assert spark_read(spark, broker.bootstrap, topic, "read_committed") == collections.Counter(
+        str(i) for i in range(10)
+    )
+
+
+def _stream_copy(spark: Any, bootstrap: str, source: str, sink: str, checkpoint: Path) -> None:
+    query = (
+        spark.readStream.format("seglog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("value")
+        .writeStream.format("seglog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink)
+        .option("exactlyOnce", "true")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+
+
+def test_stream_replay_of_a_committed_batch_writes_nothing(
+    spark: Any, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    source, sink = "eos-stream-in", "eos-stream-out"
+    create_topic(broker.bootstrap, source, 2)
+    create_topic(broker.bootstrap, sink, 2)
+    _write(failing_rows(spark, 500, set(), first_attempt_only=True), broker.bootstrap, source)
+    checkpoint = tmp_path / "checkpoint"
+    _stream_copy(spark, broker.bootstrap, source, sink, checkpoint)
+    expected = collections.Counter(str(i) for i in range(500))
+    assert consumed(broker.bootstrap, sink, 2, "read_committed") == expected
+    # the driver "died" after committing batch 0, before Spark recorded it: the restart
+    # runs batch 0 again; its tasks find the batch committed for their ids and skip it
+    commits = sorted(p.name for p in (checkpoint / "commits").iterdir() if p.name[0] != ".")
+    assert commits == ["0"]
+    (checkpoint / "commits" / "0").unlink()
+    (checkpoint / "commits" / ".0.crc").unlink(missing_ok=True)
+    _stream_copy(spark, broker.bootstrap, source, sink, checkpoint)
+    assert (checkpoint / "commits" / "0").exists()
+    assert consumed(broker.bootstrap, sink, 2, "read_committed") == expected
+    # not even an aborted copy: the replay wrote no record
+    assert consumed(broker.bootstrap, sink, 2, "read_uncommitted") == expected
+
+
+def _rows(ids: range) -> Iterator[pa.RecordBatch]:
+    values = pa.array([f"{i}|".encode() for i in ids])
+    yield pa.record_batch([values], names=["value"])
+
+
+def test_commit_cut_midway_then_replayed(broker: BrokerProcess) -> None:
+    """A driver that died after committing task 0's transaction and before task 1's: the
+    replay of the batch skips task 0 (committed) and writes task 1 again (its first
+    transaction is fenced and aborted by the replay's InitProducerId)."""
+    topic = "eos-cut"
+    create_topic(broker.bootstrap, topic, 2)
+    options = WriteOptions.parse(
+        {"kafka.bootstrap.servers": broker.bootstrap, "topic": topic, "exactlyOnce": "true"}
+    )
+    first = [write_in_transaction(_rows(range(i * 100, i * 100 + 100)), options, "cut", i, 7)
+             for i in (0, 1)]  # fmt: skip
+    commit_transactions(first[:1], options)  # the driver dies here
+    replay = [write_in_transaction(_rows(range(i * 100, i * 100 + 100)), options, "cut", i, 7)
+              for i in (0, 1)]  # fmt: skip
+    assert [m.replayed for m in replay] == [True, False]
+    assert commit_transactions(replay, options) == 100
+    expected = collections.Counter(str(i) for i in range(200))
+    assert consumed(broker.bootstrap, topic, 2, "read_committed") == expected
+    # a commit retried after a crash (EndTxn on a committed transaction) succeeds again
+    assert commit_transactions(replay, options) == 100
+    # the stale first transaction of task 1 cannot be committed any more
+    with pytest.raises(RuntimeError, match="task 1 .* aborted before the commit"):
+        commit_transactions(first[1:], options)
+    assert consumed(broker.bootstrap, topic, 2, "read_committed") == expected
+
+
+def test_abort_fences_the_transactions_of_failed_tasks(broker: BrokerProcess) -> None:
+    topic = "eos-abort"
+    create_topic(broker.bootstrap, topic, 1)
+    options = WriteOptions.parse(
+        {"kafka.bootstrap.servers": broker.bootstrap, "topic": topic, "exactlyOnce": "true"}
+    )
+    ok = write_in_transaction(_rows(range(10)), options, "ab", 0)
+    left_open = write_in_transaction(_rows(range(10, 20)), options, "ab", 1)
+    assert isinstance(left_open, TxnWritten)
+    # Spark aborts with no message for the failed task 1
+    abort_transactions([ok, None], options, "ab")
+    assert consumed(broker.bootstrap, topic, 1, "read_committed") == collections.Counter()
+    assert sum(consumed(broker.bootstrap, topic, 1, "read_uncommitted").values()) == 20
+    # aborting twice is harmless; committing an aborted transaction is refused
+    abort_transactions([ok, None], options, "ab")
+    with pytest.raises(RuntimeError, match="aborted before the commit"):
+        commit_transactions([ok], options)
