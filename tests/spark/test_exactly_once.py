@@ -164,7 +164,7 @@ def test_commit_cut_midway_then_replayed(broker: BrokerProcess) -> None:
     # a commit retried after a crash (EndTxn on a committed transaction) succeeds again
     assert commit_transactions(replay, options) == 100
     # the stale first transaction of task 1 cannot be committed any more
-    with pytest.raises(RuntimeError, match="task 1 .* aborted before the commit"):
+    with pytest.raises(RuntimeError, match=r"task 1 .* aborted before the commit"):
         commit_transactions(first[1:], options)
     assert consumed(broker.bootstrap, topic, 2, "read_committed") == expected
 
