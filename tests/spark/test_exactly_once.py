@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kafka.errors as ke
 import pyarrow as pa
 import pytest
 
@@ -25,7 +26,7 @@ from seglog.spark._exactly_once import (
     commit_transactions,
     write_in_transaction,
 )
-from seglog.spark._options import WriteOptions
+from seglog.spark._options import ReadOptions, WriteOptions
 
 from ._exactly_once_helpers import consumed, create_topic, failing_rows, spark_read
 
@@ -186,3 +187,35 @@ def test_abort_fences_the_transactions_of_failed_tasks(broker: BrokerProcess) ->
     abort_transactions([ok, None], options, "ab")
     with pytest.raises(RuntimeError, match="aborted before the commit"):
         commit_transactions([ok], options)
+
+
+def test_a_timeout_above_the_cluster_maximum_fails_the_task(broker: BrokerProcess) -> None:
+    options = WriteOptions.parse({
+        "kafka.bootstrap.servers": broker.bootstrap, "topic": "eos-timeout",
+        "exactlyOnce": "true", "kafka.transaction.timeout.ms": str(24 * 3600 * 1000),
+    })  # fmt: skip
+    with pytest.raises(ke.InvalidTransactionTimeoutError, match=r"transaction\.max\.timeout\.ms"):
+        write_in_transaction(_rows(range(3)), options, "timeout", 0)
+
+
+def test_option_errors_name_the_option() -> None:
+    wire = {"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "t", "exactlyOnce": "true"}
+    assert WriteOptions.parse(wire).exactly_once
+    assert WriteOptions.parse(wire).transaction_timeout_ms == 900_000
+    with pytest.raises(ValueError, match="exactlyOnce needs kafka"):
+        WriteOptions.parse({**wire, "kafka.sasl.mechanism": "GSSAPI",
+                            "kafka.security.protocol": "SASL_PLAINTEXT"})  # fmt: skip
+    with pytest.raises(ValueError, match="exactlyOnce must be true or false"):
+        WriteOptions.parse({**wire, "exactlyOnce": "yes"})
+    with pytest.raises(ValueError, match=r"kafka\.transaction\.timeout\.ms must be an integer"):
+        WriteOptions.parse({**wire, "kafka.transaction.timeout.ms": "15m"})
+    # path mode is exactly once already: the option changes nothing there
+    assert not WriteOptions.parse({"path": "/tmp/x", "exactlyOnce": "true"}).exactly_once
+    read = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"}
+    assert ReadOptions.parse(read, streaming=False).isolation_level == "read_uncommitted"
+    committed = ReadOptions.parse({**read, "kafka.isolation.level": "READ_COMMITTED"},
+                                  streaming=False)  # fmt: skip
+    assert committed.isolation_level == "read_committed"
+    assert "isolation.level" not in committed.kafka  # the raw reader still applies
+    with pytest.raises(ValueError, match=r"kafka\.isolation\.level must be"):
+        ReadOptions.parse({**read, "kafka.isolation.level": "committed"}, streaming=False)

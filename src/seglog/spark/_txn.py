@@ -170,13 +170,19 @@ class Transaction:
             producer_id=-1,
             producer_epoch=-1,
         )
-        answer = self.coordinators.coordinator_call(
-            self.transactional_id,
-            TRANSACTION,
-            req,
-            lambda r: r.error_code,
-            f"InitProducerId {self.transactional_id!r}",
-        )
+        try:
+            answer = self.coordinators.coordinator_call(
+                self.transactional_id,
+                TRANSACTION,
+                req,
+                lambda r: r.error_code,
+                f"InitProducerId {self.transactional_id!r}",
+            )
+        except ke.InvalidTransactionTimeoutError as exc:
+            raise ke.InvalidTransactionTimeoutError(
+                f"seglog sink: kafka.transaction.timeout.ms={timeout_ms} is above the "
+                "cluster's transaction.max.timeout.ms: lower the option or raise the maximum"
+            ) from exc
         self.producer_id, self.producer_epoch = int(answer.producer_id), int(answer.producer_epoch)
         self.partitions.clear()
         self.sequences.clear()
