@@ -247,6 +247,10 @@ def test_txn_offset_commit_visible_on_commit(broker: str, topic: str) -> None:
         assert w.call(add_offsets).error_code == 0
         assert w.call(commit).topics[0].partitions[0].error_code == 0
         assert committed(w, "g-off") == -1  # pending until the transaction commits
+        fetch_req = OffsetFetchRequest[7]
+        wanted = fetch_req.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])
+        stable = w.call(fetch_req(group_id="g-off", topics=[wanted], require_stable=True))
+        assert stable.topics[0].partitions[0].error_code == 88  # UNSTABLE_OFFSET_COMMIT
         assert end(w, "wire-off", pid, epoch, False) == 0
         assert committed(w, "g-off") == -1  # aborted: never visible
         assert w.call(add_offsets).error_code == 0
