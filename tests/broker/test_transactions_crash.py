@@ -20,8 +20,8 @@ from tests._wait import wait_until
 
 from seglog.broker import BrokerProcess, start_broker
 
+from ._txn import add, end, fetch, init, latest, send, stored_values, txn_batch
 from ._wire import Wire, ensure_topic
-from .test_transactions_wire import add, end, fetch, init, latest, send, stored_values, txn_batch
 
 ARGS = ("--transaction-abort-timed-out-transaction-cleanup-interval-ms", "200")
 APP = Path(__file__).with_name("_txn_app.py")
