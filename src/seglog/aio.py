@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from seglog.storage import POLL_S, Message, TypedLog, TypedMessage, start_offset
 
 if TYPE_CHECKING:
-    from seglog.storage import Delivery, Log, Subscription
+    from seglog.storage import Delivery, IsolationLevel, Log, Subscription
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -40,39 +40,61 @@ __all__ = ["ack", "consume_blocking_async", "fetch", "tail"]
 
 @overload
 async def consume_blocking_async(
-    log: Log, offset: int, max_count: int, timeout_s: float
+    log: Log,
+    offset: int,
+    max_count: int,
+    timeout_s: float,
+    *,
+    isolation_level: IsolationLevel = "read_uncommitted",
 ) -> tuple[int, list[Message]]: ...
 
 
 @overload
 async def consume_blocking_async(
-    log: TypedLog[K, V], offset: int, max_count: int, timeout_s: float
+    log: TypedLog[K, V],
+    offset: int,
+    max_count: int,
+    timeout_s: float,
+    *,
+    isolation_level: IsolationLevel = "read_uncommitted",
 ) -> tuple[int, list[TypedMessage[K, V]]]: ...
 
 
 async def consume_blocking_async(
-    log: Log | TypedLog[Any, Any], offset: int, max_count: int, timeout_s: float
+    log: Log | TypedLog[Any, Any],
+    offset: int,
+    max_count: int,
+    timeout_s: float,
+    *,
+    isolation_level: IsolationLevel = "read_uncommitted",
 ) -> tuple[int, list[Message]] | tuple[int, list[TypedMessage[Any, Any]]]:
     """As ``Log.consume_blocking``, awaiting instead of blocking: up to ``max_count``
     messages from ``offset`` (sentinels allowed), waiting up to ``timeout_s`` seconds for
     the first one (a ``TypedLog``'s messages come decoded). Returns ``(next offset,
-    messages)``; ``(offset, [])`` on timeout.
+    messages)``; ``(offset, [])`` on timeout. ``isolation_level`` as ``Log.consume``
+    (read_committed: up to the last stable offset, aborted records skipped).
     Raises InvalidOffsetError (offset outside [log start, log end]), LogClosedError (also
     when the log closes while waiting), ``asyncio.CancelledError`` when cancelled."""
     if isinstance(log, TypedLog):
-        return log.decode_all(await consume_blocking_async(log.log, offset, max_count, timeout_s))
+        return log.decode_all(
+            await consume_blocking_async(
+                log.log, offset, max_count, timeout_s, isolation_level=isolation_level
+            )
+        )
     loop = asyncio.get_running_loop()
-    offset = start_offset(log, offset)
+    offset = start_offset(log, offset, isolation_level)
     deadline = loop.time() + timeout_s
+    committed = isolation_level == "read_committed"
     while True:
-        nxt, msgs = log.consume(offset, max_count)
+        nxt, msgs = log.consume(offset, max_count, isolation_level=isolation_level)
         if msgs:
             return nxt, msgs
         offset = nxt
         remaining = deadline - loop.time()
         if remaining <= 0:
             return nxt, []
-        fut = log.wait_for_offset(offset)
+        # read_committed, held at the LSO by a transaction: wait for the next append
+        fut = log.wait_for_offset(max(offset, log.high_watermark) if committed else offset)
         try:
             wait = min(remaining, POLL_S) if log.read_only else remaining
             await asyncio.wait_for(asyncio.wrap_future(fut), wait)
@@ -83,14 +105,22 @@ async def consume_blocking_async(
 
 
 async def tail(
-    log: Log, offset: int, *, max_count: int = 1000, idle_timeout_s: float = 3600.0
+    log: Log,
+    offset: int,
+    *,
+    max_count: int = 1000,
+    idle_timeout_s: float = 3600.0,
+    isolation_level: IsolationLevel = "read_uncommitted",
 ) -> AsyncGenerator[Message, None]:
     """Yield every message from ``offset`` on, waiting for new ones forever (until the
     task is cancelled or the log closes: LogClosedError). ``max_count`` messages are read
-    per step; ``idle_timeout_s`` only bounds each internal wait."""
-    offset = start_offset(log, offset)
+    per step; ``idle_timeout_s`` only bounds each internal wait; ``isolation_level`` as
+    ``Log.consume``."""
+    offset = start_offset(log, offset, isolation_level)
     while True:
-        offset, msgs = await consume_blocking_async(log, offset, max_count, idle_timeout_s)
+        offset, msgs = await consume_blocking_async(
+            log, offset, max_count, idle_timeout_s, isolation_level=isolation_level
+        )
         for m in msgs:
             yield m
 

@@ -14,11 +14,12 @@ from collections.abc import Callable
 
 import pytest
 from tests._wait import async_wait_until
+from tests.storage._batches import txn_batch
 
 import seglog.aio
 from seglog import Log, Message, open_log
 from seglog.errors import LogClosedError
-from seglog.storage import Delivery
+from seglog.storage import Delivery, encode_control_batch
 
 MakeLog = Callable[..., Log]
 
@@ -183,3 +184,21 @@ def test_aio_fetch_waits_for_an_expiry(make_log: MakeLog) -> None:
     with make_log() as log:
         _publish(log, 1)
         asyncio.run(main(log))
+
+
+async def test_consume_blocking_async_read_committed(tmp_path: pathlib.Path) -> None:
+    with open_log(tmp_path / "p", create=True, flush_messages=1) as log:
+        log.append(txn_batch(7, 2))
+        got = await seglog.aio.consume_blocking_async(
+            log, 0, 10, 0.05, isolation_level="read_committed"
+        )
+        assert got == (0, [])
+        waiting = asyncio.ensure_future(
+            seglog.aio.consume_blocking_async(log, 0, 10, 10, isolation_level="read_committed")
+        )
+        await asyncio.sleep(0)
+        marker = encode_control_batch(7, 0, commit=True, coordinator_epoch=0, timestamp_ms=1)
+        log.append(marker, origin="coordinator")
+        nxt, msgs = await asyncio.wait_for(waiting, 10)
+        assert [m.offset for m in msgs] == [0, 1]
+        assert nxt == 3

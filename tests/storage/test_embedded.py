@@ -222,7 +222,8 @@ def test_storage_public_names_pinned() -> None:
             "MemoryLog",
             "NoMemoryFilesystemError",
             "memory_log",
-            # transaction markers
+            # transaction markers, isolation levels
+            "IsolationLevel",
             "control_marker",
             "encode_control_batch",
             "is_control_batch",

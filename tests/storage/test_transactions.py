@@ -10,7 +10,17 @@ import crc32c
 import pytest
 
 from seglog.errors import CorruptRecordError, InvalidRecordError, NotFoundError
-from seglog.storage import OFFSET_NEWEST, OFFSET_OLDEST, Log, encode_control_batch, open_log
+from seglog.storage import (
+    OFFSET_NEWEST,
+    OFFSET_OLDEST,
+    Log,
+    backup,
+    check,
+    encode_control_batch,
+    open_log,
+    restore,
+    snapshot,
+)
 
 from ._batches import make_batch, txn_batch
 
@@ -152,3 +162,83 @@ def test_crash_recovery_replays_after_the_snapshot(tmp_path):
     (d / ".clean_shutdown").unlink()
     with open_log(d) as log3:
         assert (log3.ongoing_transactions(), log3.aborted_transactions(0, 1000)) == want
+
+
+def test_subscription_read_committed(tmp_path):
+    with open_log(tmp_path / "p", create=True, flush_messages=1) as log:
+        log.append(make_batch(1))  # 0
+        log.append(txn_batch(7, 2))  # 1-2
+        log.append(txn_batch(8, 2))  # 3-4
+        committed = log.subscribe("c", isolation_level="read_committed")
+        plain = log.subscribe("u")
+        assert [d.message.offset for d in committed.fetch_now(10)] == [0]
+        assert committed.fetch_offsets_now(10) == []
+        _end(log, 7, commit=False)  # 5
+        _end(log, 8, commit=True)  # 6
+        assert committed.fetch_offsets_now(10) == [(3, 0), (4, 0)]
+        assert committed.position == 7
+        assert [d.message.offset for d in plain.fetch_now(10)] == [0, 1, 2, 3, 4]
+        assert (
+            log.subscribe("n", start=OFFSET_NEWEST, isolation_level="read_committed").position == 7
+        )
+        with pytest.raises(ValueError, match="other settings"):
+            log.subscribe("c")
+
+
+def test_subscription_read_committed_wakes_on_the_marker(tmp_path):
+    with open_log(tmp_path / "p", create=True, flush_messages=1) as log:
+        log.append(txn_batch(7, 2))
+        sub = log.subscribe("c", isolation_level="read_committed")
+        assert sub.fetch(10, 0.05) == []
+        fut = sub.wake_future()
+        assert not fut.done()  # held at the LSO: no busy wake-up
+        _end(log, 7, commit=True)
+        fut.result(timeout=5)
+        assert [d.message.offset for d in sub.fetch(10, 5)] == [0, 1]
+        fut.cancel()
+
+
+def test_read_only_reader_follows_the_writer(tmp_path):
+    d = tmp_path / "p"
+    with open_log(d, create=True, flush_messages=1, segment_bytes=300) as log:
+        log.append(txn_batch(7, 2))
+        with Log.open(d, read_only=True) as reader:
+            assert reader.last_stable_offset == 0
+            for i in range(4):
+                log.append(txn_batch(10 + i, 2))
+            _end(log, 7, commit=False)
+            reader.refresh()
+            assert reader.ongoing_transactions() == log.ongoing_transactions()
+            assert reader.aborted_transactions(0, 100) == log.aborted_transactions(0, 100)
+            assert reader.last_stable_offset == log.last_stable_offset == 2
+
+
+def test_check_backup_restore_carry_the_txnindex(tmp_path):
+    d = tmp_path / "p"
+    with open_log(d, create=True, flush_messages=1, segment_bytes=300) as log:
+        for i in range(4):
+            log.append(txn_batch(i, 2))
+            _end(log, i, commit=i % 2 == 1)
+        log.append(txn_batch(9, 1))
+        want = (log.aborted_transactions(0, 100), log.ongoing_transactions())
+        backup(log, tmp_path / "b")
+        snapshot(log, tmp_path / "s.tar")
+    (report,) = check(d)
+    assert report.ok
+    assert report.index_problems == []
+    restore(tmp_path / "s.tar", tmp_path / "r")
+    for copy in (tmp_path / "b", tmp_path / "r"):
+        assert sorted(p.name for p in copy.glob("*.txnindex")) == sorted(
+            p.name for p in d.glob("*.txnindex")
+        )
+        with open_log(copy) as log:
+            assert (log.aborted_transactions(0, 100), log.ongoing_transactions()) == want
+    # a damaged .txnindex: check reports it, the next open rebuilds it
+    (idx,) = [p for p in d.glob("*.txnindex") if p.stat().st_size][:1]
+    idx.write_bytes(idx.read_bytes()[:-3])
+    (report,) = check(d)
+    assert report.index_problems
+    with open_log(d) as log:
+        assert (log.aborted_transactions(0, 100), log.ongoing_transactions()) == want
+    (report,) = check(d)
+    assert report.index_problems == []

@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessColl
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from seglog.broker.coordinator.committed import CommittedOffsets
+from seglog.broker.coordinator.transactions import TransactionCoordinator
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.security.throttling import QuotaManager
 
@@ -174,6 +175,11 @@ class Snapshot:
     )
     """Per client-quota sensor: (quota key, user, client id, bound, rate now, recorded
     total, throttled responses, throttle ms total)."""
+    lso_lag: list[tuple[str, int, int]] = dataclasses.field(default_factory=list)
+    """(topic, partition, high watermark - last stable offset): records held back from
+    read_committed readers by open transactions."""
+    transactions: dict[str, int] = dataclasses.field(default_factory=dict)
+    """The transaction coordinator's counts: commits, aborts, timeouts (totals), ongoing."""
 
 
 def take_snapshot(
@@ -182,11 +188,14 @@ def take_snapshot(
     metrics: BrokerMetrics,
     connections: dict[str, int],
     quotas: QuotaManager | None = None,
+    *,
+    transactions: TransactionCoordinator | None = None,
 ) -> Snapshot:
     """Read everything the collector reports (on the event loop): each partition's log
     stats and file counters, each group's lag from its committed offsets, each client
-    quota sensor."""
+    quota sensor, the transaction counts and each partition's LSO lag."""
     partitions = []
+    lso_lag = []
     ends: dict[PartitionKey, int] = {}
     for name, info in sorted(topics.all().items()):
         for p in range(info.partitions):
@@ -197,6 +206,7 @@ def take_snapshot(
                 continue
             ends[(name, p)] = stat["high_watermark"]
             partitions.append((name, p, stat, plog.counters.as_dict()))
+            lso_lag.append((name, p, max(stat["high_watermark"] - plog.last_stable_offset, 0)))
     lag = []
     for group in sorted(committed.groups()):
         for topic, parts in sorted(committed.partitions(group).items()):
@@ -220,6 +230,12 @@ def take_snapshot(
                     sensor.total, sensor.throttled, sensor.throttle_ms_total,
                 )
             )  # fmt: skip
+    txn_counts = {}
+    if transactions is not None:
+        txn_counts = {
+            "commits": transactions.commits, "aborts": transactions.aborts,
+            "timeouts": transactions.timeouts, "ongoing": len(transactions.ongoing()),
+        }  # fmt: skip
     return Snapshot(
         partitions,
         lag,
@@ -228,6 +244,8 @@ def take_snapshot(
         traffic,
         time.time() - metrics.started,
         quota_rows,
+        lso_lag,
+        txn_counts,
     )
 
 
@@ -239,12 +257,15 @@ def snapshot_from_loop(
     connections: Any,
     *,
     quotas: QuotaManager | None = None,
+    transactions: TransactionCoordinator | None = None,
 ) -> Any:
     """A ``snapshot()`` callable for the collector: runs :func:`take_snapshot` on ``loop``
     and waits for it (at most 10 s) from the scraping thread."""
 
     async def on_loop() -> Snapshot:
-        return take_snapshot(topics, committed, metrics, connections(), quotas)
+        return take_snapshot(
+            topics, committed, metrics, connections(), quotas, transactions=transactions
+        )
 
     def snapshot() -> Snapshot:
         return asyncio.run_coroutine_threadsafe(on_loop(), loop).result(10)
@@ -327,6 +348,7 @@ class _StateCollector:
             "seglog_fetches_waiting", "Fetches parked in a long poll", value=snap.fetches_waiting
         )
         yield from _quota_families(snap)
+        yield from _transaction_families(snap)
         yield GaugeMetricFamily("seglog_uptime_seconds", "Seconds since start", value=snap.uptime_s)
 
 
@@ -369,3 +391,31 @@ def _quota_families(snap: Snapshot) -> Iterator[Metric]:
         for family, value in zip(families, values, strict=True):
             family.add_metric(labels, value)
     yield from families
+
+
+def _transaction_families(snap: Snapshot) -> Iterator[Metric]:
+    """The transaction coordinator's counters (Kafka's transaction metrics) and each
+    partition's LSO lag."""
+    docs = {
+        "commits": "Transactions committed",
+        "aborts": "Transactions aborted (timed-out and fenced ones included)",
+        "timeouts": "Transactions aborted by transaction.timeout.ms",
+    }
+    for key, doc in docs.items():
+        yield CounterMetricFamily(
+            f"seglog_transactions_{key}", doc, value=snap.transactions.get(key, 0)
+        )
+    yield GaugeMetricFamily(
+        "seglog_transactions_ongoing",
+        "Transactions in flight (Ongoing, PrepareCommit, PrepareAbort)",
+        value=snap.transactions.get("ongoing", 0),
+    )
+    lag = GaugeMetricFamily(
+        "seglog_last_stable_offset_lag",
+        "Records between the last stable offset and the high watermark (held back from "
+        "read_committed readers by open transactions)",
+        labels=_TP,
+    )
+    for t, p, value in snap.lso_lag:
+        lag.add_metric([t, str(p)], value)
+    yield lag

@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from seglog.storage.api import LogAPI
+    from seglog.storage.api import IsolationLevel, LogAPI
 
     # Backup, snapshot, restore (InfluxDB's Snapshot/Restore)
     # Logs and their configuration
@@ -103,6 +103,7 @@ if TYPE_CHECKING:
 # needs only the record encoder does not pay for the whole engine (pyarrow, numpy, ...)
 _LAZY: dict[str, tuple[str, str]] = {
     "LogAPI": ("seglog.storage.api", "LogAPI"),
+    "IsolationLevel": ("seglog.storage.api", "IsolationLevel"),
     "AppendInfo": ("seglog.storage.config", "AppendInfo"),
     "ArchiveHook": ("seglog.storage.retention.policy", "ArchiveHook"),
     "BATCH_HEADER": ("seglog.storage.record.columns", "BATCH_HEADER"),
@@ -189,6 +190,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
     "AppendInfo",
     "FLUSH_NEVER",
     "LogAPI",
+    "IsolationLevel",
     "FileSlice",
     "Log",
     "LogConfig",

@@ -389,6 +389,7 @@ class LogAPI(Protocol):
         max_in_flight: int = 1024,
         start: int = OFFSET_OLDEST,
         max_deliveries: int | None = None,
+        isolation_level: IsolationLevel = "read_uncommitted",
     ) -> Subscription:
         """A durable subscription (NATS Streaming's durable subscriber): ``fetch`` returns
         ``Delivery`` objects (message + ``redelivery_count``): first those unacknowledged
@@ -404,7 +405,9 @@ class LogAPI(Protocol):
         again); ``Subscription.release`` hands deliveries back at once;
         ``Subscription.fetch_offsets_now(max_count)`` delivers as ``fetch_now`` (no wait)
         but returns ``[(offset, redelivery_count), ...]``, decoding no message. ``name``
-        must match ``[A-Za-z0-9._-]{1,200}`` (else ValueError).
+        must match ``[A-Za-z0-9._-]{1,200}`` (else ValueError). ``isolation_level`` as
+        ``consume`` (read_committed: new deliveries stop at the last stable offset and skip
+        aborted records; OFFSET_NEWEST is the LSO); a setting of the open, not stored.
         Raises ReadOnlyError, LogClosedError, InvalidOffsetError (``start`` outside [log
         start, log end]), ValueError (settings < 1, or open with other settings)."""
         ...

@@ -302,6 +302,7 @@ class Broker:
                 metrics,
                 self._connections_by_listener,
                 quotas=ctx.quotas,
+                transactions=ctx.transactions,
             )
         )
         server, _thread = start_http_server(

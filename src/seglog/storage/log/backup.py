@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING
 from seglog.errors import DirectoryNotFoundError, StorageError
 from seglog.storage.fileio import files
 from seglog.storage.index.offset_time import OffsetIndex, TimeIndex
+from seglog.storage.index.txn_index import encode_entry
 from seglog.storage.log.subscription import SUBSCRIPTIONS_DIR, backup_states
+from seglog.storage.segment.transactions import TXN_SNAPSHOT, snapshot_bytes
 
 if TYPE_CHECKING:
     from seglog.storage.log.log import Log
@@ -39,8 +41,17 @@ __all__ = [
 Progress = Callable[[int, int], None]
 """``progress(bytes_done, bytes_total)``, called as files are copied."""
 
-_SKIP_SUFFIXES = (".log", ".index", ".timeindex", ".deleted", ".cleaned", ".swap", ".bak")
-_SKIP_NAMES = {files.CLEAN_SHUTDOWN, files.RECOVERY_POINT, "key-index", ".lock"}
+_SKIP_SUFFIXES = (
+    ".log",
+    ".index",
+    ".timeindex",
+    files.TXNINDEX_SUFFIX,
+    ".deleted",
+    ".cleaned",
+    ".swap",
+    ".bak",
+)
+_SKIP_NAMES = {files.CLEAN_SHUTDOWN, files.RECOVERY_POINT, "key-index", ".lock", TXN_SNAPSHOT}
 _CHUNK = 1 << 20
 
 
@@ -154,6 +165,14 @@ def plan_log(log: Log, prefix: str, out: Plan) -> None:
                 tix = _time_index_bytes(seg.time_index, end - seg.base_offset)
                 items.append(BackupItem(prefix + seg.index.path.name, len(idx), data=idx))
                 items.append(BackupItem(prefix + seg.time_index.path.name, len(tix), data=tix))
+                txn = b"".join(
+                    encode_entry(e) for e in seg.txn_index.entries if e.last_offset < end
+                )
+                if txn:
+                    items.append(BackupItem(prefix + seg.txn_index.path.name, len(txn), data=txn))
+            if upper == log.log_end_offset:  # the transactions' state at the prefix's end
+                snap = snapshot_bytes(upper, log._state.txns.ongoing)
+                items.append(BackupItem(prefix + TXN_SNAPSHOT, len(snap), data=snap))
         except BaseException:
             for item in items:
                 if item.fd is not None:

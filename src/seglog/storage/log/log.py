@@ -351,6 +351,7 @@ class Log(LogAPI):
         max_in_flight: int = 1024,
         start: int = OFFSET_OLDEST,
         max_deliveries: int | None = None,
+        isolation_level: IsolationLevel = "read_uncommitted",
     ) -> Subscription:
         return self._registry().subscribe(
             name,
@@ -358,6 +359,7 @@ class Log(LogAPI):
             max_in_flight=max_in_flight,
             start=start,
             max_deliveries=max_deliveries,
+            isolation_level=isolation_level,
         )
 
     def unsubscribe(self, name: str) -> None:

@@ -98,6 +98,11 @@ def refresh(st: LogState) -> int:
         end = segs[-1].next_offset if segs else 0
         old_end = st.log_end_offset
         st.log_end_offset = st.high_watermark = max(old_end, end)
+        if st.log_end_offset > old_end:  # the writer's transactions since (in memory)
+            for seg in segs:
+                if seg.next_offset > old_end:
+                    seg.txn_index.truncate_from(old_end)
+            st.txns.replay(segs, old_end)
         if st.keys is not None and st.log_end_offset > old_end:
             for batch in batches(st, max(old_end, st.log_start_offset), st.log_end_offset):
                 st.keys.add(batch)

@@ -71,6 +71,7 @@ from seglog.storage.fileio import files
 from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST, Message
 
 if TYPE_CHECKING:
+    from seglog.storage.api import IsolationLevel
     from seglog.storage.log.log import Log
 
 __all__ = [
@@ -170,8 +171,10 @@ class Subscription:
         position: int,
         pending: dict[int, int],
         max_deliveries: int | None = None,
+        isolation_level: IsolationLevel = "read_uncommitted",
     ) -> None:
         self._log = log
+        self._isolation: IsolationLevel = isolation_level
         self._max_deliveries = max_deliveries
         self._owner = owner
         self._path = path
@@ -212,6 +215,12 @@ class Subscription:
     def max_in_flight(self) -> int:
         """Most delivered-but-unacknowledged messages at any time."""
         return self._max_in_flight
+
+    @property
+    def isolation_level(self) -> IsolationLevel:
+        """What ``fetch`` reads (``Log.subscribe``): read_committed delivers committed
+        records only, up to the last stable offset."""
+        return self._isolation
 
     @property
     def max_deliveries(self) -> int | None:
@@ -307,7 +316,9 @@ class Subscription:
             room = min(max_count - len(out), self._max_in_flight - len(self._pending))
             if room > 0:
                 old_position = self._position
-                cols = self._log.consume_columns(self._position, room)
+                cols = self._log.consume_columns(
+                    self._position, room, isolation_level=self._isolation
+                )
                 nxt = cols.next_offset
                 offsets: list[int] = cols.offsets.tolist()
                 if decode:
@@ -438,7 +449,10 @@ class Subscription:
             self._waiters.add(fut)
             fut.add_done_callback(self._forget)
             if len(self._pending) < self._max_in_flight:
-                data = self._log.wait_for_offset(self._position)
+                at = self._position
+                if self._isolation == "read_committed" and at >= self._log.last_stable_offset:
+                    at = max(at, self._log.high_watermark)  # held by a transaction: next append
+                data = self._log.wait_for_offset(at)
                 data.add_done_callback(lambda d: _chain(d, fut))
                 fut.add_done_callback(lambda _: data.cancel())
         return fut
@@ -743,8 +757,11 @@ class Subscriptions:
         max_in_flight: int,
         start: int,
         max_deliveries: int | None = None,
+        isolation_level: IsolationLevel = "read_uncommitted",
     ) -> Subscription:
         """See ``Log.subscribe``."""
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"isolation_level {isolation_level!r}")
         validate_subscription_name(name)
         if (
             ack_wait_ms < 1
@@ -757,8 +774,13 @@ class Subscriptions:
         with self._lock:
             live = self._live.get(name)
             if live is not None and not live.closed:
-                settings = (live.ack_wait_ms, live.max_in_flight, live.max_deliveries)
-                if settings != (ack_wait_ms, max_in_flight, max_deliveries):
+                settings = (
+                    live.ack_wait_ms,
+                    live.max_in_flight,
+                    live.max_deliveries,
+                    live.isolation_level,
+                )
+                if settings != (ack_wait_ms, max_in_flight, max_deliveries, isolation_level):
                     raise ValueError(f"subscription {name} is open with other settings")
                 return live
             directory = self.directory
@@ -769,7 +791,7 @@ class Subscriptions:
             loaded = _load(path)
             pending: dict[int, int] = {}
             if loaded is None:
-                position = _start_position(self._log, start)
+                position = _start_position(self._log, start, isolation_level)
             else:
                 position, pending = loaded
                 end = st.log_end_offset  # a tail lost since (relaxed policy, recover)
@@ -788,6 +810,7 @@ class Subscriptions:
                 position=position,
                 pending=pending,
                 max_deliveries=max_deliveries,
+                isolation_level=isolation_level,
             )
             self._live[name] = sub
             return sub
@@ -837,11 +860,12 @@ class Subscriptions:
                 _logger.warning("cannot compact subscription %s at close: %s", sub.name, e)
 
 
-def _start_position(log: Log, start: int) -> int:
+def _start_position(log: Log, start: int, isolation_level: IsolationLevel) -> int:
     if start == OFFSET_OLDEST:
         return log.log_start_offset
     if start == OFFSET_NEWEST:
-        return log.high_watermark
+        committed = isolation_level == "read_committed"
+        return log.last_stable_offset if committed else log.high_watermark
     if not log.log_start_offset <= start <= log.log_end_offset:
         raise InvalidOffsetError(
             f"start {start} outside [{log.log_start_offset}, {log.log_end_offset}]"

@@ -21,13 +21,16 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from kafka.record.util import decode_varint, encode_varint
 
 from seglog.storage.log.blocking import CancelToken
 from seglog.storage.log.log import Log, open_log
 from seglog.storage.record.message import Message
+
+if TYPE_CHECKING:
+    from seglog.storage.api import IsolationLevel
 
 __all__ = [
     "BYTES",
@@ -166,15 +169,29 @@ class TypedLog(Generic[K, V]):
         """Encode and publish; returns the next offset (``Log.publish``)."""
         return self.log.publish([self._encode(m) for m in messages])
 
-    def consume(self, offset: int, max_count: int) -> tuple[int, list[TypedMessage[K, V]]]:
+    def consume(
+        self,
+        offset: int,
+        max_count: int,
+        *,
+        isolation_level: IsolationLevel = "read_uncommitted",
+    ) -> tuple[int, list[TypedMessage[K, V]]]:
         """``Log.consume``, decoded."""
-        return self.decode_all(self.log.consume(offset, max_count))
+        return self.decode_all(self.log.consume(offset, max_count, isolation_level=isolation_level))
 
     def consume_blocking(
-        self, offset: int, max_count: int, timeout_s: float, *, cancel: CancelToken | None = None
+        self,
+        offset: int,
+        max_count: int,
+        timeout_s: float,
+        *,
+        cancel: CancelToken | None = None,
+        isolation_level: IsolationLevel = "read_uncommitted",
     ) -> tuple[int, list[TypedMessage[K, V]]]:
         """``Log.consume_blocking``, decoded."""
-        got = self.log.consume_blocking(offset, max_count, timeout_s, cancel=cancel)
+        got = self.log.consume_blocking(
+            offset, max_count, timeout_s, cancel=cancel, isolation_level=isolation_level
+        )
         return self.decode_all(got)
 
     def consume_by_key(

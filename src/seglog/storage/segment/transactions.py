@@ -38,6 +38,7 @@ __all__ = [
     "Transactions",
     "read_snapshot",
     "recover_transactions",
+    "snapshot_bytes",
     "write_snapshot",
 ]
 
@@ -125,10 +126,15 @@ class Transactions:
         return seen
 
 
+def snapshot_bytes(offset: int, ongoing: dict[int, int]) -> bytes:
+    """The contents of ``transaction-state`` for the state of the offsets below ``offset``."""
+    body = {"offset": offset, "ongoing": sorted([p, f] for p, f in ongoing.items())}
+    return json.dumps(body).encode()
+
+
 def write_snapshot(directory: pathlib.Path, offset: int, ongoing: dict[int, int]) -> None:
     """Write ``transaction-state``: the state of the offsets below ``offset``. OSError."""
-    body = {"offset": offset, "ongoing": sorted([p, f] for p, f in ongoing.items())}
-    files.write_small_file(directory / TXN_SNAPSHOT, json.dumps(body).encode())
+    files.write_small_file(directory / TXN_SNAPSHOT, snapshot_bytes(offset, ongoing))
 
 
 def read_snapshot(directory: pathlib.Path) -> tuple[int, dict[int, int]] | None:

@@ -10,7 +10,12 @@ import os
 import pathlib
 from dataclasses import asdict, dataclass, field
 
-from seglog.errors import DataDirLockedError, DirectoryNotFoundError
+from seglog.errors import (
+    CorruptRecordError,
+    DataDirLockedError,
+    DirectoryNotFoundError,
+    StorageError,
+)
 from seglog.storage.config import LogConfig
 from seglog.storage.fileio import files
 from seglog.storage.log.log import Log
@@ -18,6 +23,7 @@ from seglog.storage.segment import checkpoints
 from seglog.storage.segment.format_version import check_format, ensure_format
 from seglog.storage.segment.recovery import LoadReport, load_segments
 from seglog.storage.segment.segment import Segment
+from seglog.storage.segment.transactions import recover_transactions
 
 __all__ = ["CheckReport", "check", "log_directories", "recover", "stat"]
 
@@ -44,7 +50,8 @@ class CheckReport:
     torn_tail: bool = False
     """The only problem is at the end of the log (crash recovery truncates it on open)."""
     index_problems: list[int] = field(default_factory=list)
-    """Base offsets of segments whose index files disagree with the data (rebuildable)."""
+    """Base offsets of segments whose index files (``.index``, ``.timeindex``,
+    ``.txnindex``) disagree with the data (rebuildable)."""
     removed_segments: list[int] = field(default_factory=list)
     """(recover) base offsets of segments deleted after the valid prefix."""
     truncated_bytes: int = 0
@@ -92,6 +99,7 @@ def _check_one(directory: pathlib.Path) -> CheckReport:
     report.problems.extend(format_problems)
     segs = load_segments(directory, LogConfig(), "read_only", report, full_scan=True)
     try:
+        _check_txn_indexes(directory, segs, report)
         bases = files.list_segment_bases(directory)
         total = sum(os.stat(files.log_path(directory, b)).st_size for b in bases)
         return CheckReport(
@@ -109,6 +117,25 @@ def _check_one(directory: pathlib.Path) -> CheckReport:
     finally:
         for s in segs:
             s.close()
+
+
+def _check_txn_indexes(directory: pathlib.Path, segs: list[Segment], report: LoadReport) -> None:
+    """Compare each segment's ``.txnindex`` with the ABORT markers its data holds (a
+    replay of every batch header, in memory): one entry per marker, same producer id and
+    marker offset, in order. A file that does not parse (Kafka's 34-byte AbortedTxn
+    layout) or disagrees is an index problem (recovery rebuilds it)."""
+    stored = {s.base_offset: (s.txn_index_suspect, s.txn_index.entries) for s in segs}
+    try:
+        recover_transactions(directory, segs, full=True)  # read-only: in memory
+    except (CorruptRecordError, StorageError) as e:  # a control batch without its marker
+        report.problems.append(f"transactions: {e}")
+        return
+    for seg in segs:
+        suspect, entries = stored[seg.base_offset]
+        want = [(e.producer_id, e.last_offset) for e in seg.txn_index.entries]
+        have = [(e.producer_id, e.last_offset) for e in entries]
+        if (suspect or want != have) and seg.base_offset not in report.index_problems:
+            report.index_problems.append(seg.base_offset)
 
 
 def check(path: str | os.PathLike[str]) -> list[CheckReport]:
