@@ -16,10 +16,12 @@ from seglog.storage import (
     Log,
     backup,
     check,
+    delete_offsets,
     encode_control_batch,
     open_log,
     restore,
     snapshot,
+    trim_by_offset,
 )
 
 from ._batches import make_batch, txn_batch
@@ -242,3 +244,28 @@ def test_check_backup_restore_carry_the_txnindex(tmp_path):
         assert (log.aborted_transactions(0, 100), log.ongoing_transactions()) == want
     (report,) = check(d)
     assert report.index_problems == []
+
+
+def test_trims_and_delete_offsets_keep_the_lso(tmp_path):
+    with open_log(tmp_path / "p", create=True, segment_messages=2) as log:
+        log.append(txn_batch(7, 2))  # 0-1: ongoing
+        log.append(txn_batch(8, 2))  # 2-3
+        marker = _end(log, 8, commit=False)  # 4
+        for i in range(3):
+            log.append(make_batch(2, tag=b"%d" % i))  # 5-10
+        log.sync()
+        assert log.last_stable_offset == 0
+        # a marker is not a record: delete_offsets leaves it (and the transaction) alone
+        assert delete_offsets(log, [marker]).offsets == []
+        assert delete_offsets(log, [1]).offsets == [1]
+        assert log.last_stable_offset == 0
+        assert log.aborted_transactions(0, 100) == [(8, 2)]
+        trim_by_offset(log, 4)
+        assert log.log_start_offset == 4
+        assert log.last_stable_offset == 4  # the ongoing transaction's start, clamped
+        assert log.consume(OFFSET_OLDEST, 100, isolation_level="read_committed") == (4, [])
+        _end(log, 7, commit=True)
+        log.sync()
+        assert log.last_stable_offset == log.high_watermark == 12
+        _, msgs = log.consume(OFFSET_OLDEST, 100, isolation_level="read_committed")
+        assert [m.offset for m in msgs] == list(range(5, 11))

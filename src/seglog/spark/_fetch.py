@@ -28,7 +28,7 @@ confluent-kafka in ``_wire``. A failed authentication raises
 Isolation (option ``kafka.isolation.level``): read_uncommitted Fetches with isolation level
 0; read_committed with 1, so the broker returns records below the last stable offset with
 the aborted transactions among them, whose records the decoder drops
-(``decode_columns(aborted=...)``, Kafka's consumer filter). Control batches (transaction
+(``decode_batches(aborted=...)``, Kafka's consumer filter). Control batches (transaction
 markers) are never decoded into rows.
 """
 
@@ -49,8 +49,7 @@ from seglog.broker import (
     client_supports,
     split_host_port,
 )
-from seglog.columnar import columns_batch, decode_batches
-from seglog.storage import decode_columns
+from seglog.columnar import decode_batches
 
 __all__ = [
     "RAW_OPTIONS",
@@ -230,16 +229,11 @@ def read_raw_range(
                     )
                 continue
             quiet_since = time.monotonic()
-            if read_committed:
-                columns = decode_columns(batches, position, end, check_crcs=check_crcs,
-                                         aborted=aborted)  # fmt: skip
-                yield columns_batch(columns, topic=topic, partition=partition,
-                                    include_headers=include_headers)  # fmt: skip
-            else:
-                yield decode_batches(
-                    batches, topic=topic, partition=partition, start=position, end=end,
-                    include_headers=include_headers, check_crcs=check_crcs,
-                )  # fmt: skip
+            yield decode_batches(
+                batches, topic=topic, partition=partition, start=position, end=end,
+                include_headers=include_headers, check_crcs=check_crcs,
+                aborted=aborted if read_committed else None,
+            )  # fmt: skip
             position = after
     finally:
         fetcher.close()

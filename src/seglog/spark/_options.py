@@ -16,10 +16,13 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seglog.broker import CLIENT_OPTIONS, client_supports
 from seglog.spark._security import client_options
+
+if TYPE_CHECKING:
+    from seglog.storage import IsolationLevel
 
 __all__ = [
     "EARLIEST",
@@ -175,7 +178,7 @@ class ReadOptions:
     ending_by_timestamp: dict[TopicPartition, int] | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
-    isolation_level: str = "read_uncommitted"
+    isolation_level: IsolationLevel = "read_uncommitted"
 
     @property
     def starts_by_time(self) -> bool:
@@ -252,7 +255,9 @@ class ReadOptions:
             fail_on_data_loss=parse_bool(_get(options, "failOnDataLoss"), "failOnDataLoss", True),
             min_partitions=_parse_int(_get(options, "minPartitions"), "minPartitions", 1),
             kafka=kafka,
-            isolation_level=isolation,
+            isolation_level="read_committed"
+            if isolation == "read_committed"
+            else "read_uncommitted",
             **_timestamp_options(options, streaming=streaming),
             **_trigger_options(options, streaming=streaming),
         )

@@ -111,7 +111,8 @@ def control_marker(batch: bytes | bytearray | memoryview) -> tuple[bool, int] | 
         return None
     if attributes & 0x07:
         raise CorruptRecordError("compressed control batch")
-    rec = bytes(batch[_HEADER_SIZE:])
+    (length,) = struct.unpack_from(">i", batch, 8)  # batchLength: this batch only
+    rec = bytes(batch[_HEADER_SIZE : length + 12])
     try:
         _, pos = decode_varint(rec, 0)  # length
         _, pos = decode_varint(rec, pos + 1)  # attributes (one byte), timestampDelta
