@@ -74,6 +74,9 @@ class RawProducer:
     topic the broker does not have or refuses, ConnectionError / OSError when no broker
     answers, SaslAuthenticationFailedError on a refused login."""
 
+    _txn: Transaction | None = None
+    """The transaction the batches are written in (None: not transactional)."""
+
     def __init__(
         self,
         kafka: Mapping[str, str],
