@@ -18,6 +18,7 @@ from typing import Any
 import kafka.errors as ke
 import pyarrow as pa
 import pytest
+from confluent_kafka import Producer
 
 from seglog.broker import BrokerProcess, start_broker
 from seglog.spark._exactly_once import (
@@ -27,6 +28,7 @@ from seglog.spark._exactly_once import (
     write_in_transaction,
 )
 from seglog.spark._options import ReadOptions, WriteOptions
+from seglog.spark._wire import WireRangePartition, read_wire_range, wire_bounds
 
 from ._exactly_once_helpers import consumed, create_topic, failing_rows, spark_read
 
@@ -219,3 +221,38 @@ def test_option_errors_name_the_option() -> None:
     assert "isolation.level" not in committed.kafka  # the raw reader still applies
     with pytest.raises(ValueError, match=r"kafka\.isolation\.level must be"):
         ReadOptions.parse({**read, "kafka.isolation.level": "committed"}, streaming=False)
+
+
+@pytest.mark.parametrize("client", ["raw Fetch", "confluent-kafka"])
+def test_wire_reads_honour_the_isolation_level(broker: BrokerProcess, client: str) -> None:
+    """5 plain records, an aborted transaction of 7, an open one of 3, then 1 plain: a
+    read_committed read ends at the open transaction (the last stable offset) without the
+    aborted records; read_uncommitted reads all 16 (the ABORT marker is no row). The
+    confluent-kafka path is taken for any option the raw reader lacks."""
+    topic = f"eos-isolation-{client.split(maxsplit=1)[0]}"
+    create_topic(broker.bootstrap, topic, 1)
+    options = WriteOptions.parse(
+        {"kafka.bootstrap.servers": broker.bootstrap, "topic": topic, "exactlyOnce": "true"}
+    )
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(5):
+        producer.produce(topic, f"{i}|".encode())
+    assert producer.flush(30) == 0
+    aborted = write_in_transaction(_rows(range(5, 12)), options, topic, 0)
+    abort_transactions([aborted], options, None)
+    write_in_transaction(_rows(range(12, 15)), options, topic, 1)  # left open
+    producer.produce(topic, b"15|")
+    assert producer.flush(30) == 0
+    extra = {} if client == "raw Fetch" else {"kafka.fetch.min.bytes": "1"}
+    for level, expected in (("read_committed", range(5)), ("read_uncommitted", range(16))):
+        read = ReadOptions.parse(
+            {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic,
+             "kafka.isolation.level": level, **extra},
+            streaming=False,
+        )  # fmt: skip
+        ((start, end),) = wire_bounds(read).values()
+        assert (start, end) == ((0, 13) if level == "read_committed" else (0, 17))
+        part = WireRangePartition(topic, 0, start, end, False, read.kafka, True,
+                                  read.isolation_level)  # fmt: skip
+        values = [v for b in read_wire_range(part) for v in b.column("value").to_pylist()]
+        assert values == [f"{i}|".encode() for i in expected], level
