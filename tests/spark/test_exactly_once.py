@@ -28,6 +28,7 @@ from seglog.spark._exactly_once import (
     write_in_transaction,
 )
 from seglog.spark._options import ReadOptions, WriteOptions
+from seglog.spark._txn import Coordinators, Transaction
 from seglog.spark._wire import WireRangePartition, read_wire_range, wire_bounds
 
 from ._exactly_once_helpers import consumed, create_topic, failing_rows, spark_read
@@ -256,3 +257,20 @@ def test_wire_reads_honour_the_isolation_level(broker: BrokerProcess, client: st
                                   read.isolation_level)  # fmt: skip
         values = [v for b in read_wire_range(part) for v in b.column("value").to_pylist()]
         assert values == [f"{i}|".encode() for i in expected], level
+
+
+def test_a_fenced_task_fails_the_commit_after_every_other_commits(broker: BrokerProcess) -> None:
+    """12 tasks, committed by the driver's threads; task 5 was fenced by a newer attempt
+    (speculation): the commit raises naming it, and the 11 others are committed."""
+    topic = "eos-many"
+    create_topic(broker.bootstrap, topic, 3)
+    options = WriteOptions.parse(
+        {"kafka.bootstrap.servers": broker.bootstrap, "topic": topic, "exactlyOnce": "true"}
+    )
+    written = [write_in_transaction(_rows(range(i * 10, i * 10 + 10)), options, "many", i)
+               for i in range(12)]  # fmt: skip
+    Transaction(Coordinators(options.kafka), "many-5").init(60_000)  # a newer attempt of task 5
+    with pytest.raises(RuntimeError, match="task 5 "):
+        commit_transactions(written, options)
+    expected = collections.Counter(str(i) for i in range(120) if i // 10 != 5)
+    assert consumed(broker.bootstrap, topic, 3, "read_committed") == expected

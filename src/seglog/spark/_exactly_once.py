@@ -26,13 +26,14 @@ Task (``write_in_transaction``):
    without ending the transaction. A task that fails aborts it (best effort; otherwise
    the retry's fencing, the driver's ``abort`` or the transaction timeout does).
 
-Driver (``commit_transactions`` / ``abort_transactions``): EndTxn(commit) for every
-task's transaction, resuming it by transactional id, producer id and epoch (the way
-Flink's Kafka sink commits); a commit retried after a crash finds the transaction
-CompleteCommit, which Kafka answers with NONE. ``abort`` ends them with abort, and for
-each failed task (no message) bumps its transactional id's epoch (InitProducerId), which
-aborts the transaction its last attempt left open, so read_committed readers are not held
-at that task's first offset until ``transaction.timeout.ms``.
+Driver (``commit_transactions`` / ``abort_transactions``, ``DRIVER_THREADS`` at once):
+EndTxn(commit) for every task's transaction, resuming it by transactional id, producer
+id and epoch (the way Flink's Kafka sink commits); a commit retried after a crash finds
+the transaction CompleteCommit, which Kafka answers with NONE. ``abort`` ends them with
+abort, and for each failed task (no message) bumps its transactional id's epoch
+(InitProducerId), which aborts the transaction its last attempt left open, so
+read_committed readers are not held at that task's first offset until
+``transaction.timeout.ms``.
 
 Guarantee and limits: read_committed readers see every row of a committed write once; a
 task retry, a failed job and a replayed micro-batch leave nothing extra visible. A driver
@@ -50,8 +51,10 @@ import contextlib
 import itertools
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import kafka.errors as ke
 import pyarrow as pa
@@ -74,6 +77,8 @@ __all__ = [
 ]
 
 DEFAULT_PREFIX = "seglog-sink"
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -165,37 +170,75 @@ def _written(messages: Sequence[WriterCommitMessage | None]) -> list[TxnWritten]
     return [m for m in messages if isinstance(m, TxnWritten) and m.partitions]
 
 
+_ENDED = (
+    ke.ProducerFencedError,
+    ke.InvalidProducerEpochError,
+    ke.InvalidTxnStateError,
+    ke.InvalidProducerIdMappingError,
+)
+"""EndTxn errors saying the transaction is no longer open at that epoch (ended, fenced by
+a newer epoch, or unknown)."""
+
+DRIVER_THREADS = 8
+"""Threads (each with its own connections) the driver ends transactions with: EndTxn
+waits for the coordinator's log write, so a write of many tasks commits in parallel."""
+
+
+def _in_parallel(
+    items: Sequence[T], options: WriteOptions, work: Callable[[Coordinators, T], None]
+) -> None:
+    """``work(coordinators, item)`` for every item, spread over up to ``DRIVER_THREADS``
+    threads with a ``Coordinators`` each; every item is tried, then the first error (in
+    item order) is raised."""
+    indexed = list(enumerate(items))
+    chunks = [indexed[k::DRIVER_THREADS] for k in range(min(DRIVER_THREADS, len(items)))]
+    errors: dict[int, Exception] = {}
+
+    def run(chunk: list[tuple[int, T]]) -> None:
+        coordinators = Coordinators(options.kafka)
+        try:
+            for index, item in chunk:
+                try:
+                    work(coordinators, item)
+                except Exception as exc:  # raised below, the first in item order
+                    errors[index] = exc
+        finally:
+            coordinators.close()
+
+    if len(chunks) == 1:
+        run(chunks[0])
+    else:
+        with ThreadPoolExecutor(len(chunks), thread_name_prefix="seglog-end-txn") as pool:
+            for done in [pool.submit(run, chunk) for chunk in chunks]:
+                done.result()
+    if errors:
+        raise errors[min(errors)]
+
+
 def commit_transactions(
     messages: Sequence[WriterCommitMessage | None], options: WriteOptions
 ) -> int:
-    """EndTxn(commit) for the transaction of every task that wrote rows; returns the
-    records committed. A transaction already committed (a retried commit) counts as
-    committed. Raises RuntimeError naming the task when one had been aborted (fenced by
-    a newer attempt of the same task, i.e. speculation, or past its timeout): the
-    transactions committed before it stay committed."""
-    coordinators = Coordinators(options.kafka)
-    try:
-        for m in _written(messages):
-            try:
-                end_txn(
-                    coordinators, m.transactional_id, m.producer_id, m.producer_epoch, commit=True
-                )
-            except (
-                ke.ProducerFencedError,
-                ke.InvalidProducerEpochError,
-                ke.InvalidTxnStateError,
-                ke.InvalidProducerIdMappingError,
-            ) as exc:
-                raise RuntimeError(
-                    f"seglog sink: the transaction of task {m.partition_id} "
-                    f"({m.transactional_id!r}, producer {m.producer_id} epoch "
-                    f"{m.producer_epoch}) was aborted before the commit ({type(exc).__name__}:"
-                    " a newer attempt of the task fenced it, or it outlived "
-                    "kafka.transaction.timeout.ms); its rows are not written"
-                ) from exc
-        return sum(m.records for m in _written(messages))
-    finally:
-        coordinators.close()
+    """EndTxn(commit) for the transaction of every task that wrote rows (in parallel,
+    ``DRIVER_THREADS``); returns the records committed. A transaction already committed (a
+    retried commit) counts as committed. Raises RuntimeError naming a task whose
+    transaction had been aborted (fenced by a newer attempt of the same task, i.e.
+    speculation, or past its timeout), after committing every other one."""
+
+    def commit(coordinators: Coordinators, m: TxnWritten) -> None:
+        try:
+            end_txn(coordinators, m.transactional_id, m.producer_id, m.producer_epoch, commit=True)
+        except _ENDED as exc:
+            raise RuntimeError(
+                f"seglog sink: the transaction of task {m.partition_id} "
+                f"({m.transactional_id!r}, producer {m.producer_id} epoch "
+                f"{m.producer_epoch}) was aborted before the commit ({type(exc).__name__}:"
+                " a newer attempt of the task fenced it, or it outlived "
+                "kafka.transaction.timeout.ms); its rows are not written"
+            ) from exc
+
+    written = _written(messages)
+    _in_parallel(written, options, commit)
+    return sum(m.records for m in written)
 
 
 def abort_transactions(
@@ -205,27 +248,19 @@ def abort_transactions(
     they are), and a new epoch for the transactional id of every failed task (index of a
     None message; needs ``prefix``), which aborts whatever its last attempt left open.
     Raises only when the cluster cannot be reached."""
-    coordinators = Coordinators(options.kafka)
-    try:
-        for m in _written(messages):
-            with contextlib.suppress(
-                ke.ProducerFencedError,
-                ke.InvalidProducerEpochError,
-                ke.InvalidTxnStateError,
-                ke.InvalidProducerIdMappingError,
-            ):
-                end_txn(
-                    coordinators, m.transactional_id, m.producer_id, m.producer_epoch, commit=False
-                )
-        if prefix is None:
-            return
-        for index, message in enumerate(messages):
-            if message is None:
-                Transaction(coordinators, transactional_id(prefix, index)).init(
-                    options.transaction_timeout_ms
-                )
-    finally:
-        coordinators.close()
+
+    def abort(coordinators: Coordinators, m: TxnWritten) -> None:
+        with contextlib.suppress(*_ENDED):
+            end_txn(coordinators, m.transactional_id, m.producer_id, m.producer_epoch,
+                    commit=False)  # fmt: skip
+
+    def fence(coordinators: Coordinators, txn_id: str) -> None:
+        Transaction(coordinators, txn_id).init(options.transaction_timeout_ms)
+
+    _in_parallel(_written(messages), options, abort)
+    if prefix is not None:
+        failed = [transactional_id(prefix, i) for i, m in enumerate(messages) if m is None]
+        _in_parallel(failed, options, fence)
 
 
 def prefix_of(messages: Sequence[WriterCommitMessage | None]) -> str | None:
