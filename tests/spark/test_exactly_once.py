@@ -274,3 +274,36 @@ def test_a_fenced_task_fails_the_commit_after_every_other_commits(broker: Broker
         commit_transactions(written, options)
     expected = collections.Counter(str(i) for i in range(120) if i // 10 != 5)
     assert consumed(broker.bootstrap, topic, 3, "read_committed") == expected
+
+
+def test_batch_writes_inside_foreach_batch_are_writes_of_their_own(
+    spark: Any, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """A batch write's tasks carry the micro-batch's query and batch ids (Spark's local
+    properties) inside ``foreachBatch``: they must not be taken for the stream sink's
+    replay records, or the second of two writes of one micro-batch would be skipped."""
+    source, sink = "eos-feb-in", "eos-feb-out"
+    create_topic(broker.bootstrap, source, 1)
+    create_topic(broker.bootstrap, sink, 1)
+    _write(failing_rows(spark, 50, set(), first_attempt_only=True), broker.bootstrap, source)
+
+    def twice(df: Any, _batch_id: int) -> None:
+        rows = df.selectExpr("value")
+        _write(rows, broker.bootstrap, sink)
+        _write(rows, broker.bootstrap, sink)
+
+    query = (
+        spark.readStream.format("seglog")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .writeStream.foreachBatch(twice)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    expected = collections.Counter({str(i): 2 for i in range(50)})
+    assert consumed(broker.bootstrap, sink, 1, "read_committed") == expected

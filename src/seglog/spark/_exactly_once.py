@@ -205,8 +205,9 @@ def _in_parallel(
         finally:
             coordinators.close()
 
-    if len(chunks) == 1:
-        run(chunks[0])
+    if len(chunks) <= 1:
+        for chunk in chunks:
+            run(chunk)
     else:
         with ThreadPoolExecutor(len(chunks), thread_name_prefix="seglog-end-txn") as pool:
             for done in [pool.submit(run, chunk) for chunk in chunks]:

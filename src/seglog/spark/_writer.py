@@ -53,6 +53,7 @@ class _Writing:
 
     def __init__(self, options: WriteOptions, raw: dict[str, str], streaming: bool) -> None:
         self.options = options
+        self.streaming = streaming
         self.write_id = uuid.uuid4().hex[:16]
         """A batch write's id, chosen on the driver (the writer is pickled to the tasks
         and to the commit): names its transactional ids in exactly-once mode."""
@@ -78,16 +79,19 @@ class _Writing:
         opts = self.options
         if opts.exactly_once:
             context = TaskContext.get()
-            assert context is not None, "write() runs in a Spark task"
+            if context is None:
+                raise RuntimeError("seglog sink: write() runs outside a Spark task")
+            if not self.streaming:  # also inside a query's foreachBatch: a write of its own
+                prefix = batch_prefix(opts, self.write_id)
+                return write_in_transaction(iterator, opts, prefix, context.partitionId())
+            # Spark's local properties of a micro-batch's jobs (MicroBatchExecution)
             query_id = context.getLocalProperty("sql.streaming.queryId")
             batch_id = context.getLocalProperty("streaming.sql.batchId")
-            if query_id is None:
-                prefix = batch_prefix(opts, self.write_id)
-            else:
-                prefix = stream_prefix(opts, query_id)
+            if query_id is None or batch_id is None:
+                raise RuntimeError("seglog sink: a streaming task without a query or batch id")
             return write_in_transaction(
-                iterator, opts, prefix, context.partitionId(),
-                None if batch_id is None else int(batch_id),
+                iterator, opts, stream_prefix(opts, query_id), context.partitionId(),
+                int(batch_id),
             )  # fmt: skip
         if opts.path is None:
             produce(iterator, opts.kafka, opts.topic)
