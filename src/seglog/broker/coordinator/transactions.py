@@ -9,9 +9,11 @@ is in flight the id is ``pending`` and other requests for it get 51
 CONCURRENT_TRANSACTIONS, as Kafka's ``pendingState``. Ending a transaction writes
 PrepareCommit/PrepareAbort, then a COMMIT/ABORT control batch to every partition of the
 transaction (:mod:`~seglog.broker.coordinator.txn_markers`) and its transactional offsets
-to ``__consumer_offsets``, then CompleteCommit/CompleteAbort; EndTxn is answered after the
-Complete state is durable (Kafka answers after Prepare; answering later is allowed and
-makes a read_committed read right after EndTxn see the transaction's records).
+to ``__consumer_offsets``, then CompleteCommit/CompleteAbort; EndTxn is answered once the
+markers and offsets are durable and the Complete state is written (Kafka answers after
+Prepare; answering later makes a read_committed read right after EndTxn see the
+transaction's records). The Complete state is not awaited durable: lost in a crash, the
+Prepare state found at the next start is completed again.
 
 Errors are Kafka 4's, by request version (KIP-588): a producer of an older epoch gets 90
 PRODUCER_FENCED from InitProducerId v4+, AddPartitionsToTxn/AddOffsetsToTxn/EndTxn v2+,
@@ -110,9 +112,9 @@ class TransactionCoordinator:
 
     # -- writes -----------------------------------------------------------------------
 
-    async def _write(self, target: TransactionMetadata) -> None:
-        """Write ``target`` durably, then make it the id's state."""
-        await self._log.write(target.transactional_id, target)
+    async def _write(self, target: TransactionMetadata, *, durable: bool = True) -> None:
+        """Write ``target`` (durably unless told), then make it the id's state."""
+        await self._log.write(target.transactional_id, target, durable=durable)
         old = self._txns.get(target.transactional_id)
         if old is not None and self._by_pid.get(old.producer_id) is old:
             del self._by_pid[old.producer_id]
@@ -284,7 +286,9 @@ class TransactionCoordinator:
         done.partitions = set()
         done.start_ms = -1
         done.last_update_ms = _now_ms()
-        await self._write(done)
+        # not awaited durable: lost in a crash, the Prepare state is found at the next
+        # start and completed again (a second marker, which readers skip)
+        await self._write(done, durable=False)
         if commit:
             self.commits += 1
         else:
