@@ -8,8 +8,9 @@ the same run (confluent-kafka / librdkafka clients, 1 partition):
   the transactional topic (every transaction committed, one marker each), against
   ``read_uncommitted`` reading the same topic. Goal: >= 0.9x.
 
-Each repeat writes fresh topics and measures both sides in turn; the table has the medians
-(records/s). ``--json FILE`` writes the rows, the settings and every sample.
+Each repeat writes fresh topics and measures both sides in turn (which goes first
+alternates between repeats); the table has the medians (records/s). ``--json FILE``
+writes the rows, the settings and every sample.
 
     .venv/bin/python benchmarks/transactions_bench.py                 # 3 repeats
     .venv/bin/python benchmarks/transactions_bench.py --records 2000 --repeat 1
@@ -146,11 +147,13 @@ def main() -> None:
             idem, txn = f"idem-{i}", f"txn-{i}"
             for future in admin.create_topics([NewTopic(idem, 1), NewTopic(txn, 1)]).values():
                 future.result(30)
-            samples["idempotent"].append(_produce(broker.bootstrap, idem, args.records, value, 0))
-            samples["transactional"].append(
-                _produce(broker.bootstrap, txn, args.records, value, args.per_txn)
-            )
-            for isolation in ("read_uncommitted", "read_committed"):
+            # each pair in turn, the first of the pair alternating between repeats, so that
+            # the load of a shared machine drifting over a run favours neither side
+            order = 1 if i % 2 == 0 else -1
+            pair = [("idempotent", idem, 0), ("transactional", txn, args.per_txn)]
+            for key, topic, per_txn in pair[::order]:
+                samples[key].append(_produce(broker.bootstrap, topic, args.records, value, per_txn))
+            for isolation in ("read_uncommitted", "read_committed")[::order]:
                 samples[isolation].append(_fetch(broker.bootstrap, txn, args.records, isolation))
             _log(f"repeat {i + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in samples.items()))
     med = {k: statistics.median(v) for k, v in samples.items()}
