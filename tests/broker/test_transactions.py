@@ -78,7 +78,9 @@ def test_confluent_commit_abort_empty(broker: str, topic: str) -> None:
 def test_confluent_send_offsets_to_transaction(broker: str, topic: str) -> None:
     """Offsets sent to a transaction are the group's only once it commits."""
     group = f"g-{topic}"
-    consumer = Consumer({"bootstrap.servers": broker, "group.id": group})
+    conf = {"bootstrap.servers": broker, "group.id": group}
+    consumer = Consumer({**conf, "isolation.level": "read_uncommitted"})
+    stable = Consumer(conf)  # read_committed: asks with require_stable
     p = confluent_producer(broker, "cf-offsets")
     meta = consumer.consumer_group_metadata()
 
@@ -89,6 +91,8 @@ def test_confluent_send_offsets_to_transaction(broker: str, topic: str) -> None:
     p.produce(topic, value=b"x", partition=0)
     p.send_offsets_to_transaction([TopicPartition(topic, 0, 10)], meta, 20)
     assert committed() < 0  # pending
+    with pytest.raises(KafkaException):  # 88 UNSTABLE_OFFSET_COMMIT, retried until then
+        stable.committed([TopicPartition(topic, 0)], 2)
     p.abort_transaction(20)
     assert committed() < 0
     p.begin_transaction()
@@ -96,7 +100,9 @@ def test_confluent_send_offsets_to_transaction(broker: str, topic: str) -> None:
     p.send_offsets_to_transaction([TopicPartition(topic, 0, 11)], meta, 20)
     p.commit_transaction(20)
     assert committed() == 11
+    assert stable.committed([TopicPartition(topic, 0)], 10)[0].offset == 11
     consumer.close()
+    stable.close()
     assert read_committed(broker, topic, 1) == [b"y"]
 
 

@@ -19,6 +19,7 @@ from kafka.protocol.producer import AddOffsetsToTxnRequest, TxnOffsetCommitReque
 from tests._wait import wait_until
 
 from seglog.broker import BrokerProcess, start_broker
+from seglog.storage import DataDir
 
 from ._txn import add, end, fetch, init, latest, send, stored_values, txn_batch
 from ._wire import Wire, ensure_topic
@@ -190,3 +191,33 @@ def test_open_transaction_across_broker_kill9(tmp_path: Path) -> None:
         code = broker.stop()
         assert code == 0, broker.log_text()
         assert "Traceback" not in broker.log_text()
+
+
+def test_stray_open_transaction_aborted_at_start(tmp_path: Path) -> None:
+    """A transaction open in a partition that the coordinator's state does not place
+    there (as after a power loss took an AddPartitionsToTxn record) is aborted at start:
+    read_committed readers are not held back by it and never see it."""
+    data = tmp_path / "data"
+    broker = start_broker(data, extra_args=ARGS)
+    with Wire(broker.bootstrap) as w:
+        ensure_topic(w, "stray")
+        r = init(w, "known")
+        pid, epoch = r.producer_id, r.producer_epoch
+        assert add(w, "known", pid, epoch, "stray") == 0
+        assert send(w, "stray", txn_batch(pid, epoch, 0, [b"kept"])) == 0
+        assert end(w, "known", pid, epoch, True) == 0  # offsets 0 and the marker 1
+    assert broker.stop() == 0
+    with DataDir(data) as topics:
+        topics.log("stray", 0).append(txn_batch(pid + 100, 0, 0, [b"stray"]))  # offset 2
+    broker = start_broker(data, port=broker.port, extra_args=ARGS)
+    try:
+        with Wire(broker.bootstrap) as w:
+            assert latest(w, "stray", 1) == 4  # the ABORT marker at 3
+            part = fetch(w, "stray", 1)
+            assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [
+                (pid + 100, 2)
+            ]
+            assert stored_values(part.records) == [b"kept", b"stray"]  # stray: client filters
+    finally:
+        assert broker.stop() == 0, broker.log_text()
+    assert "aborting producer" in broker.log_text()

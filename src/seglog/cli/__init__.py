@@ -4,10 +4,9 @@ Each command module exposes ``register(app)``; this module only assembles them, 
 CLI stays the top layer (it may import broker, spark and storage; nothing imports it).
 
 The client commands (produce, consume, topic, group, cluster, acl, quota, transactions,
-console) import
-neither the storage engine nor the broker (quota: only the broker's wire client, when it
-runs; transactions too): run as ``seglog <client command>``, only they are assembled, so they start in a
-fraction of the time the whole CLI takes to import.
+console) import neither the storage engine nor the broker (quota and transactions: only the
+broker's wire client, when they run): run as ``seglog <client command>``, only they are
+assembled, so they start in a fraction of the time the whole CLI takes to import.
 """
 
 from __future__ import annotations

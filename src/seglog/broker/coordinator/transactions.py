@@ -9,9 +9,11 @@ is in flight the id is ``pending`` and other requests for it get 51
 CONCURRENT_TRANSACTIONS, as Kafka's ``pendingState``. Ending a transaction writes
 PrepareCommit/PrepareAbort, then a COMMIT/ABORT control batch to every partition of the
 transaction (:mod:`~seglog.broker.coordinator.txn_markers`) and its transactional offsets
-to ``__consumer_offsets``, then CompleteCommit/CompleteAbort; EndTxn is answered after the
-Complete state is durable (Kafka answers after Prepare; answering later is allowed and
-makes a read_committed read right after EndTxn see the transaction's records).
+to ``__consumer_offsets``, then CompleteCommit/CompleteAbort; EndTxn is answered once the
+markers and offsets are durable and the Complete state is written (Kafka answers after
+Prepare; answering later makes a read_committed read right after EndTxn see the
+transaction's records). The Complete state is not awaited durable: lost in a crash, the
+Prepare state found at the next start is completed again.
 
 Errors are Kafka 4's, by request version (KIP-588): a producer of an older epoch gets 90
 PRODUCER_FENCED from InitProducerId v4+, AddPartitionsToTxn/AddOffsetsToTxn/EndTxn v2+,
@@ -37,7 +39,8 @@ from seglog.broker.coordinator.txn_model import (
     TransactionMetadata,
     TxnState,
 )
-from seglog.broker.log.internal_topics import OFFSETS_TOPIC
+from seglog.broker.log.internal_topics import INTERNAL_TOPICS, OFFSETS_TOPIC
+from seglog.broker.log.producers import ProducerStateTable
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.protocol import errors as _errors
 from seglog.errors import SeglogError
@@ -110,9 +113,9 @@ class TransactionCoordinator:
 
     # -- writes -----------------------------------------------------------------------
 
-    async def _write(self, target: TransactionMetadata) -> None:
-        """Write ``target`` durably, then make it the id's state."""
-        await self._log.write(target.transactional_id, target)
+    async def _write(self, target: TransactionMetadata, *, durable: bool = True) -> None:
+        """Write ``target`` (durably unless told), then make it the id's state."""
+        await self._log.write(target.transactional_id, target, durable=durable)
         old = self._txns.get(target.transactional_id)
         if old is not None and self._by_pid.get(old.producer_id) is old:
             del self._by_pid[old.producer_id]
@@ -241,7 +244,10 @@ class TransactionCoordinator:
                 target.state, target.start_ms, target.partitions = TxnState.ONGOING, now, set()
             target.partitions |= wanted
             target.last_update_ms = now
-            await self._write(target)
+            # answered before the fsync: a record lost with the page cache (power loss) is
+            # made up for at the next start, where recover() aborts whatever transaction a
+            # partition holds open that the coordinator does not place there
+            await self._write(target, durable=False)
             return _errors.NONE
 
         return await self._guarded(txn_id, work())
@@ -284,7 +290,9 @@ class TransactionCoordinator:
         done.partitions = set()
         done.start_ms = -1
         done.last_update_ms = _now_ms()
-        await self._write(done)
+        # not awaited durable: lost in a crash, the Prepare state is found at the next
+        # start and completed again (a second marker, which readers skip)
+        await self._write(done, durable=False)
         if commit:
             self.commits += 1
         else:
@@ -360,11 +368,16 @@ class TransactionCoordinator:
 
     # -- timeouts, expiration, recovery -------------------------------------------------
 
-    async def recover(self) -> None:
+    async def recover(self, producers: ProducerStateTable) -> None:
         """At start: complete every transaction found in PrepareCommit/PrepareAbort (its
         markers are written again: a partition that already has one gets a second, which
-        readers skip); abort transactional offsets whose producer has no transaction in
-        flight."""
+        readers skip); then end every transaction a partition or ``__consumer_offsets``
+        holds open that the coordinator's state does not place there (AddPartitionsToTxn
+        is answered before its record is fsynced, so a power loss can lose it): when its
+        producer's transaction is Ongoing, all of it is aborted with the epoch bumped (so a
+        commit can never leave that partition out); else an ABORT marker is written to
+        those partitions (at the epoch ``producers`` knows there) and its transactional
+        offsets are dropped."""
         for meta in list(self._txns.values()):
             if meta.in_prepare:
                 log.info(
@@ -376,12 +389,58 @@ class TransactionCoordinator:
                     meta.transactional_id,
                     self._complete(meta, commit=meta.state == TxnState.PREPARE_COMMIT),
                 )
-        live = {m.producer_id for m in self._txns.values() if m.state == TxnState.ONGOING}
+        strays: dict[int, set[Partition]] = {}
+        for topic, partition, pid in self._open_in_logs():
+            if not self._holds(pid, (topic, partition)):
+                strays.setdefault(pid, set()).add((topic, partition))
         for pid in self._committed.pending_producers():
-            if pid not in live:
-                fut, _ = self._committed.complete_txn(pid, commit=False)
-                if fut is not None:
-                    await asyncio.wrap_future(fut)
+            if not self._holds(pid, _OFFSETS_PARTITION):
+                strays.setdefault(pid, set()).add(_OFFSETS_PARTITION)
+        for pid, parts in sorted(strays.items()):
+            owner = self._by_pid.get(pid)
+            log.warning("aborting producer %d's transaction left open in %s", pid, sorted(parts))
+            if owner is not None and owner.state == TxnState.ONGOING:
+                widened = owner.copy()
+                widened.partitions |= parts
+
+                async def abort(widened: TransactionMetadata = widened) -> int:
+                    await self._fence_and_abort(widened, timed_out=False)
+                    return _errors.NONE
+
+                await self._guarded(owner.transactional_id, abort())
+                continue
+            waits = []
+            for topic, partition in sorted(parts - {_OFFSETS_PARTITION}):
+                epochs = [e for p, e, _s in producers.active(topic, partition) if p == pid]
+                epoch = max(epochs, default=owner.producer_epoch if owner is not None else 0)
+                waits += write_markers(
+                    self._topics, [(topic, partition)], pid, epoch, commit=False,
+                    coordinator_epoch=self.coordinator_epoch,
+                )  # fmt: skip
+            fut, _ = self._committed.complete_txn(pid, commit=False)
+            if fut is not None:
+                waits.append(asyncio.wrap_future(fut))
+            if waits:
+                await asyncio.gather(*waits)
+
+    def _holds(self, producer_id: int, partition: Partition) -> bool:
+        """Whether the producer's transaction is Ongoing with ``partition`` in it."""
+        meta = self._by_pid.get(producer_id)
+        return meta is not None and meta.state == TxnState.ONGOING and partition in meta.partitions
+
+    def _open_in_logs(self) -> list[tuple[str, int, int]]:
+        """(topic, partition, producer id) of every transaction open in a partition log."""
+        found = []
+        for name, info in sorted(self._topics.all().items()):
+            if name in INTERNAL_TOPICS:
+                continue
+            for partition in range(info.partitions):
+                try:
+                    ongoing = self._topics.log(name, partition).ongoing_transactions()
+                except SeglogError:  # offline: its transactions are seen when it comes back
+                    continue
+                found += [(name, partition, pid) for pid in ongoing]
+        return found
 
     async def expire(self, now_ms: int | None = None) -> None:
         """Abort (epoch bumped) every ongoing transaction older than its timeout, and

@@ -167,13 +167,16 @@ class TransactionStateLog:
             self._log = self._topics.log(TRANSACTION_STATE_TOPIC, 0)
         return self._log
 
-    async def write(self, txn_id: str, meta: TransactionMetadata | None) -> None:
+    async def write(
+        self, txn_id: str, meta: TransactionMetadata | None, *, durable: bool = True
+    ) -> None:
         """Append ``meta`` (None: a tombstone) for ``txn_id`` and return once it is durable
-        under the broker's policy. Raises what ``Log.append`` / the fsync raise, and
-        ValueError for an id too long for a record."""
+        under the broker's policy (``durable`` False: at once; the next durable write or
+        the log's fsync policy makes it durable). Raises what ``Log.append`` / the fsync
+        raise, and ValueError for an id too long for a record."""
         key = encode_txn_key(txn_id)
         value = None if meta is None else encode_txn_value(meta)
         state_log = self._state_log()
         info = state_log.append(keyed_batch([(key, value)], int(time.time() * 1000)))
-        if state_log.config.fsync_before_ack:
+        if durable and state_log.config.fsync_before_ack:
             await asyncio.wrap_future(state_log.sync_future(info.last_offset + 1))

@@ -274,7 +274,7 @@ class Broker:
         self._ctx.share_groups.on_member_gone = self._ctx.share_sessions.close
         self._schedule_idle_sweep()
         self._schedule_share_expiry()
-        await self._ctx.transactions.recover()  # Prepare* found in __transaction_state
+        await self._ctx.transactions.recover(producers)  # Prepare*, stray open transactions
         self._txn_task = loop.create_task(self._expire_transactions())
         self._snapshot_timer = loop.call_later(_SNAPSHOT_INTERVAL_S, self._snapshot_producers)
         self._retention = start_retention(config, self._data_dir, committed.lowest)
