@@ -307,9 +307,16 @@ class Log(LogAPI):
     def wait_for_offset(self, offset: int) -> Future[int]:
         return self._state.notifier.wait(offset)
 
-    def consume_by_key(self, key: bytes, offset: int, max_count: int) -> tuple[int, list[Message]]:
+    def consume_by_key(
+        self,
+        key: bytes,
+        offset: int,
+        max_count: int,
+        *,
+        isolation_level: IsolationLevel = "read_uncommitted",
+    ) -> tuple[int, list[Message]]:
         self._state.check_open()
-        return keys.consume_by_key(self._state, key, offset, max_count)
+        return keys.consume_by_key(self._state, key, offset, max_count, isolation_level)
 
     def get(self, offset: int) -> Message:
         return message_ops.get(self, offset)

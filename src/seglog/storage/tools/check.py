@@ -160,7 +160,8 @@ def _lock_data_dir(directory: pathlib.Path) -> int | None:
 
 def recover(path: str | os.PathLike[str]) -> list[CheckReport]:
     """Keep the longest valid prefix of each log: truncate at the first invalid byte,
-    delete later segments, rebuild every index, then close cleanly. Raises
+    delete later segments, rebuild every index (``.txnindex`` and the transaction state
+    too), then close cleanly. Raises
     DataDirLockedError if a writer holds the data directory, DirectoryNotFoundError (no
     log there)."""
     out = []
@@ -177,6 +178,8 @@ def recover(path: str | os.PathLike[str]) -> list[CheckReport]:
             log = Log(d, LogConfig(), segs or [], read_only=False) if segs else None
             end = log.log_end_offset if log is not None else 0
             if log is not None:
+                # every .txnindex rebuilt too; close writes the transaction snapshot
+                log._state.txns = recover_transactions(d, segs, full=True)
                 log.close()
             out.append(
                 CheckReport(
