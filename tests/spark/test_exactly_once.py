@@ -28,7 +28,7 @@ from seglog.spark._exactly_once import (
     write_in_transaction,
 )
 from seglog.spark._options import ReadOptions, WriteOptions
-from seglog.spark._txn import Coordinators, Transaction
+from seglog.spark._txn import TRANSACTION, Coordinators, Transaction, end_txn
 from seglog.spark._wire import WireRangePartition, read_wire_range, wire_bounds
 
 from ._exactly_once_helpers import consumed, create_topic, failing_rows, spark_read
@@ -307,3 +307,30 @@ def test_batch_writes_inside_foreach_batch_are_writes_of_their_own(
     assert query.exception() is None
     expected = collections.Counter({str(i): 2 for i in range(50)})
     assert consumed(broker.bootstrap, sink, 1, "read_committed") == expected
+
+
+def test_the_driver_commits_across_a_broker_restart(tmp_path: Path) -> None:
+    """The tasks' transactions stay open across a restart of ``seglog serve`` (its
+    ``__transaction_state``), and the driver's connections, lost with it, are opened
+    again: the commit goes through."""
+    proc = start_broker(tmp_path / "data")
+    try:
+        create_topic(proc.bootstrap, "eos-restart", 2)
+        options = WriteOptions.parse(
+            {"kafka.bootstrap.servers": proc.bootstrap, "topic": "eos-restart",
+             "exactlyOnce": "true"}
+        )  # fmt: skip
+        written = [write_in_transaction(_rows(range(i * 50, i * 50 + 50)), options, "rs", i)
+                   for i in range(2)]  # fmt: skip
+        coordinators = Coordinators(options.kafka)
+        coordinators.find("rs-0", TRANSACTION)  # a connection to the coordinator, open
+        assert proc.stop() == 0
+        proc = start_broker(tmp_path / "data", port=proc.port)
+        for m in written:
+            end_txn(coordinators, m.transactional_id, m.producer_id, m.producer_epoch,
+                    commit=True)  # fmt: skip
+        coordinators.close()
+        expected = collections.Counter(str(i) for i in range(100))
+        assert consumed(proc.bootstrap, "eos-restart", 2, "read_committed") == expected
+    finally:
+        assert proc.stop() == 0, proc.log_text()

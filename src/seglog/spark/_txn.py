@@ -10,11 +10,12 @@ are kafka-python's schemas over the broker's blocking wire client
 pre-KIP-890-part-2 semantics (transaction version 1: partitions added explicitly, the
 producer epoch unchanged by EndTxn), which Kafka 4.x keeps for clients at these versions.
 
-Retries, as the Java client: CONCURRENT_TRANSACTIONS and COORDINATOR_LOAD_IN_PROGRESS are
-retried on the same coordinator, NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE after
+Retries, as the Java client: CONCURRENT_TRANSACTIONS and COORDINATOR_LOAD_IN_PROGRESS
+are retried on the same coordinator, NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE after
 finding it again, UNSTABLE_OFFSET_COMMIT (a transaction with offsets for the group is
-still open) for OffsetFetch; every other error raises its ``kafka.errors`` class, and a
-retriable one raises once ``timeout_s`` has passed.
+still open) for OffsetFetch, and a lost connection is opened again; every other error
+raises its ``kafka.errors`` class, and a retriable one raises once ``timeout_s`` has
+passed.
 
 Record batches of a transaction (:func:`stamp_batch`): attributes bit 4 (isTransactional),
 the producer id and epoch, and a base sequence counted per partition from 0 for each
@@ -115,11 +116,22 @@ class Coordinators:
         what: str,
     ) -> Any:
         """``conn().call(request)`` until ``error(answer)`` is 0 (see the module doc for
-        what is retried); raises the ``kafka.errors`` class of any other code."""
+        what is retried); raises the ``kafka.errors`` class of any other code. A lost
+        connection (OSError: the broker restarted, a coordinator moved) is opened again
+        and the request resent until ``timeout_s``: every request here may be repeated
+        (a repeated EndTxn finds its transaction ended with that result: NONE)."""
         deadline = time.monotonic() + self.timeout_s
         tries = 0
         while True:
-            answer = conn().call(request)
+            try:
+                answer = conn().call(request)
+            except OSError:
+                self._drop_connections()
+                tries += 1
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(min(0.1 * tries, 1.0))
+                continue
             code = error(answer)
             if not code:
                 return answer
@@ -132,6 +144,12 @@ class Coordinators:
                 self._found.clear()
             time.sleep(min(0.02 * tries, 0.5))
 
+    def _drop_connections(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+        self._found.clear()
+
     def coordinator_call(
         self, key: str, key_type: int, request: Any, error: Callable[[Any], int], what: str
     ) -> Any:
@@ -140,10 +158,7 @@ class Coordinators:
 
     def close(self) -> None:
         """Close every connection."""
-        for conn in self._conns.values():
-            conn.close()
-        self._conns.clear()
-        self._found.clear()
+        self._drop_connections()
 
 
 @dataclass
