@@ -11,8 +11,11 @@ import pytest
 
 from seglog.columnar import arrow_schema, decode_batches
 from seglog.errors import CorruptRecordError
+from seglog.storage import DataDir
 
 from ._data import Row, control_batch, record_batch
+from ._transactional import TOPIC as TX_TOPIC
+from ._transactional import fill_transactions
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -103,3 +106,36 @@ def test_corrupt_batches_raise() -> None:
     grown[61] += 2  # first record claims one more byte than it has
     with pytest.raises(CorruptRecordError):
         decode_batches([bytes(grown)], topic="t", partition=0, start=0, end=10)
+
+
+def test_read_committed_drops_aborted_records_and_markers(tmp_path) -> None:
+    """The ``aborted`` input is a Fetch response's ``aborted_transactions``: given for
+    all the batches at once or per chunk, only committed records come out."""
+    written = fill_transactions(tmp_path)
+    with DataDir(tmp_path, create=False, read_only=True) as data_dir:
+        log = data_dir.log(TX_TOPIC, 0)
+        batches = [bytes(b) for b in log.batches(0, written.lso)]
+        aborted = log.aborted_transactions(0, written.lso)
+        assert len(aborted) == 12
+        whole = decode_batches(
+            batches, topic="t", partition=0, start=0, end=written.lso, aborted=aborted
+        )
+        assert whole.column("offset").to_pylist() == written.committed
+        uncommitted = decode_batches(batches, topic="t", partition=0, start=0, end=written.end)
+        assert uncommitted.column("offset").to_pylist() == [
+            o for o in written.records if o < written.lso
+        ]
+        got: list[int] = []
+        for i in range(0, len(batches), 4):  # fetches of 4 batches
+            chunk = batches[i : i + 4]
+            first = struct.unpack_from(">q", chunk[0])[0]
+            part = decode_batches(
+                chunk,
+                topic="t",
+                partition=0,
+                start=first,
+                end=written.lso,
+                aborted=log.aborted_transactions(first, written.lso),
+            )
+            got += part.column("offset").to_pylist()
+        assert got == written.committed

@@ -12,6 +12,8 @@ from seglog.columnar import arrow_schema, mirrors_of, sync_mirrors
 from seglog.storage import DataDir
 
 from ._mirrored import PARTITIONS, TOPIC, mirrored_data
+from ._transactional import TOPIC as TX_TOPIC
+from ._transactional import fill_transactions
 
 
 @pytest.fixture
@@ -39,3 +41,20 @@ def test_mirror_files_hold_each_closed_segment(mirrored: Path) -> None:
     assert again.built == []
     assert again.removed == []
     assert again.kept == 2 * 5
+
+
+def test_mirrors_hold_committed_records_below_the_lso(tmp_path: Path) -> None:
+    written = fill_transactions(tmp_path)
+    sync_mirrors(tmp_path)
+    with DataDir(tmp_path, create=False, read_only=True) as data_dir:
+        log = data_dir.log(TX_TOPIC, 0)
+        mirrors = mirrors_of(log)
+        assert mirrors
+        assert all(m.next_offset <= written.lso for m in mirrors)
+        unmirrored = [s for s in log.stats().segments[:-1] if s.next_offset > written.lso]
+        assert unmirrored  # the segment holding the open transaction's start
+        rows: list[int] = []
+        for m in mirrors:
+            rows += pq.read_table(m.path).column("offset").to_pylist()
+        covered = mirrors[-1].next_offset
+        assert rows == [o for o in written.committed if o < covered]

@@ -37,7 +37,13 @@ def make_batch(
 
 
 def txn_batch(
-    producer_id: int, n: int = 3, *, epoch: int = 0, sequence: int = 0, tag: bytes = b""
+    producer_id: int,
+    n: int = 3,
+    *,
+    epoch: int = 0,
+    sequence: int = 0,
+    tag: bytes = b"",
+    key_prefix: bytes = b"k",
 ) -> bytes:
     """A transactional record batch v2 of ``n`` records of ``producer_id`` (kafka-python)."""
     b = DefaultRecordBatchBuilder(
@@ -51,5 +57,5 @@ def txn_batch(
     )
     now = int(time.time() * 1000)
     for i in range(n):
-        b.append(i, now, b"k%d" % i, tag + b"p%d-%d" % (producer_id, i), [])
+        b.append(i, now, key_prefix + b"%d" % i, tag + b"p%d-%d" % (producer_id, i), [])
     return bytes(b.build())

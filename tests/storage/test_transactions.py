@@ -16,10 +16,13 @@ from seglog.storage import (
     Log,
     backup,
     check,
+    delete_offsets,
     encode_control_batch,
     open_log,
+    recover,
     restore,
     snapshot,
+    trim_by_offset,
 )
 
 from ._batches import make_batch, txn_batch
@@ -240,5 +243,93 @@ def test_check_backup_restore_carry_the_txnindex(tmp_path):
     assert report.index_problems
     with open_log(d) as log:
         assert (log.aborted_transactions(0, 100), log.ongoing_transactions()) == want
+    (report,) = check(d)
+    assert report.index_problems == []
+
+
+def test_trims_and_delete_offsets_keep_the_lso(tmp_path):
+    with open_log(tmp_path / "p", create=True, segment_messages=2) as log:
+        log.append(txn_batch(7, 2))  # 0-1: ongoing
+        log.append(txn_batch(8, 2))  # 2-3
+        marker = _end(log, 8, commit=False)  # 4
+        for i in range(3):
+            log.append(make_batch(2, tag=b"%d" % i))  # 5-10
+        log.sync()
+        assert log.last_stable_offset == 0
+        # a marker is not a record: delete_offsets leaves it (and the transaction) alone
+        assert delete_offsets(log, [marker]).offsets == []
+        assert delete_offsets(log, [1]).offsets == [1]
+        assert log.last_stable_offset == 0
+        assert log.aborted_transactions(0, 100) == [(8, 2)]
+        trim_by_offset(log, 4)
+        assert log.log_start_offset == 4
+        assert log.last_stable_offset == 4  # the ongoing transaction's start, clamped
+        assert log.consume(OFFSET_OLDEST, 100, isolation_level="read_committed") == (4, [])
+        _end(log, 7, commit=True)
+        log.sync()
+        assert log.last_stable_offset == log.high_watermark == 12
+        _, msgs = log.consume(OFFSET_OLDEST, 100, isolation_level="read_committed")
+        assert [m.offset for m in msgs] == list(range(5, 11))
+
+
+def test_adopted_transactional_batches_start_transactions(tmp_path):
+    staged = tmp_path / "staged.log"
+    staged.write_bytes(txn_batch(7, 2) + make_batch(1) + txn_batch(8, 1))
+    with open_log(tmp_path / "p", create=True, flush_messages=1) as log:
+        log.append(make_batch(2))
+        log.adopt(staged)
+        assert log.ongoing_transactions() == {7: 2, 8: 5}
+        assert log.last_stable_offset == 2
+        _end(log, 7, commit=True)
+        _end(log, 8, commit=False)
+        _, msgs = log.consume(OFFSET_OLDEST, 100, isolation_level="read_committed")
+        assert [m.offset for m in msgs] == [0, 1, 2, 3, 4]
+
+
+def test_consume_by_key_read_committed(tmp_path):
+    with open_log(tmp_path / "p", create=True, key_index=True, flush_messages=1) as log:
+        log.append(txn_batch(7, 2, key_prefix=b"k"))  # 0-1: k0, k1 (aborted)
+        log.append(txn_batch(8, 2, key_prefix=b"k"))  # 2-3: k0, k1 (committed)
+        log.append(txn_batch(9, 1, key_prefix=b"k"))  # 4: k0 (ongoing)
+        _end(log, 7, commit=False)  # 5
+        _end(log, 8, commit=True)  # 6
+        _, msgs = log.consume_by_key(b"k0", OFFSET_OLDEST, 10, isolation_level="read_committed")
+        assert [m.offset for m in msgs] == [2]
+        _, msgs = log.consume_by_key(b"k0", OFFSET_OLDEST, 10)
+        assert [m.offset for m in msgs] == [0, 2, 4]
+
+
+def test_retention_removes_the_txnindex_with_its_segment(tmp_path):
+    d = tmp_path / "p"
+    with open_log(d, create=True, segment_messages=2) as log:
+        log.append(txn_batch(7, 2))  # 0-1
+        _end(log, 7, commit=False)  # 2: segment 2
+        for i in range(3):
+            log.append(make_batch(2, tag=b"%d" % i))  # 3-8
+        log.sync()
+        assert (d / f"{2:020d}.txnindex").exists()
+        trim_by_offset(log, 4)
+        assert not (d / f"{2:020d}.txnindex").exists()
+        assert not list(d.glob("*.txnindex.deleted"))
+        assert log.aborted_transactions(0, 100) == []
+
+
+def test_recover_rebuilds_the_transaction_state(tmp_path):
+    d = tmp_path / "p"
+    with open_log(d, create=True, flush_messages=1, segment_bytes=300) as log:
+        for i in range(4):
+            log.append(txn_batch(i, 2))
+        _end(log, 0, commit=False)
+        _end(log, 1, commit=True)
+        want = (log.ongoing_transactions(), log.aborted_transactions(0, 100))
+        last_marker = _end(log, 2, commit=False)
+        tail = log.segments()[-1].base_offset
+    (d / "transaction-state").unlink()
+    seg = d / f"{tail:020d}.log"
+    os.truncate(seg, os.path.getsize(seg) - 5)  # tear the last marker
+    (report,) = recover(d)
+    assert report.log_end_offset == last_marker
+    with open_log(d) as log:
+        assert (log.ongoing_transactions(), log.aborted_transactions(0, 100)) == want
     (report,) = check(d)
     assert report.index_problems == []

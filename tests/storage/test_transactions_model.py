@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seglog.storage import OFFSET_OLDEST, Log, encode_control_batch, open_log
+from seglog.storage import OFFSET_OLDEST, Log, Message, compact, encode_control_batch, open_log
 
 from ._batches import make_batch, txn_batch
 
@@ -125,3 +125,60 @@ def test_transactions_match_the_model(steps: list[tuple]) -> None:  # type: igno
             assert cols.offsets.tolist() == model.committed()
         finally:
             log.close()
+
+
+cop = st.one_of(
+    st.tuples(st.just("plain"), st.sampled_from([b"a", b"b", b"c"])),
+    st.tuples(st.just("txn"), st.sampled_from(PIDS), st.sampled_from([b"a", b"b", b"c"])),
+    st.tuples(st.just("commit"), st.sampled_from(PIDS)),
+    st.tuples(st.just("abort"), st.sampled_from(PIDS)),
+)
+
+
+def _last_committed(log: Log) -> dict[bytes | None, tuple[int, bytes | None]]:
+    _, msgs = log.consume(OFFSET_OLDEST, 10_000, isolation_level="read_committed")
+    return {m.key: (m.offset, m.value) for m in msgs}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(cop, min_size=1, max_size=40), st.booleans())
+def test_compaction_keeps_what_read_committed_sees(steps: list[tuple], horizon: bool) -> None:  # type: ignore[type-arg]
+    """Compaction (markers removed or not) never changes a key's last committed record,
+    never makes an aborted record visible, and leaves no aborted record in what it
+    cleaned: read_committed after it is a subset of before with the same last values."""
+    with tempfile.TemporaryDirectory() as tmp:
+        with open_log(os.path.join(tmp, "p"), create=True, segment_messages=3) as log:
+            for step in steps:
+                if step[0] == "plain":
+                    log.publish([Message(key=step[1] + b"0", value=b"plain", timestamp=1)])
+                elif step[0] == "txn":
+                    log.append(txn_batch(step[1], 1, key_prefix=step[2]))
+                else:
+                    marker = encode_control_batch(
+                        step[1], 0, commit=step[0] == "commit", coordinator_epoch=0, timestamp_ms=1
+                    )
+                    log.append(marker, origin="coordinator")
+            log.sync()
+            before_last = _last_committed(log)
+            _, before = log.consume(OFFSET_OLDEST, 10_000, isolation_level="read_committed")
+            lso = log.last_stable_offset
+            ongoing = log.ongoing_transactions()
+            compact(log, now_ms=10**13, delete_retention_ms=0 if horizon else 10**14)
+            assert _last_committed(log) == before_last
+            _, after = log.consume(OFFSET_OLDEST, 10_000, isolation_level="read_committed")
+            assert {m.offset for m in after} <= {m.offset for m in before}
+            assert log.last_stable_offset == lso
+            assert log.ongoing_transactions() == ongoing
+            # compact again, then reopen: the same records
+            compact(log, now_ms=10**13, delete_retention_ms=0 if horizon else 10**14)
+            again = [
+                m.offset
+                for m in log.consume(OFFSET_OLDEST, 10_000, isolation_level="read_committed")[1]
+            ]
+            directory = log.directory
+        with open_log(directory) as log:
+            assert [
+                m.offset
+                for m in log.consume(OFFSET_OLDEST, 10_000, isolation_level="read_committed")[1]
+            ] == again
+            assert log.ongoing_transactions() == ongoing

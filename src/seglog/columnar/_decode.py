@@ -15,14 +15,15 @@ records at once, every field decoded for all records at once. This module turns 
 columns into Arrow: ``key``/``value`` are cut out of the buffer by one Arrow ``take``;
 headers (only with ``includeHeaders``) are parsed per record, only for records with some.
 
-Control batches (attributes bit 5) are skipped, as Kafka consumers do. The timestamp of a
+Control batches (attributes bit 5) are skipped, as Kafka consumers do; with ``aborted``
+(read_committed) the records of aborted transactions too. The timestamp of a
 record is ``firstTimestamp + timestampDelta`` under CreateTime (attribute bit 3 clear,
 ``timestampType`` 0) and the batch's ``maxTimestamp`` under LogAppendTime (type 1).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -70,6 +71,7 @@ def decode_batches(
     end: int,
     include_headers: bool = False,
     check_crcs: bool = True,
+    aborted: Sequence[tuple[int, int]] | None = None,
 ) -> pa.RecordBatch:
     """Decode the records with ``start <= offset < end`` of whole record batches v2.
 
@@ -79,8 +81,14 @@ def decode_batches(
     record (magic != 2, lengths that disagree, varint overrun, bad header UTF-8) and,
     with ``check_crcs`` (the default; Spark option ``checkCrcs``), on a batch whose
     CRC-32C does not match (the message names its offset).
+
+    Control batches (transaction markers) are always dropped. ``aborted`` (read_committed):
+    ``[(producer id, first offset)]`` of the aborted transactions overlapping the batches
+    given, exactly a Fetch response's ``aborted_transactions`` for its records (or
+    ``Log.aborted_transactions(first offset given, end)``): their records are dropped as
+    Kafka's consumer drops them; pass batches below the last stable offset only.
     """
-    cols = decode_columns(batches, start, end, check_crcs=check_crcs)
+    cols = decode_columns(batches, start, end, check_crcs=check_crcs, aborted=aborted)
     return columns_batch(cols, topic=topic, partition=partition, include_headers=include_headers)
 
 

@@ -1,6 +1,8 @@
 """Columnar topic mirrors: one Parquet file per closed segment, beside the segment.
 
-A mirror of segment ``B`` (``%020d.log``) holds every visible record of that segment as the
+A mirror of segment ``B`` (``%020d.log``) holds every committed record of that segment (no
+transaction marker, no record of an aborted transaction: what a read_committed reader sees;
+a segment reaching past the last stable offset is not mirrored until it stops doing so) as the
 columns of Spark's Kafka source plus ``headers`` (``arrow_schema(True)``), rows in offset
 order. Its name says which segment state it mirrors::
 
@@ -32,7 +34,7 @@ import pyarrow.parquet as pq
 
 from seglog.columnar._decode import decode_batches
 from seglog.columnar._schema import arrow_schema
-from seglog.storage import DataDir, Log, atomic_file, fsync_dir
+from seglog.storage import BATCH_HEADER, DataDir, Log, atomic_file, fsync_dir
 
 __all__ = [
     "MIRROR_CONFIG",
@@ -94,9 +96,15 @@ def _name(base: int, next_offset: int, size: int) -> str:
 
 
 def _closed_segments(plog: Log) -> list[tuple[int, int, int]]:
-    """``(base offset, next offset, bytes)`` of the closed segments holding records."""
+    """``(base offset, next offset, bytes)`` of the closed segments holding records, below
+    the last stable offset (an ongoing transaction may still abort)."""
     segments = plog.stats().segments[:-1]  # the last one is the active segment
-    return [(s.base_offset, s.next_offset, s.bytes) for s in segments if s.messages > 0]
+    lso = plog.last_stable_offset
+    return [
+        (s.base_offset, s.next_offset, s.bytes)
+        for s in segments
+        if s.messages > 0 and s.next_offset <= lso
+    ]
 
 
 def _existing(directory: Path) -> Iterator[tuple[str, tuple[int, int, int] | None]]:
@@ -134,9 +142,11 @@ def _write_mirror(plog: Log, topic: str, partition: int, seg: tuple[int, int, in
     schema = arrow_schema(include_headers=True)
 
     def decode(pending: list[bytes]) -> pa.RecordBatch:
+        # committed records only: the aborted transactions whose marker is not behind them
+        first = BATCH_HEADER.unpack_from(pending[0])[0]  # base offset of the first batch
         return decode_batches(
             pending, topic=topic, partition=partition, start=base, end=next_offset,
-            include_headers=True,
+            include_headers=True, aborted=plog.aborted_transactions(first, next_offset),
         )  # fmt: skip
 
     with (

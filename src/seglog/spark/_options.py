@@ -16,12 +16,16 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seglog.spark._security import client_options
 
+if TYPE_CHECKING:
+    from seglog.storage import IsolationLevel
+
 __all__ = [
     "EARLIEST",
+    "ISOLATION_LEVELS",
     "LATEST",
     "ReadOptions",
     "TopicPartition",
@@ -32,6 +36,9 @@ __all__ = [
     "parse_bool",
     "parse_duration_ms",
 ]
+
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+"""Values of option ``kafka.isolation.level`` (Kafka's ``isolation.level``)."""
 
 EARLIEST = -2
 """Offsets JSON sentinel: the log start offset of the partition."""
@@ -165,6 +172,14 @@ class ReadOptions:
     max_trigger_delay_ms: int = 15 * 60 * 1000
 
     @property
+    def isolation_level(self) -> IsolationLevel:
+        """Option ``kafka.isolation.level`` (Kafka's consumer setting; Spark's Kafka source
+        passes it through): ``read_uncommitted`` (the default, as Spark's) or
+        ``read_committed`` (up to the last stable offset, aborted records dropped)."""
+        level = self.kafka.get("isolation.level", "read_uncommitted")
+        return "read_committed" if level == "read_committed" else "read_uncommitted"
+
+    @property
     def starts_by_time(self) -> bool:
         """True when the start is a timestamp (startingTimestamp / ...ByTimestamp)."""
         return self.starting_timestamp is not None or self.starting_by_timestamp is not None
@@ -183,6 +198,10 @@ class ReadOptions:
             raise ValueError(
                 "seglog source needs a data directory: load(path) or option('path', ...), "
                 "or option('kafka.bootstrap.servers', 'host:port') to read through a broker"
+            )
+        if kafka.get("isolation.level", "read_uncommitted") not in ISOLATION_LEVELS:
+            raise ValueError(
+                f"option kafka.isolation.level must be one of {', '.join(ISOLATION_LEVELS)}"
             )
         chosen = [n for n in ("subscribe", "subscribePattern", "assign") if _get(options, n)]
         if len(chosen) != 1:

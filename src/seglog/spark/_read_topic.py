@@ -23,11 +23,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
 from seglog.columnar import arrow_schema, mirrors_of
-from seglog.spark._options import EARLIEST, LATEST, TopicPartition, offsets_option
+from seglog.spark._options import (
+    EARLIEST,
+    ISOLATION_LEVELS,
+    LATEST,
+    TopicPartition,
+    offsets_option,
+)
 from seglog.spark._reader import OffsetRangePartition, read_range, resolve_offset
 from seglog.spark._schema import spark_schema
 from seglog.spark._tail import tail_snapshot
-from seglog.storage import DataDir
+from seglog.storage import DataDir, IsolationLevel
 
 __all__ = ["plan_topic_read", "read_topic"]
 
@@ -82,11 +88,17 @@ def plan_topic_read(
     topic: str,
     starting_offsets: str | dict[str, dict[str, int]] = "earliest",
     ending_offsets: str | dict[str, dict[str, int]] = "latest",
+    *,
+    isolation_level: IsolationLevel = "read_uncommitted",
 ) -> list[Piece]:
     """The pieces of ``read_topic``: per partition, ``[start, end)`` cut at mirror bounds.
 
     Offsets as Spark's Kafka source takes them ("earliest", "latest", or JSON / a dict
-    ``{"topic": {"0": 42}}`` with -2/-1). Raises ``UnknownTopicError``, ValueError."""
+    ``{"topic": {"0": 42}}`` with -2/-1). Mirrors hold committed records only: under
+    ``read_committed`` "latest" is the last stable offset; under ``read_uncommitted`` a
+    mirrored segment holding records of aborted transactions is read from the log instead.
+    Raises ``UnknownTopicError``, ValueError."""
+    committed = isolation_level == "read_committed"
     starting = _offset_spec(starting_offsets, "startingOffsets")
     ending = _offset_spec(ending_offsets, "endingOffsets")
     pieces: list[Piece] = []
@@ -95,7 +107,8 @@ def plan_topic_read(
         info = data_dir.topic(topic)
         for partition in range(info.partitions):
             plog = data_dir.log(topic, partition)
-            low, high = plog.log_start_offset, plog.high_watermark
+            low = plog.log_start_offset
+            high = plog.last_stable_offset if committed else plog.high_watermark
             tp = (topic, partition)
             start = _resolve(starting, tp, low, high, EARLIEST)
             end = max(start, _resolve(ending, tp, low, high, LATEST))
@@ -107,6 +120,10 @@ def plan_topic_read(
             for mirror in mirrors_of(plog):
                 if mirror.next_offset <= position or mirror.base_offset >= end:
                     continue
+                if not committed and plog.aborted_transactions(
+                    mirror.base_offset, mirror.next_offset
+                ):
+                    continue  # aborted records are not in the mirror: read from the log
                 if mirror.base_offset > position:  # a gap without mirror before it
                     pieces.append(_log_piece(partition, position, mirror.base_offset, segments))
                     position = mirror.base_offset
@@ -130,6 +147,7 @@ def read_topic(
     *,
     include_headers: bool = False,
     local_tail_bytes: int = LOCAL_TAIL_BYTES,
+    isolation_level: IsolationLevel = "read_uncommitted",
 ) -> DataFrame:
     """One DataFrame of the topic's records between the offsets (batch), with the schema of
     Spark's Kafka source (``headers`` with ``include_headers``).
@@ -140,14 +158,23 @@ def read_topic(
     batches (written as a tail snapshot, ``<path>/__spark_tail/*.parquet``, scanned with the
     mirrors; kept ``TAIL_TTL_S`` = 1 h after its last use), else through ``format("seglog")``
     tasks. Offsets are resolved when this is
-    called (like a batch read's planning). Raises ``UnknownTopicError`` for an unknown
-    topic, ValueError for bad offsets.
+    called (like a batch read's planning). ``isolation_level`` is Kafka's (option
+    ``kafka.isolation.level`` of ``format("seglog")``): ``read_committed`` stops at the
+    last stable offset and drops the records of aborted transactions. Raises
+    ``UnknownTopicError`` for an unknown topic, ValueError for bad offsets or level.
     """
+    if isolation_level not in ISOLATION_LEVELS:
+        raise ValueError(f"isolation_level must be one of {', '.join(ISOLATION_LEVELS)}")
+    committed = isolation_level == "read_committed"
     schema = spark_schema(include_headers)
     columns = schema.fieldNames()
     frames: list[DataFrame] = []
     plan = [
-        p for p in plan_topic_read(path, topic, starting_offsets, ending_offsets) if p.start < p.end
+        p
+        for p in plan_topic_read(
+            path, topic, starting_offsets, ending_offsets, isolation_level=isolation_level
+        )
+        if p.start < p.end
     ]
     mirrored = [p for p in plan if p.mirror is not None]
     rest = [p for p in plan if p.mirror is None]
@@ -155,20 +182,20 @@ def read_topic(
     cut = [p for p in mirrored if not p.whole]
     if rest and sum(p.log_bytes for p in rest) <= local_tail_bytes:
         ranges = [(p.partition, p.start, p.end, p.log_bytes) for p in rest]
-        snapshot = tail_snapshot(path, topic, ranges)
+        snapshot = tail_snapshot(path, topic, ranges, read_committed=committed)
         if snapshot is not None:  # the tail joins the one Parquet scan
             whole.append(str(snapshot))
         else:  # a directory that takes no file: the tail as an Arrow table
             batches: list[pa.RecordBatch] = []
             for p in rest:
                 part = OffsetRangePartition(
-                    str(path), topic, p.partition, p.start, p.end, include_headers
+                    str(path), topic, p.partition, p.start, p.end, include_headers, True, committed
                 )
                 batches.extend(read_range(part))
             table = pa.Table.from_batches(batches, schema=arrow_schema(include_headers))
             frames.append(spark.createDataFrame(table, schema=schema))
     elif rest:
-        frames.extend(_log_reads(spark, path, topic, rest, include_headers))
+        frames.extend(_log_reads(spark, path, topic, rest, include_headers, isolation_level))
     # the mirrors' schema given, not inferred: planning reads no Parquet footer
     parquet = spark.read.schema(spark_schema(include_headers=True))
     if cut:  # first/last mirrors cut to the asked offsets (pushed down to Parquet)
@@ -190,8 +217,13 @@ def read_topic(
     return result
 
 
-def _log_reads(
-    spark: SparkSession, path: str | os.PathLike[str], topic: str, rest: list[Piece], headers: bool
+def _log_reads(  # noqa: PLR0917 (internal)
+    spark: SparkSession,
+    path: str | os.PathLike[str],
+    topic: str,
+    rest: list[Piece],
+    headers: bool,
+    isolation_level: str,
 ) -> list[DataFrame]:
     """``format("seglog")`` reads of the unmirrored pieces: at most one range per partition
     per read, so one read per "round" of pieces."""
@@ -215,6 +247,7 @@ def _log_reads(
         .option("startingOffsets", offsets(round_, 0))
         .option("endingOffsets", offsets(round_, 1))
         .option("includeHeaders", str(headers).lower())
+        .option("kafka.isolation.level", isolation_level)
         .load()
         .select(*columns)
         for round_ in rounds

@@ -81,6 +81,9 @@ class OffsetRangePartition(InputPartition):
     include_headers: bool
     check_crcs: bool = True
     """Verify each stored batch's CRC-32C (option ``checkCrcs``, default true)."""
+    read_committed: bool = False
+    """Option ``kafka.isolation.level=read_committed``: records of aborted transactions
+    dropped (``end`` is then at most the last stable offset)."""
 
 
 class _OpenLogs:
@@ -136,7 +139,9 @@ _open_logs = _OpenLogs()
 
 
 def log_bounds(path: str, options: ReadOptions) -> dict[TopicPartition, tuple[int, int]]:
-    """``{(topic, partition): (log start offset, high watermark)}`` of the selected partitions.
+    """``{(topic, partition): (log start offset, high watermark)}`` of the selected
+    partitions; the last stable offset instead of the high watermark under
+    ``kafka.isolation.level=read_committed`` (Kafka's read_committed "latest").
 
     Reads ``path`` read-only (no lock, nothing written), through logs kept open in this
     process and refreshed. Raises ``FileNotFoundError`` when ``path`` is not a directory.
@@ -144,7 +149,9 @@ def log_bounds(path: str, options: ReadOptions) -> dict[TopicPartition, tuple[in
     bounds: dict[TopicPartition, tuple[int, int]] = {}
     for topic, partition in options.select(_open_logs.topics(path)):
         log = _open_logs.log(path, topic, partition)
-        bounds[(topic, partition)] = (log.log_start_offset, log.high_watermark)
+        committed = options.isolation_level == "read_committed"
+        high = log.last_stable_offset if committed else log.high_watermark
+        bounds[(topic, partition)] = (log.log_start_offset, high)
     return bounds
 
 
@@ -253,7 +260,14 @@ def range_of(options: ReadOptions, tp: TopicPartition, start: int, end: int) -> 
     """The input partition reading ``start <= offset < end`` of ``tp``."""
     if options.path is not None:
         return OffsetRangePartition(
-            options.path, tp[0], tp[1], start, end, options.include_headers, options.check_crcs
+            options.path,
+            tp[0],
+            tp[1],
+            start,
+            end,
+            options.include_headers,
+            options.check_crcs,
+            options.isolation_level == "read_committed",
         )
     return WireRangePartition(
         tp[0], tp[1], start, end, options.include_headers, options.kafka, options.check_crcs
@@ -347,7 +361,11 @@ def _read_chunk(
             raise SeglogError(
                 f"{part.topic}-{part.partition}: short read at offset {offset} (file truncated?)"
             )
-        cols = decode_columns(view, offset, part.end, check_crcs=part.check_crcs, borrow=True)
+        # read_committed: the aborted transactions whose marker is not behind this read
+        aborted = log.aborted_transactions(offset, part.end) if part.read_committed else None
+        cols = decode_columns(
+            view, offset, part.end, check_crcs=part.check_crcs, borrow=True, aborted=aborted
+        )
         if cols.next_offset <= offset:  # cannot happen: the read starts at offset's batch
             raise SeglogError(f"no progress reading {part.topic}-{part.partition} at {offset}")
         offset = cols.next_offset

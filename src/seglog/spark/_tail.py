@@ -65,7 +65,11 @@ def _expire(directory: Path, keep: Path, now: float) -> None:
 
 
 def tail_snapshot(
-    path: str | os.PathLike[str], topic: str, ranges: Sequence[TailRange]
+    path: str | os.PathLike[str],
+    topic: str,
+    ranges: Sequence[TailRange],
+    *,
+    read_committed: bool = False,
 ) -> Path | None:
     """The Parquet file holding exactly the records of ``ranges`` of ``topic`` (every
     column of ``arrow_schema(True)``, rows by partition then offset), written if missing,
@@ -73,11 +77,13 @@ def tail_snapshot(
 
     Returns None when the data directory cannot take the file (read-only, full: OSError),
     the caller then reads the tail another way. Raises ``UnknownTopicError`` for a topic
-    that is gone, ``CorruptRecordError`` as ``format("seglog")`` reads would."""
+    that is gone, ``CorruptRecordError`` as ``format("seglog")`` reads would.
+    ``read_committed``: without the records of aborted transactions (another file)."""
     with DataDir(path, create=False, read_only=True) as data_dir:
         topic_id = str(data_dir.topic(topic).topic_id)
     directory = Path(path) / TAIL_DIR
-    final = directory / f"{topic}-{_key(topic_id, topic, ranges)}.parquet"
+    key = _key(topic_id + ("/read_committed" if read_committed else ""), topic, ranges)
+    final = directory / f"{topic}-{key}.parquet"
     now = time.time()
     try:
         if final.exists():
@@ -86,7 +92,9 @@ def tail_snapshot(
             sink = io.BytesIO()  # compressed Parquet; the decoded rows a chunk at a time
             with pq.ParquetWriter(sink, arrow_schema(True), compression="snappy") as writer:
                 for partition, start, end, _ in ranges:
-                    part = OffsetRangePartition(os.fspath(path), topic, partition, start, end, True)
+                    part = OffsetRangePartition(
+                        os.fspath(path), topic, partition, start, end, True, True, read_committed
+                    )
                     for batch in read_range(part):
                         writer.write_batch(batch)
             directory.mkdir(exist_ok=True)

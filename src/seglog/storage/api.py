@@ -334,13 +334,20 @@ class LogAPI(Protocol):
         a read-only log completes it only from ``refresh`` (poll). Any number of waiters."""
         ...
 
-    def consume_by_key(self, key: bytes, offset: int, max_count: int) -> tuple[int, list[Message]]:
+    def consume_by_key(
+        self,
+        key: bytes,
+        offset: int,
+        max_count: int,
+        *,
+        isolation_level: IsolationLevel = "read_uncommitted",
+    ) -> tuple[int, list[Message]]:
         """Up to ``max_count`` messages with ``key`` from ``offset`` on (sentinels
-        allowed): ``(next offset, messages)``. Returns at once (next offset = high
-        watermark) when the key index shows no later message with that key; else scans
-        and decodes the batches in between. NoIndexError without ``key_index``,
-        InvalidOffsetError outside [log start, log end], CorruptRecordError as
-        ``consume``."""
+        allowed): ``(next offset, messages)``; ``isolation_level`` as ``consume``.
+        Returns at once (next offset = high watermark) when the key index shows no later
+        message with that key; else scans and decodes the batches in between.
+        NoIndexError without ``key_index``, InvalidOffsetError outside [log start, log
+        end], CorruptRecordError as ``consume``."""
         ...
 
     def get(self, offset: int) -> Message:

@@ -145,6 +145,7 @@ def _move(
         else:
             active.finish_time_index()
             st.rolled_unsynced.append(active)
+            st.txn_at_roll = (base, st.txns.ongoing)
             st.counters.rolls += 1
             st.segments = [*st.segments, seg]
         st.dir_dirty = True
@@ -152,6 +153,7 @@ def _move(
         st.counters.appended_bytes += len(mm)
         st.counters.appended_records += count
         st.log_end_offset = offset
+        append.observe(st, seg, mm, batches, placed)  # transactional batches (no markers)
         append.index_keys(st, mm, base)
         st.append_count += 1
         relaxed = not st.config.fsync_before_ack

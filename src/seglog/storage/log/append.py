@@ -29,10 +29,12 @@ if TYPE_CHECKING:
     from seglog.storage.log.sync import SyncPoint
 
 __all__ = [
+    "AppendOrigin",
     "append",
     "fire",
     "index_keys",
     "now_ms",
+    "observe",
     "on_durable",
     "on_sync_error",
     "place_batches",
@@ -127,7 +129,7 @@ def append(
         base = st.log_end_offset
         st.log_end_offset = offset
         if attrs & _TXN:
-            _observe(st, seg, data, batches, placed)
+            observe(st, seg, data, batches, placed)
         index_keys(st, data, base)
         st.append_count += 1
         relaxed = not st.config.fsync_before_ack
@@ -175,14 +177,15 @@ def place_batches(
     return placed, offset, max_ts
 
 
-def _observe(
+def observe(
     st: LogState,
     seg: Segment,
     data: bytearray | memoryview,
     batches: list[tuple[int, BatchHeader]],
     placed: list[Placed],
 ) -> None:
-    """Account for appended transactional and control batches (under ``st.lock``)."""
+    """Account for appended transactional and control batches (under ``st.lock``); the
+    others cost nothing but the attribute test."""
     view = memoryview(data)
     for (pos, h), (_, base, size, _) in zip(batches, placed, strict=True):
         if h.attributes & _TXN:

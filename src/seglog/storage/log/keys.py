@@ -17,9 +17,11 @@ from seglog.storage.index.key_index import KEY_INDEX_FILE, KeyIndex
 from seglog.storage.log import reader
 from seglog.storage.record.batch import HEADER_SIZE, check_batch_crcs, parse_header
 from seglog.storage.record.columns import decode_columns
+from seglog.storage.record.control import AbortedFilter
 from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST, Message, decode_batches
 
 if TYPE_CHECKING:
+    from seglog.storage.api import IsolationLevel
     from seglog.storage.log.log import Log
     from seglog.storage.log.state import LogState
 
@@ -140,13 +142,20 @@ def save_key_index(directory: pathlib.Path, keys: KeyIndex, state: LogState, end
 
 
 def consume_by_key(
-    state: LogState, key: bytes, offset: int, max_count: int
+    state: LogState,
+    key: bytes,
+    offset: int,
+    max_count: int,
+    isolation_level: IsolationLevel = "read_uncommitted",
 ) -> tuple[int, list[Message]]:
     """See ``Log.consume_by_key``."""
     keys = state.keys
     if keys is None:
         raise NoIndexError(f"log {state.directory} was opened without key_index")
-    end = state.high_watermark
+    committed = isolation_level == "read_committed"
+    if not committed and isolation_level != "read_uncommitted":
+        raise ValueError(f"isolation_level {isolation_level!r}")
+    end = state.last_stable_offset if committed else state.high_watermark
     if offset == OFFSET_NEWEST:
         return end, []
     if offset == OFFSET_OLDEST:
@@ -157,7 +166,12 @@ def consume_by_key(
         return max(offset, end), []
     out: list[Message] = []
     check = state.config.check_crcs
+    skip = AbortedFilter(reader.aborted_transactions(state, offset, end)) if committed else None
     for batch in reader.batches(state, offset, end):
+        if skip is not None:
+            h = parse_header(batch)
+            if skip.skip(batch, 0, h.attributes, h.last_offset, h.producer_id):
+                continue
         if check:
             check_batch_crcs(batch)  # CorruptRecordError naming the batch's offset
         for m in decode_batches(batch):

@@ -24,12 +24,14 @@ from seglog.storage.fileio import files
 from seglog.storage.log import append
 
 if TYPE_CHECKING:
+    from seglog.storage.index.txn_index import AbortedTxn
     from seglog.storage.log.log import Log
     from seglog.storage.log.state import LogState
     from seglog.storage.segment.segment import Segment
 
 __all__ = [
     "RETIRE_DELAY_S",
+    "aborted_entries",
     "close_retired",
     "closed_segments",
     "drop_segments",
@@ -71,6 +73,19 @@ def closed_segments(log: Log) -> list[Segment]:
         log._state.check_writable()
         unsynced = {id(s) for s in log._state.rolled_unsynced}
         return [s for s in log._state.segments[:-1] if id(s) not in unsynced]
+
+
+def aborted_entries(log: Log, end: int) -> list[AbortedTxn]:
+    """The aborted transactions (``.txnindex`` entries) overlapping ``[log start, end)``,
+    by first offset: what the cleaner removes."""
+    start = log.log_start_offset
+    found = [
+        e
+        for seg in log._state.segments
+        for e in seg.txn_index.entries
+        if e.last_offset >= start and e.first_offset < end
+    ]
+    return sorted(found, key=lambda e: e.first_offset)
 
 
 def roll_holding(log: Log, offsets: list[int]) -> bool:

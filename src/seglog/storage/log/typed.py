@@ -195,11 +195,18 @@ class TypedLog(Generic[K, V]):
         return self.decode_all(got)
 
     def consume_by_key(
-        self, key: K, offset: int, max_count: int
+        self,
+        key: K,
+        offset: int,
+        max_count: int,
+        *,
+        isolation_level: IsolationLevel = "read_uncommitted",
     ) -> tuple[int, list[TypedMessage[K, V]]]:
         """``Log.consume_by_key`` with an encoded key, decoded."""
         return self.decode_all(
-            self.log.consume_by_key(self.key_codec.encode(key), offset, max_count)
+            self.log.consume_by_key(
+                self.key_codec.encode(key), offset, max_count, isolation_level=isolation_level
+            )
         )
 
     def get(self, offset: int) -> TypedMessage[K, V]:

@@ -13,7 +13,7 @@ runs of equal-sized records (the usual case: a batch changes size once, at offse
 walk of one varint per record. Then every field of every record is decoded at once.
 Control batches (attributes bit 5) are skipped, as Kafka consumers do; given the aborted
 transactions of the range (``aborted``), so are the batches of aborted transactions (the
-read_committed filter of Kafka's consumer, see ``_Aborted``). A record's
+read_committed filter of Kafka's consumer, see ``AbortedFilter``). A record's
 timestamp is firstTimestamp + timestampDelta under CreateTime and the batch maxTimestamp
 under LogAppendTime (attributes bit 3), as kafka-python's ``MemoryRecords`` gives them.
 """
@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from seglog.errors import CorruptRecordError
 from seglog.storage.record.batch import crc_mismatch
-from seglog.storage.record.control import control_marker
+from seglog.storage.record.control import AbortedFilter
 from seglog.storage.record.message import Message, new_messages
 from seglog.storage.record.varint import I64, U8, decode_varints, gather
 
@@ -54,7 +54,6 @@ BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 firstTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount (61 B)."""
 
 _CONTROL = 0x20
-_TRANSACTIONAL = 0x10
 _CRC_BEFORE_BODY = BATCH_HEADER.size - 21  # the CRC covers the header from byte 21 on
 _LOG_APPEND_TIME = 0x08
 _CODEC_MASK = 0x07
@@ -325,34 +324,6 @@ def _walk(buf: U8, raw: _Raw, p: int, end: int, count: int, parts: list[_Part]) 
         raise CorruptRecordError(f"record lengths disagree with the batch size ({p} != {end})")
 
 
-class _Aborted:
-    """Kafka's consumer-side read_committed filter (``Fetcher``'s ``abortedProducerIds``):
-    walking batches in offset order, an aborted transaction ``(producer id, first offset)``
-    becomes active once a batch reaches its first offset; a transactional batch of an
-    active producer is skipped; that producer's ABORT marker ends it."""
-
-    def __init__(self, aborted: Sequence[tuple[int, int]]) -> None:
-        self.queue = sorted(aborted, key=lambda a: a[1])
-        self.at = 0
-        self.active: set[int] = set()
-
-    def skip(self, view: memoryview, pos: int, attrs: int, last: int, producer_id: int) -> bool:
-        """Whether the batch at ``view[pos:]`` (``attrs``, last offset ``last``) is
-        skipped: a control batch (an ABORT marker ends its producer's aborted
-        transaction) or a batch of an aborted transaction."""
-        queue = self.queue
-        while self.at < len(queue) and queue[self.at][1] <= last:
-            self.active.add(queue[self.at][0])
-            self.at += 1
-        if attrs & _CONTROL:
-            if producer_id in self.active:
-                marker = control_marker(view[pos:])
-                if marker is not None and not marker[0]:
-                    self.active.discard(producer_id)
-            return True
-        return bool(attrs & _TRANSACTIONAL) and producer_id in self.active
-
-
 class _Batches:
     """Per-batch facts gathered by the header walk."""
 
@@ -374,7 +345,7 @@ def _scan_batches(  # noqa: PLR0917 (internal)
     end: int,
     max_count: int,
     check_crcs: bool,
-    aborted: _Aborted | None,
+    aborted: AbortedFilter | None,
 ) -> _Batches:
     out = _Batches()
     pos, n = 0, len(raw)
@@ -458,7 +429,7 @@ def decode_columns(
         raw = b"".join(data)
     limit = _NO_LIMIT if max_count is None else max_count
     info = _scan_batches(
-        raw, start, end, limit, check_crcs, None if aborted is None else _Aborted(aborted)
+        raw, start, end, limit, check_crcs, None if aborted is None else AbortedFilter(aborted)
     )
     if info.any_compressed:
         # one buffer of the record bodies in batch order (positions ascend with offsets)

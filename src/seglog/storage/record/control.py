@@ -14,6 +14,7 @@ The marker occupies one offset of the log; readers never see it as a record.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import crc32c
 from kafka.record.util import decode_varint
@@ -26,6 +27,7 @@ __all__ = [
     "ATTR_TRANSACTIONAL",
     "CONTROL_ABORT",
     "CONTROL_COMMIT",
+    "AbortedFilter",
     "control_marker",
     "encode_control_batch",
     "is_control_batch",
@@ -111,7 +113,8 @@ def control_marker(batch: bytes | bytearray | memoryview) -> tuple[bool, int] | 
         return None
     if attributes & 0x07:
         raise CorruptRecordError("compressed control batch")
-    rec = bytes(batch[_HEADER_SIZE:])
+    (length,) = struct.unpack_from(">i", batch, 8)  # batchLength: this batch only
+    rec = bytes(batch[_HEADER_SIZE : length + 12])
     try:
         _, pos = decode_varint(rec, 0)  # length
         _, pos = decode_varint(rec, pos + 1)  # attributes (one byte), timestampDelta
@@ -128,3 +131,31 @@ def control_marker(batch: bytes | bytearray | memoryview) -> tuple[bool, int] | 
     if version != 0 or kind not in (CONTROL_ABORT, CONTROL_COMMIT):
         raise CorruptRecordError(f"control record version {version}, type {kind}")
     return kind == CONTROL_COMMIT, epoch
+
+
+class AbortedFilter:
+    """Kafka's consumer-side read_committed filter (``Fetcher``'s ``abortedProducerIds``):
+    walking batches in offset order, an aborted transaction ``(producer id, first offset)``
+    becomes active once a batch reaches its first offset; a transactional batch of an
+    active producer is skipped; that producer's ABORT marker ends it."""
+
+    def __init__(self, aborted: Sequence[tuple[int, int]]) -> None:
+        self.queue = sorted(aborted, key=lambda a: a[1])
+        self.at = 0
+        self.active: set[int] = set()
+
+    def skip(self, view: memoryview, pos: int, attrs: int, last: int, producer_id: int) -> bool:
+        """Whether the batch at ``view[pos:]`` (``attrs``, last offset ``last``) is
+        skipped: a control batch (an ABORT marker ends its producer's aborted
+        transaction) or a batch of an aborted transaction."""
+        queue = self.queue
+        while self.at < len(queue) and queue[self.at][1] <= last:
+            self.active.add(queue[self.at][0])
+            self.at += 1
+        if attrs & ATTR_CONTROL:
+            if producer_id in self.active:
+                marker = control_marker(view[pos:])
+                if marker is not None and not marker[0]:
+                    self.active.discard(producer_id)
+            return True
+        return bool(attrs & ATTR_TRANSACTIONAL) and producer_id in self.active

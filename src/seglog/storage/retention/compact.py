@@ -15,6 +15,10 @@ Policy (which records go; the mechanism is ``retention/rewrite.py``):
   delete.retention.ms, counted from the tombstone's own timestamp here) and no earlier
   record of that key is kept, so a key never comes back.
 - Offsets never change; the log start and end offsets stay (see ``retention/rewrite.py``).
+- Transactions (Kafka's cleaner, ``compact_txn.py``): only segments below the last
+  stable offset are cleaned and the key map stops there; records of aborted transactions
+  are removed and never supersede a key; a marker goes once no batch of its transaction
+  is left and it is ``delete_retention_ms`` old.
 
 Each segment is swapped in atomically (``.cleaned`` → ``.swap``); a crash between two
 segments leaves some cleaned: every such state keeps the last record of every key.
@@ -30,10 +34,13 @@ import numpy.typing as npt
 
 from seglog.storage.log import maint
 from seglog.storage.log.keys import forget_removed
+from seglog.storage.record.batch import parse_header
 from seglog.storage.record.columns import decode_columns
+from seglog.storage.retention.compact_txn import transaction_drops
 from seglog.storage.retention.rewrite import Removed, iter_chunks, rewrite_segment
 
 if TYPE_CHECKING:
+    from seglog.storage.index.txn_index import AbortedTxn
     from seglog.storage.log.log import Log
     from seglog.storage.segment.segment import Segment
 
@@ -53,14 +60,17 @@ class _Seg(NamedTuple):
     timestamps: npt.NDArray[np.int64]
 
 
-def _decode(seg: Segment, end: int, ids: dict[bytes, int]) -> _Seg:
+def _decode(seg: Segment, end: int, ids: dict[bytes, int], aborted: list[AbortedTxn]) -> _Seg:
     """Decode ``seg``'s records below ``end`` once with the vectorised decoder (a chunk
-    of batches at a time; control batches skipped), interning keys into ``ids``."""
+    of batches at a time; control batches and the records of the ``aborted``
+    transactions skipped), interning keys into ``ids``."""
     parts: list[
         tuple[npt.NDArray[np.int64], list[int], npt.NDArray[np.bool_], npt.NDArray[np.int64]]
     ] = []
     for chunk in iter_chunks(seg):
-        cols = decode_columns(chunk, 0, end)
+        first = parse_header(chunk).base_offset
+        pairs = [(a.producer_id, a.first_offset) for a in aborted if a.last_offset >= first]
+        cols = decode_columns(chunk, 0, end, aborted=pairs)
         buf = cols.buffer
         assert isinstance(buf, bytes)  # decoded from bytes, not borrowed
         kids = [
@@ -104,10 +114,15 @@ def compact(
         tombstone_before = min(tombstone_before, before_ms)
     update_before = before_ms if before_ms is not None else 1 << 62
     with maint.maintenance_lock(log):
-        end = log.sync()
+        log.sync()
+        # Kafka cleans below the first unstable offset only: an ongoing transaction's
+        # records may still be aborted, so neither they nor later ones supersede a key
+        end = log.last_stable_offset
         closed = maint.closed_segments(log)
         cleanable = {
-            id(s) for s in closed if s.max_timestamp <= now - min_compaction_lag_ms and s.size
+            id(s)
+            for s in closed
+            if s.max_timestamp <= now - min_compaction_lag_ms and s.size and s.next_offset <= end
         }
         if not cleanable:
             maint.close_retired(log)
@@ -118,8 +133,11 @@ def compact(
         upto = max(i for i, s in enumerate(closed) if id(s) in cleanable)
         decoded: list[_Seg] = []
         last_parts: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
+        aborted = maint.aborted_entries(log, end)
         for i, seg in enumerate(maint.segments(log)):
-            recs = _decode(seg, end, ids)
+            if seg.base_offset >= end:
+                break
+            recs = _decode(seg, end, ids, aborted)
             if i <= upto:
                 decoded.append(recs)
             keyed = recs.key_ids >= 0
@@ -150,17 +168,20 @@ def compact(
             tomb_candidates.append(cand)
         # a key's last record follows all its other records: its tombstone goes only when
         # none of them is kept (else the key would come back)
-        plans: list[tuple[Segment, list[int]]] = []
+        txn = transaction_drops(closed[: upto + 1], cleanable, aborted, tombstone_before)
+        plans: list[tuple[Segment, list[int], frozenset[int]]] = []
         for seg, recs, drop, cand in zip(
             closed[: upto + 1], decoded, drops, tomb_candidates, strict=True
         ):
             gone = drop | (cand & ~kept_superseded[np.maximum(recs.key_ids, 0)])
-            if gone.any():
-                plans.append((seg, recs.offsets[gone].tolist()))
+            data, seg_markers = txn.get(id(seg), ([], []))
+            if gone.any() or data or seg_markers:
+                offsets = sorted({*recs.offsets[gone].tolist(), *data})
+                plans.append((seg, offsets, frozenset(seg_markers)))
         removed: list[int] = []
         freed = 0
-        for seg, offsets in plans:
-            done, size = rewrite_segment(log, seg, offsets)
+        for seg, offsets, markers in plans:
+            done, size = rewrite_segment(log, seg, offsets, markers=markers)
             removed.extend(done)
             freed += size
         forget_removed(log, removed, rescan=False)  # removed last records are tombstones

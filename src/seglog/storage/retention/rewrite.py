@@ -8,8 +8,11 @@ batches); a batch that loses some is rebuilt with kafka-python's
 key, value and headers, and the batch's compression codec, transactional flag, producer
 id / epoch / base sequence, partition leader epoch and timestamp type (LogAppendTime
 batches keep their maxTimestamp); lastOffsetDelta becomes the last kept record's delta.
-Control batches are never touched. Segments below the ``cleaner-offset-checkpoint`` may
-thus hold gaps; readers, indexes, ``get`` (NotFoundError) and ``consume`` skip them.
+Control batches are kept unless the cleaner names them (``markers``: Kafka removes a
+transaction marker once its transaction's batches are gone and its delete horizon
+passed); ``B.txnindex`` is rewritten with the ABORT markers kept. Segments below the
+``cleaner-offset-checkpoint`` may thus hold gaps; readers, indexes, ``get``
+(NotFoundError) and ``consume`` skip them.
 
 Crash safety: the new files are written as ``.cleaned`` and swapped in through ``.swap``
 (see ``swap.py``); the cleaner checkpoint is raised before the commit. A segment that
@@ -33,6 +36,7 @@ import numpy.typing as npt
 
 from seglog.storage.fileio import files
 from seglog.storage.index.offset_time import OffsetIndex, TimeIndex
+from seglog.storage.index.txn_index import TxnIndex
 from seglog.storage.log import maint
 from seglog.storage.log.keys import drop_key_index_file
 from seglog.storage.record.batch import (
@@ -239,18 +243,30 @@ def _intersects(drop: list[int], lo: int, hi: int) -> bool:
     return i < len(drop) and drop[i] <= hi
 
 
-def rewrite_segment(log: Log, seg: Segment, drop: list[int]) -> tuple[list[int], int]:
+def rewrite_segment(
+    log: Log, seg: Segment, drop: list[int], *, markers: frozenset[int] = frozenset()
+) -> tuple[list[int], int]:
     """Rewrite closed segment ``seg`` of ``log`` without the records whose offsets are in
     ``drop`` (sorted) and swap it in; returns ``(offsets actually removed, bytes freed)``.
-    Nothing is written when none of ``drop`` is stored in ``seg``. Caller holds the
+    Control batches (transaction markers) stay unless their offset is in ``markers``
+    (the cleaner's, ``compact_txn.py``; removed markers are not in the result); the
+    ``.txnindex`` keeps the entries of the ABORT markers that stay. Nothing is written
+    when nothing of ``drop`` or ``markers`` is stored in ``seg``. Caller holds the
     maintenance lock. Steps: "cleaned", then those of ``swap.commit_rewrite``."""
     directory = log.directory
     writer = _Writer(directory, seg.base_offset, log.config.index_interval_bytes, log.counters)
     removed: list[int] = []
+    dropped_markers: set[int] = set()
     drop_array = np.asarray(drop, dtype=np.int64)
     try:
         for h, data in iter_batches(seg):
-            if h.attributes & ATTR_CONTROL or not _intersects(drop, h.base_offset, h.last_offset):
+            if h.attributes & ATTR_CONTROL:
+                if h.base_offset in markers:
+                    dropped_markers.add(h.base_offset)
+                else:
+                    writer.add(h, data)
+                continue
+            if not _intersects(drop, h.base_offset, h.last_offset):
                 writer.add(h, data)
                 continue
             if not h.attributes & ATTR_CODEC_MASK:  # uncompressed: splice the records
@@ -282,11 +298,16 @@ def rewrite_segment(log: Log, seg: Segment, drop: list[int]) -> tuple[list[int],
     except BaseException:
         writer.abandon()
         raise
-    if not removed:
+    if not removed and not dropped_markers:
         writer.abandon()
         return [], 0
     before = maint.segment_bytes(seg)
     writer.finish()
+    kept = [e for e in seg.txn_index.entries if e.last_offset not in dropped_markers]
+    if kept:  # B.txnindex.cleaned, fsynced as the other .cleaned files
+        cleaned_txn = TxnIndex(swap.cleaned_path(seg.txn_index.path))
+        cleaned_txn.rewrite(kept)
+        cleaned_txn.sync()
     drop_key_index_file(directory)  # describes the old data: rebuilt if we crash now
     files.fsync_dir(directory)
     swap.step("cleaned")

@@ -58,8 +58,6 @@ class Transactions:
         self.ongoing: dict[int, int] = dict(ongoing or {})
         """Producer id -> first offset of its ongoing transaction. Replaced, never mutated
         (readers take it without a lock)."""
-        self.seen = bool(self.ongoing)
-        """Whether the log ever held a transactional batch since open (snapshot at roll)."""
 
     def first_unstable(self) -> int | None:
         """The first offset of the oldest ongoing transaction, None when there is none."""
@@ -79,7 +77,6 @@ class Transactions:
         CorruptRecordError on a control batch without a marker record."""
         if not attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL):
             return
-        self.seen = True
         if attributes & ATTR_CONTROL:
             assert batch is not None
             marker = control_marker(batch)
@@ -120,9 +117,9 @@ class Transactions:
                         self.observe(seg, base, attrs, pid, data)
                     seen += 1
                     cpos += bsize
-                if cpos == 0:  # one batch over the chunk: whole, then on
-                    cpos = struct.unpack_from(">i", chunk, 8)[0] + LOG_OVERHEAD
-                pos += cpos
+                if cpos == 0:  # a short read (the file shrank meanwhile): nothing more
+                    break
+                pos += cpos  # past the last batch whose header was read (maybe past chunk)
         return seen
 
 

@@ -160,7 +160,8 @@ def _lock_data_dir(directory: pathlib.Path) -> int | None:
 
 def recover(path: str | os.PathLike[str]) -> list[CheckReport]:
     """Keep the longest valid prefix of each log: truncate at the first invalid byte,
-    delete later segments, rebuild every index, then close cleanly. Raises
+    delete later segments, rebuild every index (``.txnindex`` and the transaction state
+    too), then close cleanly. Raises
     DataDirLockedError if a writer holds the data directory, DirectoryNotFoundError (no
     log there)."""
     out = []
@@ -174,7 +175,8 @@ def recover(path: str | os.PathLike[str]) -> list[CheckReport]:
             report = LoadReport()
             segs = load_segments(d, LogConfig(), "prefix", report, full_scan=True)
             size = sum(s.size for s in segs)
-            log = Log(d, LogConfig(), segs or [], read_only=False) if segs else None
+            # every .txnindex rebuilt too (replay_all); close writes the transaction snapshot
+            log = Log(d, LogConfig(), segs, read_only=False, replay_all=True) if segs else None
             end = log.log_end_offset if log is not None else 0
             if log is not None:
                 log.close()

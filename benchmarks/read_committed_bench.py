@@ -1,0 +1,169 @@
+"""Embedded read_committed consume against read_uncommitted on the same log.
+
+One log holds N records (default 500,000 x 100 B) written as Kafka transactions: each
+transaction is one transactional record batch of ``--txn-records`` records (default
+1,000) from one of 8 producers, ended by its COMMIT marker; every ``--abort-every``-th
+(default 10th) transaction is aborted instead (an ABORT marker and a ``.txnindex`` entry).
+Both isolation levels then read the whole log, in calls of 10,000 records:
+``Log.consume_columns`` (the vectorised path; read_committed adds the aborted-transaction
+filter and the LSO bound) and ``Log.consume`` (Message objects). Prints a markdown table of
+records/s (medians of ``--repeat`` runs, reads alternated) and the ratio read_committed /
+read_uncommitted measured in the same run (issue's goal: >= 0.9x); ``--json FILE`` writes
+the rows and every sample.
+
+    .venv/bin/python benchmarks/read_committed_bench.py
+    .venv/bin/python benchmarks/read_committed_bench.py --records 20000 --repeat 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import struct
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import crc32c
+
+from seglog.storage import (
+    OFFSET_OLDEST,
+    Log,
+    encode_control_batch,
+    encode_records,
+    open_log,
+)
+
+PRODUCERS = 8
+CALL = 10_000
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+def _transactional(batch: bytes, producer_id: int) -> bytes:
+    """``batch`` (one record batch v2 from ``encode_records``) marked transactional, of
+    ``producer_id`` epoch 0, its CRC-32C recomputed."""
+    buf = bytearray(batch)
+    (attrs,) = struct.unpack_from(">h", buf, 21)
+    struct.pack_into(">h", buf, 21, attrs | 0x10)
+    struct.pack_into(">qhi", buf, 43, producer_id, 0, 0)
+    struct.pack_into(">I", buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
+    return bytes(buf)
+
+
+def fill(log: Log, records: int, txn_records: int, abort_every: int) -> tuple[int, int]:
+    """Write the transactions; returns (committed records, aborted records)."""
+    value = b"v" * 100
+    committed = aborted = 0
+    n = 0
+    while records - committed - aborted > 0:
+        count = min(txn_records, records - committed - aborted)
+        pid = 1000 + n % PRODUCERS
+        data = encode_records([value] * count, None, 0, None, 1 << 30)
+        log.append(_transactional(bytes(data), pid))
+        abort = abort_every > 0 and n % abort_every == abort_every - 1
+        marker = encode_control_batch(
+            pid, 0, commit=not abort, coordinator_epoch=0, timestamp_ms=int(time.time() * 1000)
+        )
+        log.append(marker, origin="coordinator")
+        if abort:
+            aborted += count
+        else:
+            committed += count
+        n += 1
+    log.sync()
+    return committed, aborted
+
+
+def _read_columns(log: Log, level: Any) -> int:
+    offset, total = OFFSET_OLDEST, 0
+    while True:
+        cols = log.consume_columns(offset, CALL, isolation_level=level)
+        if len(cols) == 0:
+            return total
+        total += len(cols)
+        offset = cols.next_offset
+
+
+def _read_messages(log: Log, level: Any) -> int:
+    offset, total = OFFSET_OLDEST, 0
+    while True:
+        offset, msgs = log.consume(offset, CALL, isolation_level=level)
+        if not msgs:
+            return total
+        total += len(msgs)
+
+
+READS = {"consume_columns": _read_columns, "consume": _read_messages}
+LEVELS = ("read_committed", "read_uncommitted")
+
+
+def run(records: int, txn_records: int, abort_every: int, repeat: int) -> dict[str, Any]:
+    samples: dict[str, dict[str, list[float]]] = {r: {lv: [] for lv in LEVELS} for r in READS}
+    with tempfile.TemporaryDirectory() as tmp, open_log(Path(tmp) / "p", create=True) as log:
+        committed, aborted = fill(log, records, txn_records, abort_every)
+        for i in range(repeat):
+            for name, read in READS.items():
+                for level in LEVELS if i % 2 == 0 else LEVELS[::-1]:  # order alternated
+                    t0 = time.perf_counter()
+                    got = read(log, level)
+                    dt = time.perf_counter() - t0
+                    want = committed if level == "read_committed" else committed + aborted
+                    if got != want:
+                        raise SystemExit(f"{name} {level}: {got} records, expected {want}")
+                    # records/s of the log's records walked (aborted ones included)
+                    samples[name][level].append((committed + aborted) / dt)
+    rows = []
+    for name in READS:
+        rc = statistics.median(samples[name]["read_committed"])
+        ru = statistics.median(samples[name]["read_uncommitted"])
+        rows.append(
+            {
+                "metric": f"embedded {name}, read_committed vs read_uncommitted",
+                "read_committed": rc,
+                "read_uncommitted": ru,
+                "ratio": rc / ru,
+            }
+        )
+    return {
+        "settings": {
+            "records": records,
+            "txn_records": txn_records,
+            "abort_every": abort_every,
+            "repeat": repeat,
+            "committed": committed,
+            "aborted": aborted,
+        },
+        "rows": rows,
+        "samples": samples,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--txn-records", type=int, default=1_000)
+    parser.add_argument("--abort-every", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    result = run(args.records, args.txn_records, args.abort_every, args.repeat)
+    s = result["settings"]
+    print(
+        f"{s['records']:,} records x 100 B in transactions of {s['txn_records']:,}, "
+        f"1 in {s['abort_every']} aborted; medians of {s['repeat']} (records/s of the log)"
+    )
+    print("| metric | read_committed | read_uncommitted (reference) | ratio |")
+    print("|---|---|---|---|")
+    for r in result["rows"]:
+        print(
+            f"| {r['metric']} | {r['read_committed']:,.0f} | "
+            f"{r['read_uncommitted']:,.0f} | {r['ratio']:.2f}x |"
+        )
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
