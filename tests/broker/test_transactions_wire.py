@@ -171,10 +171,16 @@ def test_txn_offset_commit_visible_on_commit(broker: str, topic: str) -> None:
         )  # fmt: skip
         code = w.call(commit).topics[0].partitions[0].error_code
         assert code == INVALID_TXN_STATE  # no AddOffsetsToTxn yet
+        stranger = req(
+            transactional_id="wire-off", group_id="g-off", producer_id=pid, producer_epoch=epoch,
+            generation_id=3, member_id="nobody", group_instance_id=None, topics=commit.topics,
+        )  # fmt: skip
         add_offsets = AddOffsetsToTxnRequest[3](
             transactional_id="wire-off", producer_id=pid, producer_epoch=epoch, group_id="g-off"
         )
         assert w.call(add_offsets).error_code == 0
+        # KIP-447: a member's generation is checked (the group has no such generation)
+        assert w.call(stranger).topics[0].partitions[0].error_code == 22  # ILLEGAL_GENERATION
         assert w.call(commit).topics[0].partitions[0].error_code == 0
         assert committed(w, "g-off") == -1  # pending until the transaction commits
         fetch_req = OffsetFetchRequest[7]
