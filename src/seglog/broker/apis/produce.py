@@ -214,7 +214,9 @@ def _produce_frame(
     for) or a future of it completed after the fsync of every appended partition.
     Per-partition errors: 3 unknown topic/partition, 17 illegal topic name, 2 corrupt
     batch, 87 invalid record (magic < 2, empty, record count out of range), 10 batch too
-    large, 45 out-of-order sequence, 47 fenced epoch, 21 acks not in (0, 1, -1).
+    large, 45 out-of-order sequence, 47 fenced epoch, 21 acks not in (0, 1, -1), 48 a
+    transactional batch outside its producer's transaction, 53 (every partition) a
+    transactional id without WRITE.
     Raises ProtocolError (connection closed) for a malformed body or a failed acks=0.
 
     producer_byte_rate: the request's bytes (frame included) are recorded after the append
@@ -224,7 +226,15 @@ def _produce_frame(
     version, correlation_id = header.api_version, header.correlation_id
     body = parse_produce(frame, header.body_offset, version)
     acks = body.acks
-    results = _append_all(ctx, rctx, acks, body.topics)
+    txn_id = body.transactional_id
+    if txn_id is not None and not rctx.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
+        results = [  # Kafka: the whole request, before any topic is looked at
+            (name, [_Result(index, _errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                    for index, _records in partitions])
+            for name, partitions in body.topics
+        ]  # fmt: skip
+    else:
+        results = _append_all(ctx, rctx, acks, body.topics)
     throttle = 0
     if ctx.quotas is not None:
         throttle = ctx.quotas.record_produce(rctx.user, rctx.client_id, len(frame) + 4)
