@@ -470,7 +470,7 @@ def test_transactional_id_acls(acled: Acled) -> None:
         code = conn.call(mreq(markers=[marker])).markers[0].topics[0].partitions[0].error_code
         assert code == KafkaError.CLUSTER_AUTHORIZATION_FAILED
         produce = produce_request("txn-acl", make_batch([b"v"]))
-        produce.transactional_id = "tx-other"  # type: ignore[attr-defined]
+        produce.transactional_id = "tx-other"
         part = conn.call(produce).responses[0].partition_responses[0]
         assert part.error_code == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     with KafkaConnection(
