@@ -620,6 +620,7 @@ class Broker:
         if self._snapshot_timer is not None:
             self._snapshot_timer.cancel()
         if self._ctx is not None:
+            await self._ctx.transactions.settled()  # ended transactions' Complete records
             self._snapshot_producers(reschedule=False)  # in-flight produces are done
             self._ctx.share_groups.shutdown()  # share partitions' journals: clean snapshots
             self._ctx.topics.close()
