@@ -87,17 +87,29 @@ ALLOWED = {
     "_malloc": (),  # glibc malloc tuning of a long-running process (broker, Spark workers)
     "storage": (),
     "columnar": ("storage",),  # Arrow/Parquet of topics
+    "schemas": ("storage",),  # the schema registry's formats, rules and _schemas store
     "aio": ("storage",),
-    "broker": ("storage", "columnar", "_malloc"),
-    "spark": ("storage", "columnar", "broker", "_malloc"),
-    "console": ("storage", "columnar", "broker"),  # a Kafka client beside spark
-    "pyspark_seglog": ("storage", "columnar", "broker", "spark", "_malloc"),
-    "bench": ("storage", "columnar", "aio", "broker", "spark", "console", "_malloc"),
-    "cli": ("storage", "columnar", "aio", "broker", "spark", "console", "bench", "_malloc"),
+    "broker": ("storage", "columnar", "schemas", "_malloc"),
+    "spark": ("storage", "columnar", "schemas", "broker", "_malloc"),
+    "console": ("storage", "columnar", "schemas", "broker"),  # a Kafka client beside spark
+    "pyspark_seglog": ("storage", "columnar", "schemas", "broker", "spark", "_malloc"),
+    "bench": ("storage", "columnar", "schemas", "aio", "broker", "spark", "console", "_malloc"),
+    "cli": (
+        "storage",
+        "columnar",
+        "schemas",
+        "aio",
+        "broker",
+        "spark",
+        "console",
+        "bench",
+        "_malloc",
+    ),
 }
 # outside libraries a layer must not import
 BANNED = {
     "storage": ("asyncio", "socket"),
+    "schemas": ("asyncio", "socket"),
     "columnar": ("pyspark", "asyncio"),
     "console": ("pyspark",),
 }
@@ -141,8 +153,8 @@ def _find_cycle(graph: dict[str, set[str]], nodes: set[str]) -> list[str]:
 
 @pytest.mark.parametrize(
     "package",
-    ["seglog.storage", "seglog.columnar", "seglog.broker", "seglog.spark", "seglog.console",
-     "seglog.bench", "seglog.cli", "pyspark_seglog"],
+    ["seglog.storage", "seglog.columnar", "seglog.schemas", "seglog.broker", "seglog.spark",
+     "seglog.console", "seglog.bench", "seglog.cli", "pyspark_seglog"],
 )  # fmt: skip
 def test_no_import_cycles(package: str) -> None:
     """The modules of ``package`` import one another without a cycle (imports that run:
@@ -236,14 +248,14 @@ def test_log_implements_its_whole_contract() -> None:
 # protocol/); the package's __init__ only re-exports (type-only imports and a lazy loader)
 BROKER_ORDER = (
     "protocol", "config", "security", "log", "coordinator", "metrics", "context", "apis",
-    "network", "process", "testing",
+    "schema_registry", "network", "process", "testing",
 )  # fmt: skip
 
 
 def test_broker_subpackages_import_one_way() -> None:
     """protocol < config < security < log < coordinator < metrics < context < apis <
-    network < process: no import (not even a type-only one) points up or sideways to a
-    later one, and none hides in a function."""
+    schema_registry < network < process: no import (not even a type-only one) points up or
+    sideways to a later one, and none hides in a function."""
     rank = {name: i for i, name in enumerate(BROKER_ORDER)}
     found = _subpackage_imports("broker", BROKER_ORDER)
     assert {i[0] for i in found} >= {"apis", "network", "context"}  # the walk sees them

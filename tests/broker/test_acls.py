@@ -33,6 +33,8 @@ from seglog.broker.protocol.messages.consumer_group import (
     ConsumerGroupHeartbeatRequest,
 )
 
+from ._wire import make_batch, produce_request
+
 SEGLOG = str(Path(sys.executable).with_name("seglog"))
 USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
 
@@ -467,6 +469,10 @@ def test_transactional_id_acls(acled: Acled) -> None:
         )  # fmt: skip
         code = conn.call(mreq(markers=[marker])).markers[0].topics[0].partitions[0].error_code
         assert code == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        produce = produce_request("txn-acl", make_batch([b"v"]))
+        produce.transactional_id = "tx-other"
+        part = conn.call(produce).responses[0].partition_responses[0]
+        assert part.error_code == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     with KafkaConnection(
         "127.0.0.1", acled.sasl_port, security=ClientSecurity(acled.conf("admin"))
     ) as conn:

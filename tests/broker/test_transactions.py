@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,8 +16,14 @@ from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
 from kafka import TopicPartition as KpTopicPartition
-from kafka.errors import ProducerFencedError
+from kafka.errors import KafkaError as KafkaPythonError
+from kafka.protocol.admin import DescribeTransactionsRequest
 from tests._wait import wait_until
+
+from seglog.broker import BrokerProcess
+
+from ._txn import add, init
+from ._wire import Wire, ensure_topic
 
 BROKER_ARGS = ("--transaction-abort-timed-out-transaction-cleanup-interval-ms", "100")
 
@@ -162,7 +169,8 @@ def test_kafka_python_transactions(broker: str, topic: str) -> None:
     zombie_free.init_transactions()  # fences p
     p.begin_transaction()
     p.send(topic, b"zombie", partition=0)
-    with pytest.raises(ProducerFencedError):
+    # fenced at AddPartitionsToTxn (then every transactional call fails with it) or at EndTxn
+    with pytest.raises(KafkaPythonError, match="ProducerFenced"):
         p.commit_transaction()
     p.close(timeout=5)
     zombie_free.close()
@@ -215,3 +223,30 @@ def test_aiokafka_transactions(broker: str, topic: str) -> None:
             await c.stop()
 
     assert asyncio.run(run()) == [b"x1", b"x2"]
+
+
+def test_transactional_id_expiration(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """An id with no transaction for transactional.id.expiration.ms is forgotten
+    (DescribeTransactions: 105), also across a restart; one in a transaction is kept."""
+    args = [*BROKER_ARGS, "--transactional-id-expiration-ms", "500"]
+    proc = broker_factory(args)
+    with Wire(proc.bootstrap) as w:
+        ensure_topic(w, "expiring")
+        idle = init(w, "idle-id", timeout_ms=60_000)
+        busy = init(w, "busy-id", timeout_ms=60_000)
+        assert add(w, "busy-id", busy.producer_id, busy.producer_epoch, "expiring") == 0
+
+        def state(txn_id: str) -> Any:
+            return w.call(DescribeTransactionsRequest[0](transactional_ids=[txn_id]))
+
+        wait_until(
+            lambda: state("idle-id").transaction_states[0].error_code == 105,
+            timeout=20, message="idle-id did not expire",
+        )  # fmt: skip
+        assert state("busy-id").transaction_states[0].transaction_state == "Ongoing"
+        assert idle.error_code == 0
+    assert proc.stop() == 0
+    proc = broker_factory(args, data=proc.data_dir)
+    with Wire(proc.bootstrap) as w:
+        gone = w.call(DescribeTransactionsRequest[0](transactional_ids=["idle-id", "busy-id"]))
+        assert [t.error_code for t in gone.transaction_states] == [105, 0]

@@ -17,6 +17,7 @@ from kafka.protocol.producer import (
     TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
 )
+from tests._wait import wait_until
 
 from ._txn import (
     CONCURRENT_TRANSACTIONS,
@@ -97,8 +98,9 @@ def test_commit_abort_read_committed(broker: str, topic: str) -> None:
         state = described.topics[0].partitions[0].active_producers[0]
         assert (state.producer_id, state.current_txn_start_offset) == (pid, 5)
         assert end(w, "wire-1", pid, epoch, True) == 0
-        assert latest(w, topic, 1) == 7
+        # the records are readable at once; the marker itself (offset 6) once fsynced
         assert stored_values(fetch(w, topic, 1).records) == [b"c1", b"c2", b"a1", b"o1"]
+        wait_until(lambda: latest(w, topic, 1) == 7, message="the marker is not durable")
 
 
 def test_fencing_and_bad_input(broker: str, topic: str) -> None:
@@ -171,10 +173,16 @@ def test_txn_offset_commit_visible_on_commit(broker: str, topic: str) -> None:
         )  # fmt: skip
         code = w.call(commit).topics[0].partitions[0].error_code
         assert code == INVALID_TXN_STATE  # no AddOffsetsToTxn yet
+        stranger = req(
+            transactional_id="wire-off", group_id="g-off", producer_id=pid, producer_epoch=epoch,
+            generation_id=3, member_id="nobody", group_instance_id=None, topics=commit.topics,
+        )  # fmt: skip
         add_offsets = AddOffsetsToTxnRequest[3](
             transactional_id="wire-off", producer_id=pid, producer_epoch=epoch, group_id="g-off"
         )
         assert w.call(add_offsets).error_code == 0
+        # KIP-447: a member's generation is checked (the group has no such generation)
+        assert w.call(stranger).topics[0].partitions[0].error_code == 22  # ILLEGAL_GENERATION
         assert w.call(commit).topics[0].partitions[0].error_code == 0
         assert committed(w, "g-off") == -1  # pending until the transaction commits
         fetch_req = OffsetFetchRequest[7]

@@ -30,6 +30,7 @@ from seglog.broker.security.authorizer import Authorizer
 from seglog.broker.security.scram_store import CredentialStore
 from seglog.broker.security.session import Session
 from seglog.broker.security.throttling import QuotaManager
+from seglog.schemas import Registry
 
 __all__ = ["BrokerContext", "RequestContext"]
 
@@ -73,6 +74,11 @@ class BrokerContext:
     """ACLs (None: everything allowed)."""
     quotas: QuotaManager | None = None
     """Client quotas: their configs (``quotas.store``) and sensors (None: none enforced)."""
+    schemas: Registry | None = None
+    """The schema registry over ``_schemas`` (None: never enabled on this data directory)."""
+    schema_validation: dict[str, tuple[bool, bool]] = dataclasses.field(default_factory=dict)
+    """Topics validating schema ids on produce: (keys, values)
+    (``log.schema_validation.validation_map``, rebuilt when topics change)."""
 
 
 @dataclasses.dataclass(slots=True)

@@ -30,10 +30,22 @@ _CLIENT = (
     "_quota_cmds",
     "_txn_cmds",
     "_console_cmd",
+    "_schema_cmds",
 )
 _FAST = {"produce": "seglog.cli._produce", "consume": "seglog.cli._consume"}
 _CLIENT_NAMES = frozenset(
-    {"produce", "consume", "topic", "group", "cluster", "acl", "quota", "transactions", "console"}
+    {
+        "produce",
+        "consume",
+        "topic",
+        "group",
+        "cluster",
+        "acl",
+        "quota",
+        "transactions",
+        "console",
+        "schema",
+    }
 )
 _ALL = (
     "_serve",

@@ -16,6 +16,14 @@ def console(
     listen: Annotated[
         str, typer.Option("--listen", help="HOST:PORT of the web console.")
     ] = "127.0.0.1:8080",
+    schema_registry_url: Annotated[
+        str | None,
+        typer.Option(
+            "--schema-registry-url",
+            envvar="SCHEMA_REGISTRY_URL",
+            help="A schema registry whose subjects the Schemas page lists.",
+        ),
+    ] = None,
     *,
     client: ClientOptions,
 ) -> None:
@@ -33,7 +41,7 @@ def console(
     typer.echo(
         f"seglog console on http://{host}:{port}/ for {client.config()['bootstrap.servers']}"
     )
-    serve_console(client.config(), host, port)
+    serve_console(client.config(), host, port, schema_registry_url=schema_registry_url)
 
 
 def register(app: typer.Typer) -> None:

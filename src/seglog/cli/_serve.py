@@ -194,6 +194,14 @@ def _serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
             help="HOST:PORT to serve Prometheus metrics on (/metrics; default: off).",
         ),
     ] = None,
+    schema_registry_listen: Annotated[
+        str | None,
+        typer.Option(
+            "--schema-registry-listen",
+            help="HOST:PORT to serve Confluent Schema Registry's REST API on (the "
+            "_schemas topic; HTTPS and Basic auth follow the listeners; default: off).",
+        ),
+    ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="Python logging level.")] = "INFO",
     log_format: Annotated[
         str,
@@ -237,8 +245,13 @@ def _serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         metrics_host, metrics_port = (
             parse_host_port(metrics_listen, 0) if metrics_listen else (None, 0)
         )
+        registry_host, registry_port = (
+            parse_host_port(schema_registry_listen, 8081) if schema_registry_listen else (None, 0)
+        )
         config = BrokerConfig(
             **settings,
+            schema_registry_host=registry_host,
+            schema_registry_port=registry_port,
             listeners=parsed_listeners,
             ssl_certfile=ssl_certfile,
             ssl_keyfile=ssl_keyfile,
@@ -321,9 +334,15 @@ def _console_starter(config: BrokerConfig, listen: str) -> Callable[[], None]:
         raise typer.BadParameter(f"--console-listen {listen!r}: {exc}") from exc
     bootstrap = f"{'127.0.0.1' if host in ('', '0.0.0.0') else host}:{port}"
     conf = {"bootstrap.servers": bootstrap, "log_level": _LOG_CRITICAL}
+    registry = None
+    if config.schema_registry_host is not None and config.schema_registry_port:
+        r_host = config.schema_registry_host
+        scheme = "https" if config.ssl_certfile is not None else "http"
+        registry = f"{scheme}://{'127.0.0.1' if r_host in ('', '0.0.0.0') else r_host}"
+        registry += f":{config.schema_registry_port}"
     thread = threading.Thread(
         target=serve_console,
-        args=(conf, c_host, c_port, time.time()),
+        args=(conf, c_host, c_port, time.time(), registry),
         name="seglog-console",
         daemon=True,
     )

@@ -5,8 +5,9 @@ Read-only: every route is a GET. Pages: ``/`` overview with a live throughput ch
 ``/topics``, ``/topics/{name}``, ``/topics/{name}/messages`` (seek by offset or timestamp,
 JSON/text/hex, headers, paging, live tail), ``/groups`` (classic, consumer and share
 groups with their type and state), ``/groups/{id}`` (members, assignments, lag per
-partition with a bar chart; a share group's share-partition start offsets). The same data
-as JSON under ``/api/``.
+partition with a bar chart; a share group's share-partition start offsets), ``/schemas``
+(the subjects and versions of the schema registry, when one is given). The same data as
+JSON under ``/api/``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from seglog.console import _schemas
 from seglog.console._backend import Backend, Throughput
 
 __all__ = ["create_app"]
@@ -53,7 +55,7 @@ def _page(title: str, body: str, *, head: str = "") -> HTMLResponse:
         f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)} · seglog</title>"
         f"<style>{_STYLE}</style>{head}</head><body><nav><a href='/'>seglog console</a>"
         f"<a href='/topics'>Topics</a><a href='/groups'>Groups</a>"
-        f"<a href='/transactions'>Transactions</a></nav>"
+        f"<a href='/transactions'>Transactions</a><a href='/schemas'>Schemas</a></nav>"
         f"<main><h1>{_e(title)}</h1>{body}</main></body></html>"
     )
 
@@ -164,11 +166,16 @@ def _option(value: str, chosen: str) -> str:
 
 
 def create_app(
-    conf: dict[str, Any], *, sample_interval_s: float = 1.0, broker_started_s: float | None = None
+    conf: dict[str, Any],
+    *,
+    sample_interval_s: float = 1.0,
+    broker_started_s: float | None = None,
+    schema_registry_url: str | None = None,
 ) -> Starlette:
     """The console for the brokers of ``conf`` (librdkafka configuration); with
     ``broker_started_s`` (epoch seconds, set by ``seglog serve --console-listen``) the
-    overview shows the broker's uptime, else the console's."""
+    overview shows the broker's uptime, else the console's; ``schema_registry_url``: the
+    registry whose subjects ``/schemas`` lists."""
     auth = _BrokerLogin(conf, broker_started_s)
     throughput = Throughput(auth.any_backend, sample_interval_s)
 
@@ -383,6 +390,43 @@ def create_app(
             body = "<p class='muted'>No transaction in flight.</p>" + body
         return _page("Transactions", body)
 
+    async def _subjects(request: Request) -> list[dict[str, Any]] | str:
+        if schema_registry_url is None:
+            return "no schema registry (seglog serve --schema-registry-listen)"
+        try:
+            found: list[dict[str, Any]] = await call(
+                _schemas.subjects, schema_registry_url, request.headers.get("authorization")
+            )
+        except OSError as exc:
+            return f"schema registry {schema_registry_url}: {exc}"
+        return found
+
+    async def schemas(request: Request) -> Response:
+        found = await _subjects(request)
+        if isinstance(found, str):
+            return _page("Schemas", f"<p class='muted'>{_e(found)}</p>")
+        body = _table(
+            ["subject", "versions", "latest id", "type", "latest schema"],
+            [
+                [
+                    _e(s["subject"]),
+                    _e(", ".join(map(str, s["versions"]))),
+                    _e(s["id"]),
+                    _e(s["schemaType"]),
+                    f"<pre>{_e(s['schema'])}</pre>",
+                ]
+                for s in found
+            ],
+            "schemas",
+        )
+        return _page("Schemas", body)
+
+    async def api_schemas(request: Request) -> Response:
+        found = await _subjects(request)
+        if isinstance(found, str):
+            return JSONResponse({"error": found}, status_code=503)
+        return JSONResponse(found)
+
     async def api_throughput(_request: Request) -> Response:
         samples = list(throughput.samples)
         return JSONResponse(
@@ -428,6 +472,8 @@ def create_app(
         Route("/groups", groups),
         Route("/groups/{group}", group),
         Route("/transactions", transactions),
+        Route("/schemas", schemas),
+        Route("/api/schemas", api_schemas),
         Route("/api/throughput", api_throughput),
         Route("/api/topics/{name}/messages", api_messages),
         Route("/api/{kind}", api),

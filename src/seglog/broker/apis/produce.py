@@ -23,6 +23,7 @@ from kafka.protocol.producer import ProduceResponse
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.log.internal_topics import INTERNAL_TOPICS
 from seglog.broker.log.producers import BatchIdentity, batch_identity
+from seglog.broker.log.schema_validation import invalid_records
 from seglog.broker.protocol import errors as _errors
 from seglog.broker.protocol.framing import encode_response
 from seglog.broker.protocol.produce_wire import encode_produce_response, parse_produce
@@ -56,6 +57,8 @@ class _Result(NamedTuple):
     log_start_offset: int = -1
     log: Log | None = None  # to wait for: durable end offset >= end_offset
     end_offset: int = -1
+    record_errors: tuple[tuple[int, str], ...] = ()  # (batch index, why): KIP-467, v8+
+    error_message: str | None = None
 
 
 Records = bytes | bytearray | memoryview
@@ -111,6 +114,13 @@ def _append(
             return _Result(partition, _errors.INVALID_RECORD)
         if not _record_counts_ok(records):
             return _Result(partition, _errors.INVALID_RECORD)
+        check = ctx.schema_validation.get(topic) if ctx.schema_validation else None
+        if check is not None:
+            refused = invalid_records(ctx.schemas, topic, records, check)
+            if refused:
+                message = f"{len(refused)} record(s) failed schema validation: {refused[0][1]}"
+                return _Result(partition, _errors.INVALID_RECORD, record_errors=tuple(refused),
+                               error_message=message)  # fmt: skip
         ident = batch_identity(records)
         if records[_ATTRIBUTES_LOW] & _TRANSACTIONAL:
             code = _transactional_code(ctx, topic, partition, ident)
@@ -153,8 +163,8 @@ def _response(version: int, results: list[tuple[str, list[_Result]]]) -> Any:
                     base_offset=r.base_offset,
                     log_append_time_ms=r.log_append_time_ms,
                     log_start_offset=r.log_start_offset,
-                    record_errors=[],
-                    error_message=None,
+                    record_errors=[(i, m) for i, m in r.record_errors],
+                    error_message=r.error_message,
                 )
                 for r in parts
             ],
@@ -213,8 +223,12 @@ def _produce_frame(
     acks=1/-1 → the encoded response at once (relaxed flush policy, or nothing to wait
     for) or a future of it completed after the fsync of every appended partition.
     Per-partition errors: 3 unknown topic/partition, 17 illegal topic name, 2 corrupt
-    batch, 87 invalid record (magic < 2, empty, record count out of range), 10 batch too
-    large, 45 out-of-order sequence, 47 fenced epoch, 21 acks not in (0, 1, -1).
+    batch, 87 invalid record (magic < 2, empty, record count out of range; a record
+    failing the topic's schema validation, with its index in ``record_errors``:
+    ``log.schema_validation``), 10 batch too
+    large, 45 out-of-order sequence, 47 fenced epoch, 21 acks not in (0, 1, -1), 48 a
+    transactional batch outside its producer's transaction, 53 (every partition) a
+    transactional id without WRITE.
     Raises ProtocolError (connection closed) for a malformed body or a failed acks=0.
 
     producer_byte_rate: the request's bytes (frame included) are recorded after the append
@@ -224,7 +238,15 @@ def _produce_frame(
     version, correlation_id = header.api_version, header.correlation_id
     body = parse_produce(frame, header.body_offset, version)
     acks = body.acks
-    results = _append_all(ctx, rctx, acks, body.topics)
+    txn_id = body.transactional_id
+    if txn_id is not None and not rctx.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
+        results = [  # Kafka: the whole request, before any topic is looked at
+            (name, [_Result(index, _errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                    for index, _records in partitions])
+            for name, partitions in body.topics
+        ]  # fmt: skip
+    else:
+        results = _append_all(ctx, rctx, acks, body.topics)
     throttle = 0
     if ctx.quotas is not None:
         throttle = ctx.quotas.record_produce(rctx.user, rctx.client_id, len(frame) + 4)

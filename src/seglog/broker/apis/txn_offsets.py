@@ -44,9 +44,15 @@ def _request_code(ctx: BrokerContext, rctx: RequestContext, req: Any) -> int:
         return _errors.GROUP_AUTHORIZATION_FAILED
     if not req.group_id or len(req.group_id.encode()) > MAX_RECORD_STRING_BYTES:
         return _errors.INVALID_GROUP_ID
-    return ctx.transactions.check_offsets_commit(
+    code = ctx.transactions.check_offsets_commit(
         req.transactional_id, req.producer_id, req.producer_epoch
     )
+    member = req.member_id if rctx.api_version >= 3 else ""
+    generation = req.generation_id if rctx.api_version >= 3 else -1
+    member_commit = member or generation >= 0  # KIP-447: sent by a group member
+    if code == _errors.NONE and member_commit and req.group_id not in ctx.consumer_groups.groups:
+        code = ctx.groups.validate_commit(req.group_id, generation, member)
+    return code
 
 
 def handle_txn_offset_commit(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
@@ -55,7 +61,8 @@ def handle_txn_offset_commit(ctx: BrokerContext, rctx: RequestContext, req: Any)
     older epoch, no AddOffsetsToTxn in this transaction); then 29 for a topic without READ,
     3 for an unknown partition, 12 for metadata over 4096 characters; 15 when the pending
     offsets could not be stored. (KIP-447's generation and member id, v3+, are accepted as
-    sent: the group's membership is not checked.)"""
+    sent by a member of a KIP-848 group; for a classic group they are checked as
+    OffsetCommit's: 25 UNKNOWN_MEMBER_ID, 22 ILLEGAL_GENERATION.)"""
     version = rctx.api_version
     code = _request_code(ctx, rctx, req)
     offsets: dict[tuple[str, int], tuple[int, str | None]] = {}

@@ -93,6 +93,8 @@ class BrokerConfig:
     # operations
     metrics_host: str | None = None  # seglog: serve Prometheus /metrics here (None: off)
     metrics_port: int = 0  # seglog: its port (0: any free port, logged)
+    schema_registry_host: str | None = None  # seglog: serve the schema registry (None: off)
+    schema_registry_port: int = 0  # seglog: its port (0: any free port, logged)
 
     def __post_init__(self) -> None:
         validate_broker_config(self)

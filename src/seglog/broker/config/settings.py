@@ -237,6 +237,28 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             "nor when the list is empty",
         ),
         TopicConfigDef(
+            "confluent.value.schema.validation", BOOLEAN, None, "false",
+            _const("false"), _boolean,
+            "refuse records whose value is not in Confluent's wire format with a schema id "
+            "registered under <topic>-value (87 INVALID_RECORD; Confluent Server's name)",
+        ),
+        TopicConfigDef(
+            "confluent.key.schema.validation", BOOLEAN, None, "false",
+            _const("false"), _boolean,
+            "refuse records whose key is not in Confluent's wire format with a schema id "
+            "registered under <topic>-key (87 INVALID_RECORD; Confluent Server's name)",
+        ),
+        TopicConfigDef(
+            "redpanda.value.schema.id.validation", BOOLEAN, None, "false",
+            _const("false"), _boolean,
+            "Redpanda's name of confluent.value.schema.validation (either turns it on)",
+        ),
+        TopicConfigDef(
+            "redpanda.key.schema.id.validation", BOOLEAN, None, "false",
+            _const("false"), _boolean,
+            "Redpanda's name of confluent.key.schema.validation (either turns it on)",
+        ),
+        TopicConfigDef(
             CONSUMED_GROUPS, LIST, None, "",
             _const(""), _group_list,
             "seglog: the consumer group ids (comma-separated) every one of which must have "

@@ -29,6 +29,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 from seglog.broker.coordinator.committed import CommittedOffsets
 from seglog.broker.coordinator.txn_log import TransactionStateLog
@@ -89,6 +90,9 @@ class TransactionCoordinator:
             m.producer_id: m for m in self._txns.values()
         }
         self._pending: set[str] = set()
+        self._unsettled: dict[str, asyncio.Task[None]] = {}
+        """Ids whose last end's markers are appended but not yet durable: the id's next
+        record waits for them (see :meth:`_complete`)."""
         self.commits = 0
         """Transactions committed (metrics)."""
         self.aborts = 0
@@ -114,7 +118,12 @@ class TransactionCoordinator:
     # -- writes -----------------------------------------------------------------------
 
     async def _write(self, target: TransactionMetadata, *, durable: bool = True) -> None:
-        """Write ``target`` (durably unless told), then make it the id's state."""
+        """Write ``target`` (durably unless told), then make it the id's state; first wait
+        until the markers of the id's last end are durable, so that no record superseding
+        its Prepare reaches the log before them."""
+        settle = self._unsettled.get(target.transactional_id)
+        if settle is not None:
+            await asyncio.shield(settle)
         await self._log.write(target.transactional_id, target, durable=durable)
         old = self._txns.get(target.transactional_id)
         if old is not None and self._by_pid.get(old.producer_id) is old:
@@ -276,30 +285,63 @@ class TransactionCoordinator:
         return await self._guarded(txn_id, self._complete(meta, commit))
 
     async def _complete(self, meta: TransactionMetadata, commit: bool) -> int:
-        """PrepareCommit/PrepareAbort, the markers and transactional offsets, then
-        CompleteCommit/CompleteAbort (also the restart of a Prepare found at load)."""
+        """PrepareCommit/PrepareAbort (durable), then the markers and transactional offsets
+        appended, then CompleteCommit/CompleteAbort in memory (also the restart of a
+        Prepare found at load). The answer does not wait for the markers' fsync: the
+        durable Prepare already decides the outcome (a crash before the markers are
+        durable completes the transaction again at the next start), and the Complete
+        record is written only once they are durable (:meth:`_settle`), as is any later
+        record of the id (:meth:`_write`)."""
         if not meta.in_prepare:
             target = meta.copy()
             target.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
             target.last_update_ms = _now_ms()
             await self._write(target)
             meta = target
-        await self._write_markers(meta, commit)
+        waits = self._write_markers(meta, commit)
         done = meta.copy()
         done.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         done.partitions = set()
         done.start_ms = -1
         done.last_update_ms = _now_ms()
-        # not awaited durable: lost in a crash, the Prepare state is found at the next
-        # start and completed again (a second marker, which readers skip)
-        await self._write(done, durable=False)
+        self._txns[done.transactional_id] = done
+        self._by_pid[done.producer_id] = done
+        self._unsettled[done.transactional_id] = asyncio.get_running_loop().create_task(
+            self._settle(waits, meta, done)
+        )
         if commit:
             self.commits += 1
         else:
             self.aborts += 1
         return _errors.NONE
 
-    async def _write_markers(self, meta: TransactionMetadata, commit: bool) -> None:
+    async def _settle(
+        self, waits: list[asyncio.Future[Any]], prepared: TransactionMetadata,
+        done: TransactionMetadata,
+    ) -> None:  # fmt: skip
+        """Once the markers are durable, write the Complete record (unless a newer record
+        of the id came meanwhile; not awaited durable: lost in a crash, the Prepare is
+        completed again at the next start). If they cannot be made durable the id goes
+        back to its Prepare state, which a retry, the timeout task or the next start
+        completes."""
+        txn_id = done.transactional_id
+        try:
+            if waits:
+                await asyncio.gather(*waits)
+            if self._txns.get(txn_id) is done:
+                await self._log.write(txn_id, done, durable=False)
+        except (SeglogError, OSError) as exc:
+            log.warning("transactional id %r: markers not durable: %s", txn_id, exc)
+            if self._txns.get(txn_id) is done:
+                self._txns[txn_id] = prepared
+                self._by_pid[prepared.producer_id] = prepared
+        finally:
+            if self._unsettled.get(txn_id) is asyncio.current_task():
+                del self._unsettled[txn_id]
+
+    def _write_markers(self, meta: TransactionMetadata, commit: bool) -> list[asyncio.Future[Any]]:
+        """Append the markers and end the transactional offsets (applied at once: the
+        durable Prepare makes them final); returns the durability futures."""
         data = [p for p in meta.partitions if p != _OFFSETS_PARTITION]
         waits = write_markers(
             self._topics,
@@ -312,10 +354,14 @@ class TransactionCoordinator:
         fut, offsets = self._committed.complete_txn(meta.producer_id, commit)
         if fut is not None:
             waits.append(asyncio.wrap_future(fut))
-        if waits:
-            await asyncio.gather(*waits)
         for group, committed in offsets.items():
             self._committed.apply(group, committed)
+        return waits
+
+    async def settled(self) -> None:
+        """Wait until every ended transaction's markers are durable (shutdown, tests)."""
+        while self._unsettled:
+            await asyncio.gather(*self._unsettled.values(), return_exceptions=True)
 
     async def _fence_and_abort(self, meta: TransactionMetadata, *, timed_out: bool) -> None:
         """Abort an ongoing transaction with the epoch bumped (Kafka's
@@ -468,6 +514,9 @@ class TransactionCoordinator:
                 log.info("transactional id %r expired", txn_id)
 
                 async def forget(txn_id: str = txn_id) -> int:
+                    settle = self._unsettled.get(txn_id)
+                    if settle is not None:
+                        await asyncio.shield(settle)
                     await self._log.write(txn_id, None)
                     gone = self._txns.pop(txn_id, None)
                     if gone is not None and self._by_pid.get(gone.producer_id) is gone:

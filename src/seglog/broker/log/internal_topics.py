@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from seglog.schemas import SCHEMAS_TOPIC
 from seglog.storage import encode_records
 
 __all__ = [
     "INTERNAL_TOPICS",
     "INTERNAL_TOPIC_CONFIGS",
     "OFFSETS_TOPIC",
+    "SCHEMAS_TOPIC",
     "SHARE_GROUP_STATE_TOPIC",
     "TRANSACTION_STATE_TOPIC",
     "keyed_batch",
@@ -27,7 +29,12 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 """Transaction coordinator state, one record per transactional id: an internal compacted
 topic (Kafka's ``TransactionStateManager``; see ``coordinator/txn_log.py``)."""
 
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC})
+# SCHEMAS_TOPIC ("_schemas"): the schema registry's subjects, versions, configs and modes
+# in Confluent Schema Registry's record format (``seglog.schemas``)
+
+INTERNAL_TOPICS = frozenset(
+    {OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC, SCHEMAS_TOPIC}
+)
 """Every internal topic (Metadata reports them with ``is_internal``)."""
 
 INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}

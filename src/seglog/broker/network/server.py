@@ -29,9 +29,11 @@ from seglog.broker.coordinator.share_state import ShareGroupState
 from seglog.broker.coordinator.transactions import TransactionCoordinator
 from seglog.broker.log.cluster_state import BrokerState
 from seglog.broker.log.durability import DurabilityWaiters
+from seglog.broker.log.internal_topics import INTERNAL_TOPIC_CONFIGS, SCHEMAS_TOPIC
 from seglog.broker.log.producer_recovery import rebuild, write_snapshot
 from seglog.broker.log.producers import ProducerStateTable
 from seglog.broker.log.retention import RetentionTask, start_retention
+from seglog.broker.log.schema_validation import validation_map
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.metrics import snapshot_from_loop
 from seglog.broker.network.admission import ConnectionLimits
@@ -42,12 +44,14 @@ from seglog.broker.protocol.errors import UNSUPPORTED_VERSION
 from seglog.broker.protocol.framing import encode_response, parse_request_header
 from seglog.broker.protocol.nulls import reject_nulls
 from seglog.broker.protocol.throttle_field import raise_throttle
+from seglog.broker.schema_registry.service import RegistryServer, registry_server
 from seglog.broker.security.authorizer import Authorizer
 from seglog.broker.security.client_quotas import QuotaStore
 from seglog.broker.security.scram_store import CredentialStore
 from seglog.broker.security.throttling import ConnectionRates, QuotaManager
 from seglog.broker.security.tls import principal_from_cert, server_context
 from seglog.errors import ProtocolError, SeglogError
+from seglog.schemas import Registry
 from seglog.storage import DataDir, LogConfig
 
 __all__ = ["Broker"]
@@ -78,6 +82,16 @@ def _log_config(config: BrokerConfig) -> LogConfig:
         flush_messages=config.log_flush_interval_messages,
         flush_ms=config.log_flush_interval_ms,
     )
+
+
+def _schema_registry(config: BrokerConfig, topics: TopicManager) -> Registry | None:
+    """The schema registry over ``_schemas`` (created when the registry is served), None
+    when it is neither served nor ever was on this data directory."""
+    if topics.get(SCHEMAS_TOPIC) is None:
+        if config.schema_registry_host is None:
+            return None
+        topics.create(SCHEMAS_TOPIC, 1, INTERNAL_TOPIC_CONFIGS)
+    return Registry(topics.log(SCHEMAS_TOPIC, 0))
 
 
 def _loop_ms(loop: asyncio.AbstractEventLoop) -> float:
@@ -141,6 +155,9 @@ class Broker:
         self._metrics_server: Any = None  # prometheus-client's WSGI server (its own thread)
         self._snapshot_timer: asyncio.TimerHandle | None = None
         self.metrics_bound: tuple[str, int] | None = None
+        self._registry_server: RegistryServer | None = None
+        self.schema_registry_bound: tuple[str, int] | None = None
+        """The schema registry's bound (host, port) (None: not served)."""
 
     async def start(self) -> None:
         """Open the data directory and start listening. Raises OSError (address in use)."""
@@ -162,6 +179,7 @@ class Broker:
             share_state = ShareGroupState(topics)  # __share_group_state, when it exists
             producers = ProducerStateTable()
             rebuild(producers, topics, config.data_dir)  # before any produce can arrive
+            schemas = _schema_registry(config, topics)
             listeners = configured_listeners(config)
             tls = _tls_context(config) if any(lst.tls for lst in listeners) else None
             for lst in listeners:
@@ -214,6 +232,8 @@ class Broker:
         def topics_changed() -> None:
             state.metadata_changed()
             consumer_groups.topics_changed()
+            if self._ctx is not None:
+                self._ctx.schema_validation = validation_map(topics.all())
 
         topics.on_change = topics_changed
         self._ctx = BrokerContext(
@@ -270,6 +290,8 @@ class Broker:
                 clock=clock,
             ),
         )
+        self._ctx.schemas = schemas
+        self._ctx.schema_validation = validation_map(topics.all())
         topics.sync_observer = self._ctx.metrics.observe_sync
         self._ctx.share_groups.on_member_gone = self._ctx.share_sessions.close
         self._schedule_idle_sweep()
@@ -280,6 +302,8 @@ class Broker:
         self._retention = start_retention(config, self._data_dir, committed.lowest)
         if config.metrics_host is not None:
             self._start_metrics(loop)
+        if config.schema_registry_host is not None:
+            await self._start_schema_registry()
         for lst in listeners:
             host, port = self.listeners[lst.name]
             a_host, a_port = self._advertised[lst.name]
@@ -311,6 +335,19 @@ class Broker:
         self._metrics_server = server
         self.metrics_bound = (config.metrics_host, int(server.server_port))
         log.info("metrics on http://%s:%d/metrics", config.metrics_host, server.server_port)
+
+    async def _start_schema_registry(self) -> None:
+        """Serve the schema registry's REST API (``seglog.broker.schema_registry``);
+        on a bind error, stop the broker and raise the OSError."""
+        assert self._ctx is not None
+        server = registry_server(self._ctx, self._ctx.listeners)
+        try:
+            await server.start()
+        except OSError:
+            await self.stop()
+            raise
+        self._registry_server = server
+        self.schema_registry_bound = server.bound
 
     def _snapshot_producers(self, *, reschedule: bool = True) -> None:
         """Write the idempotent-producer snapshot (every minute and at shutdown), so a
@@ -554,6 +591,9 @@ class Broker:
         connections and logs (a clean shutdown: no recovery scan on the next start)."""
         for server in self._servers:
             server.close()
+        if self._registry_server is not None:
+            await self._registry_server.stop()
+            self._registry_server = None
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
@@ -580,6 +620,7 @@ class Broker:
         if self._snapshot_timer is not None:
             self._snapshot_timer.cancel()
         if self._ctx is not None:
+            await self._ctx.transactions.settled()  # ended transactions' Complete records
             self._snapshot_producers(reschedule=False)  # in-flight produces are done
             self._ctx.share_groups.shutdown()  # share partitions' journals: clean snapshots
             self._ctx.topics.close()

@@ -131,6 +131,34 @@ class PartitionResponse(Protocol):
     def log_start_offset(self) -> int: ...
 
 
+def _nullable_string(out: bytearray, text: str | None, flexible: bool) -> None:
+    if text is None:
+        out += b"\x00" if flexible else b"\xff\xff"
+        return
+    raw = text.encode()
+    out += uvarint_bytes(len(raw) + 1) if flexible else _I16.pack(len(raw))
+    out += raw
+
+
+def _record_errors(
+    out: bytearray,
+    errors: Sequence[tuple[int, str | None]],
+    message: str | None,
+    flexible: bool,
+) -> None:
+    """v8+: record_errors [batch_index: int32, batch_index_error_message: nullable
+    string], error_message: nullable string (+ tagged fields when flexible)."""
+    out += uvarint_bytes(len(errors) + 1) if flexible else _I32.pack(len(errors))
+    for index, text in errors:
+        out += _I32.pack(index)
+        _nullable_string(out, text, flexible)
+        if flexible:
+            out += b"\x00"
+    _nullable_string(out, message, flexible)
+    if flexible:
+        out += b"\x00"
+
+
 def encode_produce_response(
     version: int,
     correlation_id: int,
@@ -138,7 +166,9 @@ def encode_produce_response(
     throttle_time_ms: int = 0,
 ) -> bytearray:
     """The framed Produce response of ``version`` (3-12): size, response header, body
-    (``throttle_time_ms``: a quota throttle, KIP-219)."""
+    (``throttle_time_ms``: a quota throttle, KIP-219). A partition answer with a
+    ``record_errors`` attribute ((batch index, message) pairs) and an ``error_message``
+    carries them from v8 (KIP-467); without, both are empty."""
     flexible = version >= FIRST_FLEXIBLE
     out = bytearray(8)
     if flexible:
@@ -160,7 +190,10 @@ def encode_produce_response(
             out += _PARTITION.pack(p.partition, p.error_code, p.base_offset, p.log_append_time_ms)
             if version >= 5:
                 out += _I64.pack(p.log_start_offset)
-            if flexible:
+            record_errors = getattr(p, "record_errors", ())
+            if record_errors and version >= 8:
+                _record_errors(out, record_errors, getattr(p, "error_message", None), flexible)
+            elif flexible:
                 out += b"\x01\x00\x00"  # record_errors [], error_message null, tags
             elif version >= 8:
                 out += b"\x00\x00\x00\x00\xff\xff"  # record_errors [], error_message null

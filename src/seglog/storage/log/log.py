@@ -93,10 +93,14 @@ class Log(LogAPI):
         segments: list[Segment],
         *,
         read_only: bool,
+        replay_all: bool = False,
     ) -> None:
+        """``replay_all``: rebuild the transaction state and every ``.txnindex`` from the
+        whole log, not from the ``transaction-state`` snapshot (``segment/transactions.py``)."""
         st = self._state = LogState(directory, config, segments, read_only=read_only)
         """The log's internal state, shared with the modules of ``seglog.storage.log``
         only (private: not part of the embedded contract, ``seglog.storage.api``)."""
+        st.txns = recover_transactions(directory, segments, full=replay_all)
         self.on_append(st.notifier.notify)
         if config.key_index:
             st.keys = load_key_index(st, st.log_end_offset)
@@ -158,9 +162,10 @@ class Log(LogAPI):
                     files.fsync_dir(path)
                 segments[-1].first_append_ms = append.now_ms()
                 segments[-1].sync()  # what recovery kept is durable before anyone reads it
-            txns = recover_transactions(path, segments, full=bool(report.interrupted))
-            log = cls(path, config, segments, read_only=read_only)
-            log._state.txns = txns
+            # an interrupted cleaner swap: the swapped segment's .txnindex is gone
+            log = cls(
+                path, config, segments, read_only=read_only, replay_all=bool(report.interrupted)
+            )
             log._state.counters.truncations += 1 if report.truncated_bytes else 0
         except BaseException:
             if lock_fd is not None:

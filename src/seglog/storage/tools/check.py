@@ -175,11 +175,10 @@ def recover(path: str | os.PathLike[str]) -> list[CheckReport]:
             report = LoadReport()
             segs = load_segments(d, LogConfig(), "prefix", report, full_scan=True)
             size = sum(s.size for s in segs)
-            log = Log(d, LogConfig(), segs or [], read_only=False) if segs else None
+            # every .txnindex rebuilt too (replay_all); close writes the transaction snapshot
+            log = Log(d, LogConfig(), segs, read_only=False, replay_all=True) if segs else None
             end = log.log_end_offset if log is not None else 0
             if log is not None:
-                # every .txnindex rebuilt too; close writes the transaction snapshot
-                log._state.txns = recover_transactions(d, segs, full=True)
                 log.close()
             out.append(
                 CheckReport(
