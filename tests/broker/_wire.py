@@ -92,11 +92,13 @@ def make_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     timestamp_ms: int | None = None,
+    transactional: bool = False,
 ) -> bytes:
-    """One record batch v2 (kafka-python's builder)."""
+    """One record batch v2 (kafka-python's builder); ``transactional`` sets attributes
+    bit 4."""
     builder = MemoryRecordsBuilder(magic=2, compression_type=compression, batch_size=1 << 20)
     if producer_id >= 0:
-        builder.set_producer_state(producer_id, producer_epoch, base_sequence, False)
+        builder.set_producer_state(producer_id, producer_epoch, base_sequence, transactional)
     ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     for v in values:
         builder.append(timestamp=ts, key=key, value=v, headers=[])

@@ -23,12 +23,17 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from kafka.protocol.admin import DescribeTransactionsRequest, ListTransactionsRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.producer import InitProducerIdRequest, WriteTxnMarkersRequest
 
 from seglog.broker import BrokerProcess, ClientSecurity, KafkaConnection, free_port, start_broker
 from seglog.broker.protocol.messages.consumer_group import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
 )
+
+from ._wire import make_batch, produce_request
 
 SEGLOG = str(Path(sys.executable).with_name("seglog"))
 USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
@@ -418,3 +423,58 @@ def test_consumer_group_heartbeat_acls(acled: Acled) -> None:
         member = desc.groups[0].members[0]
         assert member.subscribed_topic_regex == "rx-.*"
         assert [tp.topic_name for tp in member.assignment.topic_partitions] == ["rx-open"]
+
+
+def test_transactional_id_acls(acled: Acled) -> None:
+    """Kafka's checks: InitProducerId/AddPartitionsToTxn/EndTxn need WRITE on the
+    TRANSACTIONAL_ID (53), FindCoordinator and DescribeTransactions DESCRIBE on it (WRITE
+    implies it), an idempotent producer IDEMPOTENT_WRITE on the cluster (31),
+    WriteTxnMarkers CLUSTER_ACTION (31); ListTransactions lists only described ids."""
+    admin = AdminClient(acled.conf("admin"))
+    admin.create_topics([NewTopic("txn-acl", 1)])["txn-acl"].result(15)
+    bindings = [
+        _allow("tx-alice", "alice", AclOperation.WRITE, kind=ResourceType.TRANSACTIONAL_ID),
+        _allow("txn-acl", "alice", AclOperation.WRITE),
+    ]
+    for future in admin.create_acls(bindings).values():
+        future.result(15)
+    with KafkaConnection(
+        "127.0.0.1", acled.sasl_port, security=ClientSecurity(acled.conf("alice"))
+    ) as conn:
+
+        def init(txn_id: str | None) -> int:
+            req = InitProducerIdRequest[4](transactional_id=txn_id, transaction_timeout_ms=9000)
+            return int(conn.call(req).error_code)
+
+        assert init("tx-other") == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert init(None) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        assert init("tx-alice") == 0
+        found = conn.call(FindCoordinatorRequest[3](key="tx-other", key_type=1))
+        assert found.error_code == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert conn.call(FindCoordinatorRequest[3](key="tx-alice", key_type=1)).error_code == 0
+        described = conn.call(
+            DescribeTransactionsRequest[0](transactional_ids=["tx-alice", "tx-other"])
+        )
+        assert [t.error_code for t in described.transaction_states] == [
+            0, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ]  # fmt: skip
+        listed = conn.call(ListTransactionsRequest[0](state_filters=[], producer_id_filters=[]))
+        assert [t.transactional_id for t in listed.transaction_states] == ["tx-alice"]
+        mreq = WriteTxnMarkersRequest[1]
+        marker = mreq.WritableTxnMarker(
+            producer_id=0, producer_epoch=0, transaction_result=False,
+            topics=[mreq.WritableTxnMarker.WritableTxnMarkerTopic(
+                name="txn-acl", partition_indexes=[0])],
+            coordinator_epoch=0,
+        )  # fmt: skip
+        code = conn.call(mreq(markers=[marker])).markers[0].topics[0].partitions[0].error_code
+        assert code == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        produce = produce_request("txn-acl", make_batch([b"v"]))
+        produce.transactional_id = "tx-other"
+        part = conn.call(produce).responses[0].partition_responses[0]
+        assert part.error_code == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    with KafkaConnection(
+        "127.0.0.1", acled.sasl_port, security=ClientSecurity(acled.conf("admin"))
+    ) as conn:
+        req = InitProducerIdRequest[4](transactional_id="tx-other", transaction_timeout_ms=9000)
+        assert conn.call(req).error_code == 0  # super user

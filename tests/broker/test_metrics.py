@@ -11,10 +11,13 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
+from tests._wait import wait_until
 from tests.broker._share import create_topic, earliest, heartbeat, produce, share_fetch
-from tests.broker._wire import Wire, ensure_topic
 
 from seglog.broker import BrokerProcess, free_port
+
+from ._txn import add, end, init, send, txn_batch
+from ._wire import Wire, ensure_topic
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -190,3 +193,34 @@ def test_share_group_metrics(broker_factory: Callable[..., BrokerProcess]) -> No
     assert m[(ack, (*labels[:2], ("topic", topic), ("type", "release")))] == 2
     assert m[(ack, (*labels[:2], ("topic", topic), ("type", "reject")))] == 1
     assert m[("seglog_share_records_archived_total", labels)] == 1  # 1: its third delivery
+
+
+def test_transaction_metrics(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """Commits, aborts, timeouts and ongoing transactions are counted; the LSO lag is the
+    records an open transaction holds back."""
+    port = free_port()
+    proc = broker_factory([
+        "--metrics-listen", f"127.0.0.1:{port}",
+        "--transaction-abort-timed-out-transaction-cleanup-interval-ms", "100",
+    ])  # fmt: skip
+    with Wire(proc.bootstrap) as w:
+        ensure_topic(w, "txm")
+        r = init(w, "txm-1")
+        pid, epoch = r.producer_id, r.producer_epoch
+        for commit in (True, False):
+            assert add(w, "txm-1", pid, epoch, "txm") == 0
+            assert end(w, "txm-1", pid, epoch, commit) == 0
+        assert add(w, "txm-1", pid, epoch, "txm") == 0
+        assert send(w, "txm", txn_batch(pid, epoch, 0, [b"a", b"b", b"c"])) == 0
+        samples = _scrape(port)
+        assert samples[("seglog_transactions_commits_total", ())] == 1
+        assert samples[("seglog_transactions_aborts_total", ())] == 1
+        assert samples[("seglog_transactions_ongoing", ())] == 1
+        assert samples[("seglog_last_stable_offset_lag", _tp("txm"))] == 3
+        hung = init(w, "txm-2", timeout_ms=200)
+        assert add(w, "txm-2", hung.producer_id, hung.producer_epoch, "txm") == 0
+    wait_until(
+        lambda: _scrape(port)[("seglog_transactions_timeouts_total", ())] == 1,
+        timeout=20,
+        message="the hung transaction was not aborted",
+    )

@@ -12,7 +12,9 @@ from kafka.protocol.admin import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
     DescribeGroupsRequest,
+    DescribeTransactionsRequest,
     ListConfigResourcesRequest,
+    ListTransactionsRequest,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -21,7 +23,13 @@ from kafka.protocol.consumer import (
     OffsetFetchRequest,
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
-from kafka.protocol.producer import InitProducerIdRequest
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    TxnOffsetCommitRequest,
+)
 from kafka.record.memory_records import MemoryRecords
 
 from seglog.broker.apis.registry import REGISTRY
@@ -400,3 +408,72 @@ def test_list_config_resources(broker: str, topic: str, version: int) -> None:
     else:
         assert listed[0] == (4, "0")
         assert (2, topic) in listed
+
+
+def _add_partitions(w: Wire, version: int, txn: tuple[str, int, int], topic: str) -> int:
+    txn_id, pid, epoch = txn
+    req = AddPartitionsToTxnRequest[version]
+    if version >= 4:
+        t = req.AddPartitionsToTxnTransaction
+        resp = w.call(req(transactions=[t(
+            transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, verify_only=False,
+            topics=[t.AddPartitionsToTxnTopic(name=topic, partitions=[0])],
+        )]))  # fmt: skip
+        assert resp.error_code == 0
+        results = resp.results_by_transaction[0].topic_results
+    else:
+        resp = w.call(req(
+            v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[req.AddPartitionsToTxnTopic(name=topic, partitions=[0])],
+        ))  # fmt: skip
+        results = resp.results_by_topic_v3_and_below
+    return int(results[0].results_by_partition[0].partition_error_code)
+
+
+@pytest.mark.parametrize("version", versions(24))
+def test_transaction_apis(broker: str, topic: str, version: int) -> None:
+    """One transaction per AddPartitionsToTxn version, the other transactional APIs at the
+    same version where they have it (else their highest): InitProducerId with a
+    transactional id, AddOffsetsToTxn, TxnOffsetCommit, EndTxn, Describe/ListTransactions."""
+    txn_id = f"pv-{version}"
+
+    def at(api_key: int) -> int:
+        return min(version, REGISTRY[api_key].max_version)
+
+    with Wire(broker) as w:
+        ensure_topic(w, topic)
+        init = w.call(
+            InitProducerIdRequest[at(22)](transactional_id=txn_id, transaction_timeout_ms=60000)
+        )
+        assert init.error_code == 0
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert _add_partitions(w, version, (txn_id, pid, epoch), topic) == 0
+        resp = w.call(AddOffsetsToTxnRequest[at(25)](
+            transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, group_id="pv-g"
+        ))  # fmt: skip
+        assert resp.error_code == 0
+        req = TxnOffsetCommitRequest[at(28)]
+        part = req.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+            partition_index=0, committed_offset=version, committed_leader_epoch=-1,
+            committed_metadata=None,
+        )  # fmt: skip
+        resp = w.call(req(
+            transactional_id=txn_id, group_id="pv-g", producer_id=pid, producer_epoch=epoch,
+            generation_id=-1, member_id="", group_instance_id=None,
+            topics=[req.TxnOffsetCommitRequestTopic(name=topic, partitions=[part])],
+        ))  # fmt: skip
+        assert resp.topics[0].partitions[0].error_code == 0
+        described = w.call(DescribeTransactionsRequest[0](transactional_ids=[txn_id]))
+        assert described.transaction_states[0].transaction_state == "Ongoing"
+        lreq = ListTransactionsRequest[at(66)]
+        listed = w.call(lreq(state_filters=["Ongoing"], producer_id_filters=[pid]))
+        assert [t.transactional_id for t in listed.transaction_states] == [txn_id]
+        resp = w.call(EndTxnRequest[at(26)](
+            transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=True
+        ))  # fmt: skip
+        assert resp.error_code == 0
+        fetched = w.call(OffsetFetchRequest[7](group_id="pv-g", topics=None, require_stable=True))
+        offsets = {(t.name, p.partition_index): p.committed_offset for t in fetched.topics
+                   for p in t.partitions}  # fmt: skip
+        assert offsets[(topic, 0)] == version

@@ -192,6 +192,28 @@ def test_groups_page_shows_each_group_type(page: Any, live: dict[str, Any]) -> N
         assert heartbeat(w, group, "auditor", -1).error_code == 0
 
 
+def test_transactions_page_shows_ongoing_transactions(page: Any, live: dict[str, Any]) -> None:
+    """An open transaction is listed with its state, producer and partitions (API and
+    page); once it ends it is gone."""
+    from tests.broker._txn import add, end, init  # noqa: PLC0415
+    from tests.broker._wire import Wire, ensure_topic  # noqa: PLC0415
+
+    with Wire(live["broker"].bootstrap) as w:
+        ensure_topic(w, "orders")
+        r = init(w, "console-tx")
+        pid, epoch = r.producer_id, r.producer_epoch
+        assert add(w, "console-tx", pid, epoch, "orders") == 0
+        rows = _api(live, "transactions")
+        assert [(t["transactional_id"], t["state"], t["producer_id"], t["partitions"])
+                for t in rows] == [("console-tx", "Ongoing", pid, ["orders-0"])]  # fmt: skip
+        page.goto(live["url"] + "/transactions")
+        listed = page.locator("#transactions").inner_text()
+        assert re.search(rf"console-tx\s+Ongoing\s+{pid}", listed), listed
+        _shot(page, live, "transactions")
+        assert end(w, "console-tx", pid, epoch, False) == 0
+        assert _api(live, "transactions") == []
+
+
 def test_serve_console_listen(tmp_path: Path) -> None:
     port, console_port = free_port(), free_port()
     broker = start_broker(

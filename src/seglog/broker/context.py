@@ -19,6 +19,7 @@ from seglog.broker.coordinator.consumer_groups import ConsumerGroupCoordinator
 from seglog.broker.coordinator.groups import GroupCoordinator
 from seglog.broker.coordinator.share_groups import ShareGroupCoordinator
 from seglog.broker.coordinator.share_sessions import ShareSessionCache
+from seglog.broker.coordinator.transactions import TransactionCoordinator
 from seglog.broker.log.cluster_state import BrokerState
 from seglog.broker.log.durability import DurabilityWaiters
 from seglog.broker.log.producers import ProducerStateTable
@@ -51,6 +52,8 @@ class BrokerContext:
     """KIP-848 consumer groups (ConsumerGroupHeartbeat), persisted in ``committed``'s log."""
     share_groups: ShareGroupCoordinator
     """KIP-932 share groups: membership, assignment, share partitions."""
+    transactions: TransactionCoordinator
+    """The transaction coordinator (KIP-98), persisted in ``__transaction_state``."""
     listeners: tuple[Listener, ...] = ()
     """The running listeners: bound port, and the address clients are given in
     ``advertised_host``/``advertised_port`` (DescribeConfigs)."""

@@ -27,6 +27,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from seglog.broker.coordinator.committed import CommittedOffsets
 from seglog.broker.coordinator.share_groups import ShareGroupCoordinator
 from seglog.broker.coordinator.share_partition import ACCEPT, REJECT, RELEASE
+from seglog.broker.coordinator.transactions import TransactionCoordinator
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.security.throttling import QuotaManager
 from seglog.storage import Log
@@ -184,6 +185,11 @@ class Snapshot:
     acquired, accepted, released, rejected, archived)."""
     tiers: list[tuple[str, int, dict[str, int]]] = dataclasses.field(default_factory=list)
     """Per tiered partition: (topic, partition, :func:`tier_stats`)."""
+    lso_lag: list[tuple[str, int, int]] = dataclasses.field(default_factory=list)
+    """(topic, partition, high watermark - last stable offset): records held back from
+    read_committed readers by open transactions."""
+    transactions: dict[str, int] = dataclasses.field(default_factory=dict)
+    """The transaction coordinator's counts: commits, aborts, timeouts (totals), ongoing."""
 
 
 def tier_stats(plog: Log) -> dict[str, int] | None:
@@ -219,12 +225,15 @@ def take_snapshot(
     quotas: QuotaManager | None = None,
     *,
     share_groups: ShareGroupCoordinator | None = None,
+    transactions: TransactionCoordinator | None = None,
 ) -> Snapshot:
     """Read everything the collector reports (on the event loop): each partition's log
     stats and file counters, each group's lag from its committed offsets, each client
-    quota sensor, each open share partition's records in flight and counts."""
+    quota sensor, each open share partition's records in flight and counts, each tiered
+    partition's numbers, the transaction counts and each partition's LSO lag."""
     partitions = []
     tiers: list[tuple[str, int, dict[str, int]]] = []
+    lso_lag = []
     ends: dict[PartitionKey, int] = {}
     for name, info in sorted(topics.all().items()):
         for p in range(info.partitions):
@@ -238,6 +247,7 @@ def take_snapshot(
             partitions.append((name, p, stat, plog.counters.as_dict()))
             if tier is not None:
                 tiers.append((name, p, tier))
+            lso_lag.append((name, p, max(stat["high_watermark"] - plog.last_stable_offset, 0)))
     lag = []
     for group in sorted(committed.groups()):
         for topic, parts in sorted(committed.partitions(group).items()):
@@ -271,6 +281,12 @@ def take_snapshot(
                     acks[ACCEPT], acks[RELEASE], acks[REJECT], sp.subscription.archived,
                 )
             )  # fmt: skip
+    txn_counts = {}
+    if transactions is not None:
+        txn_counts = {
+            "commits": transactions.commits, "aborts": transactions.aborts,
+            "timeouts": transactions.timeouts, "ongoing": len(transactions.ongoing()),
+        }  # fmt: skip
     return Snapshot(
         partitions,
         lag,
@@ -281,6 +297,8 @@ def take_snapshot(
         quota_rows,
         sorted(share_rows),
         tiers,
+        lso_lag,
+        txn_counts,
     )
 
 
@@ -293,13 +311,20 @@ def snapshot_from_loop(
     *,
     quotas: QuotaManager | None = None,
     share_groups: ShareGroupCoordinator | None = None,
+    transactions: TransactionCoordinator | None = None,
 ) -> Any:
     """A ``snapshot()`` callable for the collector: runs :func:`take_snapshot` on ``loop``
     and waits for it (at most 10 s) from the scraping thread."""
 
     async def on_loop() -> Snapshot:
         return take_snapshot(
-            topics, committed, metrics, connections(), quotas, share_groups=share_groups
+            topics,
+            committed,
+            metrics,
+            connections(),
+            quotas,
+            share_groups=share_groups,
+            transactions=transactions,
         )
 
     def snapshot() -> Snapshot:
@@ -385,6 +410,7 @@ class _StateCollector:
         yield from _quota_families(snap)
         yield from _share_families(snap)
         yield from _tier_families(snap)
+        yield from _transaction_families(snap)
         yield GaugeMetricFamily("seglog_uptime_seconds", "Seconds since start", value=snap.uptime_s)
 
 
@@ -488,3 +514,31 @@ def _share_families(snap: Snapshot) -> Iterator[Metric]:
             acks.add_metric([*labels, kind], value)
         archived.add_metric(labels, gone)
     yield from (in_flight, acquired, acks, archived)
+
+
+def _transaction_families(snap: Snapshot) -> Iterator[Metric]:
+    """The transaction coordinator's counters (Kafka's transaction metrics) and each
+    partition's LSO lag."""
+    docs = {
+        "commits": "Transactions committed",
+        "aborts": "Transactions aborted (timed-out and fenced ones included)",
+        "timeouts": "Transactions aborted by transaction.timeout.ms",
+    }
+    for key, doc in docs.items():
+        yield CounterMetricFamily(
+            f"seglog_transactions_{key}", doc, value=snap.transactions.get(key, 0)
+        )
+    yield GaugeMetricFamily(
+        "seglog_transactions_ongoing",
+        "Transactions in flight (Ongoing, PrepareCommit, PrepareAbort)",
+        value=snap.transactions.get("ongoing", 0),
+    )
+    lag = GaugeMetricFamily(
+        "seglog_last_stable_offset_lag",
+        "Records between the last stable offset and the high watermark (held back from "
+        "read_committed readers by open transactions)",
+        labels=_TP,
+    )
+    for t, p, value in snap.lso_lag:
+        lag.add_metric([t, str(p)], value)
+    yield lag

@@ -3,10 +3,10 @@
 Each command module exposes ``register(app)``; this module only assembles them, so the
 CLI stays the top layer (it may import broker, spark and storage; nothing imports it).
 
-The client commands (produce, consume, topic, group, cluster, acl, quota, console) import
-neither the storage engine nor the broker (quota: only the broker's wire client, when it
-runs): run as ``seglog <client command>``, only they are assembled, so they start in a
-fraction of the time the whole CLI takes to import.
+The client commands (produce, consume, topic, group, cluster, acl, quota, transactions,
+console) import neither the storage engine nor the broker (quota and transactions: only the
+broker's wire client, when they run): run as ``seglog <client command>``, only they are
+assembled, so they start in a fraction of the time the whole CLI takes to import.
 """
 
 from __future__ import annotations
@@ -28,12 +28,24 @@ _CLIENT = (
     "_cluster_cmd",
     "_acl_cmds",
     "_quota_cmds",
+    "_txn_cmds",
     "_console_cmd",
     "_schema_cmds",
 )
 _FAST = {"produce": "seglog.cli._produce", "consume": "seglog.cli._consume"}
 _CLIENT_NAMES = frozenset(
-    {"produce", "consume", "topic", "group", "cluster", "acl", "quota", "console", "schema"}
+    {
+        "produce",
+        "consume",
+        "topic",
+        "group",
+        "cluster",
+        "acl",
+        "quota",
+        "transactions",
+        "console",
+        "schema",
+    }
 )
 _ALL = (
     "_serve",

@@ -16,6 +16,7 @@ import base64
 import contextlib
 import hashlib
 import html
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ def _page(title: str, body: str, *, head: str = "") -> HTMLResponse:
         f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)} · seglog</title>"
         f"<style>{_STYLE}</style>{head}</head><body><nav><a href='/'>seglog console</a>"
         f"<a href='/topics'>Topics</a><a href='/groups'>Groups</a>"
-        f"<a href='/schemas'>Schemas</a></nav>"
+        f"<a href='/transactions'>Transactions</a><a href='/schemas'>Schemas</a></nav>"
         f"<main><h1>{_e(title)}</h1>{body}</main></body></html>"
     )
 
@@ -367,6 +368,28 @@ def create_app(
         body = f"{state}<h2>Members</h2>{members}<h2>Lag</h2>{lag}"
         return _page(f"Group {gid}", body)
 
+    async def transactions(request: Request) -> Response:
+        rows = await call(request.state.backend.transactions)
+        now_ms = time.time() * 1000
+        body = _table(
+            ["transactional id", "state", "producer id", "epoch", "running", "timeout",
+             "partitions"],
+            [
+                [
+                    _e(r["transactional_id"]), _e(r["state"]), _e(r["producer_id"]),
+                    _e(r["producer_epoch"]),
+                    _e(_duration(max(now_ms - r["start_time_ms"], 0) / 1000)
+                       if r["start_time_ms"] >= 0 else "-"),
+                    _e(_duration(r["timeout_ms"] / 1000)), _e(", ".join(r["partitions"])),
+                ]
+                for r in rows
+            ],
+            "transactions",
+        )  # fmt: skip
+        if not rows:
+            body = "<p class='muted'>No transaction in flight.</p>" + body
+        return _page("Transactions", body)
+
     async def _subjects(request: Request) -> list[dict[str, Any]] | str:
         if schema_registry_url is None:
             return "no schema registry (seglog serve --schema-registry-listen)"
@@ -430,6 +453,8 @@ def create_app(
             return JSONResponse(await call(request.state.backend.groups))
         if kind == "groups":
             return JSONResponse(await call(request.state.backend.group, name))
+        if kind == "transactions" and name is None:
+            return JSONResponse(await call(request.state.backend.transactions))
         return JSONResponse({"error": f"unknown resource {kind}"}, status_code=404)
 
     async def api_messages(request: Request) -> Response:
@@ -446,6 +471,7 @@ def create_app(
         Route("/topics/{name}/messages", messages),
         Route("/groups", groups),
         Route("/groups/{group}", group),
+        Route("/transactions", transactions),
         Route("/schemas", schemas),
         Route("/api/schemas", api_schemas),
         Route("/api/throughput", api_throughput),

@@ -24,6 +24,12 @@ with the same security. ``RAW_OPTIONS`` lists what the raw reader honours; any o
 option (GSSAPI or OAUTHBEARER, a PKCS#12 keystore, any librdkafka setting) falls back to
 confluent-kafka in ``_wire``. A failed authentication raises
 ``SaslAuthenticationFailedError`` at once (no retries).
+
+Isolation (option ``kafka.isolation.level``): read_uncommitted Fetches with isolation level
+0; read_committed with 1, so the broker returns records below the last stable offset with
+the aborted transactions among them, whose records the decoder drops
+(``decode_batches(aborted=...)``, Kafka's consumer filter). Control batches (transaction
+markers) are never decoded into rows.
 """
 
 from __future__ import annotations
@@ -92,9 +98,16 @@ class RawFetcher:
     ConnectionError / OSError when no broker answers."""
 
     def __init__(
-        self, kafka: Mapping[str, str], topic: str, partition: int, timeout_s: float = 30
+        self,
+        kafka: Mapping[str, str],
+        topic: str,
+        partition: int,
+        timeout_s: float = 30,
+        *,
+        read_committed: bool = False,
     ) -> None:
         self.topic, self.partition = topic, partition
+        self.read_committed = read_committed
         client_id = kafka.get("client.id", "seglog-spark")
         security = raw_security(kafka)
         first = kafka["bootstrap.servers"].split(",")[0]
@@ -123,9 +136,13 @@ class RawFetcher:
             conn = KafkaConnection(address[0], address[1], client_id, timeout_s, security)
         self.conn = conn
 
-    def fetch(self, offset: int, max_wait_ms: int = 500) -> tuple[bytes, int]:
-        """``(record batches, high watermark)`` from ``offset``; the bytes may end in a
-        partial batch (Kafka cuts at the byte limit)."""
+    def fetch(
+        self, offset: int, max_wait_ms: int = 500
+    ) -> tuple[bytes, int, list[tuple[int, int]]]:
+        """``(record batches, high watermark, aborted transactions)`` from ``offset``; the
+        bytes may end in a partial batch (Kafka cuts at the byte limit). read_committed:
+        the batches stop at the last stable offset and the aborted transactions among
+        them are listed as ``(producer id, first offset)``; else that list is empty."""
         req = FetchRequest[12]
         part = req.FetchTopic.FetchPartition(
             partition=self.partition,
@@ -141,7 +158,7 @@ class RawFetcher:
                 max_wait_ms=max_wait_ms,
                 min_bytes=1,
                 max_bytes=FETCH_BYTES,
-                isolation_level=0,
+                isolation_level=int(self.read_committed),
                 session_id=0,
                 session_epoch=-1,
                 topics=[req.FetchTopic(topic=self.topic, partitions=[part])],
@@ -154,7 +171,9 @@ class RawFetcher:
         data = response.responses[0].partitions[0]
         if data.error_code:
             raise for_code(data.error_code)(f"Fetch {self.topic}-{self.partition} at {offset}")
-        return bytes(data.records or b""), int(data.high_watermark)
+        aborted = [(int(a.producer_id), int(a.first_offset))
+                   for a in data.aborted_transactions or ()]  # fmt: skip
+        return bytes(data.records or b""), int(data.high_watermark), aborted
 
     def close(self) -> None:
         """Close the connection."""
@@ -188,15 +207,18 @@ def read_raw_range(
     include_headers: bool,
     timeout_s: float = 120.0,
     check_crcs: bool = True,
+    read_committed: bool = False,
 ) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of the records ``start <= offset < end``, fetched and decoded whole.
-    RuntimeError when the broker returns nothing new for ``timeout_s`` seconds."""
-    fetcher = RawFetcher(kafka, topic, partition)
+    """Arrow batches of the records ``start <= offset < end``, fetched and decoded whole
+    (``read_committed``: without the records of aborted transactions; ``end`` is then at
+    most the last stable offset). RuntimeError when the broker returns nothing new for
+    ``timeout_s`` seconds."""
+    fetcher = RawFetcher(kafka, topic, partition, read_committed=read_committed)
     try:
         position = start
         quiet_since = time.monotonic()
         while position < end:
-            data, high = fetcher.fetch(position)
+            data, high, aborted = fetcher.fetch(position)
             batches, after = whole_batches(data)
             if not batches or after <= position:
                 waited = time.monotonic() - quiet_since
@@ -210,6 +232,7 @@ def read_raw_range(
             yield decode_batches(
                 batches, topic=topic, partition=partition, start=position, end=end,
                 include_headers=include_headers, check_crcs=check_crcs,
+                aborted=aborted if read_committed else None,
             )  # fmt: skip
             position = after
     finally:

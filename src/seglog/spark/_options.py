@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from seglog.broker import CLIENT_OPTIONS, client_supports
 from seglog.spark._security import client_options
 
 if TYPE_CHECKING:
@@ -37,15 +38,19 @@ __all__ = [
     "parse_duration_ms",
 ]
 
-ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
-"""Values of option ``kafka.isolation.level`` (Kafka's ``isolation.level``)."""
-
 EARLIEST = -2
 """Offsets JSON sentinel: the log start offset of the partition."""
 LATEST = -1
 """Offsets JSON sentinel: the high watermark (next offset) of the partition."""
 
 TopicPartition = tuple[str, int]
+
+TRANSACTION_TIMEOUT_MS = 900_000
+"""Default ``kafka.transaction.timeout.ms`` of the exactly-once sink (ms)."""
+
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+"""``kafka.isolation.level`` values (Kafka's consumer config; Spark's Kafka source reads
+read_uncommitted unless told)."""
 
 
 def parse_bool(value: str | None, name: str, default: bool) -> bool:
@@ -149,6 +154,9 @@ class ReadOptions:
     min_offsets_per_trigger / max_trigger_delay_ms (streaming only): a micro-batch waits
     until that many new offsets are available or the delay (ms) since the last micro-batch
     has passed, whichever is first (ignored by ``trigger(availableNow=True)``).
+    isolation_level (``kafka.isolation.level``): read_uncommitted (default, as Spark's
+    Kafka source) or read_committed: end offsets are the last stable offset, records of
+    aborted transactions are dropped (control records are never returned).
     """
 
     path: str | None
@@ -170,14 +178,7 @@ class ReadOptions:
     ending_by_timestamp: dict[TopicPartition, int] | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
-
-    @property
-    def isolation_level(self) -> IsolationLevel:
-        """Option ``kafka.isolation.level`` (Kafka's consumer setting; Spark's Kafka source
-        passes it through): ``read_uncommitted`` (the default, as Spark's) or
-        ``read_committed`` (up to the last stable offset, aborted records dropped)."""
-        level = self.kafka.get("isolation.level", "read_uncommitted")
-        return "read_committed" if level == "read_committed" else "read_uncommitted"
+    isolation_level: IsolationLevel = "read_uncommitted"
 
     @property
     def starts_by_time(self) -> bool:
@@ -194,14 +195,16 @@ class ReadOptions:
         """Validate Spark's option map; raises ValueError with the option's name."""
         path = _get(options, "path")
         kafka = _kafka_options(options)
+        isolation = kafka.pop("isolation.level", ISOLATION_LEVELS[0]).strip().lower()
+        if isolation not in ISOLATION_LEVELS:
+            raise ValueError(
+                f"option kafka.isolation.level must be read_uncommitted or read_committed, "
+                f"not {isolation!r}"
+            )
         if not path and "bootstrap.servers" not in kafka:
             raise ValueError(
                 "seglog source needs a data directory: load(path) or option('path', ...), "
                 "or option('kafka.bootstrap.servers', 'host:port') to read through a broker"
-            )
-        if kafka.get("isolation.level", "read_uncommitted") not in ISOLATION_LEVELS:
-            raise ValueError(
-                f"option kafka.isolation.level must be one of {', '.join(ISOLATION_LEVELS)}"
             )
         chosen = [n for n in ("subscribe", "subscribePattern", "assign") if _get(options, n)]
         if len(chosen) != 1:
@@ -252,6 +255,9 @@ class ReadOptions:
             fail_on_data_loss=parse_bool(_get(options, "failOnDataLoss"), "failOnDataLoss", True),
             min_partitions=_parse_int(_get(options, "minPartitions"), "minPartitions", 1),
             kafka=kafka,
+            isolation_level="read_committed"
+            if isolation == "read_committed"
+            else "read_uncommitted",
             **_timestamp_options(options, streaming=streaming),
             **_trigger_options(options, streaming=streaming),
         )
@@ -365,6 +371,14 @@ class WriteOptions:
     partitions: partition count used when the topic is created in path mode (default 1).
     compression: codec of staged record batches in path mode: none, gzip, snappy, lz4, zstd.
     sink_id: names the streaming sink's committed-batch record (default: the topic).
+    exactly_once (``exactlyOnce``, wire mode): write in Kafka transactions that the driver
+    commits (``_exactly_once``); path mode is exactly-once already and ignores it.
+    transactional_id_prefix (``transactionalIdPrefix``): replaces ``seglog-sink`` at the
+    start of the transactional ids (ACLs by prefix); must differ between concurrent writes.
+    transaction_timeout_ms (``kafka.transaction.timeout.ms``, Kafka's producer config):
+    how long the cluster keeps a task's transaction open before aborting it; default
+    900000 (15 min, Kafka's default ``transaction.max.timeout.ms``): a write's first tasks
+    wait for its last one and the driver's commit.
     """
 
     path: str | None
@@ -373,6 +387,9 @@ class WriteOptions:
     compression: str = "none"
     sink_id: str | None = None
     kafka: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a password
+    exactly_once: bool = False
+    transactional_id_prefix: str | None = None
+    transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -386,6 +403,15 @@ class WriteOptions:
         compression = (_get(options, "compression") or "none").lower()
         if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
             raise ValueError(f"option compression {compression!r} is not a Kafka codec")
+        timeout = _parse_int(
+            kafka.pop("transaction.timeout.ms", None), "kafka.transaction.timeout.ms", 1
+        )
+        exactly_once = parse_bool(_get(options, "exactlyOnce"), "exactlyOnce", False)
+        if exactly_once and not path and not client_supports(kafka):
+            raise ValueError(
+                "option exactlyOnce needs kafka.* options the wire client honours "
+                f"({', '.join(sorted(CLIENT_OPTIONS))}; PLAINTEXT, SSL, SASL PLAIN/SCRAM)"
+            )
         return cls(
             path=path or None,
             topic=_get(options, "topic") or None,
@@ -393,4 +419,7 @@ class WriteOptions:
             compression=compression,
             sink_id=_get(options, "sinkId") or None,
             kafka=kafka,
+            exactly_once=exactly_once and not path,
+            transactional_id_prefix=_get(options, "transactionalIdPrefix") or None,
+            transaction_timeout_ms=TRANSACTION_TIMEOUT_MS if timeout is None else timeout,
         )

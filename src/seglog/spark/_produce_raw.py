@@ -15,6 +15,13 @@ SCRAM; ``_fetch.raw_security``). At-least-once like Spark's Kafka sink: a
 retried task produces its rows again. A partition error fails the task with the error
 (``kafka.errors`` class) after ``RETRIES`` tries of a retriable one.
 
+In a transaction (``txn``, the exactly-once sink: ``_exactly_once``) each partition is
+added to the transaction before its first batch (AddPartitionsToTxn), each batch is
+stamped transactional with the producer id, epoch and the partition's next sequence
+(``_txn.stamp_batch``), the requests carry the transactional id, and any partition error
+fails the task at once: a resent batch could not keep its sequence order behind the
+ones in flight, and Spark's retry of the task fences and aborts the transaction anyway.
+
 Used when the ``kafka.*`` options are all ones the raw client honours
 (``_fetch.raw_fetch_applies``) and no compression is asked; otherwise ``_produce`` (with
 confluent-kafka) serves every librdkafka option.
@@ -42,6 +49,7 @@ from seglog.spark._encode import (
     split_columns,
 )
 from seglog.spark._fetch import raw_security, whole_batches
+from seglog.spark._txn import Transaction, stamp_batch
 
 __all__ = ["IN_FLIGHT", "RawProducer", "produce_raw"]
 
@@ -66,8 +74,18 @@ class RawProducer:
     topic the broker does not have or refuses, ConnectionError / OSError when no broker
     answers, SaslAuthenticationFailedError on a refused login."""
 
-    def __init__(self, kafka: Mapping[str, str], topic: str, timeout_s: float = 30) -> None:
+    _txn: Transaction | None = None
+    """The transaction the batches are written in (None: not transactional)."""
+
+    def __init__(
+        self,
+        kafka: Mapping[str, str],
+        topic: str,
+        timeout_s: float = 30,
+        txn: Transaction | None = None,
+    ) -> None:
         self.topic = topic
+        self._txn = txn
         self._client_id = kafka.get("client.id", "seglog-spark")
         self._security = raw_security(kafka)
         self._timeout_s = timeout_s
@@ -124,6 +142,9 @@ class RawProducer:
         if len(spare) < size:
             spare = bytearray(size)
         spare[:size] = batch
+        if self._txn is not None:
+            self._txn.add_partition(self.topic, partition)
+            stamp_batch(memoryview(spare)[:size], self._txn, self.topic, partition)
         self.send(partition, memoryview(spare)[:size])
 
     def send(self, partition: int, batch: memoryview | bytes) -> None:
@@ -146,7 +167,7 @@ class RawProducer:
         req = ProduceRequest[8]
         data = req.TopicProduceData.PartitionProduceData(index=partition, records=b"")
         return req(
-            transactional_id=None,
+            transactional_id=None if self._txn is None else self._txn.transactional_id,
             acks=-1,
             timeout_ms=TIMEOUT_MS,
             topic_data=[req.TopicProduceData(name=self.topic, partition_data=[data])],
@@ -162,7 +183,7 @@ class RawProducer:
         tries = 1
         while answer.error_code:
             error = for_code(answer.error_code)
-            if not error.retriable or tries >= RETRIES:
+            if not error.retriable or tries >= RETRIES or self._txn is not None:
                 message = getattr(answer, "error_message", None)
                 raise error(
                     f"seglog sink: Produce to {self.topic}-{partition} failed"
@@ -222,17 +243,21 @@ def _send_copies(target: RawProducer, part: int, data: bytes | bytearray | memor
 
 
 def produce_raw(
-    batches: Iterator[pa.RecordBatch], kafka: Mapping[str, str], default_topic: str | None
+    batches: Iterator[pa.RecordBatch],
+    kafka: Mapping[str, str],
+    default_topic: str | None,
+    txn: Transaction | None = None,
 ) -> int:
-    """Produce every row of ``batches`` (see the module doc); returns the record count.
-    Raises ValueError for a row without a topic or a partition column naming one the topic
-    lacks, ``kafka.errors`` classes for refused topics or produce errors."""
+    """Produce every row of ``batches`` (see the module doc), in transaction ``txn`` if
+    given (its producer id initialised); returns the record count. Raises ValueError for
+    a row without a topic or a partition column naming one the topic lacks,
+    ``kafka.errors`` classes for refused topics or produce errors."""
     producers: dict[str, RawProducer] = {}
 
     def producer(topic: str) -> RawProducer:
         found = producers.get(topic)
         if found is None:
-            found = producers[topic] = RawProducer(kafka, topic)
+            found = producers[topic] = RawProducer(kafka, topic, txn=txn)
         return found
 
     router = Router(lambda topic: producer(topic).partitions)

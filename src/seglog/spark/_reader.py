@@ -289,8 +289,9 @@ def range_of(options: ReadOptions, tp: TopicPartition, start: int, end: int) -> 
             _remote_ref(options.path, tp, start),
         )
     return WireRangePartition(
-        tp[0], tp[1], start, end, options.include_headers, options.kafka, options.check_crcs
-    )
+        tp[0], tp[1], start, end, options.include_headers, options.kafka, options.check_crcs,
+        options.isolation_level,
+    )  # fmt: skip
 
 
 def _remote_ref(path: str, tp: TopicPartition, start: int) -> RemoteRef | None:

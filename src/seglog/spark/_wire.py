@@ -49,9 +49,21 @@ class WireRangePartition(InputPartition):
     check_crcs: bool = True
     """Verify each fetched batch's CRC-32C (option ``checkCrcs``; librdkafka's
     ``check.crcs`` on the consumer path unless ``kafka.check.crcs`` is given)."""
+    isolation_level: str = "read_uncommitted"
+    """``kafka.isolation.level``: read_committed drops aborted transactions' records."""
 
 
-def _consumer(kafka: dict[str, str], errors: ClientErrors, *, check_crcs: bool = True) -> Any:
+def _consumer(
+    kafka: dict[str, str],
+    errors: ClientErrors,
+    *,
+    check_crcs: bool = True,
+    isolation_level: str = "read_uncommitted",
+) -> Any:
+    """A confluent-kafka consumer without group membership; ``isolation.level`` always
+    given (librdkafka's own default is read_committed, Spark's read_uncommitted): it also
+    decides what ``get_watermark_offsets`` answers (the last stable offset for
+    read_committed)."""
     return Consumer(
         errors.settings(
             kafka,
@@ -61,6 +73,7 @@ def _consumer(kafka: dict[str, str], errors: ClientErrors, *, check_crcs: bool =
                 "enable.auto.offset.store": False,
                 "auto.offset.reset": "error",
                 "check.crcs": check_crcs,
+                "isolation.level": isolation_level,
             },
         )
     )
@@ -82,10 +95,11 @@ def _list_topics(consumer: Any, errors: ClientErrors, kafka: Mapping[str, str]) 
 
 
 def wire_bounds(options: ReadOptions) -> dict[TopicPartition, tuple[int, int]]:
-    """``{(topic, partition): (log start offset, high watermark)}`` asked of the broker.
+    """``{(topic, partition): (log start offset, high watermark)}`` asked of the broker
+    (read_committed: the last stable offset instead of the high watermark).
     SaslAuthenticationFailedError when the broker refuses the login."""
     errors = ClientErrors()
-    consumer = _consumer(options.kafka, errors)
+    consumer = _consumer(options.kafka, errors, isolation_level=options.isolation_level)
     try:
         metadata = _list_topics(consumer, errors, options.kafka)
         topics = {
@@ -111,7 +125,7 @@ def wire_offsets_for_times(
     ListOffsets by timestamp (``offsets_for_times``); None where no record qualifies.
     Raises ``KafkaException`` on a partition error."""
     errors = ClientErrors()
-    consumer = _consumer(options.kafka, errors)
+    consumer = _consumer(options.kafka, errors, isolation_level=options.isolation_level)
     try:
         _list_topics(consumer, errors, options.kafka)  # fails fast on a refused login
         asked = [KafkaTopicPartition(t, p, ts) for (t, p), ts in stamps.items()]
@@ -139,10 +153,13 @@ def read_wire_range(part: WireRangePartition, timeout_s: float = 120.0) -> Itera
             part.kafka, part.topic, part.partition, part.start, part.end,
             include_headers=part.include_headers, timeout_s=timeout_s,
             check_crcs=part.check_crcs,
+            read_committed=part.isolation_level == "read_committed",
         )  # fmt: skip
         return
     errors = ClientErrors()
-    consumer = _consumer(part.kafka, errors, check_crcs=part.check_crcs)
+    consumer = _consumer(
+        part.kafka, errors, check_crcs=part.check_crcs, isolation_level=part.isolation_level
+    )
     where = f"seglog source: reading {part.topic}-{part.partition}"
     try:
         tp = KafkaTopicPartition(part.topic, part.partition, part.start)

@@ -3,18 +3,21 @@
 Path mode (``path`` = data directory) stages record batches from the tasks and lets the
 driver-side ``commit`` append them (``_stage``): exactly-once for streaming queries, even
 when Spark replays a micro-batch after a crash. Broker mode (``kafka.bootstrap.servers``)
-produces from the tasks (``_produce``): at-least-once, like Spark's Kafka sink.
-With ``valueFormat=avro`` a struct ``value`` (``keyFormat``: ``key``) is first encoded as
-Confluent-framed Avro (``_typed_write``).
+produces from the tasks (``_produce``): at-least-once, like Spark's Kafka sink; with
+``exactlyOnce=true`` each task writes in a Kafka transaction that the driver commits or
+aborts with the write (``_exactly_once``). With ``valueFormat=avro`` a struct ``value``
+(``keyFormat``: ``key``) is first encoded as Confluent-framed Avro (``_typed_write``).
 A missing topic is created in path mode with ``partitions`` partitions (default 1).
 """
 
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -22,6 +25,15 @@ from pyspark.sql.datasource import (
 )
 
 from seglog.spark._encode import Router
+from seglog.spark._exactly_once import (
+    abort_transactions,
+    batch_prefix,
+    checkpoint_query_id,
+    commit_transactions,
+    prefix_of,
+    stream_prefix,
+    write_in_transaction,
+)
 from seglog.spark._options import WriteOptions
 from seglog.spark._produce import produce
 from seglog.spark._stage import (
@@ -50,6 +62,11 @@ class _Writing:
     ) -> None:
         self.options = options
         self.typed = typed
+        self.streaming = streaming
+        self.write_id = uuid.uuid4().hex[:16]
+        """A batch write's id, chosen on the driver (the writer is pickled to the tasks
+        and to the commit): names its transactional ids in exactly-once mode."""
+        self.checkpoint = raw.get("checkpointlocation") or raw.get("checkpointLocation")
         self.directory = (
             sink_dir(options.path, raw, options.topic, streaming) if options.path else ""
         )
@@ -70,6 +87,22 @@ class _Writing:
     def _write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         opts = self.options
         iterator = encode_typed(iterator, self.typed)
+        if opts.exactly_once:
+            context = TaskContext.get()
+            if context is None:
+                raise RuntimeError("seglog sink: write() runs outside a Spark task")
+            if not self.streaming:  # also inside a query's foreachBatch: a write of its own
+                prefix = batch_prefix(opts, self.write_id)
+                return write_in_transaction(iterator, opts, prefix, context.partitionId())
+            # Spark's local properties of a micro-batch's jobs (MicroBatchExecution)
+            query_id = context.getLocalProperty("sql.streaming.queryId")
+            batch_id = context.getLocalProperty("streaming.sql.batchId")
+            if query_id is None or batch_id is None:
+                raise RuntimeError("seglog sink: a streaming task without a query or batch id")
+            return write_in_transaction(
+                iterator, opts, stream_prefix(opts, query_id), context.partitionId(),
+                int(batch_id),
+            )  # fmt: skip
         if opts.path is None:
             produce(iterator, opts.kafka, opts.topic)
             return WriterCommitMessage()
@@ -102,13 +135,19 @@ class SeglogArrowWriter(_Writing, DataSourceArrowWriter):
         return self._write(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Path mode: append every task's staged batches in task order, then sync."""
-        if self.options.path:
+        """Path mode: append every task's staged batches in task order, then sync.
+        Exactly-once: commit every task's transaction."""
+        if self.options.exactly_once:
+            commit_transactions(messages, self.options)
+        elif self.options.path:
             commit_batch(self.options.path, self.directory, messages, self.options.partitions)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Path mode: delete the staged files (nothing was appended)."""
-        if self.options.path:
+        """Path mode: delete the staged files (nothing was appended). Exactly-once: abort
+        every task's transaction, and those failed tasks left open."""
+        if self.options.exactly_once:
+            abort_transactions(messages, self.options, batch_prefix(self.options, self.write_id))
+        elif self.options.path:
             discard(self.directory, messages)
 
 
@@ -125,13 +164,23 @@ class SeglogStreamArrowWriter(_Writing, DataSourceStreamArrowWriter):
         return self._write(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        """Path mode: append micro-batch ``batchId`` once; a replayed batchId is skipped."""
-        if self.options.path:
+        """Path mode: append micro-batch ``batchId`` once; a replayed batchId is skipped.
+        Exactly-once: commit every task's transaction (a replay's tasks wrote none)."""
+        if self.options.exactly_once:
+            commit_transactions(messages, self.options)
+        elif self.options.path:
             commit_stream(
                 self.options.path, self.directory, messages, batchId, self.options.partitions
             )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        """Path mode: delete the micro-batch's staged files."""
-        if self.options.path:
+        """Path mode: delete the micro-batch's staged files. Exactly-once: abort the
+        tasks' transactions (see ``SeglogArrowWriter.abort``)."""
+        if self.options.exactly_once:
+            prefix = prefix_of(messages)
+            if prefix is None:
+                query_id = checkpoint_query_id(self.checkpoint)
+                prefix = None if query_id is None else stream_prefix(self.options, query_id)
+            abort_transactions(messages, self.options, prefix)
+        elif self.options.path:
             discard(self.directory, messages)

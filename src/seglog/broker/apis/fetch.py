@@ -41,11 +41,14 @@ from seglog.errors import SeglogError
 __all__ = ["handle_fetch"]
 
 _MARK_BYTES = 16
+READ_COMMITTED = 1
+"""Fetch/ListOffsets isolation level 1: only committed transactional records (KIP-98)."""
 _I32 = struct.Struct(">i")
 Pieces = list[bytes | bytearray | memoryview]
 """A response frame in pieces, written in order."""
 _Topic = FetchResponse.FetchableTopicResponse
 _Partition = _Topic.PartitionData
+_Aborted = _Partition.AbortedTransaction
 
 
 class _Wanted(NamedTuple):
@@ -73,14 +76,31 @@ def _plan(ctx: BrokerContext, rctx: RequestContext, req: Any, version: int) -> l
     return wanted
 
 
-def _read(ctx: BrokerContext, wanted: list[_Wanted], max_bytes: int) -> tuple[list[Any], int, bool]:
-    """Per-partition response entries, total record bytes, whether any partition erred."""
+class _Entry(NamedTuple):
+    wanted: _Wanted
+    code: int
+    high_watermark: int
+    log_start_offset: int
+    data: bytes
+    last_stable_offset: int = -1
+    aborted: list[tuple[int, int]] | None = None  # read_committed only (else null)
+
+
+def _read(
+    ctx: BrokerContext, wanted: list[_Wanted], max_bytes: int, read_committed: bool = False
+) -> tuple[list[_Entry], int, bool]:
+    """Per-partition response entries, total record bytes, whether any partition erred.
+    ``read_committed`` (isolation level 1): records below the last stable offset only,
+    with the aborted transactions (producer id, first offset) from the fetch offset on
+    (Kafka's ``FetchResponse.AbortedTransaction``, read from the ``.txnindex``)."""
     out = []
     total = 0
     erred = False
     remaining = max_bytes
     for w in wanted:
         code, hw, start, data = _errors.NONE, -1, -1, b""
+        lso = -1
+        aborted: list[tuple[int, int]] | None = [] if read_committed else None
         if w.topic is None:
             code = _errors.UNKNOWN_TOPIC_ID
         elif w.denied:
@@ -89,26 +109,30 @@ def _read(ctx: BrokerContext, wanted: list[_Wanted], max_bytes: int) -> tuple[li
             try:
                 plog = ctx.topics.log(w.topic, w.partition)
                 hw, start = plog.high_watermark, plog.log_start_offset
+                lso = min(plog.last_stable_offset, hw)
+                upper = lso if read_committed else hw
                 if w.fetch_offset < start or w.fetch_offset > plog.log_end_offset:
                     code = _errors.OFFSET_OUT_OF_RANGE
-                elif w.fetch_offset < hw and (remaining > 0 or total == 0):
+                elif w.fetch_offset < upper and (remaining > 0 or total == 0):
                     # total 0: the first batch comes back even with max_bytes 0 (KIP-74)
                     limit = min(w.max_bytes, remaining)
-                    data = plog.read(w.fetch_offset, max(limit, 1), upper=hw)
+                    data = plog.read(w.fetch_offset, max(limit, 1), upper=upper)
                     if len(data) > limit and total > 0:
                         data = b""  # only the first non-empty partition may overshoot
+                    if data and read_committed:
+                        aborted = plog.aborted_transactions(w.fetch_offset, upper)
             except SeglogError as exc:
                 code = _errors.error_code(exc)
         erred = erred or code != _errors.NONE
         total += len(data)
         remaining -= len(data)
-        out.append((w, code, hw, start, data))
+        out.append(_Entry(w, code, hw, start, data, lso, aborted))
     return out, total, erred
 
 
 def _response(
     version: int,
-    entries: list[Any],
+    entries: list[_Entry],
     marks: list[tuple[bytes, bytes]],
     error_code: int = 0,
     throttle_ms: int = 0,
@@ -117,7 +141,7 @@ def _response(
     ``marks`` as (placeholder, records)."""
     topics: list[Any] = []
     index: dict[tuple[str | None, uuid.UUID | None], Any] = {}
-    for w, code, hw, start, data in entries:
+    for w, code, hw, start, data, lso, aborted in entries:
         key = (w.topic, w.topic_id)
         topic = index.get(key)
         if topic is None:
@@ -136,9 +160,11 @@ def _response(
                 partition_index=w.partition,
                 error_code=code,
                 high_watermark=hw,
-                last_stable_offset=hw,
+                last_stable_offset=lso,
                 log_start_offset=start,
-                aborted_transactions=[],
+                aborted_transactions=None
+                if aborted is None
+                else [_Aborted(producer_id=pid, first_offset=first) for pid, first in aborted],
                 preferred_read_replica=-1,
                 records=records,
             )
@@ -155,7 +181,7 @@ def _response(
 def _encode(
     version: int,
     correlation_id: int,
-    entries: list[Any],
+    entries: list[_Entry],
     error_code: int = 0,
     throttle_ms: int = 0,
 ) -> Pieces:
@@ -204,10 +230,11 @@ def handle_fetch(
     if ctx.quotas is not None:
         cap = ctx.quotas.fetch_cap(rctx.user, rctx.client_id)
         max_bytes = max_bytes if cap is None else min(max_bytes, cap)
+    read_committed = req.isolation_level == READ_COMMITTED
     cold = _cold_remote(ctx, wanted)
     if cold:  # tiered history not in the local cache: downloaded off the event loop first
         return _after_download(ctx, rctx, req, wanted, max_bytes, cold)
-    entries, total, erred = _read(ctx, wanted, max_bytes)
+    entries, total, erred = _read(ctx, wanted, max_bytes, read_committed)
     if total >= req.min_bytes or erred or req.max_wait_ms <= 0 or ctx.shutting_down:
         return _answer(ctx, rctx, entries, total)
     return _long_poll(
@@ -217,6 +244,7 @@ def handle_fetch(
         max_bytes=max_bytes,
         min_bytes=req.min_bytes,
         max_wait_ms=req.max_wait_ms,
+        read_committed=read_committed,
     )
 
 
@@ -273,7 +301,8 @@ async def _after_download(  # noqa: PLR0917 (the fetch's pieces, passed on)
     """Download the cold remote segments in threads, then answer as ``handle_fetch``
     does (a failed download shows as the partition's error when it is read)."""
     await asyncio.gather(*(asyncio.to_thread(fn) for fn in cold), return_exceptions=True)
-    entries, total, erred = _read(ctx, wanted, max_bytes)
+    read_committed = req.isolation_level == READ_COMMITTED
+    entries, total, erred = _read(ctx, wanted, max_bytes, read_committed)
     if total >= req.min_bytes or erred or req.max_wait_ms <= 0 or ctx.shutting_down:
         return _answer(ctx, rctx, entries, total)
     return await _long_poll(
@@ -283,6 +312,7 @@ async def _after_download(  # noqa: PLR0917 (the fetch's pieces, passed on)
         max_bytes=max_bytes,
         min_bytes=req.min_bytes,
         max_wait_ms=req.max_wait_ms,
+        read_committed=read_committed,
     )
 
 
@@ -294,6 +324,7 @@ async def _long_poll(
     max_bytes: int,
     min_bytes: int,
     max_wait_ms: int,
+    read_committed: bool,
 ) -> Pieces:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_ms / 1000
@@ -303,7 +334,7 @@ async def _long_poll(
         while True:
             fut = ctx.topics.waiter(keys)  # registered before reading: no lost wake-up
             try:
-                entries, total, erred = _read(ctx, wanted, max_bytes)
+                entries, total, erred = _read(ctx, wanted, max_bytes, read_committed)
                 timeout = deadline - loop.time()
                 if total >= min_bytes or erred or timeout <= 0 or ctx.shutting_down:
                     return _answer(ctx, rctx, entries, total)
@@ -315,7 +346,7 @@ async def _long_poll(
         ctx.metrics.fetches_waiting -= 1
 
 
-def _answer(ctx: BrokerContext, rctx: RequestContext, entries: list[Any], total: int) -> Pieces:
+def _answer(ctx: BrokerContext, rctx: RequestContext, entries: list[_Entry], total: int) -> Pieces:
     """The response to send. consumer_byte_rate (Kafka's ``ClientQuotaManager``): its
     record bytes are recorded; when that puts the client over its quota they are taken
     back and the answer is an empty response with the throttle in ``throttle_time_ms``
@@ -332,8 +363,8 @@ def _answer(ctx: BrokerContext, rctx: RequestContext, entries: list[Any], total:
     return _encode(version, correlation_id, entries)
 
 
-def _count(ctx: BrokerContext, entries: list[Any]) -> None:
+def _count(ctx: BrokerContext, entries: list[_Entry]) -> None:
     """Bytes and records sent, per partition (metrics)."""
-    for w, _code, _hw, _start, data in entries:
-        if data and w.topic is not None:
-            ctx.metrics.fetched(w.topic, w.partition, data)
+    for e in entries:
+        if e.data and e.wanted.topic is not None:
+            ctx.metrics.fetched(e.wanted.topic, e.wanted.partition, e.data)

@@ -29,8 +29,13 @@ _LOTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 _LOPartition = _LOTopic.ListOffsetsPartitionResponse
 
 
-def _list_offset(
-    ctx: BrokerContext, rctx: RequestContext, topic: str, partition: int, timestamp: int
+def _list_offset(  # noqa: PLR0917 (one partition's question)
+    ctx: BrokerContext,
+    rctx: RequestContext,
+    topic: str,
+    partition: int,
+    timestamp: int,
+    read_committed: bool,
 ) -> Any:
     if not rctx.allowed(Op.DESCRIBE, Res.TOPIC, topic):
         return _LOPartition(
@@ -43,8 +48,11 @@ def _list_offset(
     try:
         plog = ctx.topics.log(topic, partition)
         offset, ts = -1, -1
+        upper = plog.high_watermark
+        if read_committed:
+            upper = min(plog.last_stable_offset, upper)
         if timestamp == LATEST:
-            offset = plog.high_watermark
+            offset = upper
         elif timestamp == EARLIEST:  # on a tiered log: the remote log start (KIP-405)
             offset = plog.log_start_offset
         elif timestamp == EARLIEST_LOCAL:  # KIP-1005: the first offset on local disk
@@ -55,7 +63,7 @@ def _list_offset(
             offset = end - 1 if tier is not None and tier.manifest.segments else -1
         elif timestamp >= 0:
             found = plog.offset_for_time(timestamp)
-            if found is not None and found[0] < plog.high_watermark:
+            if found is not None and found[0] < upper:
                 offset, ts = found
         # MAX_TIMESTAMP and other sentinels: no answer (-1, -1), as for a time past the end
         return _LOPartition(
@@ -74,16 +82,18 @@ def _list_offset(
 def handle_list_offsets(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Offsets by time: -2 earliest (log start offset; the remote one when tiered), -4
     earliest local and -5 latest tiered (KIP-1005: the first offset on local disk, the
-    last one in remote storage, -1 when none), -1 latest (high watermark, which is
-    also the last stable offset: no transactions), t >= 0 the first batch whose max
+    last one in remote storage, -1 when none), -1 latest (the high watermark, or with
+    isolation level 1, READ_COMMITTED, the last stable offset), t >= 0 the first batch
+    below that bound whose max
     timestamp >= t (offset, timestamp) or (-1, -1) when none; -3 max timestamp is not
     tracked and answers (-1, -1). Unknown topic or partition: 3."""
     version = rctx.api_version
+    read_committed = version >= 2 and req.isolation_level == 1
     topics = [
         _LOTopic(
             name=t.name,
             partitions=[
-                _list_offset(ctx, rctx, t.name, p.partition_index, p.timestamp)
+                _list_offset(ctx, rctx, t.name, p.partition_index, p.timestamp, read_committed)
                 for p in t.partitions
             ],
         )

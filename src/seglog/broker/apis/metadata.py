@@ -108,19 +108,45 @@ def handle_metadata(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     )
 
 
+_KEY_TYPES = {0: Res.GROUP, 1: Res.TRANSACTIONAL_ID}  # FindCoordinator key types (KIP-98)
+
+
+def _coordinator_code(rctx: RequestContext, key_type: int, key: str) -> int:
+    """0; 42 INVALID_REQUEST for an unknown key type (2, SHARE, is served only through the
+    share APIs here); 53 without DESCRIBE on a transactional id (Kafka's check). Group keys
+    are not checked here: the group APIs answer 30 GROUP_AUTHORIZATION_FAILED themselves."""
+    resource = _KEY_TYPES.get(key_type)
+    if resource is None:
+        return _errors.INVALID_REQUEST
+    if resource == Res.TRANSACTIONAL_ID and not rctx.allowed(Op.DESCRIBE, resource, key):
+        return _errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return _errors.NONE
+
+
 def handle_find_coordinator(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
-    """This broker for every key (group or transactional id); v4+ answers per key."""
+    """This broker for every group (key type 0) and transactional id (key type 1); v4+
+    answers per key. Errors: :func:`_coordinator_code` (node -1 with them)."""
     version = rctx.api_version
     node, host, port = ctx.config.node_id, rctx.host, rctx.port
     resp = FindCoordinatorResponse[version]
+    key_type = req.key_type if version >= 1 else 0
     if version >= 4:
-        coordinators = [
-            FindCoordinatorResponse.Coordinator(
-                key=key, node_id=node, host=host, port=port, error_code=0, error_message=None
-            )
-            for key in req.coordinator_keys
-        ]
+        coordinators = []
+        for key in req.coordinator_keys:
+            code = _coordinator_code(rctx, key_type, key)
+            ok = code == _errors.NONE
+            coordinators.append(
+                FindCoordinatorResponse.Coordinator(
+                    key=key, node_id=node if ok else -1, host=host if ok else "",
+                    port=port if ok else -1, error_code=code, error_message=None,
+                )
+            )  # fmt: skip
         return resp(throttle_time_ms=0, coordinators=coordinators)
+    code = _coordinator_code(rctx, key_type, req.key)
+    if code != _errors.NONE:
+        return resp(
+            throttle_time_ms=0, error_code=code, error_message=None, node_id=-1, host="", port=-1
+        )
     return resp(
         throttle_time_ms=0, error_code=0, error_message=None, node_id=node, host=host, port=port
     )

@@ -173,26 +173,30 @@ def _fetched_topics(
     topics: Any,
     topic_cls: Any,
     part_cls: Any,
+    *,
+    require_stable: bool = False,
 ) -> list[Any]:
     """The OffsetFetch response topics of ``group`` (``topics`` null: every commit), built
-    with the schema classes of the response layout in use (per group in v8+, or flat)."""
+    with the schema classes of the response layout in use (per group in v8+, or flat).
+    ``require_stable`` (v7+, KIP-447): a partition with transactional offsets not yet
+    committed or aborted gets 88 UNSTABLE_OFFSET_COMMIT (the client retries)."""
     wanted = None if topics is None else [(t.name, t.partition_indexes) for t in topics]
-    return [
-        topic_cls(
-            name=name,
-            partitions=[
+    out = []
+    for name, rows in _fetched(ctx, group, wanted):
+        parts = []
+        for p, off, meta in rows:
+            unstable = require_stable and ctx.committed.has_pending(group, name, p)
+            parts.append(
                 part_cls(
                     partition_index=p,
-                    committed_offset=off,
+                    committed_offset=-1 if unstable else off,
                     committed_leader_epoch=-1,
                     metadata=meta,
-                    error_code=0,
+                    error_code=_errors.UNSTABLE_OFFSET_COMMIT if unstable else 0,
                 )
-                for p, off, meta in rows
-            ],
-        )
-        for name, rows in _fetched(ctx, group, wanted)
-    ]
+            )
+        out.append(topic_cls(name=name, partitions=parts))
+    return out
 
 
 def handle_offset_fetch(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
@@ -215,7 +219,9 @@ def handle_offset_fetch(ctx: BrokerContext, rctx: RequestContext, req: Any) -> A
             elif version >= 9:
                 code = ctx.consumer_groups.validate_fetch(g.group_id, g.member_id, g.member_epoch)
             topics = (
-                _fetched_topics(ctx, g.group_id, g.topics, _GTopic, _GPart)
+                _fetched_topics(
+                    ctx, g.group_id, g.topics, _GTopic, _GPart, require_stable=req.require_stable
+                )
                 if code == _errors.NONE
                 else []
             )
@@ -229,5 +235,8 @@ def handle_offset_fetch(ctx: BrokerContext, rctx: RequestContext, req: Any) -> A
         return resp(throttle_time_ms=0, topics=[], error_code=_errors.GROUP_AUTHORIZATION_FAILED)
     if is_share_group(ctx, req.group_id):
         return resp(throttle_time_ms=0, topics=[], error_code=_errors.GROUP_ID_NOT_FOUND)
-    topics = _fetched_topics(ctx, req.group_id, req.topics, _OFTopic, _OFPart)
+    stable = version >= 7 and bool(req.require_stable)
+    topics = _fetched_topics(
+        ctx, req.group_id, req.topics, _OFTopic, _OFPart, require_stable=stable
+    )
     return resp(throttle_time_ms=0, topics=topics, error_code=0)

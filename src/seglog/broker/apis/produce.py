@@ -22,7 +22,7 @@ from kafka.protocol.producer import ProduceResponse
 
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.log.internal_topics import INTERNAL_TOPICS
-from seglog.broker.log.producers import batch_identity
+from seglog.broker.log.producers import BatchIdentity, batch_identity
 from seglog.broker.log.schema_validation import invalid_records
 from seglog.broker.protocol import errors as _errors
 from seglog.broker.protocol.framing import encode_response
@@ -36,6 +36,8 @@ __all__ = ["MAX_RECORDS_PER_BATCH", "handle_produce"]
 log = logging.getLogger(__name__)
 
 _MAGIC_AT = 16  # same byte in message sets v0/v1 and record batches v2
+_ATTRIBUTES_LOW = 22  # low byte of the batch attributes (int16 at 21)
+_TRANSACTIONAL = 0x10
 _HEADER_BYTES = 61  # record batch v2 header
 _DELTA_AND_COUNT = struct.Struct(">i")
 MAX_RECORDS_PER_BATCH = 1_000_000
@@ -79,6 +81,17 @@ def _record_counts_ok(records: Records) -> bool:
     return True
 
 
+def _transactional_code(
+    ctx: BrokerContext, topic: str, partition: int, ident: BatchIdentity | None
+) -> int:
+    """A transactional batch (attributes bit 4) must come from an idempotent producer
+    (87 INVALID_RECORD otherwise) whose ongoing transaction holds the partition
+    (:meth:`TransactionCoordinator.check_produce`: 47 for a fenced epoch, 48 otherwise)."""
+    if ident is None:
+        return _errors.INVALID_RECORD
+    return ctx.transactions.check_produce(ident.producer_id, ident.producer_epoch, topic, partition)
+
+
 def _append(
     ctx: BrokerContext, rctx: RequestContext, topic: str, partition: int, records: Any
 ) -> _Result:
@@ -109,6 +122,10 @@ def _append(
                 return _Result(partition, _errors.INVALID_RECORD, record_errors=tuple(refused),
                                error_message=message)  # fmt: skip
         ident = batch_identity(records)
+        if records[_ATTRIBUTES_LOW] & _TRANSACTIONAL:
+            code = _transactional_code(ctx, topic, partition, ident)
+            if code != _errors.NONE:
+                return _Result(partition, code)
         if ident is not None:
             code, dup_base, dup_last = ctx.producers.check(topic, partition, ident)
             if code != _errors.NONE:
@@ -209,7 +226,9 @@ def _produce_frame(
     batch, 87 invalid record (magic < 2, empty, record count out of range; a record
     failing the topic's schema validation, with its index in ``record_errors``:
     ``log.schema_validation``), 10 batch too
-    large, 45 out-of-order sequence, 47 fenced epoch, 21 acks not in (0, 1, -1).
+    large, 45 out-of-order sequence, 47 fenced epoch, 21 acks not in (0, 1, -1), 48 a
+    transactional batch outside its producer's transaction, 53 (every partition) a
+    transactional id without WRITE.
     Raises ProtocolError (connection closed) for a malformed body or a failed acks=0.
 
     producer_byte_rate: the request's bytes (frame included) are recorded after the append
@@ -219,7 +238,15 @@ def _produce_frame(
     version, correlation_id = header.api_version, header.correlation_id
     body = parse_produce(frame, header.body_offset, version)
     acks = body.acks
-    results = _append_all(ctx, rctx, acks, body.topics)
+    txn_id = body.transactional_id
+    if txn_id is not None and not rctx.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
+        results = [  # Kafka: the whole request, before any topic is looked at
+            (name, [_Result(index, _errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                    for index, _records in partitions])
+            for name, partitions in body.topics
+        ]  # fmt: skip
+    else:
+        results = _append_all(ctx, rctx, acks, body.topics)
     throttle = 0
     if ctx.quotas is not None:
         throttle = ctx.quotas.record_produce(rctx.user, rctx.client_id, len(frame) + 4)

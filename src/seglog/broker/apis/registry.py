@@ -70,6 +70,8 @@ from kafka.protocol.admin import (
     DescribeQuorumResponse,
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
     ElectLeadersRequest,
@@ -82,6 +84,8 @@ from kafka.protocol.admin import (
     ListGroupsResponse,
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -114,10 +118,20 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
@@ -148,6 +162,7 @@ from seglog.broker.apis.consumer_groups import (
     handle_consumer_group_heartbeat,
 )
 from seglog.broker.apis.delete_records import handle_delete_records
+from seglog.broker.apis.end_txn import handle_end_txn, handle_write_txn_markers
 from seglog.broker.apis.fetch import handle_fetch
 from seglog.broker.apis.group_admin import handle_delete_groups, handle_offset_delete
 from seglog.broker.apis.groups import (
@@ -188,6 +203,15 @@ from seglog.broker.apis.topics import (
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
+)
+from seglog.broker.apis.txn_admin import (
+    handle_describe_transactions,
+    handle_list_transactions,
+)
+from seglog.broker.apis.txn_offsets import handle_txn_offset_commit
+from seglog.broker.apis.txn_partitions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
 )
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.protocol.api_keys import ApiKey
@@ -366,6 +390,18 @@ REGISTRY: dict[int, ApiSpec] = {
              handle_alter_share_group_offsets),
         _api(DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, (0, 0),
              handle_delete_share_group_offsets),
+        # transactions (KIP-98/447/890; coordinator/transactions.py). EndTxn and
+        # TxnOffsetCommit stop at v4: v5 is KIP-890 part 2 (transaction version 2, an epoch
+        # bump per transaction), which this broker does not advertise as a feature
+        _api(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, (0, 5),
+             handle_add_partitions_to_txn),
+        _api(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, (0, 4), handle_add_offsets_to_txn),
+        _api(EndTxnRequest, EndTxnResponse, (0, 4), handle_end_txn),
+        _api(WriteTxnMarkersRequest, WriteTxnMarkersResponse, (0, 1), handle_write_txn_markers),
+        _api(TxnOffsetCommitRequest, TxnOffsetCommitResponse, (0, 4), handle_txn_offset_commit),
+        _api(DescribeTransactionsRequest, DescribeTransactionsResponse, (0, 0),
+             handle_describe_transactions),
+        _api(ListTransactionsRequest, ListTransactionsResponse, (0, 2), handle_list_transactions),
     )
 }  # fmt: skip
 

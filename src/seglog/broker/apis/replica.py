@@ -77,7 +77,8 @@ def handle_offset_for_leader_epoch(ctx: BrokerContext, rctx: RequestContext, req
 
 
 def handle_describe_producers(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
-    """Active idempotent producers per partition."""
+    """Active idempotent producers per partition, with the first offset of each one's
+    ongoing transaction there (``current_txn_start_offset``, -1 when none)."""
     version = rctx.api_version
     resp = DescribeProducersResponse[version]
     topic_cls = resp.TopicResponse
@@ -107,6 +108,7 @@ def handle_describe_producers(ctx: BrokerContext, rctx: RequestContext, req: Any
                     )
                 )
                 continue
+            ongoing = ctx.topics.log(t.name, p).ongoing_transactions()
             active = [
                 state_cls(
                     producer_id=pid,
@@ -114,7 +116,7 @@ def handle_describe_producers(ctx: BrokerContext, rctx: RequestContext, req: Any
                     last_sequence=seq,
                     last_timestamp=-1,
                     coordinator_epoch=-1,
-                    current_txn_start_offset=-1,
+                    current_txn_start_offset=ongoing.get(pid, -1),
                 )
                 for pid, epoch, seq in ctx.producers.active(t.name, p)
             ]

@@ -82,6 +82,12 @@ class BrokerConfig:
     group_share_heartbeat_interval_ms: int = _d("group_share_heartbeat_interval_ms")
     group_share_max_size: int = _d("group_share_max_size")
     group_share_max_share_sessions: int = _d("group_share_max_share_sessions")
+    # transactions (KIP-98)
+    transaction_max_timeout_ms: int = _d("transaction_max_timeout_ms")
+    transactional_id_expiration_ms: int = _d("transactional_id_expiration_ms")
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _d(
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms"
+    )
     # listeners and security (None: one PLAINTEXT listener on host:port)
     listeners: tuple[Any, ...] | None = None  # listeners (+ advertised.listeners): _listeners
     ssl_certfile: Path | None = None  # ssl.keystore.location (PEM certificate chain)

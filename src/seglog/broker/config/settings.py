@@ -645,6 +645,23 @@ BROKER_SETTINGS: tuple[BrokerSetting, ...] = (
         "never convert into each other (Kafka 4's default, bidirectional, is not supported).",
         choices=("disabled",),
     ),
+    # transactions (Kafka's TransactionStateManagerConfig names and defaults)
+    BrokerSetting(
+        "transaction.max.timeout.ms", "transaction_max_timeout_ms", INT, 900_000,
+        "Largest transaction.timeout.ms a producer may ask for (more: 50 "
+        "INVALID_TRANSACTION_TIMEOUT).", min=1,
+    ),
+    BrokerSetting(
+        "transactional.id.expiration.ms", "transactional_id_expiration_ms", INT, 604_800_000,
+        "A transactional id with no transaction and no request for this many ms is "
+        "forgotten.", min=1,
+    ),
+    BrokerSetting(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms", INT, 10_000,
+        "How often the coordinator looks for transactions past their timeout (and expired "
+        "transactional ids), in ms.", min=1,
+    ),
     BrokerSetting(
         "seglog.iceberg.catalog.type", "iceberg_catalog_type", STRING, "sql",
         "seglog: the Iceberg catalog of topics with seglog.iceberg.mode set, a pyiceberg "

@@ -70,6 +70,7 @@ __all__ = [
     "GROUP_SNAPSHOT_KEY_VERSION",
     "MAX_RECORD_STRING_BYTES",
     "OFFSETS_TOPIC",
+    "PENDING_TXN_KEY_VERSION",
     "CommittedOffsets",
     "decode_key",
     "decode_value",
@@ -88,6 +89,14 @@ Committed = tuple[int, str | None]
 GROUP_SNAPSHOT_KEY_VERSION = 0x7F00
 """Key version of a consumer group snapshot record (seglog's own, see the docstring)."""
 _SNAPSHOT_VALUE_VERSION = 0
+
+PENDING_TXN_KEY_VERSION = 0x7F01
+"""Key version of a pending transactional offset commit (seglog's own, see
+:meth:`CommittedOffsets.commit_pending`): version int16, producer id int64, group, topic
+(int16-length strings), partition int32; the value is an OffsetCommitValue v3."""
+
+PendingKey = tuple[str, str, int]
+"""(group, topic, partition) of a pending transactional offset."""
 
 
 def _string(text: str | None) -> bytes:
@@ -152,6 +161,31 @@ def _snapshot_group(key: bytes) -> str | None:
     return group
 
 
+def _pending_key(producer_id: int, group: str, topic: str, partition: int) -> bytes:
+    return (
+        _I16.pack(PENDING_TXN_KEY_VERSION)
+        + _I64.pack(producer_id)
+        + _string(group)
+        + _string(topic)
+        + _I32.pack(partition)
+    )
+
+
+def _decode_pending_key(key: bytes) -> tuple[int, PendingKey] | None:
+    """(producer id, (group, topic, partition)) of a pending-offset key; None for any other
+    key. Raises ValueError for a pending key that does not decode."""
+    if len(key) < 2 or _I16.unpack_from(key)[0] != PENDING_TXN_KEY_VERSION:
+        return None
+    r = WireReader(memoryview(key), 2, False, "pending transactional offset key")
+    try:
+        pid, group, topic, partition = r.int64(), r.string(), r.string(), r.int32()
+    except ProtocolError as exc:
+        raise ValueError(f"bad pending transactional offset key: {exc}") from None
+    if group is None or topic is None:
+        raise ValueError("null group or topic in a pending transactional offset key")
+    return pid, (group, topic, partition)
+
+
 def decode_value(data: bytes) -> Committed:
     """(offset, metadata) of an OffsetCommitValue v3. Raises ValueError (a truncated
     field, including the commit timestamp, a length past the end, non-UTF-8 metadata,
@@ -181,6 +215,7 @@ class CommittedOffsets:
         self._log: Log = data_dir.log(OFFSETS_TOPIC, 0)
         self._groups: dict[str, dict[str, dict[int, Committed]]] = {}
         self._snapshots: dict[str, bytes] = {}
+        self._pending: dict[int, dict[PendingKey, Committed]] = {}
         self._replay()
         legacy = data_dir.path / _LEGACY_FILE
         if legacy.exists():
@@ -206,6 +241,11 @@ class CommittedOffsets:
                         self._keep_snapshot(snapshot_of, m.value)
                         records += 1
                         continue
+                    pending = _decode_pending_key(m.key)
+                    if pending is not None:
+                        self._keep_pending(pending[0], pending[1], m.value)
+                        records += 1
+                        continue
                     group, topic, partition = decode_key(m.key)
                     if m.value is None:
                         self._forget(group, [(topic, partition)])
@@ -228,6 +268,16 @@ class CommittedOffsets:
         if len(value) < 2 or _I16.unpack_from(value)[0] != _SNAPSHOT_VALUE_VERSION:
             raise ValueError("consumer group snapshot value of another version")
         self._snapshots[group] = bytes(value[2:])
+
+    def _keep_pending(self, pid: int, key: PendingKey, value: bytes | None) -> None:
+        if value is None:
+            offsets = self._pending.get(pid)
+            if offsets is not None:
+                offsets.pop(key, None)
+                if not offsets:
+                    del self._pending[pid]
+            return
+        self._pending.setdefault(pid, {})[key] = decode_value(value)
 
     def _migrate(self, legacy: Path) -> None:
         raw = json.loads(legacy.read_text())
@@ -333,6 +383,59 @@ class CommittedOffsets:
             return False
         self.delete_offsets(group, keys)
         return True
+
+    # -- transactional offsets (TxnOffsetCommit, KIP-98) ----------------------------------
+
+    def commit_pending(
+        self, producer_id: int, group: str, offsets: dict[tuple[str, int], Committed]
+    ) -> Future[int] | None:
+        """Append transactional offsets of ``producer_id``'s ongoing transaction, one
+        record per partition under seglog's :data:`PENDING_TXN_KEY_VERSION` key: they are
+        kept aside (never visible to OffsetFetch) until :meth:`complete_txn`. Returns a
+        future completing once they are durable (None under the relaxed policy). Raises
+        ValueError before appending for a string too long for a record."""
+        now = int(time.time() * 1000)
+        records = [
+            (_pending_key(producer_id, group, t, p), encode_value(offset, metadata, now))
+            for (t, p), (offset, metadata) in offsets.items()
+        ]
+        fut = self._append(records)
+        pending = self._pending.setdefault(producer_id, {})
+        for (t, p), value in offsets.items():
+            pending[(group, t, p)] = value
+        return fut
+
+    def pending_producers(self) -> list[int]:
+        """Producer ids with transactional offsets not yet committed or aborted."""
+        return list(self._pending)
+
+    def has_pending(self, group: str, topic: str, partition: int) -> bool:
+        """Whether a transaction holds an offset of that partition for ``group``
+        (OffsetFetch with require_stable answers 88 UNSTABLE_OFFSET_COMMIT)."""
+        return any((group, topic, partition) in offsets for offsets in self._pending.values())
+
+    def complete_txn(
+        self, producer_id: int, commit: bool
+    ) -> tuple[Future[int] | None, dict[str, dict[tuple[str, int], Committed]]]:
+        """End ``producer_id``'s transactional offsets: one batch holding, on commit, their
+        OffsetCommit records, and tombstones of their pending keys (so the commit and the
+        removal are durable together). Returns (the future of the batch's fsync or None,
+        group -> offsets to :meth:`apply` once durable; empty on abort or when the producer
+        has none). Raises what ``Log.append`` raises."""
+        pending = self._pending.pop(producer_id, None)
+        if not pending:
+            return None, {}
+        now = int(time.time() * 1000)
+        records: list[tuple[bytes, bytes | None]] = []
+        by_group: dict[str, dict[tuple[str, int], Committed]] = {}
+        for (group, topic, partition), (offset, metadata) in pending.items():
+            if commit:
+                records.append(
+                    (encode_key(group, topic, partition), encode_value(offset, metadata, now))
+                )
+                by_group.setdefault(group, {})[(topic, partition)] = (offset, metadata)
+            records.append((_pending_key(producer_id, group, topic, partition), None))
+        return self._append(records), by_group
 
     def group_snapshots(self) -> dict[str, bytes]:
         """Consumer group id -> its latest snapshot (the JSON bytes) as replayed on start."""

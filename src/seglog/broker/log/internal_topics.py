@@ -13,6 +13,7 @@ __all__ = [
     "OFFSETS_TOPIC",
     "SCHEMAS_TOPIC",
     "SHARE_GROUP_STATE_TOPIC",
+    "TRANSACTION_STATE_TOPIC",
     "keyed_batch",
 ]
 
@@ -24,10 +25,16 @@ SHARE_GROUP_STATE_TOPIC = "__share_group_state"
 (Kafka's share coordinator keeps share-partition state there; here each share partition's
 state is its durable subscription's journal, see ``coordinator/share_state.py``)."""
 
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+"""Transaction coordinator state, one record per transactional id: an internal compacted
+topic (Kafka's ``TransactionStateManager``; see ``coordinator/txn_log.py``)."""
+
 # SCHEMAS_TOPIC ("_schemas"): the schema registry's subjects, versions, configs and modes
 # in Confluent Schema Registry's record format (``seglog.schemas``)
 
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, SCHEMAS_TOPIC})
+INTERNAL_TOPICS = frozenset(
+    {OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC, SCHEMAS_TOPIC}
+)
 """Every internal topic (Metadata reports them with ``is_internal``)."""
 
 INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}

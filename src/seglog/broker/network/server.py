@@ -26,6 +26,7 @@ from seglog.broker.coordinator.groups import GroupCoordinator
 from seglog.broker.coordinator.share_groups import ShareGroupCoordinator
 from seglog.broker.coordinator.share_sessions import ShareSessionCache
 from seglog.broker.coordinator.share_state import ShareGroupState
+from seglog.broker.coordinator.transactions import TransactionCoordinator
 from seglog.broker.log.cluster_state import BrokerState
 from seglog.broker.log.durability import DurabilityWaiters
 from seglog.broker.log.iceberg_commits import IcebergTask
@@ -151,6 +152,7 @@ class Broker:
         self._connections = self._limits.connections
         self._idle_timer: asyncio.TimerHandle | None = None
         self._share_timer: asyncio.TimerHandle | None = None
+        self._txn_task: asyncio.Task[None] | None = None
         self.bound: tuple[str, int] | None = None
         self._retention: RetentionTask | None = None  # retention / cleaner thread
         self._iceberg: IcebergTask | None = None  # Iceberg topics' committer thread
@@ -262,6 +264,14 @@ class Broker:
                 )
                 for lst in listeners
             ),
+            transactions=TransactionCoordinator(
+                topics,
+                committed,
+                state.next_producer_id,
+                max_timeout_ms=config.transaction_max_timeout_ms,
+                expiration_ms=config.transactional_id_expiration_ms,
+                coordinator_epoch=state.quorum_epoch,
+            ),
             share_groups=ShareGroupCoordinator(
                 share_state,
                 topics,
@@ -296,6 +306,8 @@ class Broker:
         self._ctx.share_groups.on_member_gone = self._ctx.share_sessions.close
         self._schedule_idle_sweep()
         self._schedule_share_expiry()
+        await self._ctx.transactions.recover(producers)  # Prepare*, stray open transactions
+        self._txn_task = loop.create_task(self._expire_transactions())
         self._snapshot_timer = loop.call_later(_SNAPSHOT_INTERVAL_S, self._snapshot_producers)
         self._retention = start_retention(config, self._data_dir, committed.lowest)
         self._iceberg = IcebergTask(
@@ -336,6 +348,7 @@ class Broker:
                 self._connections_by_listener,
                 quotas=ctx.quotas,
                 share_groups=ctx.share_groups,
+                transactions=ctx.transactions,
             )
         )
         server, _thread = start_http_server(
@@ -467,6 +480,21 @@ class Broker:
             log.warning("share-group member expiry: %s", exc)
         self._schedule_share_expiry()
 
+    # -- transactions ---------------------------------------------------------------------
+
+    async def _expire_transactions(self) -> None:
+        """Every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``: abort
+        transactions past their timeout, forget expired transactional ids."""
+        interval = self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms
+        while self._ctx is not None and not self._ctx.shutting_down:
+            await asyncio.sleep(interval / 1000)
+            if self._ctx is None or self._ctx.shutting_down:
+                return
+            try:
+                await self._ctx.transactions.expire()
+            except (OSError, SeglogError) as exc:  # a write failed: retried next round
+                log.warning("transaction timeouts: %s", exc)
+
     # -- requests -------------------------------------------------------------------------
 
     def dispatch(
@@ -596,6 +624,9 @@ class Broker:
         if self._share_timer is not None:
             self._share_timer.cancel()
             self._share_timer = None
+        if self._txn_task is not None:
+            self._txn_task.cancel()  # a cut abort is completed at the next start
+            self._txn_task = None
         if self._ctx is not None:
             self._ctx.shutting_down = True
             self._ctx.topics.wake_all()
@@ -613,6 +644,7 @@ class Broker:
         if self._snapshot_timer is not None:
             self._snapshot_timer.cancel()
         if self._ctx is not None:
+            await self._ctx.transactions.settled()  # ended transactions' Complete records
             self._snapshot_producers(reschedule=False)  # in-flight produces are done
             self._ctx.share_groups.shutdown()  # share partitions' journals: clean snapshots
             self._ctx.topics.close()

@@ -30,6 +30,7 @@ from seglog.errors import (
 
 __all__ = [
     "CLUSTER_AUTHORIZATION_FAILED",
+    "CONCURRENT_TRANSACTIONS",
     "COORDINATOR_NOT_AVAILABLE",
     "CORRUPT_MESSAGE",
     "DUPLICATE_SEQUENCE_NUMBER",
@@ -49,6 +50,7 @@ __all__ = [
     "INVALID_GROUP_ID",
     "INVALID_PARTITIONS",
     "INVALID_PRODUCER_EPOCH",
+    "INVALID_PRODUCER_ID_MAPPING",
     "INVALID_RECORD",
     "INVALID_REGULAR_EXPRESSION",
     "INVALID_REPLICATION_FACTOR",
@@ -57,6 +59,8 @@ __all__ = [
     "INVALID_REQUIRED_ACKS",
     "INVALID_SESSION_TIMEOUT",
     "INVALID_TOPIC_EXCEPTION",
+    "INVALID_TRANSACTION_TIMEOUT",
+    "INVALID_TXN_STATE",
     "KAFKA_STORAGE_ERROR",
     "LOG_DIR_NOT_FOUND",
     "MEMBER_ID_REQUIRED",
@@ -67,7 +71,9 @@ __all__ = [
     "NO_REASSIGNMENT_IN_PROGRESS",
     "OFFSET_METADATA_TOO_LARGE",
     "OFFSET_OUT_OF_RANGE",
+    "OPERATION_NOT_ATTEMPTED",
     "OUT_OF_ORDER_SEQUENCE_NUMBER",
+    "PRODUCER_FENCED",
     "REBALANCE_IN_PROGRESS",
     "RESOURCE_NOT_FOUND",
     "SASL_AUTHENTICATION_FAILED",
@@ -76,12 +82,15 @@ __all__ = [
     "THROTTLING_QUOTA_EXCEEDED",
     "TOPIC_ALREADY_EXISTS",
     "TOPIC_AUTHORIZATION_FAILED",
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+    "TRANSACTIONAL_ID_NOT_FOUND",
     "UNACCEPTABLE_CREDENTIAL",
     "UNKNOWN_MEMBER_ID",
     "UNKNOWN_SERVER_ERROR",
     "UNKNOWN_TOPIC_ID",
     "UNKNOWN_TOPIC_OR_PARTITION",
     "UNRELEASED_INSTANCE_ID",
+    "UNSTABLE_OFFSET_COMMIT",
     "UNSUPPORTED_ASSIGNOR",
     "UNSUPPORTED_ENDPOINT_TYPE",
     "UNSUPPORTED_SASL_MECHANISM",
@@ -148,6 +157,16 @@ STALE_MEMBER_EPOCH: int = ke.StaleMemberEpochError.errno
 INVALID_REGULAR_EXPRESSION: int = 128
 """Kafka's ``Errors.INVALID_REGULAR_EXPRESSION`` (KIP-848: a malformed SubscribedTopicRegex);
 kafka-python 3.0 has no class for it, so the number is written here, the one exception."""
+# transactions (KIP-98, KIP-588, KIP-664)
+INVALID_TXN_STATE: int = ke.InvalidTxnStateError.errno
+INVALID_PRODUCER_ID_MAPPING: int = ke.InvalidProducerIdMappingError.errno
+INVALID_TRANSACTION_TIMEOUT: int = ke.InvalidTransactionTimeoutError.errno
+CONCURRENT_TRANSACTIONS: int = ke.ConcurrentTransactionsError.errno
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED: int = ke.TransactionalIdAuthorizationFailedError.errno
+OPERATION_NOT_ATTEMPTED: int = ke.OperationNotAttemptedError.errno
+PRODUCER_FENCED: int = ke.ProducerFencedError.errno
+TRANSACTIONAL_ID_NOT_FOUND: int = ke.TransactionalIdNotFoundError.errno
+UNSTABLE_OFFSET_COMMIT: int = ke.UnstableOffsetCommitError.errno
 # share groups (KIP-932)
 INVALID_RECORD_STATE: int = ke.InvalidRecordStateError.errno
 SHARE_SESSION_NOT_FOUND: int = ke.ShareSessionNotFoundError.errno
