@@ -451,7 +451,8 @@ def _rows(samples: dict[str, list[float]], args: argparse.Namespace) -> list[dic
     med = {k: statistics.median(v) for k, v in samples.items()}
     n, p = args.members, 2 * args.members
     rows = []
-    for event, text in (("join", f"member {n} joins {n - 1}"), ("leave", f"1 of {n} leaves")):
+    events = (("join", f"member {n} joins {n - 1}"), ("leave", f"1 of {n} leaves"))
+    for event, text in events if args.part != "share" else ():
         for what, desc in (("owned", "all partitions owned"), ("resumed", "consumption resumed")):
             for classic, name in CLASSIC.items():
                 rows.append(
@@ -461,6 +462,8 @@ def _rows(samples: dict[str, list[float]], args: argparse.Namespace) -> list[dic
                         ref_value=med[f"{classic} {event} {what}"], goal="≤ 0.5x",
                     )
                 )  # fmt: skip
+    if args.part == "rebalance":
+        return rows
     k = args.share_consumers
     share = f"share group, {k} consumers, 1 partition"
     rows.append(
@@ -484,6 +487,43 @@ def _rows(samples: dict[str, list[float]], args: argparse.Namespace) -> list[dic
     return rows
 
 
+def _rebalance_part(b: str, args: argparse.Namespace, samples: dict[str, list[float]]) -> None:
+    """Every protocol's rebalance runs, ``--repeat`` times (the order rotating)."""
+    _create_topic(b, REBALANCE_TOPIC, 2 * args.members)
+    producer = SteadyProducer(b, REBALANCE_TOPIC, 2 * args.members)
+    try:
+        for r in range(args.repeat):
+            order = PROTOCOLS[r % 3 :] + PROTOCOLS[: r % 3]
+            for protocol in order:
+                got = _rebalance_run(b, protocol, str(r), args)
+                for key, value in got.items():
+                    samples.setdefault(f"{protocol} {key}", []).append(value)
+                _log(
+                    f"repeat {r + 1} {protocol}: "
+                    + ", ".join(f"{k} {v:.3f} s" for k, v in got.items())
+                )
+    finally:
+        producer.stop()
+
+
+def _share_part(b: str, args: argparse.Namespace, samples: dict[str, list[float]]) -> None:
+    """The share group and the classic consumer over the same records, ``--repeat`` times
+    (which goes first alternating)."""
+    for r in range(args.repeat):
+        topic = f"share-{r}"
+        _create_topic(b, topic, 1)
+        _produce_records(b, topic, args.records, args.size)
+        names = ["classic", "share"] if r % 2 == 0 else ["share", "classic"]
+        for name in names:
+            if name == "classic":
+                got = _classic_read(b, topic, args.records, f"classic-{r}")
+            else:
+                got = _share_read(b, topic, args.records, f"share-{r}", args.share_consumers)
+            for key, value in got.items():
+                samples.setdefault(f"{name} {key}", []).append(value)
+            _log(f"repeat {r + 1} {name}: {got['rate']:,.0f} records/s")
+
+
 def main() -> None:
     """Start one broker, run both parts ``--repeat`` times, print the medians."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -495,6 +535,10 @@ def main() -> None:
     parser.add_argument("--session-ms", type=int, default=6000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path, help="write the rows, settings and samples here")
+    parser.add_argument(
+        "--part", choices=("all", "rebalance", "share"), default="all",
+        help="run only the rebalance or the share-group part (its rows only)",
+    )  # fmt: skip
     args = parser.parse_args()
     if not 2 <= args.members <= 20:
         parser.error("--members must be 2..20")
@@ -511,36 +555,10 @@ def main() -> None:
         broker = start_broker(Path(tmp) / "data", extra_args=broker_args)
         b = broker.bootstrap
         try:
-            _create_topic(b, REBALANCE_TOPIC, partitions)
-            producer = SteadyProducer(b, REBALANCE_TOPIC, partitions)
-            try:
-                for r in range(args.repeat):
-                    order = PROTOCOLS[r % 3 :] + PROTOCOLS[: r % 3]
-                    for protocol in order:
-                        got = _rebalance_run(b, protocol, str(r), args)
-                        for key, value in got.items():
-                            samples.setdefault(f"{protocol} {key}", []).append(value)
-                        _log(
-                            f"repeat {r + 1} {protocol}: "
-                            + ", ".join(f"{k} {v:.3f} s" for k, v in got.items())
-                        )
-            finally:
-                producer.stop()
-            for r in range(args.repeat):
-                topic = f"share-{r}"
-                _create_topic(b, topic, 1)
-                _produce_records(b, topic, args.records, args.size)
-                names = ["classic", "share"] if r % 2 == 0 else ["share", "classic"]
-                for name in names:
-                    if name == "classic":
-                        got = _classic_read(b, topic, args.records, f"classic-{r}")
-                    else:
-                        got = _share_read(
-                            b, topic, args.records, f"share-{r}", args.share_consumers
-                        )
-                    for key, value in got.items():
-                        samples.setdefault(f"{name} {key}", []).append(value)
-                    _log(f"repeat {r + 1} {name}: {got['rate']:,.0f} records/s")
+            if args.part in ("all", "rebalance"):
+                _rebalance_part(b, args, samples)
+            if args.part in ("all", "share"):
+                _share_part(b, args, samples)
         finally:
             broker.stop()
     rows = _rows(samples, args)
@@ -564,12 +582,13 @@ def main() -> None:
         f" medians of {args.repeat} ({settings['seconds']} s)"
     )
     print(_table(rows))
-    busiest = statistics.median(samples["share busiest share"])
-    print(
-        f"share consumers with records (median): "
-        f"{statistics.median(samples['share consumers with records']):.0f} of"
-        f" {args.share_consumers}, the busiest got {busiest:.0%} of the deliveries"
-    )
+    if args.part != "rebalance":
+        busiest = statistics.median(samples["share busiest share"])
+        print(
+            f"share consumers with records (median): "
+            f"{statistics.median(samples['share consumers with records']):.0f} of"
+            f" {args.share_consumers}, the busiest got {busiest:.0%} of the deliveries"
+        )
     if args.json:
         doc = {"settings": settings, "rows": rows, "samples": samples}
         args.json.write_text(json.dumps(doc, indent=2) + "\n")

@@ -89,15 +89,27 @@ ALLOWED = {
     "columnar": ("storage",),  # Arrow/Parquet of topics
     "schemas": ("storage",),  # the schema registry's formats, rules and _schemas store
     "aio": ("storage",),
-    "broker": ("storage", "columnar", "schemas", "_malloc"),
-    "spark": ("storage", "columnar", "schemas", "broker", "_malloc"),
-    "console": ("storage", "columnar", "schemas", "broker"),  # a Kafka client beside spark
-    "pyspark_seglog": ("storage", "columnar", "schemas", "broker", "spark", "_malloc"),
-    "bench": ("storage", "columnar", "schemas", "aio", "broker", "spark", "console", "_malloc"),
+    "iceberg": ("storage", "columnar", "schemas"),  # topics as Iceberg tables (pyiceberg)
+    "broker": ("storage", "columnar", "schemas", "iceberg", "_malloc"),
+    "spark": ("storage", "columnar", "schemas", "iceberg", "broker", "_malloc"),
+    "console": ("storage", "columnar", "schemas", "iceberg", "broker"),  # a Kafka client
+    "pyspark_seglog": ("storage", "columnar", "schemas", "iceberg", "broker", "spark", "_malloc"),
+    "bench": (
+        "storage",
+        "columnar",
+        "schemas",
+        "iceberg",
+        "aio",
+        "broker",
+        "spark",
+        "console",
+        "_malloc",
+    ),
     "cli": (
         "storage",
         "columnar",
         "schemas",
+        "iceberg",
         "aio",
         "broker",
         "spark",
@@ -111,6 +123,7 @@ BANNED = {
     "storage": ("asyncio", "socket"),
     "schemas": ("asyncio", "socket"),
     "columnar": ("pyspark", "asyncio"),
+    "iceberg": ("pyspark", "asyncio"),
     "console": ("pyspark",),
 }
 
@@ -153,8 +166,8 @@ def _find_cycle(graph: dict[str, set[str]], nodes: set[str]) -> list[str]:
 
 @pytest.mark.parametrize(
     "package",
-    ["seglog.storage", "seglog.columnar", "seglog.schemas", "seglog.broker", "seglog.spark",
-     "seglog.console", "seglog.bench", "seglog.cli", "pyspark_seglog"],
+    ["seglog.storage", "seglog.columnar", "seglog.schemas", "seglog.iceberg", "seglog.broker",
+     "seglog.spark", "seglog.console", "seglog.bench", "seglog.cli", "pyspark_seglog"],
 )  # fmt: skip
 def test_no_import_cycles(package: str) -> None:
     """The modules of ``package`` import one another without a cycle (imports that run:

@@ -149,6 +149,8 @@ def share_fetch(
     acks: list[tuple[int, int, list[int]]] | None = None,
     max_records: int = 500,
     max_wait_ms: int = 5000,
+    min_bytes: int = 1,
+    max_bytes: int = 1 << 20,
 ) -> Any:
     req = ShareFetchRequest[1]
     topics = []
@@ -168,8 +170,8 @@ def share_fetch(
             member_id=member,
             share_session_epoch=epoch,
             max_wait_ms=max_wait_ms,
-            min_bytes=1,
-            max_bytes=1 << 20,
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
             max_records=max_records,
             batch_size=max_records,
             topics=topics,

@@ -18,7 +18,7 @@ from kafka.protocol.admin import (
     DescribeGroupsRequest,
     ListGroupsRequest,
 )
-from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest
+from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest
 from tests.broker._share import (
     create_topic,
     earliest,
@@ -228,6 +228,26 @@ def test_deleted_share_group_stays_deleted_after_a_restart(
         assert heartbeat(w, deleted, "b", -1).error_code == 0
 
 
+def _offset_fetch_errors(w: Wire, group: str, topic: str) -> list[int]:
+    """The group's error of OffsetFetch v7 (one group) and v8 (per group)."""
+    flat = w.call(
+        OffsetFetchRequest[7](
+            group_id=group,
+            topics=[
+                OffsetFetchRequest[7].OffsetFetchRequestTopic(name=topic, partition_indexes=[0])
+            ],
+            require_stable=False,
+        )
+    )
+    group_cls = OffsetFetchRequest[8].OffsetFetchRequestGroup
+    per_group = w.call(
+        OffsetFetchRequest[8](groups=[group_cls(group_id=group, topics=None)], require_stable=False)
+    )
+    assert flat.topics == []
+    assert per_group.groups[0].topics == []
+    return [flat.error_code, per_group.groups[0].error_code]
+
+
 def test_one_group_id_is_one_kind_of_group(broker: str, topic: str) -> None:
     share, consumer, classic = f"share-{topic}", f"consumer-{topic}", f"classic-{topic}"
     create_topic(broker, topic)
@@ -250,8 +270,13 @@ def test_one_group_id_is_one_kind_of_group(broker: str, topic: str) -> None:
             GROUP_ID_NOT_FOUND,
             f"Group {share} is not a consumer group.",
         )
+        # no committed offsets for a share group (Kafka's ShareGroup.validateOffsetCommit
+        # and validateOffsetFetch), and nothing is stored
+        assert _commit(w, share, topic, 0) == GROUP_ID_NOT_FOUND
+        assert _offset_fetch_errors(w, share, topic) == [GROUP_ID_NOT_FOUND] * 2
         # ...and while it is empty (it exists until DeleteGroups)
         assert heartbeat(w, share, "s", -1).error_code == 0
+        assert _commit(w, share, topic, 0) == GROUP_ID_NOT_FOUND
         assert _join(w, share).error_code == INCONSISTENT_GROUP_PROTOCOL
         assert _consumer_hb(w, share, "c", 0, [topic]).error_code == GROUP_ID_NOT_FOUND
 

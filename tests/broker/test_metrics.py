@@ -12,11 +12,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 from tests._wait import wait_until
+from tests.broker._share import create_topic, earliest, heartbeat, produce, share_fetch
+from tests.broker._wire import Wire, ensure_topic
 
 from seglog.broker import BrokerProcess, free_port
 
 from ._txn import add, end, init, send, txn_batch
-from ._wire import Wire, ensure_topic
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -188,3 +189,38 @@ def test_transaction_metrics(broker_factory: Callable[..., BrokerProcess]) -> No
         timeout=20,
         message="the hung transaction was not aborted",
     )
+
+
+def test_share_group_metrics(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """Per share partition: records in flight, acquired, acknowledged by type, archived
+    after the delivery count limit (2 here)."""
+    port = free_port()
+    proc = broker_factory(
+        ["--metrics-listen", f"127.0.0.1:{port}", "--group-share-delivery-count-limit", "2"]
+    )
+    topic, group = "shared", "metered-share"
+    create_topic(proc.bootstrap, topic)
+    earliest(proc.bootstrap, group)
+    produce(proc.bootstrap, topic, 3)  # one batch: offsets 0-2
+    labels = (("group", group), *_tp(topic))
+    with Wire(proc.bootstrap) as w:
+        tid = ensure_topic(w, topic)
+        heartbeat(w, group, "a", 0, [topic])
+        first = share_fetch(w, group, "a", 0, tid).responses[0].partitions[0]
+        assert [(r.first_offset, r.last_offset) for r in first.acquired_records] == [(0, 2)]
+        m = _scrape(port)
+        assert m[("seglog_share_records_in_flight", labels)] == 3
+        assert m[("seglog_share_records_acquired_total", labels)] == 3
+        # accept 0, release 1, reject 2; then 1 comes back (count 2) and is released again
+        acks = [(0, 0, [1]), (1, 1, [2]), (2, 2, [3])]
+        again = share_fetch(w, group, "a", 1, tid, acks=acks).responses[0].partitions[0]
+        assert [(r.first_offset, r.delivery_count) for r in again.acquired_records] == [(1, 2)]
+        share_fetch(w, group, "a", 2, tid, acks=[(1, 1, [2])], max_wait_ms=200)
+        m = _scrape(port)
+    ack = "seglog_share_acknowledgements_total"
+    assert m[("seglog_share_records_in_flight", labels)] == 0
+    assert m[("seglog_share_records_acquired_total", labels)] == 4
+    assert m[(ack, (*labels[:2], ("topic", topic), ("type", "accept")))] == 1
+    assert m[(ack, (*labels[:2], ("topic", topic), ("type", "release")))] == 2
+    assert m[(ack, (*labels[:2], ("topic", topic), ("type", "reject")))] == 1
+    assert m[("seglog_share_records_archived_total", labels)] == 1  # 1: its third delivery

@@ -103,6 +103,10 @@ _OTHER = {  # non-default values a broker runs with (without TLS, SASL or topics
     "max.connection.creation.rate": "1000",  # default: unlimited (2^31-1)
     "group.consumer.assignors": "range,uniform",
     "group.consumer.max.size": "100",  # the default is the int maximum
+    # no Iceberg topic: the catalog is never opened
+    "seglog.iceberg.catalog.type": "rest",
+    "seglog.iceberg.catalog.uri": "http://127.0.0.1:8181",
+    "seglog.iceberg.catalog.warehouse": "file:///tmp/warehouse",
 }
 
 

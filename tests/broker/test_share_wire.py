@@ -6,6 +6,8 @@ GROUP config resource; ACLs (READ on the group and the topic)."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -168,7 +170,8 @@ def test_share_session_and_acknowledgement_errors(broker: str, topic: str) -> No
     group = "share-errors"
     create_topic(broker, topic)
     earliest(broker, group)
-    produce(broker, topic, 4)
+    produce(broker, topic, 2)  # two record batches: 0-1 and 2-3 (records are acquired
+    produce(broker, topic, 2)  # in whole batches, MaxRecords a soft limit, as Kafka's)
     with Wire(broker) as w, Wire(broker) as other:
         tid = ensure_topic(w, topic)
         heartbeat(w, group, "a", 0, [topic])
@@ -176,7 +179,7 @@ def test_share_session_and_acknowledgement_errors(broker: str, topic: str) -> No
         assert share_fetch(w, group, "a", 3, tid).error_code == SHARE_SESSION_NOT_FOUND
         opening = share_fetch(w, group, "a", 0, tid, acks=[(0, 0, [1])])
         assert opening.error_code == INVALID_REQUEST  # acknowledgements cannot open a session
-        resp = share_fetch(w, group, "a", 0, tid, max_records=2)
+        resp = share_fetch(w, group, "a", 0, tid, max_records=1)
         assert resp.error_code == 0
         assert resp.acquisition_lock_timeout_ms == 30_000
         part = resp.responses[0].partitions[0]
@@ -255,6 +258,94 @@ def _delete(w: Wire, group: str, topic: str) -> Any:
     return w.call(
         req(group_id=group, topics=[req.DeleteShareGroupOffsetsRequestTopic(topic_name=topic)])
     )
+
+
+def test_closed_connection_releases_the_sessions_records(broker: str, topic: str) -> None:
+    """Kafka closes a share session with the connection that opened it and releases the
+    member's acquired records: another member gets them at once (the lock is 30 s)."""
+    group = "share-disconnect"
+    create_topic(broker, topic)
+    earliest(broker, group)
+    produce(broker, topic, 3)
+    with Wire(broker) as w:
+        tid = ensure_topic(w, topic)
+        heartbeat(w, group, "a", 0, [topic])
+        heartbeat(w, group, "b", 0, [topic])
+        with Wire(broker) as a_conn:  # a's share session lives on this connection
+            got = share_fetch(a_conn, group, "a", 0, tid).responses[0].partitions[0]
+            assert [(r.first_offset, r.last_offset) for r in got.acquired_records] == [(0, 2)]
+            none = share_fetch(w, group, "b", 0, tid, max_wait_ms=0).responses[0].partitions[0]
+            assert none.acquired_records == []  # a holds them
+        # a's connection is closed: its records are due again, its session is gone
+        taken: list[tuple[int, int, int]] = []
+        epoch = [0]
+
+        def b_gets_them() -> bool:
+            epoch[0] += 1
+            resp = share_fetch(w, group, "b", epoch[0], tid, max_wait_ms=100)
+            assert resp.error_code == 0
+            for t in resp.responses:
+                for p in t.partitions:
+                    taken.extend(
+                        (r.first_offset, r.last_offset, r.delivery_count)
+                        for r in p.acquired_records
+                    )
+            return bool(taken)
+
+        wait_until(b_gets_them, timeout=10, message="b acquires a's released records")
+        assert taken == [(0, 2, 2)]
+        assert share_fetch(w, group, "a", 1, tid).error_code == SHARE_SESSION_NOT_FOUND
+
+
+def _ranges(resp: Any) -> list[tuple[int, int]]:
+    return [
+        (r.first_offset, r.last_offset)
+        for t in resp.responses
+        for p in t.partitions
+        for r in p.acquired_records
+    ]
+
+
+def test_fetch_max_bytes_and_min_bytes(broker: str, topic: str) -> None:
+    """MaxBytes bounds the new batches acquired (at least one, KIP-74); MinBytes makes a
+    fetch hold what it acquired and wait for more, up to MaxWaitMs."""
+    group = "share-bytes"
+    create_topic(broker, topic)
+    earliest(broker, group)
+    for _ in range(3):
+        produce(broker, topic, 2)  # batches 0-1, 2-3, 4-5
+    with Wire(broker) as w:
+        tid = ensure_topic(w, topic)
+        heartbeat(w, group, "a", 0, [topic])
+        one = share_fetch(w, group, "a", 0, tid, max_bytes=1)
+        assert _ranges(one) == [(0, 1)]  # one batch although larger than MaxBytes
+        batch = len(one.responses[0].partitions[0].records)
+        two = share_fetch(w, group, "a", 1, tid, max_bytes=2 * batch)
+        assert _ranges(two) == [(2, 5)]
+        # MinBytes of two batches: the fetch keeps 6-7 and waits for the next batch
+        acked = [(0, 5, [1])]
+        result: list[Any] = []
+        waiting = threading.Thread(
+            target=lambda: result.append(
+                share_fetch(w, group, "a", 2, tid, acks=acked, min_bytes=2 * batch,
+                            max_wait_ms=20_000)
+            )
+        )  # fmt: skip
+        produce(broker, topic, 2)  # 6-7
+        started = time.monotonic()
+        waiting.start()
+        produce(broker, topic, 2)  # 8-9: enough bytes (before or while the fetch waits)
+        waiting.join(20)
+        assert time.monotonic() - started < 15  # answered on the new batch, not at 20 s
+        assert result
+        covered = [o for first, last in _ranges(result[0]) for o in range(first, last + 1)]
+        assert covered == [6, 7, 8, 9]
+        # MinBytes never reached: the answer at MaxWaitMs carries what was acquired
+        produce(broker, topic, 2)  # 10-11
+        started = time.monotonic()
+        late = share_fetch(w, group, "a", 3, tid, min_bytes=10 * batch, max_wait_ms=600)
+        assert _ranges(late) == [(10, 11)]
+        assert time.monotonic() - started >= 0.5
 
 
 def test_alter_and_delete_share_group_offsets(broker: str, topic: str) -> None:

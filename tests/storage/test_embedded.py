@@ -201,6 +201,7 @@ def test_storage_public_names_pinned() -> None:
             "restore",
             "snapshot",
             # issue 3, PERF: columnar records
+            "RangeMap",
             "RecordColumns",
             "decode_columns",
             # issue 3, CLEANER: retention, compaction, delete by offsets

@@ -25,6 +25,7 @@ from seglog import Log, Message, open_log
 from seglog.errors import LogClosedError
 from seglog.storage import Delivery, Subscription, delete_offsets, trim_by_offset
 from seglog.storage.log import subscription as subscription_module
+from seglog.storage.log import subscription_state
 from seglog.storage.record.columns import RecordColumns
 
 ACK_WAIT_MS = 100
@@ -41,8 +42,8 @@ def _pairs(deliveries: list[Delivery]) -> list[tuple[int, int]]:
 
 def _journal(sub: Subscription) -> list[dict[str, Any]]:
     """The subscription's journal lines as records, the snapshot's name left out."""
-    path = sub._owner.directory / (sub.name + subscription_module.SUFFIX)
-    records, _ = subscription_module._parse(path.read_bytes())
+    path = sub._owner.directory / (sub.name + subscription_state.SUFFIX)
+    records, _ = subscription_state.parse(path.read_bytes())
     return [{k: v for k, v in r.items() if k != "name"} for r in records]
 
 

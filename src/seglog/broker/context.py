@@ -107,6 +107,8 @@ class RequestContext:
     """The client's socket address (log lines)."""
     close_connection: Callable[[], None] = lambda: None
     """Close the connection once the responses already queued are written."""
+    on_connection_close: Callable[[Callable[[], None]], None] = lambda _hook: None
+    """Register a callable to run (on the event loop) once the connection is gone."""
     mute: Callable[[int], None] = lambda _ms: None
     """Stop reading from the connection for that many ms (a quota throttle, KIP-219:
     responses already due are still written)."""

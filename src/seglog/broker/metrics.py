@@ -25,6 +25,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessColl
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from seglog.broker.coordinator.committed import CommittedOffsets
+from seglog.broker.coordinator.share_groups import ShareGroupCoordinator
+from seglog.broker.coordinator.share_partition import ACCEPT, REJECT, RELEASE
 from seglog.broker.coordinator.transactions import TransactionCoordinator
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.security.throttling import QuotaManager
@@ -180,6 +182,11 @@ class Snapshot:
     read_committed readers by open transactions."""
     transactions: dict[str, int] = dataclasses.field(default_factory=dict)
     """The transaction coordinator's counts: commits, aborts, timeouts (totals), ongoing."""
+    share: list[tuple[str, str, int, int, int, int, int, int, int]] = dataclasses.field(
+        default_factory=list
+    )
+    """Per open share partition: (group, topic, partition, records in flight, records
+    acquired, accepted, released, rejected, archived)."""
 
 
 def take_snapshot(
@@ -189,11 +196,13 @@ def take_snapshot(
     connections: dict[str, int],
     quotas: QuotaManager | None = None,
     *,
+    share_groups: ShareGroupCoordinator | None = None,
     transactions: TransactionCoordinator | None = None,
 ) -> Snapshot:
     """Read everything the collector reports (on the event loop): each partition's log
     stats and file counters, each group's lag from its committed offsets, each client
-    quota sensor, the transaction counts and each partition's LSO lag."""
+    quota sensor, each open share partition's records in flight and counts, the
+    transaction counts and each partition's LSO lag."""
     partitions = []
     lso_lag = []
     ends: dict[PartitionKey, int] = {}
@@ -230,6 +239,16 @@ def take_snapshot(
                     sensor.total, sensor.throttled, sensor.throttle_ms_total,
                 )
             )  # fmt: skip
+    share_rows = []
+    if share_groups is not None:
+        for sp in share_groups.all_partitions():
+            acks = sp.acknowledged
+            share_rows.append(
+                (
+                    sp.group, sp.topic, sp.partition, sp.in_flight(), sp.acquired_records,
+                    acks[ACCEPT], acks[RELEASE], acks[REJECT], sp.subscription.archived,
+                )
+            )  # fmt: skip
     txn_counts = {}
     if transactions is not None:
         txn_counts = {
@@ -244,8 +263,9 @@ def take_snapshot(
         traffic,
         time.time() - metrics.started,
         quota_rows,
-        lso_lag,
-        txn_counts,
+        share=sorted(share_rows),
+        lso_lag=lso_lag,
+        transactions=txn_counts,
     )
 
 
@@ -257,6 +277,7 @@ def snapshot_from_loop(
     connections: Any,
     *,
     quotas: QuotaManager | None = None,
+    share_groups: ShareGroupCoordinator | None = None,
     transactions: TransactionCoordinator | None = None,
 ) -> Any:
     """A ``snapshot()`` callable for the collector: runs :func:`take_snapshot` on ``loop``
@@ -264,7 +285,13 @@ def snapshot_from_loop(
 
     async def on_loop() -> Snapshot:
         return take_snapshot(
-            topics, committed, metrics, connections(), quotas, transactions=transactions
+            topics,
+            committed,
+            metrics,
+            connections(),
+            quotas,
+            share_groups=share_groups,
+            transactions=transactions,
         )
 
     def snapshot() -> Snapshot:
@@ -348,6 +375,7 @@ class _StateCollector:
             "seglog_fetches_waiting", "Fetches parked in a long poll", value=snap.fetches_waiting
         )
         yield from _quota_families(snap)
+        yield from _share_families(snap)
         yield from _transaction_families(snap)
         yield GaugeMetricFamily("seglog_uptime_seconds", "Seconds since start", value=snap.uptime_s)
 
@@ -419,3 +447,38 @@ def _transaction_families(snap: Snapshot) -> Iterator[Metric]:
     for t, p, value in snap.lso_lag:
         lag.add_metric([t, str(p)], value)
     yield lag
+
+
+_SHARE_LABELS = ["group", *_TP]
+
+
+def _share_families(snap: Snapshot) -> Iterator[Metric]:
+    """Share groups (KIP-932), per open share partition."""
+    in_flight = GaugeMetricFamily(
+        "seglog_share_records_in_flight",
+        "Records of a share partition acquired by a member and not yet acknowledged",
+        labels=_SHARE_LABELS,
+    )
+    acquired = CounterMetricFamily(
+        "seglog_share_records_acquired",
+        "Records acquired by share-group members (deliveries, redeliveries included)",
+        labels=_SHARE_LABELS,
+    )
+    acks = CounterMetricFamily(
+        "seglog_share_acknowledgements",
+        "Records acknowledged by share-group members, by type (accept, release, reject)",
+        labels=[*_SHARE_LABELS, "type"],
+    )
+    archived = CounterMetricFamily(
+        "seglog_share_records_archived",
+        "Records archived after group.share.delivery.count.limit deliveries",
+        labels=_SHARE_LABELS,
+    )
+    for group, t, p, flight, got, accepted, released, rejected, gone in snap.share:
+        labels = [group, t, str(p)]
+        in_flight.add_metric(labels, flight)
+        acquired.add_metric(labels, got)
+        for kind, value in (("accept", accepted), ("release", released), ("reject", rejected)):
+            acks.add_metric([*labels, kind], value)
+        archived.add_metric(labels, gone)
+    yield from (in_flight, acquired, acks, archived)

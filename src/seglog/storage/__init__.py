@@ -32,9 +32,10 @@ if TYPE_CHECKING:
 
     # Logs in RAM (a private tmpfs directory, removed at close)
     from seglog.storage.log.memory import MemoryLog, NoMemoryFilesystemError, memory_log
-    from seglog.storage.log.stats import LogStats, SegmentInfo, SegmentStats
 
     # Durable subscriptions (NATS Streaming's durable subscribers)
+    from seglog.storage.log.range_map import RangeMap
+    from seglog.storage.log.stats import LogStats, SegmentInfo, SegmentStats
     from seglog.storage.log.subscription import Delivery, Subscription
 
     # Typed logs (key/value codecs)
@@ -134,6 +135,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "NoMemoryFilesystemError": ("seglog.storage.log.memory", "NoMemoryFilesystemError"),
     "OFFSET_OLDEST": ("seglog.storage.record.message", "OFFSET_OLDEST"),
     "POLL_S": ("seglog.storage.log.blocking", "POLL_S"),
+    "RangeMap": ("seglog.storage.log.range_map", "RangeMap"),
     "RecordColumns": ("seglog.storage.record.columns", "RecordColumns"),
     "Removed": ("seglog.storage.retention.rewrite", "Removed"),
     "RestoreReport": ("seglog.storage.tools.snapshot", "RestoreReport"),
@@ -232,6 +234,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
     "CancelToken",
     # durable subscriptions
     "Delivery",
+    "RangeMap",
     "Subscription",
     # typed logs
     "BYTES",

@@ -3,6 +3,10 @@
 Commits from group members are checked against ``coordinator.groups.GroupCoordinator`` (member id,
 generation), or for a KIP-848 consumer group against ``coordinator.consumer_groups`` (member
 id, member epoch); consumers that assign partitions themselves commit with generation -1.
+A share group's id has no committed offsets (Kafka's ``ShareGroup.validateOffsetCommit`` /
+``validateOffsetFetch``): both answer 69 GROUP_ID_NOT_FOUND "Group G is not a consumer
+group." (share groups' offsets are the share-partition start offsets:
+DescribeShareGroupOffsets).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 
 from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
 
+from seglog.broker.apis.group_types import is_share_group
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.committed import MAX_RECORD_STRING_BYTES
 from seglog.broker.protocol import errors as _errors
@@ -53,6 +58,8 @@ def handle_offset_commit(ctx: BrokerContext, rctx: RequestContext, req: Any) -> 
     group_code = _errors.NONE
     if req.group_id and not rctx.allowed(Op.READ, Res.GROUP, req.group_id):
         group_code = _errors.GROUP_AUTHORIZATION_FAILED
+    elif req.group_id and is_share_group(ctx, req.group_id):
+        group_code = _errors.GROUP_ID_NOT_FOUND
     elif req.group_id and req.group_id in ctx.consumer_groups.groups:
         code = ctx.consumer_groups.validate_commit(
             req.group_id, req.member_id, req.generation_id_or_member_epoch, version
@@ -196,7 +203,9 @@ def handle_offset_fetch(ctx: BrokerContext, rctx: RequestContext, req: Any) -> A
     """Committed offsets; -1 (and empty metadata) where none is committed. v8+ answers per
     group; null topics mean every partition with a commit. v9+ requests naming a member of
     a KIP-848 consumer group are checked as Kafka's ``ConsumerGroup.validateOffsetFetch``
-    (25 UNKNOWN_MEMBER_ID, 113 STALE_MEMBER_EPOCH for the group)."""
+    (25 UNKNOWN_MEMBER_ID, 113 STALE_MEMBER_EPOCH for the group). A share group's id is
+    69 GROUP_ID_NOT_FOUND (v2+: the request's or group's error; v0-1 have none: no
+    topics)."""
     version = rctx.api_version
     resp = OffsetFetchResponse[version]
     if version >= 8:
@@ -205,6 +214,8 @@ def handle_offset_fetch(ctx: BrokerContext, rctx: RequestContext, req: Any) -> A
             code = _errors.NONE
             if not rctx.allowed(Op.DESCRIBE, Res.GROUP, g.group_id):
                 code = _errors.GROUP_AUTHORIZATION_FAILED
+            elif is_share_group(ctx, g.group_id):
+                code = _errors.GROUP_ID_NOT_FOUND
             elif version >= 9:
                 code = ctx.consumer_groups.validate_fetch(g.group_id, g.member_id, g.member_epoch)
             topics = (
@@ -222,6 +233,8 @@ def handle_offset_fetch(ctx: BrokerContext, rctx: RequestContext, req: Any) -> A
         return resp(throttle_time_ms=0, groups=groups)
     if not rctx.allowed(Op.DESCRIBE, Res.GROUP, req.group_id):
         return resp(throttle_time_ms=0, topics=[], error_code=_errors.GROUP_AUTHORIZATION_FAILED)
+    if is_share_group(ctx, req.group_id):
+        return resp(throttle_time_ms=0, topics=[], error_code=_errors.GROUP_ID_NOT_FOUND)
     stable = version >= 7 and bool(req.require_stable)
     topics = _fetched_topics(
         ctx, req.group_id, req.topics, _OFTopic, _OFPart, require_stable=stable

@@ -1,9 +1,16 @@
 """The partition-level work of ShareFetch and ShareAcknowledge (``share_fetch.py``): the
 response's per-partition entries, acknowledgements and acquisitions.
 
-What touches the subscriptions' journals (acknowledging, acquiring: a write and, under
-the default policy, an fsync each) runs in a worker thread (``asyncio.to_thread``), never
-on the event loop, as ``seglog.aio`` does; resolving topics, ACLs and share partitions,
+What touches the subscriptions' journals (acknowledging, acquiring: a write each)
+runs in a worker thread (``asyncio.to_thread``), never on the event loop, as
+``seglog.aio`` does. Acknowledgements are durable before the answer (under the default
+policy: one ``Subscription.sync`` per share partition, i.e. an fsync shared by the
+fetches that journaled meanwhile, group commit), and a ShareFetch runs that fsync while
+it acquires. Acquisitions are journaled but not fsynced for the answer, as Kafka
+persists a share partition's state on acknowledgement and not on acquisition: a kill -9
+keeps them (page cache), a power loss may lose the last ones, whose records are then
+delivered again with a delivery count one lower (at-least-once holds; the next
+acknowledgement's fsync covers every earlier line); resolving topics, ACLs and share partitions,
 and building the responses, stay on the loop. A request cancelled while its work is in
 that thread does not stop it: records it acquired are delivered again once their lock
 expires (at-least-once), acknowledgements it applied stay applied.
@@ -31,6 +38,7 @@ __all__ = [
     "Entries",
     "acknowledge_response",
     "acquire",
+    "acquired",
     "fetch_response",
     "resolve",
     "run_acks",
@@ -115,42 +123,71 @@ def resolve(
     return jobs
 
 
-def _apply(member: str, jobs: list[AckJob]) -> None:
-    """Worker thread: apply each partition's acknowledgements, setting its error code."""
+def _apply(member: str, jobs: list[AckJob], *, durable: bool) -> None:
+    """Worker thread: apply each partition's acknowledgements, setting its error code;
+    ``durable``: then fsync each partition's journal once (:func:`_sync`)."""
     for e, sp, acks in jobs:
         try:
-            e.ack_error = sp.acknowledge(member, acks)
+            e.ack_error = sp.acknowledge(member, acks, durable=False)
         except (SeglogError, OSError) as exc:
             e.ack_error = _errors.error_code(exc)
+    if durable:
+        _sync(jobs)
+
+
+def _sync(jobs: list[AckJob]) -> None:
+    """Worker thread: make the journaled acknowledgements of ``jobs`` durable, one
+    ``Subscription.sync`` per share partition (group commit: concurrent fetches share
+    fsyncs); where it fails, the partition's acknowledgements get its error code."""
+    failed: dict[int, int] = {}
+    for sp in {id(sp): sp for _e, sp, _acks in jobs}.values():
+        try:
+            sp.subscription.sync()
+        except (SeglogError, OSError) as exc:
+            failed[id(sp)] = _errors.error_code(exc)
+    for e, sp, _acks in jobs:
+        if id(sp) in failed and e.ack_error == _errors.NONE:
+            e.ack_error = failed[id(sp)]
 
 
 async def run_acks(member: str, jobs: list[AckJob]) -> None:
-    """Apply ``jobs`` (from :func:`resolve`) off the loop; results land in the entries."""
+    """Apply ``jobs`` (from :func:`resolve`) off the loop, durably; results land in the
+    entries."""
     if jobs:
-        await asyncio.to_thread(_apply, member, jobs)
+        await asyncio.to_thread(_apply, member, jobs, durable=True)
 
 
 Target = tuple[uuid.UUID, str, int, SharePartition]
 Outcome = tuple[list[Acquired], bytes] | int
 
 
-def _acquire_from(member: str, targets: list[Target], max_records: int) -> list[Outcome]:
-    """Worker thread: acquire up to ``max_records`` across ``targets`` in order; per
-    target its (ranges, batches) or an error code."""
+def _acquire_from(
+    member: str, targets: list[Target], max_records: int, max_bytes: int
+) -> list[Outcome]:
+    """Worker thread: acquire up to ``max_records`` records and ``max_bytes`` bytes of
+    new batches (at least one batch) across ``targets`` in order; per target its (ranges,
+    batches) or an error code."""
     out: list[Outcome] = []
     got = 0
     for *_key, sp in targets:
-        if got >= max_records:
+        if got >= max_records or max_bytes <= 0:
             out.append(([], b""))
             continue
         try:
-            ranges, data = sp.acquire(member, max_records - got)
+            ranges, data = sp.acquire(member, max_records - got, durable=False, max_bytes=max_bytes)
         except (SeglogError, OSError) as exc:
             out.append(_errors.error_code(exc))
             continue
         got += sum(r.last_offset - r.first_offset + 1 for r in ranges)
+        max_bytes -= len(data)
         out.append((ranges, data))
     return out
+
+
+def acquired(entries: Entries) -> tuple[int, int]:
+    """(records, bytes) acquired into ``entries`` so far."""
+    records = sum(r.last_offset - r.first_offset + 1 for e in entries.values() for r in e.ranges)
+    return records, sum(len(e.data) for e in entries.values())
 
 
 async def acquire(
@@ -160,11 +197,17 @@ async def acquire(
     session: ShareSession,
     *,
     max_records: int,
+    max_bytes: int,
     entries: Entries,
+    jobs: list[AckJob] | None = None,
 ) -> int:
-    """Acquire up to ``max_records`` across the session's partitions (the first one
-    moves to the back each time: fairness between partitions); how many were. One
-    acquisition of the group at a time (:meth:`ShareSessionCache.acquiring`)."""
+    """Apply the acknowledgements ``jobs`` (None: none) and then acquire up to
+    ``max_records`` records and ``max_bytes`` bytes (at least one batch) across the
+    session's partitions (the first one moves to the back each time: fairness between
+    partitions), added to what ``entries`` hold; how many records were. One acquisition
+    of the group at a time (:meth:`ShareSessionCache.acquiring`); the acknowledgements are
+    durable when it returns (their fsync runs while it acquires)."""
+    jobs = jobs or []
     keys = list(session.partitions)
     if len(keys) > 1:
         del session.partitions[keys[0]]
@@ -182,17 +225,29 @@ async def acquire(
             continue
         targets.append((info.topic_id, topic, partition, sp))
     if not targets:
+        await run_acks(member, jobs)
         return 0
-    async with ctx.share_sessions.acquiring(group):
-        outcomes = await asyncio.to_thread(_acquire_from, member, targets, max_records)
+    syncing: asyncio.Future[None] | None = None
+    if jobs:  # journal them, then fsync while the acquisition runs
+        await asyncio.to_thread(_apply, member, jobs, durable=False)
+        syncing = asyncio.ensure_future(asyncio.to_thread(_sync, jobs))
+    try:
+        async with ctx.share_sessions.acquiring(group):
+            outcomes = await asyncio.to_thread(
+                _acquire_from, member, targets, max_records, max_bytes
+            )
+    finally:
+        if syncing is not None:
+            await syncing
     got = 0
     for (topic_id, topic, partition, _sp), outcome in zip(targets, outcomes, strict=True):
         if isinstance(outcome, int):
             _entry(entries, topic_id, topic, partition).error = outcome
         elif outcome[0]:
             e = _entry(entries, topic_id, topic, partition)
-            e.ranges, e.data = outcome
-            got += sum(r.last_offset - r.first_offset + 1 for r in e.ranges)
+            e.ranges = [*e.ranges, *outcome[0]]
+            e.data = e.data + outcome[1] if e.data else outcome[1]
+            got += sum(r.last_offset - r.first_offset + 1 for r in outcome[0])
     return got
 
 

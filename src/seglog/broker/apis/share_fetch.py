@@ -12,11 +12,15 @@ client keeps the offsets of ``AcquiredRecords``) with their delivery counts. Not
 available: the request waits up to ``MaxWaitMs`` for new records, a release, an
 acknowledgement freeing room, or a lock expiring (no polling: the subscriptions' wake-up
 futures). ``AcquisitionLockTimeoutMs`` is ``group.share.record.lock.duration.ms``.
-``MaxBytes``/``MinBytes`` are not applied (the record count bounds the response).
+``MaxBytes`` bounds the bytes of newly acquired batches (at least one batch, KIP-74;
+redelivered ranges are not counted against it); ``MinBytes``: a fetch that acquired fewer
+bytes keeps what it holds and waits for more, up to ``MaxWaitMs``.
 
 ShareAcknowledge: the same session and acknowledgement rules without acquiring (epoch 0
 is 123: it cannot open a session). Epoch -1 on either closes the session after its
-acknowledgements and releases what the member still holds.
+acknowledgements and releases what the member still holds; so does the connection that
+opened the session closing (the records are available again at once, not only when
+their locks expire).
 
 Partitions named in the request get an entry; the session's other partitions only when
 they have records. A partition is checked for READ on its topic when it joins the session.
@@ -37,6 +41,7 @@ from seglog.broker.apis.share_entries import (
     Entries,
     acknowledge_response,
     acquire,
+    acquired,
     fetch_response,
     resolve,
     run_acks,
@@ -75,6 +80,9 @@ def handle_share_fetch(
         if sessions.close(group, member) is not None:  # a new session replaces the old one
             ctx.share_groups.release_member(group, member)
         code, session = sessions.open(group, member)
+        if session is not None:
+            opened = session
+            rctx.on_connection_close(lambda: _disconnected(ctx, opened))
     else:
         code, session = sessions.check(group, member, epoch)
     if session is None:
@@ -92,6 +100,16 @@ def handle_share_fetch(
     return _fetch(ctx, version, member, session=session, req=req, entries=entries, jobs=jobs)
 
 
+def _disconnected(ctx: BrokerContext, session: ShareSession) -> None:
+    """The connection that opened ``session`` closed: the session goes, and the records
+    the member holds are released (Kafka's share session cache closes a session with its
+    connection and releases its acquired records), unless a newer session replaced it."""
+    group, member = session.group_id, session.member_id
+    if ctx.share_sessions.get(group, member) is session:
+        ctx.share_sessions.close(group, member)
+        ctx.share_groups.release_member(group, member)
+
+
 async def _fetch(
     ctx: BrokerContext,
     version: int,
@@ -103,17 +121,21 @@ async def _fetch(
     jobs: list[AckJob],
 ) -> Any:
     group = session.group_id
-    await run_acks(member, jobs)
-    if req.share_session_epoch == FINAL_EPOCH:
-        ctx.share_groups.release_member(group, member)  # what the acknowledgements left
+    if req.share_session_epoch == FINAL_EPOCH or req.max_records <= 0:
+        await run_acks(member, jobs)
+        if req.share_session_epoch == FINAL_EPOCH:
+            ctx.share_groups.release_member(group, member)  # what the acknowledgements left
         return fetch_response(ctx, version, entries)
-    if req.max_records <= 0:
-        return fetch_response(ctx, version, entries)
-    got = await acquire(ctx, group, member, session, max_records=req.max_records, entries=entries)
+    got = await acquire(
+        ctx, group, member, session, max_records=req.max_records, max_bytes=req.max_bytes,
+        entries=entries, jobs=jobs,
+    )  # fmt: skip
     if got:
         session.last_served = time.monotonic()
     erred = any(e.error for e in entries.values())
-    if got or erred or req.max_wait_ms <= 0 or ctx.shutting_down or not session.partitions:
+    if _enough(req, entries) or erred or req.max_wait_ms <= 0 or ctx.shutting_down:
+        return fetch_response(ctx, version, entries)
+    if not session.partitions:
         return fetch_response(ctx, version, entries)
     session.waiting = True
     try:
@@ -149,15 +171,17 @@ async def _long_poll(
         try:
             for _ in range(ctx.share_sessions.turn(session)):
                 await asyncio.sleep(0)  # those served less recently take theirs first
+            records, size = acquired(entries)
             got = await acquire(
-                ctx, group, member, session, max_records=req.max_records, entries=entries
-            )
+                ctx, group, member, session, max_records=req.max_records - records,
+                max_bytes=req.max_bytes - size, entries=entries,
+            )  # fmt: skip
             if got:
                 session.last_served = time.monotonic()
             timeout = deadline - loop.time()
             if expiry is not None:
                 timeout = min(timeout, expiry + 0.001)
-            if got or deadline <= loop.time() or ctx.shutting_down:
+            if _enough(req, entries) or deadline <= loop.time() or ctx.shutting_down:
                 return fetch_response(ctx, version, entries)
             await asyncio.wait(waits, timeout=max(timeout, 0.0), return_when="FIRST_COMPLETED")
         finally:
@@ -167,6 +191,16 @@ async def _long_poll(
             for fut in waits[1:]:  # a LogClosedError seen by no one is not "never retrieved"
                 if fut.done() and not fut.cancelled():
                     fut.exception()
+
+
+def _enough(req: Any, entries: Entries) -> bool:
+    """Whether the records acquired so far answer the fetch: some, and ``MinBytes`` of
+    batches, or as many records or bytes as it allows (nothing more can come)."""
+    records, size = acquired(entries)
+    if not records:
+        return False
+    min_bytes, max_records, max_bytes = int(req.min_bytes), int(req.max_records), int(req.max_bytes)
+    return size >= min_bytes or records >= max_records or size >= max_bytes
 
 
 def handle_share_acknowledge(

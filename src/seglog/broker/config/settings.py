@@ -229,6 +229,19 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             "seglog: write a Parquet mirror of each closed segment (Spark read_topic)",
         ),
         TopicConfigDef(
+            "seglog.iceberg.mode", STRING, None, "disabled",
+            _const("disabled"), _one_of("disabled", "key_value", "value_schema"),
+            "seglog: commit the topic's records to the Iceberg table seglog.<topic> "
+            "(key_value: key, value, partition, offset, timestamp, headers columns; "
+            "value_schema: the value's registered schema as columns)",
+        ),
+        TopicConfigDef(
+            "seglog.iceberg.lag.ms", LONG, None, "60000",
+            _const("60000"), _int_in(1, _LONG_MAX),
+            "seglog: the most the Iceberg table may lag the log, in ms (the active "
+            "segment's records are committed without waiting for a roll once it passed)",
+        ),
+        TopicConfigDef(
             CONSUMED, BOOLEAN, None, "false",
             _const("false"), _boolean,
             "seglog: retention also removes the closed segments wholly below the lowest "
@@ -606,6 +619,20 @@ BROKER_SETTINGS: tuple[BrokerSetting, ...] = (
         "transaction_abort_timed_out_transaction_cleanup_interval_ms", INT, 10_000,
         "How often the coordinator looks for transactions past their timeout (and expired "
         "transactional ids), in ms.", min=1,
+    ),
+    BrokerSetting(
+        "seglog.iceberg.catalog.type", "iceberg_catalog_type", STRING, "sql",
+        "seglog: the Iceberg catalog of topics with seglog.iceberg.mode set, a pyiceberg "
+        "catalog type (sql: SQLite under <log.dirs>/iceberg by default; rest...).",
+    ),
+    BrokerSetting(
+        "seglog.iceberg.catalog.uri", "iceberg_catalog_uri", STRING, None,
+        "seglog: the catalog's URI (default for sql: sqlite:///<log.dirs>/iceberg/catalog.db; "
+        "a REST catalog's URL).",
+    ),
+    BrokerSetting(
+        "seglog.iceberg.catalog.warehouse", "iceberg_catalog_warehouse", STRING, None,
+        "seglog: the warehouse location (default for sql: <log.dirs>/iceberg/warehouse).",
     ),
     BrokerSetting(
         "ssl.client.auth", "ssl_client_auth", STRING, "none",

@@ -319,6 +319,10 @@ class ShareGroupCoordinator:
         if start is not None:
             plog.subscribe(name, start=start).close()
 
+    def all_partitions(self) -> list[SharePartition]:
+        """Every share partition opened so far, of every group (metrics)."""
+        return list(self._partitions.values())
+
     def open_partitions(self, group_id: str) -> list[SharePartition]:
         """The group's share partitions opened so far."""
         return [sp for (g, _, _), sp in self._partitions.items() if g == group_id]

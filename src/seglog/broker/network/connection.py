@@ -70,6 +70,7 @@ class Connection(asyncio.BufferedProtocol):
         self._max_inflight = max_inflight
         self._on_open = on_open
         self._on_close = on_close
+        self._close_hooks: list[Callable[[], None]] = []
         self._buf = bytearray()  # allocated once the connection is admitted
         self._start = 0  # first byte not yet parsed
         self._end = 0  # end of received bytes
@@ -156,6 +157,21 @@ class Connection(asyncio.BufferedProtocol):
         if not self.closed.done():
             self.closed.set_result(None)
         self._on_close(self)
+        hooks, self._close_hooks = self._close_hooks, []
+        for hook in hooks:
+            try:
+                hook()
+            except Exception:
+                log.exception("a close hook of the connection from %s failed", self.peer)
+
+    def on_closed(self, hook: Callable[[], None]) -> None:
+        """Run ``hook()`` (on the event loop) once the connection is gone; at once when it
+        is gone already. What a handler ties to the connection that made it (a share
+        session: Kafka releases its records when that connection closes)."""
+        if self.closed.done():
+            hook()
+        else:
+            self._close_hooks.append(hook)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._end == len(self._buf):  # full: only when a partial frame header sits there

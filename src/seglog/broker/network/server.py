@@ -29,6 +29,7 @@ from seglog.broker.coordinator.share_state import ShareGroupState
 from seglog.broker.coordinator.transactions import TransactionCoordinator
 from seglog.broker.log.cluster_state import BrokerState
 from seglog.broker.log.durability import DurabilityWaiters
+from seglog.broker.log.iceberg_commits import IcebergTask
 from seglog.broker.log.internal_topics import INTERNAL_TOPIC_CONFIGS, SCHEMAS_TOPIC
 from seglog.broker.log.producer_recovery import rebuild, write_snapshot
 from seglog.broker.log.producers import ProducerStateTable
@@ -51,6 +52,7 @@ from seglog.broker.security.scram_store import CredentialStore
 from seglog.broker.security.throttling import ConnectionRates, QuotaManager
 from seglog.broker.security.tls import principal_from_cert, server_context
 from seglog.errors import ProtocolError, SeglogError
+from seglog.iceberg import catalog_properties
 from seglog.schemas import Registry
 from seglog.storage import DataDir, LogConfig
 
@@ -152,6 +154,7 @@ class Broker:
         self._txn_task: asyncio.Task[None] | None = None
         self.bound: tuple[str, int] | None = None
         self._retention: RetentionTask | None = None  # retention / cleaner thread
+        self._iceberg: IcebergTask | None = None  # Iceberg topics' committer thread
         self._metrics_server: Any = None  # prometheus-client's WSGI server (its own thread)
         self._snapshot_timer: asyncio.TimerHandle | None = None
         self.metrics_bound: tuple[str, int] | None = None
@@ -300,6 +303,16 @@ class Broker:
         self._txn_task = loop.create_task(self._expire_transactions())
         self._snapshot_timer = loop.call_later(_SNAPSHOT_INTERVAL_S, self._snapshot_producers)
         self._retention = start_retention(config, self._data_dir, committed.lowest)
+        self._iceberg = IcebergTask(
+            self._data_dir,
+            catalog_properties(
+                config.data_dir,
+                config.iceberg_catalog_type,
+                config.iceberg_catalog_uri,
+                config.iceberg_catalog_warehouse,
+            ),
+        )
+        self._iceberg.start()
         if config.metrics_host is not None:
             self._start_metrics(loop)
         if config.schema_registry_host is not None:
@@ -326,6 +339,7 @@ class Broker:
                 metrics,
                 self._connections_by_listener,
                 quotas=ctx.quotas,
+                share_groups=ctx.share_groups,
                 transactions=ctx.transactions,
             )
         )
@@ -548,6 +562,7 @@ class Broker:
             peer=conn.peer,
             close_connection=conn.close_idle,
             mute=conn.mute,
+            on_connection_close=conn.on_closed,
             authorizer=ctx.authorizer,
         )
         request: Any
@@ -627,6 +642,9 @@ class Broker:
         if self._retention is not None:
             await asyncio.to_thread(self._retention.stop)  # before the logs close
             self._retention = None
+        if self._iceberg is not None:
+            await asyncio.to_thread(self._iceberg.stop)  # before the logs close
+            self._iceberg = None
         if self._metrics_server is not None:
             await asyncio.to_thread(self._metrics_server.shutdown)
             self._metrics_server.server_close()

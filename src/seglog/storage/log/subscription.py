@@ -8,21 +8,25 @@ any time; ``ack`` settles them. At-least-once: a message is delivered again unti
 returned, across restarts and kill -9. ``fetch_offsets_now`` is ``fetch_now`` (``fetch``
 without waiting) giving ``(offset, redelivery_count)`` pairs instead, no message decoded.
 
-State file: ``<partition>/subscriptions/<name>.sub``, an append-only journal of text lines
-``<crc32 as 8 hex digits> <json>\\n``. The first line is a snapshot (``{"v": 1, "name",
-"position", "pending": [[offset, redelivery count], ...]}``); the next ones are changes:
-``{"d": [offsets], "p": position}`` (new deliveries, count 0, position moved),
-``{"r": [offsets]}`` (redeliveries, count + 1), ``{"a": [offsets]}`` (acks). An ack
+State file: ``<partition>/subscriptions/<name>.sub``, an append-only journal of lines (a
+snapshot, then one line of offset ranges per change; see ``subscription_state``). An ack
 appends one short line, so it costs O(1) amortised: once the journal outgrows four times
 its snapshot (and 64 KiB) it is compacted, i.e. replaced by one snapshot line through the
 atomic writer (``fileio.files.write_small_file``: temp file, fsync, rename, fsync dir);
-the compacted size is O(unacked), paid for by the appends that preceded it. Opening a
-subscription and ``close`` compact too. Loading stops at the first line that is
-incomplete or fails its CRC (a torn append: never acknowledged to the caller) and the
-compaction at open drops it.
+the compacted size is O(runs in flight), paid for by the appends that preceded it.
+Opening a subscription and ``close`` compact too; the compaction at open drops a torn
+last line (never acknowledged to the caller).
+
+In memory, delivered-unacknowledged offsets are runs (``range_map.RangeMap``: one entry
+per run of consecutive offsets with one redelivery count and deadline, split when part of
+it is acknowledged or released), as Kafka's ``SharePartition`` tracks in-flight batches;
+``fetch_ranges_now``, ``ack_ranges`` and ``release_ranges`` take and give ranges.
 
 Durability follows the log's policy: under the default (fsync before acknowledge) every
-``fetch`` that delivers and every ``ack`` fsyncs the journal before returning; under
+``fetch`` that delivers and every ``ack`` fsyncs the journal before returning (group
+commit: the fsync runs outside the subscription's lock and covers every line written
+before it, so concurrent callers share it; ``durable=False`` and :meth:`Subscription.sync`
+let a caller journal several changes and fsync once); under
 ``flush_messages`` / ``flush_ms`` the lines reach the page cache only (they survive a
 kill -9, not a power loss) and are fsynced at compaction and ``close``.
 
@@ -46,28 +50,41 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import json
 import logging
 import operator
 import os
 import pathlib
-import re
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
+
 from seglog.errors import (
     InvalidOffsetError,
     LogClosedError,
-    LogCorruptedError,
     NotFoundError,
     StorageError,
 )
 from seglog.storage.fileio import files
+from seglog.storage.log.range_map import RangeMap, runs_of
+from seglog.storage.log.subscription_state import (
+    NAME,
+    SUBSCRIPTIONS_DIR,
+    SUFFIX,
+    backup_states,
+    count_runs,
+    floor,
+    line,
+    load,
+    snapshot,
+    validate_subscription_name,
+)
+from seglog.storage.record.batch import HEADER_SIZE, parse_header
 from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST, Message
 
 if TYPE_CHECKING:
@@ -85,26 +102,17 @@ __all__ = [
     "validate_subscription_name",
 ]
 
-SUBSCRIPTIONS_DIR = "subscriptions"
-"""Subdirectory of the partition directory holding one ``<name>.sub`` per subscription."""
-SUFFIX = ".sub"
-_NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
 _COMPACT_MIN_BYTES = 64 << 10
-_MAX_GAP = 16
-"""Redeliveries read runs of pending offsets at most this far apart with one
-``consume_columns``."""
+_BATCH_READ_BYTES = 1 << 20
+"""Bytes read at a time while walking batch headers for whole-batch deliveries (at
+least one whole batch each)."""
+_CONTROL = 0x20
+"""Record batch attributes bit 5: a control batch (transaction markers)."""
 
 _logger = logging.getLogger(__name__)
 
 clock: Callable[[], float] = time.monotonic
 """Monotonic seconds for ack-wait deadlines (a module attribute so tests can fake it)."""
-
-
-def validate_subscription_name(name: str) -> None:
-    """ValueError unless ``name`` matches ``[A-Za-z0-9._-]{1,200}`` (a file name inside
-    the subscriptions directory, never a path outside it)."""
-    if not isinstance(name, str) or _NAME.fullmatch(name) is None or name in (".", ".."):
-        raise ValueError(f"invalid subscription name {name!r}: use [A-Za-z0-9._-]{{1,200}}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,34 +130,15 @@ class Delivery:
         return self.message.offset
 
 
-def _line(record: dict[str, Any]) -> bytes:
-    body = json.dumps(record, separators=(",", ":")).encode()
-    return b"%08x %s\n" % (zlib.crc32(body), body)
-
-
-def _parse(data: bytes) -> tuple[list[dict[str, Any]], int]:
-    """The valid records of a journal and the byte length of that valid prefix."""
-    records: list[dict[str, Any]] = []
-    pos = 0
-    while pos < len(data):
-        end = data.find(b"\n", pos)
-        if end < 0:
-            break
-        line = data[pos:end]
-        if len(line) < 10 or line[8:9] != b" ":
-            break
-        body = line[9:]
-        try:
-            if int(line[:8], 16) != zlib.crc32(body):
-                break
-            record = json.loads(body)
-        except ValueError:
-            break
-        if not isinstance(record, dict):
-            break
-        records.append(record)
-        pos = end + 1
-    return records, pos
+def _array_runs(offsets: npt.NDArray[np.int64]) -> list[tuple[int, int]]:
+    """The runs of consecutive values of an ascending offsets array (vectorised)."""
+    n = len(offsets)
+    if n == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(offsets) != 1)
+    firsts = [int(offsets[0]), *offsets[breaks + 1].tolist()]
+    lasts = [*offsets[breaks].tolist(), int(offsets[-1])]
+    return list(zip(firsts, lasts, strict=True))
 
 
 class Subscription:
@@ -184,19 +173,30 @@ class Subscription:
         self._lock = threading.RLock()
         self._closed = False
         self._position = position
-        self._pending: dict[int, tuple[int, float]] = {}
-        """offset -> (redelivery count so far, deadline in ``clock()`` seconds)."""
+        self._flight: RangeMap[tuple[int, float]] = RangeMap()
+        """In flight (delivered, unacknowledged), by runs of consecutive offsets: value
+        (redelivery count so far, deadline in ``clock()`` seconds)."""
         self._heap: list[tuple[float, int]] = []
-        """(deadline, offset), lazily cleaned: stale once the offset's deadline differs."""
-        for offset in sorted(pending):
-            self._pending[offset] = (pending[offset], float("-inf"))  # due at once
-            self._heap.append((float("-inf"), offset))
+        """(deadline, first offset of a run), lazily cleaned: stale once no run starts
+        there or its deadline differs."""
+        for first, last, count in count_runs(pending):
+            self._flight.add(first, last, (count, float("-inf")))  # due at once
+            self._heap.append((float("-inf"), first))
         self._waiters: set[Future[None]] = set()
         self._seen_log_start = log.log_start_offset
+        self._archived = 0
         self._durable = log.config.fsync_before_ack
         self._fd = -1
         self._journal_bytes = 0
         self._snapshot_bytes = 0
+        self._sync_lock = threading.Lock()
+        """Held while the journal's fd is fsynced, swapped or closed (taken after
+        ``_lock`` when both are: compaction, close); the fsync itself runs under this one
+        only, so other calls keep journaling meanwhile (group commit)."""
+        self._written = 0
+        """Journal appends made (the sequence number of the last one)."""
+        self._synced = 0
+        """Appends known durable: every one up to this number is fsynced."""
         self._compact()
 
     # -- properties ------------------------------------------------------------------------
@@ -235,6 +235,13 @@ class Subscription:
             return self._position
 
     @property
+    def archived(self) -> int:
+        """Offsets archived since this object was made: due again after their last
+        allowed delivery (``max_deliveries``), never delivered again. A count for
+        monitoring (not persisted)."""
+        return self._archived
+
+    @property
     def closed(self) -> bool:
         """``close`` (or ``Log.unsubscribe`` / ``Log.close``) was called."""
         return self._closed
@@ -253,7 +260,14 @@ class Subscription:
         """Delivered but not yet acknowledged offsets -> their redelivery count so far."""
         with self._lock:
             self._drop_below_log_start()
-            return {o: c for o, (c, _) in sorted(self._pending.items())}
+            return {o: c for o, (c, _) in self._flight.items()}
+
+    def lowest_pending(self) -> int | None:
+        """The lowest delivered-but-unacknowledged offset (None when none), without
+        building :meth:`pending` (O(1))."""
+        with self._lock:
+            self._drop_below_log_start()
+            return self._flight.first()
 
     # -- fetching --------------------------------------------------------------------------
 
@@ -286,25 +300,56 @@ class Subscription:
 
     def fetch_now(self, max_count: int) -> list[Delivery]:
         """As :meth:`fetch` without waiting (what an event loop polls between wakes)."""
-        taken, messages = self._take(max_count, decode=True)
-        return [Delivery(messages[offset], count) for offset, count in taken]
+        runs, messages = self._take(max_count, decode=True, durable=True)
+        return [Delivery(messages[o], c) for f, to, c in runs for o in range(f, to + 1)]
 
-    def fetch_offsets_now(self, max_count: int) -> list[tuple[int, int]]:
+    def fetch_offsets_now(self, max_count: int, *, durable: bool = True) -> list[tuple[int, int]]:
         """As :meth:`fetch_now` (the same deliveries in the same order, the same state
         changes and journal lines; the same errors but a message's decoding) but only
         ``[(offset, redelivery_count), ...]``, no message decoded: new offsets come from
         the vectorised decoder's offsets column (``Log.consume_columns``), and an expired
         offset is only looked up (still stored, else archived as by ``fetch_now``). For a
-        caller that reads the stored record batches itself (the broker's share
-        partitions)."""
-        return self._take(max_count, decode=False)[0]
+        caller that reads the stored record batches itself. ``durable=False``: return
+        once the deliveries are journaled (page cache), before their fsync (:meth:`sync`
+        makes them durable; so does any later durable call)."""
+        runs = self._take(max_count, decode=False, durable=durable)[0]
+        return [(o, c) for f, to, c in runs for o in range(f, to + 1)]
+
+    def fetch_ranges_now(
+        self,
+        max_count: int,
+        *,
+        whole_batches: bool = False,
+        durable: bool = True,
+        max_bytes: int | None = None,
+    ) -> list[tuple[int, int, int]]:
+        """As :meth:`fetch_offsets_now`, as runs: ``[(first, last, redelivery_count),
+        ...]`` of consecutive stored offsets, in delivery order. ``whole_batches``: new
+        deliveries end at a stored record batch's end, past ``max_count`` and
+        ``max_in_flight`` if need be (both are then soft limits for the last batch, as
+        Kafka's ``SharePartition.acquire`` treats ``MaxRecords``), and are found from the
+        batch headers, no record decoded (a compacted or control batch excepted). For a
+        caller that hands out whole stored batches (the broker's share partitions).
+        ``max_bytes`` (with ``whole_batches``): new deliveries stop once their batches
+        reach that many bytes, at least one batch (Kafka's fetch ``MaxBytes``)."""
+        return self._take(
+            max_count, decode=False, durable=durable, whole_batches=whole_batches,
+            max_bytes=max_bytes,
+        )[0]  # fmt: skip
 
     def _take(
-        self, max_count: int, *, decode: bool
-    ) -> tuple[list[tuple[int, int]], dict[int, Message]]:
-        """The one delivery step of :meth:`fetch_now` and :meth:`fetch_offsets_now`:
-        ``(offset, redelivery count)`` per delivery (redeliveries, then new offsets), and
-        when ``decode`` the message of each (else ``{}``)."""
+        self,
+        max_count: int,
+        *,
+        decode: bool,
+        durable: bool,
+        whole_batches: bool = False,
+        max_bytes: int | None = None,
+    ) -> tuple[list[tuple[int, int, int]], dict[int, Message]]:
+        """The one delivery step of the ``fetch_*_now`` methods: runs ``(first, last,
+        redelivery count)`` (redeliveries, then new offsets), and when ``decode`` the
+        message of each offset (else ``{}``); ``durable``: fsynced (group commit,
+        outside the lock) before it returns."""
         if max_count < 1:
             raise ValueError("max_count must be >= 1")
         with self._lock:
@@ -313,114 +358,167 @@ class Subscription:
             now = clock()
             records: list[dict[str, Any]] = []
             out, messages = self._redeliver(now, max_count, records, decode=decode)
-            room = min(max_count - len(out), self._max_in_flight - len(self._pending))
+            delivered = sum(last - first + 1 for first, last, _ in out)
+            room = min(max_count - delivered, self._max_in_flight - len(self._flight))
             if room > 0:
                 old_position = self._position
-                cols = self._log.consume_columns(
-                    self._position, room, isolation_level=self._isolation
-                )
-                nxt = cols.next_offset
-                offsets: list[int] = cols.offsets.tolist()
-                if decode:
-                    messages.update(zip(offsets, cols.messages(), strict=True))
+                if whole_batches and self._isolation == "read_uncommitted":
+                    runs, nxt = self._batch_runs(self._position, room, max_bytes)
+                else:  # read_committed: the LSO bound and aborted records need a decode
+                    cols = self._log.consume_columns(
+                        self._position, room, isolation_level=self._isolation
+                    )
+                    nxt = cols.next_offset
+                    runs = _array_runs(cols.offsets)
+                    if decode:
+                        offsets: list[int] = cols.offsets.tolist()
+                        messages.update(zip(offsets, cols.messages(), strict=True))
                 due = now + self._ack_wait_ms / 1000.0
-                pending, heap = self._pending, self._heap
-                for offset in offsets:
-                    pending[offset] = (0, due)
-                    heapq.heappush(heap, (due, offset))
-                    out.append((offset, 0))
+                for first, last in runs:
+                    self._flight.add(first, last, (0, due))
+                    heapq.heappush(self._heap, (due, first))
+                    out.append((first, last, 0))
                 self._position = nxt
-                if offsets or nxt != old_position:
-                    records.append({"d": offsets, "p": nxt})
+                if runs or nxt != old_position:
+                    records.append({"D": [[f, to] for f, to in runs], "p": nxt})
             if records:
-                self._append(records, sync=bool(out))
-            return out, messages
+                self._append(records)
+            seq = self._written
+        if out and durable:
+            self._sync_through(seq)
+        return out, messages
+
+    def _batch_runs(
+        self, position: int, room: int, max_bytes: int | None
+    ) -> tuple[list[tuple[int, int]], int]:
+        """New offsets from ``position``: at least ``room`` (fewer at the high watermark,
+        or once the batches reach ``max_bytes``, at least one batch) up to the end of the
+        stored batch holding the ``room``-th: ``(runs, next position)``. A batch whose
+        record count is its offset span and that is no control batch holds every offset
+        of that span; the others are decoded."""
+        runs: list[tuple[int, int]] = []
+        taken, nxt, size = 0, position, 0
+        budget = max_bytes if max_bytes is not None else 1 << 62
+        while taken < room and size < budget:
+            data = self._log.read(nxt, _BATCH_READ_BYTES)
+            if not data:
+                break
+            pos = 0
+            while pos + HEADER_SIZE <= len(data) and taken < room and size < budget:
+                h = parse_header(data, pos)
+                if h.size < HEADER_SIZE or pos + h.size > len(data):
+                    break
+                pos += h.size
+                size += h.size
+                first, last = max(h.base_offset, nxt), h.last_offset
+                if last < first:
+                    continue
+                if h.record_count == h.last_offset_delta + 1 and not h.attributes & _CONTROL:
+                    found = [(first, last)]
+                else:  # gaps (compaction) or a control batch: what a reader is handed
+                    cols = self._log.consume_columns(first, last - first + 1)
+                    offs = cols.offsets
+                    found = _array_runs(offs[offs <= last])
+                for f, to in found:
+                    if runs and runs[-1][1] == f - 1:
+                        runs[-1] = (runs[-1][0], to)
+                    else:
+                        runs.append((f, to))
+                    taken += to - f + 1
+                nxt = last + 1
+            if pos == 0:
+                break
+        return runs, nxt
 
     def _redeliver(
         self, now: float, max_count: int, records: list[dict[str, Any]], *, decode: bool
-    ) -> tuple[list[tuple[int, int]], dict[int, Message]]:
-        """Pop up to ``max_count`` expired offsets off the heap and look them up (read
-        their messages when ``decode``): ``(offset, redelivery count)`` per redelivery and
-        the messages (``{}`` unless ``decode``); their journal records go to ``records``.
+    ) -> tuple[list[tuple[int, int, int]], dict[int, Message]]:
+        """Take up to ``max_count`` expired offsets (runs off the heap, by deadline then
+        offset; the last run split to fit) and look them up (read their messages when
+        ``decode``): ``(first, last, redelivery count)`` per redelivered run and the
+        messages (``{}`` unless ``decode``); their journal records go to ``records``.
         Offsets no longer stored, or already delivered ``max_deliveries`` times, leave
-        the pending set (journaled as acks)."""
-        due: list[int] = []
-        taken: set[int] = set()
-        heap = self._heap
-        while heap and len(due) < max_count and heap[0][0] <= now:
-            deadline, offset = heapq.heappop(heap)
-            entry = self._pending.get(offset)
-            # a stale entry can equal the live one (released and redelivered at the same
-            # ``clock()`` as its previous delivery): one delivery per offset per fetch
-            if entry is not None and entry[1] == deadline and offset not in taken:
-                due.append(offset)
-                taken.add(offset)
+        the flight (journaled as acks)."""
+        due: list[tuple[int, int, int, float]] = []
+        taken = 0
+        heap, flight = self._heap, self._flight
+        while heap and taken < max_count and heap[0][0] <= now:
+            deadline, first = heapq.heappop(heap)
+            run = flight.run_at(first)
+            if run is None or run[1][1] != deadline:
+                continue  # stale
+            last, (count, _) = run
+            last = min(last, first + max_count - taken - 1)
+            _removed, rest = flight.cut(first, last)
+            for f, _l, value in rest:  # the rest of the run stays due
+                heapq.heappush(heap, (value[1], f))
+            due.append((first, last, count, deadline))
+            taken += last - first + 1
         if not due:
             return [], {}
+        messages: dict[int, Message] = {}
         try:
-            stored, messages = self._read_offsets(sorted(due), decode=decode)
+            stored = [self._stored_runs(first, last, messages, decode=decode)
+                      for first, last, _c, _d in due]  # fmt: skip
         except BaseException:  # CorruptRecordError, LogClosedError...: still due later
-            for offset in due:
-                heapq.heappush(heap, (self._pending[offset][1], offset))
+            for first, last, count, deadline in due:
+                flight.add(first, last, (count, deadline))
+                heapq.heappush(heap, (deadline, first))
             raise
         new_deadline = now + self._ack_wait_ms / 1000.0
-        out: list[tuple[int, int]] = []
-        gone: list[int] = []
+        out: list[tuple[int, int, int]] = []
+        gone: list[list[int]] = []
         limit = self._max_deliveries
-        for offset in due:
-            if offset not in stored or (
-                limit is not None and self._pending[offset][0] + 1 >= limit
-            ):
-                gone.append(offset)  # no longer stored, or delivered max_deliveries times
-                del self._pending[offset]
+        for (first, last, count, _deadline), hits in zip(due, stored, strict=True):
+            if limit is not None and count + 1 >= limit:
+                gone.append([first, last])  # delivered max_deliveries times: archived
+                self._archived += last - first + 1
                 continue
-            count = self._pending[offset][0] + 1
-            self._pending[offset] = (count, new_deadline)
-            heapq.heappush(heap, (new_deadline, offset))
-            out.append((offset, count))
+            at = first
+            for f, to in hits:
+                if f > at:
+                    gone.append([at, f - 1])  # no longer stored
+                flight.add(f, to, (count + 1, new_deadline))
+                heapq.heappush(heap, (new_deadline, f))
+                out.append((f, to, count + 1))
+                at = to + 1
+            if at <= last:
+                gone.append([at, last])
         if gone:
-            records.append({"a": gone})
+            records.append({"A": gone})
         if out:
-            records.append({"r": [offset for offset, _ in out]})
+            records.append({"R": [[f, to] for f, to, _ in out]})
         return out, messages
 
-    def _read_offsets(
-        self, wanted: list[int], *, decode: bool
-    ) -> tuple[set[int], dict[int, Message]]:
-        """Which of the sorted offsets ``wanted`` are stored, and (when ``decode``) their
-        messages (else ``{}``)."""
-        stored: set[int] = set()
-        found: dict[int, Message] = {}
-        i = 0
-        while i < len(wanted):
-            first = wanted[i]
-            j = i
-            while j + 1 < len(wanted) and wanted[j + 1] - wanted[j] <= _MAX_GAP:
-                j += 1
-            want = set(wanted[i : j + 1])
-            try:
-                cols = self._log.consume_columns(first, wanted[j] - first + 1)
-            except InvalidOffsetError:  # below the log start since (retention)
-                nxt = first + 1
-            else:
-                nxt = cols.next_offset
-                hits = want.intersection(cols.offsets.tolist())
-                stored |= hits
-                if decode and hits:
-                    found.update((m.offset, m) for m in cols.messages() if m.offset in hits)
-            nxt = max(nxt, first + 1)
-            while i < len(wanted) and wanted[i] < nxt:
-                i += 1
-        return stored, found
+    def _stored_runs(
+        self, first: int, last: int, messages: dict[int, Message], *, decode: bool
+    ) -> list[tuple[int, int]]:
+        """The runs of offsets of ``first..last`` still stored; their messages go to
+        ``messages`` when ``decode``."""
+        start = self._log.log_start_offset
+        first = max(first, start)  # below it: removed by retention since
+        if first > last:
+            return []
+        try:
+            cols = self._log.consume_columns(first, last - first + 1)
+        except InvalidOffsetError:  # below the log start since (retention)
+            return []
+        offs = cols.offsets
+        keep = offs <= last
+        if decode:
+            hits = set(offs[keep].tolist())
+            messages.update((m.offset, m) for m in cols.messages() if m.offset in hits)
+        return _array_runs(offs[keep])
 
     def _drop_below_log_start(self) -> None:
         start = self._log.log_start_offset
-        if start == self._seen_log_start:  # the scan below only when retention moved it
+        if start == self._seen_log_start:  # the cut below only when retention moved it
             return
         self._seen_log_start = start
         self._position = max(self._position, start)
-        for offset in [o for o in self._pending if o < start]:
-            del self._pending[offset]
+        _removed, rest = self._flight.cut(-1, start - 1)
+        for f, _l, value in rest:
+            heapq.heappush(self._heap, (value[1], f))
 
     def next_expiry_s(self) -> float | None:
         """Seconds until the earliest unacknowledged delivery expires (0 if one already
@@ -428,9 +526,9 @@ class Subscription:
         with self._lock:
             heap = self._heap
             while heap:
-                deadline, offset = heap[0]
-                entry = self._pending.get(offset)
-                if entry is not None and entry[1] == deadline:
+                deadline, first = heap[0]
+                run = self._flight.run_at(first)
+                if run is not None and run[1][1] == deadline:
                     return max(0.0, deadline - clock())
                 heapq.heappop(heap)
             return None
@@ -448,7 +546,7 @@ class Subscription:
                 return fut
             self._waiters.add(fut)
             fut.add_done_callback(self._forget)
-            if len(self._pending) < self._max_in_flight:
+            if len(self._flight) < self._max_in_flight:
                 at = self._position
                 if self._isolation == "read_committed" and at >= self._log.last_stable_offset:
                     at = max(at, self._log.high_watermark)  # held by a transaction: next append
@@ -473,27 +571,69 @@ class Subscription:
 
     # -- acknowledging ---------------------------------------------------------------------
 
-    def ack(self, offsets: int | Iterable[int]) -> int:
+    def ack(self, offsets: int | Iterable[int], *, durable: bool = True) -> int:
         """Acknowledge one offset or several: they are never delivered again once this
         returns (durable under the default policy). Offsets below ``position`` that are
         not in flight (already acknowledged, or dropped by retention) are ignored; an
         offset at or above ``position`` was never delivered: ValueError, and nothing of
         this call is acknowledged. Returns how many were in flight (now acknowledged).
         LogClosedError when closed; StorageError when the state cannot be written
-        (nothing of this call acknowledged then)."""
+        (nothing of this call acknowledged then). ``durable=False``: return once the
+        acks are journaled (page cache), before their fsync: the caller answers anyone
+        only after :meth:`sync` (one fsync for several calls)."""
         with self._lock:
             batch = self._delivered(offsets)
-            popped = {o: self._pending.pop(o) for o in batch if o in self._pending}
-            acked = list(popped)
+        return self.ack_ranges(runs_of(batch), durable=durable)
+
+    def ack_ranges(self, ranges: Iterable[tuple[int, int]], *, durable: bool = True) -> int:
+        """:meth:`ack` of every offset of the inclusive ``(first, last)`` ranges, cost
+        per run rather than per offset (one journal line of ranges). The same rules,
+        errors and result; ValueError also for a range with ``first > last``."""
+        with self._lock:
+            wanted = self._delivered_ranges(ranges)
+            removed: list[tuple[int, int, tuple[int, float]]] = []
+            for f, to in wanted:
+                cut, rest = self._flight.cut(f, to)
+                removed.extend(cut)
+                for rf, _rl, value in rest:
+                    heapq.heappush(self._heap, (value[1], rf))
+            acked = sum(to - f + 1 for f, to, _ in removed)
             if acked:
                 try:
-                    self._append([{"a": acked}], sync=True)
+                    self._append([{"A": [[f, to] for f, to, _ in removed]}])
                 except BaseException:
-                    self._pending.update(popped)  # not acknowledged: delivered again
+                    self._restore(removed)  # not acknowledged: delivered again
                     raise
+            seq = self._written
         if acked:
             self._wake_all()
-        return len(acked)
+            if durable:
+                try:
+                    self._sync_through(seq)
+                except BaseException:
+                    with self._lock:
+                        self._restore(removed)  # not acknowledged: delivered again
+                    raise
+        return acked
+
+    def _restore(self, runs: list[tuple[int, int, tuple[int, float]]]) -> None:
+        """Put runs taken out of the flight back (an ack that did not happen)."""
+        for f, to, value in runs:
+            if not self._flight.overlapping(f, to):
+                self._flight.add(f, to, value)
+                heapq.heappush(self._heap, (value[1], f))
+
+    def sync(self) -> None:
+        """Block until every change journaled so far (deliveries, acks) is durable under
+        the log's policy (default: fsynced; relaxed policies: no-op). Concurrent callers
+        share one fsync (group commit). What ``ack(..., durable=False)`` and
+        ``fetch_offsets_now(..., durable=False)`` leave to their caller. LogClosedError
+        when closed before; StorageError when the fsync fails (the subscription is then
+        closed: reopen it)."""
+        with self._lock:
+            self._check_open()
+            seq = self._written
+        self._sync_through(seq)
 
     def _delivered(self, offsets: int | Iterable[int]) -> list[int]:
         """``offsets`` as a list, checked for :meth:`ack` and :meth:`release` (under the
@@ -523,29 +663,52 @@ class Subscription:
         Returns how many were in flight (now released). LogClosedError when closed."""
         with self._lock:
             batch = self._delivered(offsets)
+        return self.release_ranges(runs_of(batch))
+
+    def release_ranges(self, ranges: Iterable[tuple[int, int]]) -> int:
+        """:meth:`release` of every offset of the inclusive ``(first, last)`` ranges,
+        cost per run rather than per offset. The same rules, errors and result;
+        ValueError also for a range with ``first > last``."""
+        with self._lock:
+            wanted = self._delivered_ranges(ranges)
             released = 0
             now = float("-inf")
-            for o in batch:
-                entry = self._pending.get(o)
-                if entry is None:
-                    continue
-                released += 1
-                if entry[1] != now:  # not already due (released, or loaded at open)
-                    self._pending[o] = (entry[0], now)
-                    heapq.heappush(self._heap, (now, o))
+            for first, last in wanted:
+                cut, rest = self._flight.cut(first, last)
+                for f, _to, value in rest:
+                    heapq.heappush(self._heap, (value[1], f))
+                for f, to, (count, _deadline) in cut:
+                    released += to - f + 1
+                    self._flight.add(f, to, (count, now))  # due at once
+                    heapq.heappush(self._heap, (now, f))
         if released:
             self._wake_all()
         return released
 
+    def _delivered_ranges(self, ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+        """``ranges`` as a list, checked for :meth:`ack_ranges` and :meth:`release_ranges`
+        (under the lock): LogClosedError when closed; ValueError for one reaching
+        ``position`` (never delivered) or empty."""
+        wanted = [(operator.index(f), operator.index(to)) for f, to in ranges]
+        self._check_open()
+        self._drop_below_log_start()
+        for f, to in wanted:
+            if f > to or to >= self._position:
+                raise ValueError(
+                    f"subscription {self._name}: offsets {f}..{to} were never delivered "
+                    f"(position {self._position})"
+                )
+        return wanted
+
     # -- the journal -----------------------------------------------------------------------
 
-    def _append(self, records: list[dict[str, Any]], *, sync: bool) -> None:
-        """Append ``records`` to the journal (one write); fsync it when ``sync`` under the
-        default policy; compact when the journal outgrew its snapshot. On a write error
-        the journal is cut back to its last whole line (a torn line would hide every
-        later one from the next load) and StorageError raised; an fsync error closes the
-        subscription (the kernel may have dropped the pages: reopen it)."""
-        data = b"".join(_line(r) for r in records)
+    def _append(self, records: list[dict[str, Any]]) -> None:
+        """Append ``records`` to the journal (one write, under ``_lock``; sequence number
+        ``_written``: :meth:`_sync_through` it for durability); compact when the journal
+        outgrew its snapshot. On a write error the journal is cut back to its last whole
+        line (a torn line would hide every later one from the next load) and StorageError
+        raised."""
+        data = b"".join(line(r) for r in records)
         try:
             view = memoryview(data)
             while view:
@@ -557,41 +720,60 @@ class Subscription:
                 self._fail()
             raise StorageError(f"subscription {self._name}: cannot write its state: {e}") from e
         self._journal_bytes += len(data)
+        self._written += 1
         if self._journal_bytes > 4 * self._snapshot_bytes + _COMPACT_MIN_BYTES:
             try:
                 self._compact()  # fsyncs (atomic writer)
-                return
             except OSError as e:  # the journal is intact: keep appending to it
                 _logger.warning("cannot compact subscription %s: %s", self._path, e)
-        if sync and self._durable:
+
+    def _sync_through(self, seq: int) -> None:
+        """Return once journal append ``seq`` is durable (default policy: fsynced; else
+        at once). Group commit: the fsync runs under ``_sync_lock`` only and covers every
+        append written before it, so callers that queued meanwhile find theirs done. An
+        fsync error closes the subscription (the kernel may have dropped the pages:
+        reopen it) and raises StorageError."""
+        if not self._durable:
+            return
+        with self._sync_lock:
+            if self._synced >= seq:
+                return
+            if self._fd < 0:  # closed without a compaction covering ``seq`` (failed)
+                raise LogClosedError(f"subscription {self._name} is closed")
+            target = self._written  # appends complete before this read are in the file
             try:
                 os.fdatasync(self._fd)
             except OSError as e:
-                self._fail()
-                raise StorageError(f"subscription {self._name}: fsync failed: {e}") from e
+                error = e
+            else:
+                self._synced = max(self._synced, target)
+                return
+        with self._lock:
+            self._fail()
+        raise StorageError(f"subscription {self._name}: fsync failed: {error}") from error
 
     def _fail(self) -> None:
-        """Stop using the journal after an error that leaves it uncertain."""
+        """Stop using the journal after an error that leaves it uncertain (under ``_lock``)."""
         self._closed = True
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        with self._sync_lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
         self._wake_all(LogClosedError(f"subscription {self._name} failed: reopen it"))
 
     def _compact(self) -> None:
-        """Replace the journal with one snapshot line (atomic writer), reopen it for appends."""
-        snapshot = {
-            "v": 1,
-            "name": self._name,
-            "position": self._position,
-            "pending": [[o, c] for o, (c, _) in sorted(self._pending.items())],
-        }
-        data = _line(snapshot)
-        files.write_small_file(self._path, data)
-        fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
-        if self._fd >= 0:
-            os.close(self._fd)
-        self._fd = fd
+        """Replace the journal with one snapshot line (atomic writer, fsynced), reopen it
+        for appends: every append so far is durable then. Under ``_lock`` (or before the
+        object is shared)."""
+        runs = [(f, to, c) for f, to, (c, _) in self._flight]
+        data = snapshot(self._name, self._position, runs)
+        with self._sync_lock:
+            files.write_small_file(self._path, data)
+            fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
+            if self._fd >= 0:
+                os.close(self._fd)
+            self._fd = fd
+            self._synced = self._written
         self._snapshot_bytes = self._journal_bytes = len(data)
 
     def _check_open(self) -> None:
@@ -610,9 +792,10 @@ class Subscription:
                 if self._fd >= 0 and self._path.exists():
                     self._compact()
             finally:
-                if self._fd >= 0:
-                    os.close(self._fd)
-                    self._fd = -1
+                with self._sync_lock:
+                    if self._fd >= 0:
+                        os.close(self._fd)
+                        self._fd = -1
         self._owner.forget(self)
         self._wake_all(LogClosedError(f"subscription {self._name} closed"))
 
@@ -620,9 +803,10 @@ class Subscription:
         """Close without writing (``unsubscribe``: the file is about to go)."""
         with self._lock:
             self._closed = True
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+            with self._sync_lock:
+                if self._fd >= 0:
+                    os.close(self._fd)
+                    self._fd = -1
         self._wake_all(LogClosedError(f"subscription {self._name} removed"))
 
     def __enter__(self) -> Subscription:
@@ -634,7 +818,7 @@ class Subscription:
     def __repr__(self) -> str:
         return (
             f"Subscription({self._name!r}, position={self._position}, "
-            f"in_flight={len(self._pending)})"
+            f"in_flight={len(self._flight)})"
         )
 
 
@@ -647,92 +831,6 @@ def _chain(source: Future[int], target: Future[None]) -> None:
             target.set_result(None)
         else:
             target.set_exception(exc)
-
-
-def _load(path: pathlib.Path) -> tuple[int, dict[int, int]] | None:
-    """(position, pending offset -> redelivery count) replayed from a journal; None when
-    the file is missing. LogCorruptedError when its first line (a snapshot, written
-    whole by the atomic writer) is unreadable: never a silent restart from scratch."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    records, _ = _parse(data)
-    if not records or records[0].get("v") != 1 or "position" not in records[0]:
-        raise LogCorruptedError(
-            f"subscription state {path} is damaged (no valid snapshot line): "
-            "remove it with Log.unsubscribe to start over"
-        )
-    snap = records[0]
-    position = int(snap["position"])
-    pending = {int(o): int(c) for o, c in snap["pending"]}
-    for rec in records[1:]:
-        if "d" in rec:
-            for o in rec["d"]:
-                pending[int(o)] = 0
-            position = int(rec["p"])
-        elif "r" in rec:
-            for o in rec["r"]:
-                if o in pending:
-                    pending[o] += 1
-        elif "a" in rec:
-            for o in rec["a"]:
-                pending.pop(o, None)
-    return position, pending
-
-
-def floor(log: Log, name: str) -> int | None:
-    """The lowest offset subscription ``name`` of ``log`` still needs (its lowest
-    unacknowledged offset, else its position), at least the log start offset; None when
-    it has no state file (never subscribed). Read-only: reads the journal, opens or
-    changes nothing (a live subscription writes every change to its journal before
-    returning, and a torn last line only reads as an older, lower state). Raises
-    ValueError (bad name), LogCorruptedError (damaged state file)."""
-    validate_subscription_name(name)
-    loaded = _load(log.directory / SUBSCRIPTIONS_DIR / (name + SUFFIX))
-    if loaded is None:
-        return None
-    position, pending = loaded
-    start = log.log_start_offset  # pending offsets below it are gone (the subscription drops them)
-    return max(start, min([position, *(o for o in pending if o >= start)]))
-
-
-def backup_states(directory: pathlib.Path, end: int) -> list[tuple[str, bytes]]:
-    """The subscription state files of the partition ``directory`` as a backup of its
-    prefix ending at offset ``end`` holds them: ``(file name, bytes)`` sorted by name,
-    each journal replayed into one snapshot line (what ``close`` writes) whose position
-    is at most ``end`` and whose unacknowledged offsets are below ``end`` (deliveries past
-    the copied prefix are not in the copy, so neither is their state). A file that cannot
-    be replayed (damaged snapshot line) is copied as it is: the copy's ``subscribe``
-    raises LogCorruptedError as the source's does. A file removed meanwhile
-    (``unsubscribe``) is left out. OSError on other read errors."""
-    try:
-        entries = sorted(os.listdir(directory / SUBSCRIPTIONS_DIR))
-    except FileNotFoundError:
-        return []
-    out: list[tuple[str, bytes]] = []
-    for entry in entries:
-        name = entry[: -len(SUFFIX)]
-        if not entry.endswith(SUFFIX) or not _NAME.fullmatch(name) or name in (".", ".."):
-            continue
-        path = directory / SUBSCRIPTIONS_DIR / entry
-        try:
-            loaded = _load(path)
-        except LogCorruptedError:
-            with contextlib.suppress(FileNotFoundError):
-                out.append((entry, path.read_bytes()))
-            continue
-        if loaded is None:
-            continue
-        position, pending = loaded
-        snapshot = {
-            "v": 1,
-            "name": name,
-            "position": min(position, end),
-            "pending": [[o, c] for o, c in sorted(pending.items()) if o < end],
-        }
-        out.append((entry, _line(snapshot)))
-    return out
 
 
 class Subscriptions:
@@ -788,7 +886,7 @@ class Subscriptions:
                 directory.mkdir(exist_ok=True)
                 files.fsync_dir(self._log.directory)
             path = directory / (name + SUFFIX)
-            loaded = _load(path)
+            loaded = load(path)
             pending: dict[int, int] = {}
             if loaded is None:
                 position = _start_position(self._log, start, isolation_level)
@@ -845,7 +943,7 @@ class Subscriptions:
         for entry in entries:
             if entry.endswith(SUFFIX):
                 name = entry[: -len(SUFFIX)]
-                if _NAME.fullmatch(name) and name not in (".", ".."):
+                if NAME.fullmatch(name) and name not in (".", ".."):
                     names.append(name)
         return sorted(names)
 

@@ -212,16 +212,19 @@ def scan_buffer(
     max_bytes: int,
     max_last_offset: int,
     allow_gaps: bool = False,
-) -> tuple[list[Scanned], int, bool]:
+) -> tuple[list[Scanned], int, bool, int]:
     """Walk the stored batches wholly inside ``buf[pos:]`` (the recovery/reader scan loop,
     kept tight: one unpack per batch). Each must start at offset ``expect`` (offsets are
     contiguous; with ``allow_gaps``, segments the cleaner rewrote, at ``expect`` or after:
     compaction leaves gaps between batches, never overlaps), pass the structural checks
     (and CRC-32C when ``verify_crc``) and end at an offset <= ``max_last_offset``.
-    Returns ``(batches, stop, invalid)``: ``stop`` is where the walk ended; ``invalid``
-    is True when the bytes there are not a valid batch, False when the buffer just ends
-    (a header or batch continues past it)."""
+    Returns ``(batches, stop, invalid, attributes)``: ``stop`` is where the walk ended;
+    ``invalid`` is True when the bytes there are not a valid batch, False when the buffer
+    just ends (a header or batch continues past it); ``attributes``: the OR of the
+    attributes of the batches returned (whether any is transactional or a control batch,
+    for the transaction state's recovery)."""
     out: list[Scanned] = []
+    seen = 0
     unpack = _HEADER.unpack_from
     crc = crc32c.crc32c
     mv = memoryview(buf)
@@ -242,15 +245,16 @@ def scan_buffer(
             or mts < -1
             or base + lod > max_last_offset
         ):
-            return out, pos, True
+            return out, pos, True, seen
         if pos + size > end:
-            return out, pos, False
+            return out, pos, False, seen
         if verify_crc and crc(mv[pos + CRC_START : pos + size]) != crc_v:
-            return out, pos, True
+            return out, pos, True, seen
         expect = base + lod + 1
+        seen |= attrs
         out.append((pos, base, size, mts, expect))
         pos += size
-    return out, pos, False
+    return out, pos, False, seen
 
 
 def validate_for_append(

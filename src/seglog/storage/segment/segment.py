@@ -77,6 +77,11 @@ class Segment:
         self.index = OffsetIndex(files.index_path(directory, base_offset))
         self.time_index = TimeIndex(files.timeindex_path(directory, base_offset))
         txn_path = files.txnindex_path(directory, base_offset)
+        self.scanned = False
+        """``scan`` walked every valid batch of the file (recovery, read-only refresh)."""
+        self.walked_attributes = 0
+        """OR of the attributes of the batches walked (``walk``): with ``scanned``, whether
+        the segment holds no transactional or control batch (its replay is skipped)."""
         self.txn_index_suspect = False
         """The ``.txnindex`` file did not parse: recovery rebuilds it."""
         try:
@@ -155,7 +160,7 @@ class Segment:
         want = _CHUNK
         while end - pos >= HEADER_SIZE:
             buf = os.pread(self.fd, min(want, end - pos), pos)
-            found, stop, invalid = scan_buffer(
+            found, stop, invalid, attrs = scan_buffer(
                 buf,
                 0,
                 expect,
@@ -164,6 +169,7 @@ class Segment:
                 max_last_offset=limit,
                 allow_gaps=self.allow_gaps,
             )
+            self.walked_attributes |= attrs
             for p, base, size, mts, nxt in found:
                 yield pos + p, base, size, mts, nxt
             if invalid or len(buf) < HEADER_SIZE:
@@ -211,6 +217,7 @@ class Segment:
         self.max_timestamp, self.offset_of_max_timestamp = -1, 0
         self.bytes_since_index, self.next_offset, self.size = 0, self.base_offset, 0
         add = self._add_to_indexes
+        self.walked_attributes, self.scanned = 0, False
         # a whole-file read: ask the kernel for a larger readahead (halves a cold
         # recovery scan here), back to normal afterwards (PERF, issue 3)
         _fadvise(self.fd, os.POSIX_FADV_SEQUENTIAL)
@@ -233,6 +240,7 @@ class Segment:
                 while ok and j < len(f_toff) and f_toff[j] <= rel:
                     ok = f_toff[j] == rel and f_ts[j] == mts
                     j += 1
+        self.scanned = True
         # the time index ends with the entry roll/close writes (the segment's max); a file
         # without it (lost tail, truncated) is rebuilt: a trusted open relies on it
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, write=False)

@@ -96,6 +96,8 @@ class Transactions:
         for seg in segments:
             if seg.next_offset <= start:
                 continue
+            if seg.scanned and not seg.walked_attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL):
+                continue  # the recovery scan saw no transactional or control batch in it
             size = seg.size
             found = seg.find(start, size) if start > seg.base_offset else None
             pos = found[0] if found is not None else 0

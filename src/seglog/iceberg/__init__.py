@@ -1,0 +1,122 @@
+"""Iceberg topics: a topic's records committed by the broker to an Apache Iceberg table
+through pyiceberg (topic config ``seglog.iceberg.mode``).
+
+- names and settings (``_names``, no pyiceberg): ``MODE_CONFIG``, ``LAG_CONFIG``,
+  ``iceberg_mode``, ``iceberg_lag_ms``, ``catalog_properties``, ``table_name``;
+- the table (``_table``): ``open_catalog``, ``load_topic_table`` (``key_value`` schema,
+  partitioned by ``hour(timestamp)``), ``committed_offsets`` (from the snapshot summary),
+  ``data_files``;
+- commits (``_commit``): ``commit_ranges`` (one append per call, the partitions' next
+  offsets in the snapshot summary), ``read_rows``;
+- ``value_schema`` mode (``_avro``, ``_values``): Avro schemas as Iceberg schemas,
+  ``SchemaLookup`` (the registry's schemas, followed from ``_schemas``), ``commit_values``
+  (decoded values to the table, the rest to the dead-letter table ``<topic>~dlq``).
+
+Needs ``pyiceberg`` and ``pyarrow`` (the ``iceberg`` extra). Imports ``seglog.columnar``,
+``seglog.schemas`` and ``seglog.storage``. The names of ``_names`` load with the package;
+the others (and pyiceberg with them, ~1 s) on first use (PEP 562), so the broker pays for
+pyiceberg only when a topic turns Iceberg on.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from seglog.iceberg._names import (
+    DEFAULT_LAG_MS,
+    DLQ_SUFFIX,
+    KEY_VALUE,
+    LAG_CONFIG,
+    MODE_CONFIG,
+    MODES,
+    NAMESPACE,
+    OFFSETS_PREFIX,
+    TOPIC_ID_KEY,
+    VALUE_SCHEMA,
+    catalog_properties,
+    dlq_table_name,
+    iceberg_lag_ms,
+    iceberg_mode,
+    table_identifier,
+    table_name,
+)
+
+if TYPE_CHECKING:
+    from seglog.iceberg._avro import UnsupportedSchemaError, avro_table_schema
+    from seglog.iceberg._commit import CommitReport, OffsetRange, commit_ranges, read_rows
+    from seglog.iceberg._schema import DLQ_SCHEMA, KEY_VALUE_SCHEMA, hour_spec
+    from seglog.iceberg._table import (
+        committed_offsets,
+        data_files,
+        load_topic_table,
+        open_catalog,
+        summary_of,
+    )
+    from seglog.iceberg._values import SchemaLookup, ValueCommit, commit_values
+
+__all__ = [
+    "DEFAULT_LAG_MS",
+    "DLQ_SCHEMA",
+    "DLQ_SUFFIX",
+    "KEY_VALUE",
+    "KEY_VALUE_SCHEMA",
+    "LAG_CONFIG",
+    "MODES",
+    "MODE_CONFIG",
+    "NAMESPACE",
+    "OFFSETS_PREFIX",
+    "TOPIC_ID_KEY",
+    "VALUE_SCHEMA",
+    "CommitReport",
+    "OffsetRange",
+    "SchemaLookup",
+    "UnsupportedSchemaError",
+    "ValueCommit",
+    "avro_table_schema",
+    "catalog_properties",
+    "commit_ranges",
+    "commit_values",
+    "committed_offsets",
+    "data_files",
+    "dlq_table_name",
+    "hour_spec",
+    "iceberg_lag_ms",
+    "iceberg_mode",
+    "load_topic_table",
+    "open_catalog",
+    "read_rows",
+    "summary_of",
+    "table_identifier",
+    "table_name",
+]
+
+_WHERE = {
+    "UnsupportedSchemaError": "_avro",
+    "avro_table_schema": "_avro",
+    "SchemaLookup": "_values",
+    "ValueCommit": "_values",
+    "commit_values": "_values",
+    "DLQ_SCHEMA": "_schema",
+    "CommitReport": "_commit",
+    "OffsetRange": "_commit",
+    "commit_ranges": "_commit",
+    "read_rows": "_commit",
+    "KEY_VALUE_SCHEMA": "_schema",
+    "hour_spec": "_schema",
+    "committed_offsets": "_table",
+    "data_files": "_table",
+    "load_topic_table": "_table",
+    "open_catalog": "_table",
+    "summary_of": "_table",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load a pyiceberg-backed name from its module on first use (PEP 562)."""
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'seglog.iceberg' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"seglog.iceberg.{where}"), name)
+    globals()[name] = value
+    return value
