@@ -194,7 +194,8 @@ def test_upper_layers_use_storage_public_names_only() -> None:
 
 # storage's subpackages, lowest first: each imports only those before it (klevdb's shape)
 STORAGE_ORDER = (
-    "config", "record", "fileio", "index", "segment", "api", "log", "retention", "tools",
+    "config", "record", "fileio", "index", "segment", "remote", "api", "log", "retention",
+    "tools",
 )  # fmt: skip
 
 

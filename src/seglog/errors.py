@@ -25,6 +25,9 @@ SeglogError                         root: catch this to catch everything seglog 
 │   ├── TopicExistsError            create of an existing topic
 │   ├── UnknownTopicError           a topic or partition that does not exist
 │   ├── DataDirLockedError          another process owns the data directory
+│   ├── RemoteStorageError          tiered storage: the object store failed or is
+│   │                               unreachable (RemoteCorruptionError, also a
+│   │                               CorruptRecordError: a remote object failed its CRC-32C)
 │   └── SnapshotError               a truncated, corrupt or foreign snapshot stream
 │                                   (defined in ``seglog.storage.tools.snapshot``)
 ├── BrokerError                     the broker (seglog.broker)
@@ -56,6 +59,7 @@ __all__ = [
     "ProtocolError",
     "ReadOnlyError",
     "RecordTooLargeError",
+    "RemoteStorageError",
     "SeglogError",
     "StorageError",
     "TopicExistsError",
@@ -134,6 +138,11 @@ class UnknownTopicError(StorageError):
 
 class DataDirLockedError(StorageError):
     """Another process holds the data directory's writer lock (``.lock``)."""
+
+
+class RemoteStorageError(StorageError):
+    """Tiered storage: the object store failed (unreachable, refused, timed out) or an
+    object the manifest names is missing."""
 
 
 class BrokerError(SeglogError):

@@ -107,6 +107,8 @@ _OTHER = {  # non-default values a broker runs with (without TLS, SASL or topics
     "seglog.iceberg.catalog.type": "rest",
     "seglog.iceberg.catalog.uri": "http://127.0.0.1:8181",
     "seglog.iceberg.catalog.warehouse": "file:///tmp/warehouse",
+    "seglog.remote.storage.url": "file:///tmp/seglog-test-properties-tier",  # no tiered topic
+    "seglog.remote.storage.endpoint.url": "http://127.0.0.1:9",
 }
 
 

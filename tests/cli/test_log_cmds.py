@@ -10,7 +10,15 @@ import typer
 from typer.testing import CliRunner
 
 from seglog.cli._log_cmds import register
-from seglog.storage import DataDir, Message, open_log
+from seglog.storage import (
+    DataDir,
+    Log,
+    LogConfig,
+    Message,
+    RemoteStorage,
+    open_log,
+    tier_sync,
+)
 
 app = typer.Typer()
 register(app)
@@ -79,3 +87,23 @@ def test_cli_stat_and_migrate(tmp_path: Path) -> None:
     res = runner.invoke(app, ["migrate", str(p)])
     assert res.exit_code == 0, res.output
     assert "format 1 -> 1" in res.output
+
+
+def test_cli_stat_shows_the_remote_tier(tmp_path: Path) -> None:
+    """A tiered log (found by its manifest copy, no setting): local start, remote segments
+    and remote bytes columns."""
+    p = tmp_path / "events-0"
+    remote = RemoteStorage(f"file://{tmp_path / 'tier'}", cache_dir=str(tmp_path / "cache"))
+    config = LogConfig(segment_messages=10, remote_storage_enable=True, local_retention_bytes=0)
+    with Log.open(p, config, create=True, remote=remote) as log:
+        for i in range(25):
+            log.publish([Message(value=b"v%d" % i)])
+        assert tier_sync(log).deleted_local == (0, 10)
+        remote_bytes = log.stat()["remote_bytes"]
+    res = runner.invoke(app, ["stat", str(p)], env={"COLUMNS": "400"})
+    assert res.exit_code == 0, res.output
+    assert "remote bytes" in res.output
+    assert "local start" in res.output
+    row = next(line for line in res.output.splitlines() if line.startswith("│ events-0"))
+    cells = [c.strip() for c in row.strip("│ ").split("│")]
+    assert cells[-3:] == ["20", "2", str(remote_bytes)]

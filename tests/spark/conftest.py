@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
+from tests._s3 import CREDENTIALS
 from tests._spark import local_spark_session
 
 import seglog.spark  # noqa: F401  (imports kafka-python quietly, see storage/record/message.py)
+
+# the executors' Python workers inherit the JVM's environment, fixed when the session
+# starts: the tiered-storage tests' S3 credentials (moto's dummies) must be there first
+for _name, _value in CREDENTIALS.items():
+    os.environ.setdefault(_name, _value)
 
 
 @pytest.fixture(scope="session")

@@ -229,6 +229,18 @@ def test_storage_public_names_pinned() -> None:
             "encode_control_batch",
             "is_control_batch",
             "is_transactional_batch",
+            # tiered storage (KIP-405)
+            "Manifest",
+            "RemoteCorruptionError",
+            "RemoteSegment",
+            "RemoteSlice",
+            "RemoteStorage",
+            "RemoteStorageError",
+            "RemoteTier",
+            "TierCounters",
+            "TierReport",
+            "start_tiering",
+            "tier_sync",
         ]
     )
     for name in seglog.storage.__all__:

@@ -30,8 +30,9 @@ from seglog.broker.coordinator.share_partition import ACCEPT, REJECT, RELEASE
 from seglog.broker.coordinator.transactions import TransactionCoordinator
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.security.throttling import QuotaManager
+from seglog.storage import Log
 
-__all__ = ["BrokerMetrics", "Snapshot", "record_count", "take_snapshot"]
+__all__ = ["BrokerMetrics", "Snapshot", "record_count", "take_snapshot", "tier_stats"]
 
 _BATCH = struct.Struct(">qi")  # baseOffset, batchLength
 _RECORDS_AT = 57  # recordCount in a record batch v2 header (Kafka DefaultRecordBatch)
@@ -187,6 +188,33 @@ class Snapshot:
     )
     """Per open share partition: (group, topic, partition, records in flight, records
     acquired, accepted, released, rejected, archived)."""
+    tiers: list[tuple[str, int, dict[str, int]]] = dataclasses.field(default_factory=list)
+    """Per tiered partition: (topic, partition, :func:`tier_stats`)."""
+
+
+def tier_stats(plog: Log) -> dict[str, int] | None:
+    """A tiered partition's numbers (None when not tiered): remote bytes and segments,
+    uploads (segments, bytes, failures), upload lag (closed local segments not uploaded:
+    segments, bytes), and its remote cache's hits, misses and bytes."""
+    tier = plog.remote_tier
+    if tier is None:
+        return None
+    manifest = tier.manifest
+    closed = plog.segments()[:-1]
+    lag = [s for s in closed if s.base_offset >= manifest.end_offset and s.size > 0]
+    c, cache = tier.counters, tier.cache.stats
+    return {
+        "remote_bytes": manifest.size,
+        "remote_segments": len(manifest.segments),
+        "uploaded_segments": c.uploaded_segments,
+        "uploaded_bytes": c.uploaded_bytes,
+        "upload_failures": c.upload_failures,
+        "upload_lag_segments": len(lag),
+        "upload_lag_bytes": sum(s.size for s in lag),
+        "cache_hits": cache.hits,
+        "cache_misses": cache.misses,
+        "cache_bytes": tier.cache.bytes,
+    }
 
 
 def take_snapshot(
@@ -205,17 +233,21 @@ def take_snapshot(
     transaction counts and each partition's LSO lag."""
     partitions = []
     lso_lag = []
+    tiers: list[tuple[str, int, dict[str, int]]] = []
     ends: dict[PartitionKey, int] = {}
     for name, info in sorted(topics.all().items()):
         for p in range(info.partitions):
             try:
                 plog = topics.log(name, p)
                 stat = plog.stat()
+                tier = tier_stats(plog)
             except Exception:  # deleted or offline meanwhile: skipped this scrape
                 continue
             ends[(name, p)] = stat["high_watermark"]
             partitions.append((name, p, stat, plog.counters.as_dict()))
             lso_lag.append((name, p, max(stat["high_watermark"] - plog.last_stable_offset, 0)))
+            if tier is not None:
+                tiers.append((name, p, tier))
     lag = []
     for group in sorted(committed.groups()):
         for topic, parts in sorted(committed.partitions(group).items()):
@@ -266,6 +298,7 @@ def take_snapshot(
         share=sorted(share_rows),
         lso_lag=lso_lag,
         transactions=txn_counts,
+        tiers=tiers,
     )
 
 
@@ -377,7 +410,34 @@ class _StateCollector:
         yield from _quota_families(snap)
         yield from _share_families(snap)
         yield from _transaction_families(snap)
+        yield from _tier_families(snap)
         yield GaugeMetricFamily("seglog_uptime_seconds", "Seconds since start", value=snap.uptime_s)
+
+
+_TIER_METRICS = {
+    "remote_bytes": (False, "Tiered storage: bytes of the partition's remote segments"),
+    "remote_segments": (False, "Tiered storage: remote segments of the partition"),
+    "uploaded_segments": (True, "Tiered storage: segments uploaded"),
+    "uploaded_bytes": (True, "Tiered storage: bytes uploaded"),
+    "upload_failures": (True, "Tiered storage: failed upload passes (retried with backoff)"),
+    "upload_lag_segments": (False, "Tiered storage: closed segments not uploaded yet"),
+    "upload_lag_bytes": (False, "Tiered storage: bytes of closed segments not uploaded yet"),
+    "cache_hits": (True, "Tiered storage: remote segment reads served by the local cache"),
+    "cache_misses": (True, "Tiered storage: remote segments downloaded into the cache"),
+    "cache_bytes": (False, "Tiered storage: bytes in the remote segment cache"),
+}
+
+
+def _tier_families(snap: Snapshot) -> Iterator[Metric]:
+    for key, (counter, doc) in _TIER_METRICS.items():
+        fam: CounterMetricFamily | GaugeMetricFamily = (
+            CounterMetricFamily(f"seglog_{key}", doc, labels=_TP)
+            if counter
+            else GaugeMetricFamily(f"seglog_{key}", doc, labels=_TP)
+        )
+        for t, p, stats in snap.tiers:
+            fam.add_metric([t, str(p)], stats[key])
+        yield fam
 
 
 _QUOTA_LABELS = ["quota", "user", "client_id"]

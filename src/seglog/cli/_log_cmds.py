@@ -85,12 +85,12 @@ def stat_cmd(
     ] = False,
 ) -> None:
     """Segments, messages, bytes, offsets, times and index sizes of each log (read-only,
-    safe beside a broker)."""
+    safe beside a broker); tiered logs add their local start and remote size."""
     console = Console()
     with storage_errors_exit_2():
         rows = stat(directory)
     table = Table(title=f"stat {directory}")
-    cols = (
+    cols: tuple[str, ...] = (
         "log",
         "segments",
         "messages",
@@ -103,6 +103,9 @@ def stat_cmd(
         "last time (UTC)",
         "format",
     )
+    tiered = any("remote_bytes" in row for row in rows)
+    if tiered:  # tiered storage: local columns above, the remote tier's here
+        cols = (*cols, "local start", "remote segments", "remote bytes")
     for col in cols:
         left = col == "log" or "time" in col
         table.add_column(col, justify="left" if left else "right", no_wrap=col == "log")
@@ -124,6 +127,11 @@ def stat_cmd(
             _time(row["first_timestamp_ms"]),
             _time(row["last_timestamp_ms"]),
             str(row["format_version"]),
+            *(
+                str(row.get(k, "-"))
+                for k in ("local_log_start_offset", "remote_segments", "remote_bytes")
+                if tiered
+            ),
         )
     console.print(table)
     if segments:

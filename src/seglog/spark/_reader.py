@@ -47,13 +47,14 @@ from seglog.spark._options import (
     TopicPartition,
     offsets_to_json,
 )
+from seglog.spark._typed import TypedRead, typed_batch, typed_batches
 from seglog.spark._wire import (
     WireRangePartition,
     read_wire_range,
     wire_bounds,
     wire_offsets_for_times,
 )
-from seglog.storage import DataDir, Log, decode_columns
+from seglog.storage import DataDir, Log, RemoteStorage, RemoteTier, decode_columns
 
 __all__ = [
     "DataLossError",
@@ -84,6 +85,23 @@ class OffsetRangePartition(InputPartition):
     read_committed: bool = False
     """Option ``kafka.isolation.level=read_committed``: records of aborted transactions
     dropped (``end`` is then at most the last stable offset)."""
+    remote: RemoteRef | None = None
+    """Tiered storage: where the offsets below ``remote.local_start`` are read from (the
+    object store, directly: the executor needs no access to the partition directory
+    for them)."""
+
+
+@dataclass(frozen=True)
+class RemoteRef:
+    """A tiered partition's store, as planned on the driver (no credentials: executors
+    take theirs from their environment, AWS_ACCESS_KEY_ID...)."""
+
+    url: str
+    endpoint_url: str | None
+    key: str
+    """The partition's key prefix in the store."""
+    local_start: int
+    """The local log start offset at planning: offsets below it are read remotely."""
 
 
 class _OpenLogs:
@@ -268,44 +286,104 @@ def range_of(options: ReadOptions, tp: TopicPartition, start: int, end: int) -> 
             options.include_headers,
             options.check_crcs,
             options.isolation_level == "read_committed",
+            _remote_ref(options.path, tp, start),
         )
     return WireRangePartition(
         tp[0], tp[1], start, end, options.include_headers, options.kafka, options.check_crcs
     )
 
 
-def read_any(part: InputPartition) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of an input partition made by ``range_of`` (runs on an executor)."""
+def _remote_ref(path: str, tp: TopicPartition, start: int) -> RemoteRef | None:
+    """The store of a tiered partition whose range starts below its local log start."""
+    log = _open_logs.log(path, tp[0], tp[1])
+    tier = log.remote_tier
+    local_start = log.local_log_start_offset
+    if tier is None or start >= local_start:
+        return None
+    return RemoteRef(tier.settings.url, tier.settings.endpoint_url, tier.partition, local_start)
+
+
+class _RemoteSource:
+    """A tiered partition's remote segments as ``read_slice`` (what ``_read_chunk`` calls
+    on a Log), from the store alone; the manifest re-read when an offset is not in it."""
+
+    def __init__(self, ref: RemoteRef) -> None:
+        self.ref = ref
+        self._tier = self._open()
+
+    def _open(self) -> RemoteTier:
+        return RemoteTier.open_remote(
+            RemoteStorage(self.ref.url, self.ref.endpoint_url), self.ref.key
+        )
+
+    def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions of the remote
+        segments overlapping ``[start, end)`` (``Log.aborted_transactions`` below the local
+        log start)."""
+        return self._tier.aborted_transactions(start, end)
+
+    def read_slice(self, offset: int, max_bytes: int, *, upper: int) -> Any:
+        found = self._tier.read_slice(offset, max_bytes, upper)
+        if found is None:  # uploaded since the manifest was read (or deleted: then none)
+            self._tier = self._open()
+            found = self._tier.read_slice(offset, max_bytes, upper)
+        return found
+
+
+def read_any(part: InputPartition, typed: TypedRead | None = None) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of an input partition made by ``range_of`` (runs on an executor),
+    with ``typed`` columns decoded (``_typed``)."""
     if isinstance(part, WireRangePartition):
         if part.start < part.end:
-            yield from read_wire_range(part)
+            yield from typed_batches(read_wire_range(part), typed)
     elif isinstance(part, OffsetRangePartition):
-        yield from read_range(part)
+        yield from read_range(part, typed)
     # else: pyspark passes one plain InputPartition when partitions() returned none
 
 
-def read_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
+def read_range(
+    part: OffsetRangePartition, typed: TypedRead | None = None
+) -> Iterator[pa.RecordBatch]:
     """Yield the records of one offset range of a data directory as Arrow batches.
 
     The next chunk is read and decoded in a helper thread while Spark consumes the one
     just yielded: the worker's send of a batch (a blocking socket write, GIL released)
-    and the decoding of the next overlap, where one after the other left a core idle."""
+    and the decoding of the next overlap, where one after the other left a core idle.
+    ``typed`` columns are decoded there too, in the helper thread."""
     if part.start >= part.end:
         return
     tune_malloc(WORKER_MMAP_THRESHOLD, WORKER_TRIM_THRESHOLD)
+    offset = part.start
+    if part.remote is not None and offset < part.remote.local_start:
+        # tiered history: straight from the object store (through the local cache)
+        split = min(part.end, part.remote.local_start)
+        remote = _RemoteSource(part.remote)
+        for batch, after in _read_source(remote, part, offset, split, typed):
+            yield batch
+            offset = after
+        if split >= part.end:
+            return
     log = _open_logs.log(part.path, part.topic, part.partition)
+    for batch, _ in _read_source(log, part, offset, part.end, typed):
+        yield batch
+
+
+def _read_source(
+    source: Any, part: OffsetRangePartition, start: int, end: int, typed: TypedRead | None
+) -> Iterator[tuple[pa.RecordBatch, int]]:
+    """(batch, offset after it) of ``[start, end)`` read through ``source.read_slice``."""
     buffer = _buffers.take()
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="seglog-read") as pool:
-            ahead = pool.submit(_read_chunk, log, part, part.start, buffer)
+            ahead = pool.submit(_read_chunk, source, part, start, end, buffer, typed)
             while True:
                 batch, offset = ahead.result()
                 if batch is None:
                     return
-                if offset < part.end:
-                    ahead = pool.submit(_read_chunk, log, part, offset, buffer)
-                yield batch
-                if offset >= part.end:
+                if offset < end:
+                    ahead = pool.submit(_read_chunk, source, part, offset, end, buffer, typed)
+                yield batch, offset
+                if offset >= end:
                     return
     finally:
         _buffers.give(buffer)
@@ -342,8 +420,13 @@ class _Buffers:
 _buffers = _Buffers()
 
 
-def _read_chunk(
-    log: Log, part: OffsetRangePartition, offset: int, buffer: bytearray
+def _read_chunk(  # noqa: PLR0917 (internal: the read-ahead thread's call)
+    log: Any,
+    part: OffsetRangePartition,
+    offset: int,
+    end: int,
+    buffer: bytearray,
+    typed: TypedRead | None = None,
 ) -> tuple[pa.RecordBatch | None, int]:
     """The records of ~CHUNK_BYTES of whole batches from ``offset`` (None at the end) and
     the offset after them, read into ``buffer`` (grown when one batch is larger)."""
@@ -351,7 +434,7 @@ def _read_chunk(
         # the batches located (headers only), read with one preadv into the reused buffer
         # and decoded where they lie: Log.batches copied every batch twice more (and
         # joined them); a fresh bytes per read page-faults its 8 MiB in
-        where = log.read_slice(offset, CHUNK_BYTES, upper=part.end)
+        where = log.read_slice(offset, CHUNK_BYTES, upper=end)
         if where is None:
             return None, offset
         if where.size > len(buffer):
@@ -362,9 +445,9 @@ def _read_chunk(
                 f"{part.topic}-{part.partition}: short read at offset {offset} (file truncated?)"
             )
         # read_committed: the aborted transactions whose marker is not behind this read
-        aborted = log.aborted_transactions(offset, part.end) if part.read_committed else None
+        aborted = log.aborted_transactions(offset, end) if part.read_committed else None
         cols = decode_columns(
-            view, offset, part.end, check_crcs=part.check_crcs, borrow=True, aborted=aborted
+            view, offset, end, check_crcs=part.check_crcs, borrow=True, aborted=aborted
         )
         if cols.next_offset <= offset:  # cannot happen: the read starts at offset's batch
             raise SeglogError(f"no progress reading {part.topic}-{part.partition} at {offset}")
@@ -378,8 +461,8 @@ def _read_chunk(
                 partition=part.partition,
                 include_headers=part.include_headers,
             )
-            return batch, offset
-        if offset >= part.end:  # only control batches (or compacted gaps) left
+            return (batch if typed is None else typed_batch(batch, typed)), offset
+        if offset >= end:  # only control batches (or compacted gaps) left
             return None, offset
 
 
@@ -415,10 +498,12 @@ def _split(
 
 
 class SeglogBatchReader(DataSourceReader):
-    """Batch read between ``startingOffsets`` and ``endingOffsets`` (resolved at planning)."""
+    """Batch read between ``startingOffsets`` and ``endingOffsets`` (resolved at planning);
+    ``typed``: key/value decoded into structs (``valueFormat``, ``seglog.spark._typed``)."""
 
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, typed: TypedRead | None = None) -> None:
         self.options = options
+        self.typed = typed
 
     def partitions(self) -> Sequence[InputPartition]:
         """One ``OffsetRangePartition`` per partition with records (more with minPartitions)."""
@@ -435,7 +520,7 @@ class SeglogBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow batches of the partition's offset range (runs on an executor)."""
-        return read_any(partition)
+        return read_any(partition, self.typed)
 
 
 def resolve_offset(
@@ -472,8 +557,9 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     clock: Callable[[], float] = staticmethod(time.monotonic)
     """Seconds, for ``maxTriggerDelay`` (a class attribute so a test can substitute it)."""
 
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, typed: TypedRead | None = None) -> None:
         self.options = options
+        self.typed = typed
         self._target: dict[TopicPartition, int] | None = None
         self._last_trigger: float | None = None
 
@@ -564,7 +650,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow batches of the partition's offset range (runs on an executor)."""
-        return read_any(partition)
+        return read_any(partition, self.typed)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: the checkpoint holds the offsets (the data dir is read-only)."""

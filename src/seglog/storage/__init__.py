@@ -73,7 +73,11 @@ if TYPE_CHECKING:
         Message,
         new_batch_builder,
     )
-    from seglog.storage.record.varint import I64
+    from seglog.storage.record.varint import I64, decode_varints
+    from seglog.storage.remote.cache import RemoteCorruptionError
+    from seglog.storage.remote.manifest import Manifest, RemoteSegment
+    from seglog.storage.remote.store import RemoteStorage, RemoteStorageError
+    from seglog.storage.remote.tier import RemoteSlice, RemoteTier, TierCounters
 
     # Compaction and delete by offsets (Kafka's cleaner, klevdb's Compact* / Delete)
     from seglog.storage.retention.compact import (
@@ -87,6 +91,7 @@ if TYPE_CHECKING:
     # Retention (Kafka's retention.ms / retention.bytes / DeleteRecords, NATS's limits)
     from seglog.storage.retention.policy import ArchiveHook, TrimResult
     from seglog.storage.retention.rewrite import Removed
+    from seglog.storage.retention.tiering import TierReport, start_tiering, tier_sync
     from seglog.storage.retention.trim_age import trim_by_age
     from seglog.storage.retention.trim_consumed import trim_consumed, trim_segments_below
     from seglog.storage.retention.trim_count import trim_by_count
@@ -161,6 +166,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "encode_control_batch": ("seglog.storage.record.control", "encode_control_batch"),
     "is_control_batch": ("seglog.storage.record.control", "is_control_batch"),
     "is_transactional_batch": ("seglog.storage.record.control", "is_transactional_batch"),
+    "decode_varints": ("seglog.storage.record.varint", "decode_varints"),
     "delete_offsets": ("seglog.storage.retention.delete", "delete_offsets"),
     "encode_record_columns": ("seglog.storage.record.encode", "encode_record_columns"),
     "encode_record_columns_into": ("seglog.storage.record.encode", "encode_record_columns_into"),
@@ -184,6 +190,17 @@ _LAZY: dict[str, tuple[str, str]] = {
     "trim_by_size": ("seglog.storage.retention.trim_size", "trim_by_size"),
     "trim_consumed": ("seglog.storage.retention.trim_consumed", "trim_consumed"),
     "trim_segments_below": ("seglog.storage.retention.trim_consumed", "trim_segments_below"),
+    "Manifest": ("seglog.storage.remote.manifest", "Manifest"),
+    "RemoteSegment": ("seglog.storage.remote.manifest", "RemoteSegment"),
+    "RemoteCorruptionError": ("seglog.storage.remote.cache", "RemoteCorruptionError"),
+    "RemoteStorage": ("seglog.storage.remote.store", "RemoteStorage"),
+    "RemoteStorageError": ("seglog.storage.remote.store", "RemoteStorageError"),
+    "RemoteTier": ("seglog.storage.remote.tier", "RemoteTier"),
+    "RemoteSlice": ("seglog.storage.remote.tier", "RemoteSlice"),
+    "TierCounters": ("seglog.storage.remote.tier", "TierCounters"),
+    "TierReport": ("seglog.storage.retention.tiering", "TierReport"),
+    "tier_sync": ("seglog.storage.retention.tiering", "tier_sync"),
+    "start_tiering": ("seglog.storage.retention.tiering", "start_tiering"),
     "validate_topic_name": ("seglog.storage.log.datadir", "validate_topic_name"),
 }
 
@@ -213,6 +230,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
     "encode_control_batch",
     "is_control_batch",
     "is_transactional_batch",
+    "decode_varints",
     # data directories
     "DataDir",
     "MAX_PARTITIONS",
@@ -261,6 +279,18 @@ __all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
     "trim_by_size",
     "trim_consumed",
     "trim_segments_below",
+    # tiered storage (KIP-405)
+    "Manifest",
+    "RemoteCorruptionError",
+    "RemoteSegment",
+    "RemoteSlice",
+    "RemoteStorage",
+    "RemoteStorageError",
+    "RemoteTier",
+    "TierCounters",
+    "TierReport",
+    "start_tiering",
+    "tier_sync",
     # compaction and delete by offsets
     "Removed",
     "compact",

@@ -91,6 +91,7 @@ if TYPE_CHECKING:  # names for the signatures only (api.py sits below the log pa
     from seglog.storage.log.subscription import Subscription
     from seglog.storage.record.columns import RecordColumns
     from seglog.storage.record.message import Message
+    from seglog.storage.remote.tier import RemoteTier
 
 __all__ = ["IsolationLevel", "LogAPI"]
 
@@ -145,7 +146,21 @@ class LogAPI(Protocol):
     @property
     def log_start_offset(self) -> int:
         """First offset still readable: the base offset of the first segment, or higher
-        once retention or DeleteRecords moved it (``log-start-offset`` checkpoint)."""
+        once retention or DeleteRecords moved it (``log-start-offset`` checkpoint). On a
+        tiered log, the first offset of the remote tier (Kafka: earliest, timestamp -2)."""
+        ...
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """First offset on local disk (Kafka's earliest-local, ListOffsets timestamp -4,
+        KIP-1005); equal to ``log_start_offset`` on a log that is not tiered."""
+        ...
+
+    @property
+    def remote_tier(self) -> RemoteTier | None:
+        """The remote tier (KIP-405) when the log is tiered (``Log.open(remote=...)`` with
+        ``remote.storage.enable``, or a directory tiered before), else None. Reads below
+        the first local segment go through it transparently."""
         ...
 
     @property
@@ -457,7 +472,9 @@ class LogAPI(Protocol):
     def stat(self) -> dict[str, int]:
         """The cheap summary of :meth:`stats` (no batch header read): ``{"segments",
         "bytes", "log_start_offset", "log_end_offset", "high_watermark"}`` (bytes of whole
-        valid batches); the same dict per partition as ``seglog.storage.stat(dir)``."""
+        valid batches); the same dict per partition as ``seglog.storage.stat(dir)``. A tiered
+        log adds ``local_log_start_offset``, ``remote_segments`` and ``remote_bytes``
+        (``bytes`` and ``segments`` count local disk only)."""
         ...
 
     def segments(self) -> list[SegmentInfo]:

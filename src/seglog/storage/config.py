@@ -23,8 +23,11 @@ _KAFKA_NAMES = {
     "message_timestamp_type": "message.timestamp.type",
     "key_index": "seglog.key.index",
     "check_crcs": "seglog.check.crcs",
+    "remote_storage_enable": "remote.storage.enable",
+    "local_retention_ms": "local.retention.ms",
+    "local_retention_bytes": "local.retention.bytes",
 }
-_BOOLEANS = frozenset(("key_index", "check_crcs"))
+_BOOLEANS = frozenset(("key_index", "check_crcs", "remote_storage_enable"))
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,15 @@ class LogConfig:
     ``consume_columns`` and ``consume_by_key`` verify the CRC-32C of every record batch
     they decode and raise CorruptRecordError naming its offset on a mismatch (bit rot
     below the recovery point, which open does not rescan). False skips the check."""
+    remote_storage_enable: bool = False
+    """remote.storage.enable (KIP-405): copy closed segments to the remote store given to
+    ``Log.open(remote=...)`` (``seglog.storage.tier_sync``), read them back transparently."""
+    local_retention_ms: int = -2
+    """local.retention.ms: with remote storage, keep uploaded segments on local disk this
+    long (ms) after their newest record; -2 = ``retention.ms`` (Kafka's default)."""
+    local_retention_bytes: int = -2
+    """local.retention.bytes: with remote storage, bound of the local segments' bytes
+    (uploaded ones beyond it are deleted locally); -2 = ``retention.bytes``."""
 
     def __post_init__(self) -> None:
         if not 64 <= self.segment_bytes <= (1 << 31) - 1:
@@ -84,6 +96,8 @@ class LogConfig:
             raise ValueError("flush.messages must be positive")
         if self.flush_ms is not None and self.flush_ms <= 0:
             raise ValueError("flush.ms must be positive")
+        if self.local_retention_ms < -2 or self.local_retention_bytes < -2:
+            raise ValueError("local.retention.ms/bytes must be >= -2")
         if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
             raise ValueError(f"message.timestamp.type {self.message_timestamp_type!r}")
 

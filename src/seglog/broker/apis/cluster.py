@@ -12,6 +12,9 @@ directory (Kafka reads the request into a map).
 
 DescribeLogDirs reports each partition's size in bytes (its segment files) and the
 directory's total and usable bytes (``statvfs``); offset lag is 0 (no future replica).
+Tiered partitions (KIP-405) are listed a second time under a second result whose
+``log_dir`` is the remote store's URL, with the bytes of their remote segments (total and
+usable bytes -1: unknown for an object store).
 DescribeCluster lists this broker as the only broker and controller; asking for
 controllers (endpoint type 2) is 115 UNSUPPORTED_ENDPOINT_TYPE, as on a Kafka broker.
 Without an authorizer every cluster operation is allowed: the authorized-operations
@@ -118,22 +121,36 @@ def handle_describe_log_dirs(ctx: BrokerContext, rctx: RequestContext, req: Any)
     else:
         wanted = [(t.topic, list(t.partitions)) for t in req.topics]
     topics = []
+    remote_topics = []
     for name, partitions in wanted:
         info = all_topics.get(name)
         if info is None:
             continue
         parts = []
+        remote_parts = []
         for p in partitions:
             if not 0 <= p < info.partitions:
                 continue
             try:
-                size = ctx.topics.log(name, p).stat()["bytes"]
+                stat = ctx.topics.log(name, p).stat()
             except SeglogError:
                 continue
             parts.append(
-                part_cls(partition_index=p, partition_size=size, offset_lag=0, is_future_key=False)
-            )
+                part_cls(
+                    partition_index=p, partition_size=stat["bytes"], offset_lag=0,
+                    is_future_key=False,
+                )
+            )  # fmt: skip
+            if "remote_bytes" in stat:
+                remote_parts.append(
+                    part_cls(
+                        partition_index=p, partition_size=stat["remote_bytes"], offset_lag=0,
+                        is_future_key=False,
+                    )
+                )  # fmt: skip
         topics.append(topic_cls(name=name, partitions=parts))
+        if remote_parts:
+            remote_topics.append(topic_cls(name=name, partitions=remote_parts))
     total = usable = -1
     try:
         fs = os.statvfs(ctx.config.data_dir)
@@ -148,7 +165,20 @@ def handle_describe_log_dirs(ctx: BrokerContext, rctx: RequestContext, req: Any)
         usable_bytes=usable,
         is_cordoned=False,
     )
-    return DescribeLogDirsResponse[version](throttle_time_ms=0, error_code=0, results=[result])
+    results = [result]
+    remote = ctx.config.remote_storage_url
+    if remote_topics and remote:
+        results.append(
+            result_cls(
+                error_code=_errors.NONE,
+                log_dir=remote,
+                topics=remote_topics,
+                total_bytes=-1,
+                usable_bytes=-1,
+                is_cordoned=False,
+            )
+        )
+    return DescribeLogDirsResponse[version](throttle_time_ms=0, error_code=0, results=results)
 
 
 def handle_describe_quorum(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:

@@ -41,9 +41,12 @@ from seglog.broker.config.listeners import listener_entries
 from seglog.broker.config.settings import (
     DEFAULT_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
+    REMOTE_STORAGE_ENABLE,
     STATIC_BROKER_CONFIG,
     TOPIC_CONFIGS,
     broker_entries,
+    schema_registry_entries,
+    validate_remote_storage,
     validate_topic_configs,
 )
 from seglog.broker.context import BrokerContext, RequestContext
@@ -137,7 +140,12 @@ def _broker_entries(
 ) -> list[Any]:
     _check_broker(ctx, name)
     out = []
-    for entry in [*broker_entries(ctx.config), *listener_entries(ctx.config, ctx.listeners)]:
+    entries = [
+        *broker_entries(ctx.config),
+        *listener_entries(ctx.config, ctx.listeners),
+        *schema_registry_entries(ctx.schema_registry_url),
+    ]
+    for entry in entries:
         if keys is not None and entry.name not in keys:
             continue
         out.append(
@@ -220,6 +228,11 @@ def _apply(
             raise UnknownTopicError(f"unknown topic {r.resource_name!r}")
         configs = new_configs(dict(info.configs))
         validate_topic_configs(configs)
+        validate_remote_storage(
+            configs,
+            store=ctx.config.remote_storage_url is not None,
+            was_enabled=info.configs.get(REMOTE_STORAGE_ENABLE, "false").lower() == "true",
+        )
         if validate_only:
             defaults = ctx.topics.data_dir.default_config.to_kafka_configs()
             LogConfig.from_kafka_configs({**defaults, **configs})  # ValueError if bad

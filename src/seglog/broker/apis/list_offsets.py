@@ -21,6 +21,7 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,14 @@ def _list_offset(  # noqa: PLR0917 (one partition's question)
             upper = min(plog.last_stable_offset, upper)
         if timestamp == LATEST:
             offset = upper
-        elif timestamp in (EARLIEST, EARLIEST_LOCAL):
+        elif timestamp == EARLIEST:  # on a tiered log: the remote log start (KIP-405)
             offset = plog.log_start_offset
+        elif timestamp == EARLIEST_LOCAL:  # KIP-1005: the first offset on local disk
+            offset = plog.local_log_start_offset
+        elif timestamp == LATEST_TIERED:  # KIP-1005: the last offset in remote storage
+            tier = plog.remote_tier
+            end = tier.manifest.end_offset if tier is not None else 0
+            offset = end - 1 if tier is not None and tier.manifest.segments else -1
         elif timestamp >= 0:
             found = plog.offset_for_time(timestamp)
             if found is not None and found[0] < upper:
@@ -73,11 +80,12 @@ def _list_offset(  # noqa: PLR0917 (one partition's question)
 
 
 def handle_list_offsets(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
-    """Offsets by time: -2 earliest (log start offset), -1 latest (the high watermark, or
-    with isolation level 1, READ_COMMITTED, the last stable offset), t >= 0 the first batch
-    below that bound whose max
-    timestamp >= t (offset, timestamp) or (-1, -1) when none; -3 max timestamp is not
-    tracked and answers (-1, -1). Unknown topic or partition: 3."""
+    """Offsets by time: -2 earliest (log start offset; the remote one when tiered), -4
+    earliest local and -5 latest tiered (KIP-1005: the first offset on local disk, the
+    last one in remote storage, -1 when none), -1 latest (the high watermark, or with
+    isolation level 1, READ_COMMITTED, the last stable offset), t >= 0 the first batch
+    below that bound whose max timestamp >= t (offset, timestamp) or (-1, -1) when none;
+    -3 max timestamp is not tracked and answers (-1, -1). Unknown topic or partition: 3."""
     version = rctx.api_version
     read_committed = version >= 2 and req.isolation_level == 1
     topics = [

@@ -19,7 +19,7 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
 )
 
-from seglog.broker.config.settings import validate_topic_configs
+from seglog.broker.config.settings import validate_remote_storage, validate_topic_configs
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.log.internal_topics import INTERNAL_TOPICS
 from seglog.broker.protocol import errors as _errors
@@ -119,6 +119,7 @@ def _create_one(
             return _CTResult(error_code=_errors.INVALID_REPLICATION_FACTOR, **kwargs)
         configs = {c.name: c.value for c in t.configs if c.value is not None}
         validate_topic_configs(configs)
+        validate_remote_storage(configs, store=ctx.config.remote_storage_url is not None)
         if validate_only:
             return _CTResult(
                 error_code=0, num_partitions=partitions, replication_factor=1, configs=[], **kwargs

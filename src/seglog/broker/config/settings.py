@@ -33,6 +33,8 @@ __all__ = [
     "DEFAULT_CONFIG",
     "DYNAMIC_TOPIC_CONFIG",
     "PROCESS_ROLES",
+    "REMOTE_STORAGE_ENABLE",
+    "SCHEMA_REGISTRY_CONFIG",
     "STATIC_BROKER_CONFIG",
     "TOPIC_CONFIGS",
     "BrokerEntry",
@@ -41,8 +43,10 @@ __all__ = [
     "broker_entries",
     "consumed_groups",
     "parse_ip_overrides",
+    "schema_registry_entries",
     "setting_default",
     "validate_broker_config",
+    "validate_remote_storage",
     "validate_topic_configs",
 ]
 
@@ -242,6 +246,24 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             "segment's records are committed without waiting for a roll once it passed)",
         ),
         TopicConfigDef(
+            "remote.storage.enable", BOOLEAN, None, "false",
+            _const("false"), _boolean,
+            "tiered storage (KIP-405): copy closed segments to seglog.remote.storage.url "
+            "and read them back from there once local retention removed them",
+        ),
+        TopicConfigDef(
+            "local.retention.ms", LONG, "log.local.retention.ms", "-2",
+            _const("-2"), _int_in(-2, _LONG_MAX),
+            "with remote.storage.enable: ms an uploaded segment stays on local disk after "
+            "its newest record (-2: retention.ms, -1: forever)",
+        ),
+        TopicConfigDef(
+            "local.retention.bytes", LONG, "log.local.retention.bytes", "-2",
+            _const("-2"), _int_in(-2, _LONG_MAX),
+            "with remote.storage.enable: local bytes per partition above which the oldest "
+            "uploaded segments leave the local disk (-2: retention.bytes, -1: no limit)",
+        ),
+        TopicConfigDef(
             CONSUMED, BOOLEAN, None, "false",
             _const("false"), _boolean,
             "seglog: retention also removes the closed segments wholly below the lowest "
@@ -415,6 +437,11 @@ def _policy_list(value: str) -> None:
         raise ValueError("a list of delete and compact")
 
 
+def _remote_url(value: str) -> None:
+    if not value.startswith(("file:///", "s3://")):
+        raise ValueError("file:///dir or s3://bucket/prefix")
+
+
 _SEC = "Security (listeners, TLS, SASL)"
 _DAY_MS = 24 * 3600 * 1000
 
@@ -529,6 +556,21 @@ BROKER_SETTINGS: tuple[BrokerSetting, ...] = (
         "log.archive.command", "log_archive_command", STRING, None,
         "seglog: command run as 'COMMAND TOPIC PARTITION FILE...' with a segment's files "
         "renamed to .bak before retention removes it; it owns them afterwards.",
+    ),
+    # tiered storage (KIP-405)
+    BrokerSetting(
+        "seglog.remote.storage.url", "remote_storage_url", STRING, None,
+        "seglog: the object store of tiered storage, file:///dir or s3://bucket/prefix "
+        "(credentials from the environment: AWS_ACCESS_KEY_ID...); unset: no tiering.",
+        check=_remote_url,
+    ),
+    BrokerSetting(
+        "seglog.remote.storage.endpoint.url", "remote_storage_endpoint_url", STRING, None,
+        "seglog: an S3-compatible endpoint (http://host:port) instead of AWS's.",
+    ),
+    BrokerSetting(
+        "seglog.remote.cache.bytes", "remote_cache_bytes", LONG, 1 << 30,
+        "seglog: bytes of remote segments cached on local disk (LRU).", min=0,
     ),
     BrokerSetting(
         "group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms", INT, 100,
@@ -720,6 +762,20 @@ def broker_entries(config: Any) -> list[BrokerEntry]:
     return out
 
 
+SCHEMA_REGISTRY_CONFIG = "schema.registry.listen"
+"""The BROKER resource's entry naming where the schema registry listens: how clients
+(the Spark source, ``seglog consume --value-format avro``) find the broker's own registry."""
+
+
+def schema_registry_entries(url: str | None) -> list[BrokerEntry]:
+    """``schema.registry.listen`` = ``http(s)://host:port`` of the running registry
+    (seglog serve --schema-registry-listen; the bound port), none when it is not served."""
+    if url is None:
+        return []
+    doc = "Where the schema registry's REST API listens (seglog serve --schema-registry-listen)."
+    return [BrokerEntry(SCHEMA_REGISTRY_CONFIG, STRING, url, STATIC_BROKER_CONFIG, doc, False)]
+
+
 def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
     """Check every name and value against :data:`TOPIC_CONFIGS` (None values are
     deletions: only the name is checked). Raises ValueError naming the config (the broker
@@ -741,4 +797,26 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
             f"Invalid value {consumed!r} for configuration {CONSUMED}: "
             f"{CONSUMED_GROUPS} names no consumer group, so nothing would ever be "
             "trimmed (a segment goes only once every named group committed past it)"
+        )
+
+
+REMOTE_STORAGE_ENABLE = "remote.storage.enable"
+
+
+def validate_remote_storage(
+    configs: Mapping[str, str | None], *, store: bool, was_enabled: bool = False
+) -> None:
+    """Kafka's rules for ``remote.storage.enable`` (KIP-405): true only on a broker with a
+    remote store (``seglog.remote.storage.url``), and once true never turned off (the
+    remote data would be orphaned). Raises ValueError (40 INVALID_CONFIG)."""
+    enabled = (configs.get(REMOTE_STORAGE_ENABLE) or "false").strip().lower() == "true"
+    if enabled and not store:
+        raise ValueError(
+            "Tiered Storage functionality is disabled in the broker (no "
+            "seglog.remote.storage.url): the topic cannot have remote.storage.enable=true"
+        )
+    if was_enabled and not enabled:
+        raise ValueError(
+            "remote.storage.enable cannot be turned off on a tiered topic: its history "
+            "lives in the remote store"
         )

@@ -56,6 +56,7 @@ __all__ = [
     "consumed_policy",
     "policy_for",
     "start_retention",
+    "tiered",
 ]
 
 log = logging.getLogger(__name__)
@@ -136,7 +137,8 @@ def apply_policy(
             now_ms=now,
         )
         compacted = len(res.offsets)
-    if policy.delete:
+    # a tiered log's retention (both tiers) runs in the tiering task (tiering.py)
+    if policy.delete and not tiered(plog):
         if policy.retention_ms >= 0:
             removed += len(
                 trim_by_age(plog, policy.retention_ms, now_ms=now, archive=archive).segments
@@ -144,6 +146,11 @@ def apply_policy(
         if policy.retention_bytes >= 0:
             removed += len(trim_by_size(plog, policy.retention_bytes, archive=archive).segments)
     return removed, compacted
+
+
+def tiered(plog: Log) -> bool:
+    """The log has ``remote.storage.enable`` and a remote tier."""
+    return plog.config.remote_storage_enable and plog.remote_tier is not None
 
 
 def consumed_policy(topic_configs: Mapping[str, str]) -> tuple[str, ...] | None:

@@ -35,6 +35,7 @@ from seglog.broker.log.producer_recovery import rebuild, write_snapshot
 from seglog.broker.log.producers import ProducerStateTable
 from seglog.broker.log.retention import RetentionTask, start_retention
 from seglog.broker.log.schema_validation import validation_map
+from seglog.broker.log.tiering import TieringTask, remote_storage, start_tiering
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.metrics import snapshot_from_loop
 from seglog.broker.network.admission import ConnectionLimits
@@ -155,6 +156,7 @@ class Broker:
         self.bound: tuple[str, int] | None = None
         self._retention: RetentionTask | None = None  # retention / cleaner thread
         self._iceberg: IcebergTask | None = None  # Iceberg topics' committer thread
+        self._tiering: TieringTask | None = None  # tiered storage thread (KIP-405)
         self._metrics_server: Any = None  # prometheus-client's WSGI server (its own thread)
         self._snapshot_timer: asyncio.TimerHandle | None = None
         self.metrics_bound: tuple[str, int] | None = None
@@ -167,7 +169,12 @@ class Broker:
         config = self.config
         loop = asyncio.get_running_loop()
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        data_dir = DataDir(config.data_dir, create=True, default_config=_log_config(config))
+        data_dir = DataDir(
+            config.data_dir,
+            create=True,
+            default_config=_log_config(config),
+            remote=remote_storage(config),
+        )
         self._data_dir = data_dir
         try:
             committed = CommittedOffsets(data_dir)  # creates __consumer_offsets on first start
@@ -313,6 +320,7 @@ class Broker:
             ),
         )
         self._iceberg.start()
+        self._tiering = start_tiering(config, self._data_dir)
         if config.metrics_host is not None:
             self._start_metrics(loop)
         if config.schema_registry_host is not None:
@@ -362,6 +370,7 @@ class Broker:
             raise
         self._registry_server = server
         self.schema_registry_bound = server.bound
+        self._ctx.schema_registry_url = server.url
 
     def _snapshot_producers(self, *, reschedule: bool = True) -> None:
         """Write the idempotent-producer snapshot (every minute and at shutdown), so a
@@ -645,6 +654,9 @@ class Broker:
         if self._iceberg is not None:
             await asyncio.to_thread(self._iceberg.stop)  # before the logs close
             self._iceberg = None
+        if self._tiering is not None:
+            await asyncio.to_thread(self._tiering.stop)
+            self._tiering = None
         if self._metrics_server is not None:
             await asyncio.to_thread(self._metrics_server.shutdown)
             self._metrics_server.server_close()

@@ -22,6 +22,7 @@ from seglog.errors import (
     LogClosedError,
     NotFoundError,
     RecordTooLargeError,
+    RemoteStorageError,
     SeglogError,
     TopicExistsError,
     UnknownTopicError,
@@ -186,6 +187,8 @@ EXCEPTION_ERRORS: dict[type[SeglogError], type[ke.BrokerResponseError]] = {
     DirectoryNotFoundError: ke.KafkaStorageError,
     NotFoundError: ke.OffsetOutOfRangeError,
     LogClosedError: ke.KafkaStorageError,
+    # tiered storage: the object store failed (retriable: clients retry until it is back)
+    RemoteStorageError: ke.KafkaStorageError,
     InvalidTopicError: ke.InvalidTopicError,
     TopicExistsError: ke.TopicAlreadyExistsError,
     UnknownTopicError: ke.UnknownTopicOrPartitionError,

@@ -37,7 +37,9 @@ from seglog.errors import (
 )
 from seglog.storage.config import LogConfig
 from seglog.storage.fileio import files
+from seglog.storage.log import maint
 from seglog.storage.log.log import Log
+from seglog.storage.remote.store import RemoteStorage
 
 __all__ = ["MAX_PARTITIONS", "DataDir", "TopicInfo", "validate_topic_name"]
 
@@ -78,8 +80,10 @@ class DataDir:
 
     ``create``: make ``path`` if missing. ``read_only``: take no lock, never write (a
     reader beside a live broker). ``default_config``: LogConfig for topics, overridden by
-    each topic's configs. Raises DataDirLockedError if another writer holds the lock,
-    DirectoryNotFoundError if missing and not ``create`` (or ``read_only``).
+    each topic's configs. ``remote``: the object store of the topics with
+    ``remote.storage.enable`` (tiered storage). Raises DataDirLockedError if another
+    writer holds the lock, DirectoryNotFoundError if missing and not ``create`` (or
+    ``read_only``).
     """
 
     def __init__(
@@ -89,8 +93,11 @@ class DataDir:
         create: bool = True,
         read_only: bool = False,
         default_config: LogConfig | None = None,
+        remote: RemoteStorage | None = None,
     ) -> None:
         self.path = pathlib.Path(path)
+        self.remote = remote
+        """The object store of topics with ``remote.storage.enable`` (tiered storage)."""
         self.read_only = read_only
         self.default_config = default_config or LogConfig()
         self._lock = threading.RLock()
@@ -254,6 +261,8 @@ class DataDir:
                 log = self._logs.get((name, p))
                 if log is not None:
                     log.config = config
+                    if config.remote_storage_enable and self.remote is not None:
+                        maint.attach_tier(log, self.remote)
             return altered
 
     def _config_for(self, configs: Mapping[str, str]) -> LogConfig:
@@ -311,6 +320,7 @@ class DataDir:
                     self.path / f"{topic}-{partition}",
                     self._config_for(info.configs),
                     read_only=self.read_only,
+                    remote=self.remote,
                 )
                 self._logs[(topic, partition)] = log
                 self._log_topic_ids[(topic, partition)] = info.topic_id

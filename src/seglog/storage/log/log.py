@@ -58,6 +58,8 @@ from seglog.storage.log.reader import FileSlice
 from seglog.storage.log.state import LogState
 from seglog.storage.log.sync import GroupCommit
 from seglog.storage.record.message import OFFSET_OLDEST
+from seglog.storage.remote.store import RemoteStorage
+from seglog.storage.remote.tier import RemoteTier
 from seglog.storage.segment import format_version
 from seglog.storage.segment.recovery import LoadReport, load_segments
 from seglog.storage.segment.segment import Segment, create_segment
@@ -128,6 +130,7 @@ class Log(LogAPI):
         create: bool = False,
         read_only: bool = False,
         recover: bool = True,
+        remote: RemoteStorage | None = None,
     ) -> Log:
         """Open the partition log in ``directory``.
 
@@ -165,6 +168,9 @@ class Log(LogAPI):
             # an interrupted cleaner swap: the swapped segment's .txnindex is gone
             log = cls(
                 path, config, segments, read_only=read_only, replay_all=bool(report.interrupted)
+            )
+            log._state.remote = RemoteTier.open(
+                path, remote if config.remote_storage_enable else None, writer=not read_only
             )
             log._state.counters.truncations += 1 if report.truncated_bytes else 0
         except BaseException:
@@ -213,6 +219,14 @@ class Log(LogAPI):
     @property
     def log_start_offset(self) -> int:
         return self._state.log_start_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        return self._state.local_log_start_offset
+
+    @property
+    def remote_tier(self) -> RemoteTier | None:
+        return self._state.remote
 
     @property
     def log_end_offset(self) -> int:
@@ -423,13 +437,20 @@ class Log(LogAPI):
 
     def stat(self) -> dict[str, int]:
         segs = self._state.segments
-        return {
+        out = {
             "segments": len(segs),
             "bytes": sum(s.size for s in segs),
             "log_start_offset": self.log_start_offset,
             "log_end_offset": self._state.log_end_offset,
             "high_watermark": self._state.high_watermark,
         }
+        tier = self._state.remote
+        if tier is not None:
+            manifest = tier.manifest
+            out["local_log_start_offset"] = self._state.local_log_start_offset
+            out["remote_segments"] = len(manifest.segments)
+            out["remote_bytes"] = manifest.size
+        return out
 
     def segments(self) -> list[SegmentInfo]:
         st = self._state

@@ -22,16 +22,19 @@ from typing import TYPE_CHECKING
 
 from seglog.storage.fileio import files
 from seglog.storage.log import append
+from seglog.storage.remote.tier import RemoteTier
 
 if TYPE_CHECKING:
     from seglog.storage.index.txn_index import AbortedTxn
     from seglog.storage.log.log import Log
     from seglog.storage.log.state import LogState
+    from seglog.storage.remote.store import RemoteStorage
     from seglog.storage.segment.segment import Segment
 
 __all__ = [
     "RETIRE_DELAY_S",
     "aborted_entries",
+    "attach_tier",
     "close_retired",
     "closed_segments",
     "drop_segments",
@@ -175,3 +178,14 @@ def segment_bytes(seg: Segment) -> int:
         with contextlib.suppress(FileNotFoundError):
             total += os.stat(path).st_size
     return total
+
+
+def attach_tier(log: Log, remote: RemoteStorage) -> None:
+    """Give an open log without a tier its remote tier (``remote.storage.enable`` turned
+    on by AlterConfigs after the log was opened)."""
+    if log._state.remote is not None:
+        return
+    tier = RemoteTier.open(log.directory, remote, writer=not log.read_only)
+    with log._state.lock:
+        if log._state.remote is None:
+            log._state.remote = tier

@@ -8,6 +8,7 @@ mutated, on roll), the high watermark, then a segment's ``size``, and only look 
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 import struct
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from seglog.storage.fileio import files
 from seglog.storage.log import maint
 from seglog.storage.record.batch import HEADER_SIZE, parse_header
 from seglog.storage.record.message import OFFSET_NEWEST, OFFSET_OLDEST, decode_batches
+from seglog.storage.remote.tier import RemoteTier
 from seglog.storage.segment import checkpoints
 from seglog.storage.segment.segment import Segment
 
@@ -91,8 +93,15 @@ def refresh(st: LogState) -> int:
             st.counters.opens += 1
             seg.scan(st.config.index_interval_bytes, verify_crc=True, max_bytes=1 << 31)
             segs = [*segs, seg]
+        # leading segments the writer removed (retention, or local copies of a tiered log)
+        while len(segs) > 1 and not segs[0].path.exists():
+            maint.retire(st, segs[0])
+            segs = segs[1:]
         old_tail = st.segments[-1] if st.segments else None
+        old_first = st.segments[0].base_offset if st.segments else -1
         st.segments = segs
+        if segs and segs[0].base_offset != old_first:
+            _refresh_tier(st)
         if old_tail is not None and segs and segs[-1] is not old_tail and old_tail in segs:
             old_tail.seal_indexes()  # complete now: its indexes can live in their files
         end = segs[-1].next_offset if segs else 0
@@ -111,10 +120,29 @@ def refresh(st: LogState) -> int:
         return st.log_end_offset
 
 
+def _refresh_tier(st: LogState) -> None:
+    """A read-only log saw its first local segment change: the writer may have tiered (or
+    tiered more of) the log; re-read its manifest."""
+    if st.remote is None:
+        st.remote = RemoteTier.open(st.directory, None, writer=False)
+    else:
+        st.remote.reload()
+
+
 def locate(st: LogState, offset: int, upper: int) -> tuple[Segment, int, int] | None:
     """(segment, position, visible size) of the batch holding ``offset`` (or the first
-    batch after it), None if that is at or past ``upper``."""
+    batch after it), None if that is at or past ``upper``. Offsets below the first local
+    segment are looked up in the remote tier (a cached, CRC-checked copy)."""
     segs = st.segments
+    remote = st.remote
+    if remote is not None and segs and offset < segs[0].base_offset:
+        interval = st.config.index_interval_bytes
+        hit = remote.locate(offset, upper, segs[0].base_offset, interval)
+        if hit is None and st.read_only and remote.manifest.end_offset <= offset:
+            remote.reload()  # uploaded by the writer since this reader read the manifest
+            hit = remote.locate(offset, upper, segs[0].base_offset, interval)
+        if hit is not None:
+            return hit
     i = max(0, bisect.bisect_right(segs, offset, key=_base_offset) - 1)
     while i < len(segs):
         seg = segs[i]
@@ -226,7 +254,10 @@ def remember(  # noqa: PLR0917 (internal: where a consume stopped)
 ) -> None:
     """Set ``_read_hint`` for a consume continuing at ``offset``: the batch of ``data``
     (read from ``pos`` of ``seg`` while ``_segments`` was ``segs``) holding it, or the
-    position after ``data``."""
+    position after ``data``. Not for a remote segment (its cached copy may be evicted)."""
+    if seg.directory != st.directory:
+        st.read_hint = None
+        return
     p, n = 0, len(data)
     while p < n:
         base, length = _BASE_LENGTH.unpack_from(data, p)
@@ -297,7 +328,13 @@ def offset_for_time(st: LogState, timestamp_ms: int) -> tuple[int, int] | None:
     (Kafka ListOffsets semantics); None if no visible batch qualifies."""
     st.check_open()
     hw, start = st.high_watermark, st.log_start_offset
-    for seg in list(st.segments):
+    local = list(st.segments)
+    remote: Iterator[Segment] = iter(())
+    if st.remote is not None and local:
+        remote = st.remote.segments_for_time(
+            timestamp_ms, local[0].base_offset, st.config.index_interval_bytes
+        )
+    for seg in itertools.chain(remote, local):
         size = seg.size
         found = seg.find_time(timestamp_ms, size)
         while found is not None:

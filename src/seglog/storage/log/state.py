@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from seglog.storage.index.key_index import KeyIndex
     from seglog.storage.log.subscription import Subscriptions
     from seglog.storage.log.sync import GroupCommit
+    from seglog.storage.remote.tier import RemoteTier
     from seglog.storage.segment.segment import Segment
 
 __all__ = ["LogState"]
@@ -96,6 +97,8 @@ class LogState:
         self.txn_at_roll: tuple[int, dict[int, int]] | None = None
         """(offset, ongoing) at the last roll: the transaction snapshot the next fsync
         round writes beside the recovery point."""
+        self.remote: RemoteTier | None = None
+        """The remote tier (KIP-405) when the log is tiered, else None."""
         self.read_hint: tuple[int, list[Segment], Segment, int] | None = None
         """(offset, segment list, segment, position): the batch at ``position`` of
         ``segment`` holds ``offset``; valid while ``segments`` is that very list. Set by
@@ -103,11 +106,24 @@ class LogState:
 
     @property
     def log_start_offset(self) -> int:
-        """First offset still readable: the base offset of the first segment, or higher
-        once retention or DeleteRecords moved it (``log-start-offset`` checkpoint)."""
+        """First offset still readable: the base offset of the first segment (remote when
+        tiered), or higher once retention or DeleteRecords moved it (``log-start-offset``
+        checkpoint)."""
         segs = self.segments
-        start = max(segs[0].base_offset, self.log_start_checkpoint) if segs else self.log_end_offset
-        return min(start, self.log_end_offset)
+        if not segs:
+            return self.log_end_offset
+        first = segs[0].base_offset
+        if self.remote is not None:  # the tier holds the offsets below the first local one
+            first = self.remote.start_offset(first)
+        return min(max(first, self.log_start_checkpoint), self.log_end_offset)
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """First offset on local disk (Kafka's local log start offset, KIP-1005)."""
+        segs = self.segments
+        if not segs:
+            return self.log_end_offset
+        return min(max(segs[0].base_offset, self.log_start_checkpoint), self.log_end_offset)
 
     @property
     def last_stable_offset(self) -> int:
