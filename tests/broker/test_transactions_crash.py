@@ -14,11 +14,15 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from kafka.protocol.admin import DescribeTransactionsRequest
 from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.producer import AddOffsetsToTxnRequest, TxnOffsetCommitRequest
 from tests._wait import wait_until
 
 from seglog.broker import BrokerProcess, start_broker
+from seglog.broker.coordinator.txn_log import encode_txn_key, encode_txn_value
+from seglog.broker.coordinator.txn_model import TransactionMetadata, TxnState
+from seglog.broker.log.internal_topics import TRANSACTION_STATE_TOPIC, keyed_batch
 from seglog.storage import DataDir
 
 from ._txn import add, end, fetch, init, latest, send, stored_values, txn_batch
@@ -221,3 +225,38 @@ def test_stray_open_transaction_aborted_at_start(tmp_path: Path) -> None:
     finally:
         assert broker.stop() == 0, broker.log_text()
     assert "aborting producer" in broker.log_text()
+
+
+def test_prepare_commit_completed_at_start(tmp_path: Path) -> None:
+    """A transaction whose PrepareCommit is in ``__transaction_state`` but whose markers
+    never were written (a crash between the two) is committed at the next start: its
+    records become readable by read_committed and its state CompleteCommit."""
+    data = tmp_path / "data"
+    broker = start_broker(data, extra_args=ARGS)
+    with Wire(broker.bootstrap) as w:
+        ensure_topic(w, "prep")
+        r = init(w, "prep-tx")
+        pid, epoch = r.producer_id, r.producer_epoch
+        assert add(w, "prep-tx", pid, epoch, "prep") == 0
+        assert send(w, "prep", txn_batch(pid, epoch, 0, [b"p1", b"p2"])) == 0
+        assert latest(w, "prep", 1) == 0
+    assert broker.stop() == 0
+    with DataDir(data) as topics:  # the Prepare record a crash left without its markers
+        state = topics.log(TRANSACTION_STATE_TOPIC, 0)
+        prepared = TransactionMetadata(
+            "prep-tx", pid, epoch, 30_000, TxnState.PREPARE_COMMIT, {("prep", 0)},
+            start_ms=int(time.time() * 1000), last_update_ms=int(time.time() * 1000),
+        )  # fmt: skip
+        record = (encode_txn_key("prep-tx"), encode_txn_value(prepared))
+        state.append(keyed_batch([record], int(time.time() * 1000)))
+    broker = start_broker(data, port=broker.port, extra_args=ARGS)
+    try:
+        with Wire(broker.bootstrap) as w:
+            wait_until(lambda: latest(w, "prep", 1) == 3, message="not completed at start")
+            assert stored_values(fetch(w, "prep", 1).records) == [b"p1", b"p2"]
+            assert fetch(w, "prep", 1).aborted_transactions == []
+            described = w.call(DescribeTransactionsRequest[0](transactional_ids=["prep-tx"]))
+            assert described.transaction_states[0].transaction_state == "CompleteCommit"
+    finally:
+        assert broker.stop() == 0, broker.log_text()
+    assert "completing transaction of 'prep-tx' found in PrepareCommit" in broker.log_text()

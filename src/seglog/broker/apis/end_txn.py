@@ -26,9 +26,9 @@ _Partition = _Topic.WritableTxnMarkerPartitionResult
 
 def handle_end_txn(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """Commit (``committed``) or abort the producer's transaction; answered once the
-    markers are durable and the Complete state written. 53 without WRITE on the transactional id;
-    else :meth:`TransactionCoordinator.end_txn`'s code (48 with no transaction, 49, 90/47,
-    51)."""
+    Prepare state is durable and the markers appended. 53 without WRITE on the
+    transactional id; else :meth:`TransactionCoordinator.end_txn`'s code (48 with no
+    transaction, 49, 90/47, 51)."""
     version = rctx.api_version
     resp = EndTxnResponse[version]
     if not rctx.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):

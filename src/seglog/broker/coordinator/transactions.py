@@ -9,11 +9,11 @@ is in flight the id is ``pending`` and other requests for it get 51
 CONCURRENT_TRANSACTIONS, as Kafka's ``pendingState``. Ending a transaction writes
 PrepareCommit/PrepareAbort, then a COMMIT/ABORT control batch to every partition of the
 transaction (:mod:`~seglog.broker.coordinator.txn_markers`) and its transactional offsets
-to ``__consumer_offsets``, then CompleteCommit/CompleteAbort; EndTxn is answered once the
-markers and offsets are durable and the Complete state is written (Kafka answers after
-Prepare; answering later makes a read_committed read right after EndTxn see the
-transaction's records). The Complete state is not awaited durable: lost in a crash, the
-Prepare state found at the next start is completed again.
+to ``__consumer_offsets``, then CompleteCommit/CompleteAbort. EndTxn is answered once the
+Prepare record is durable and the markers appended (as Kafka answers after Prepare): the
+records are then readable by read_committed consumers, and the offsets are the group's.
+The Complete record, and any later record of the id, waits until the markers are durable,
+so a crash before then finds the Prepare and completes the transaction again.
 
 Errors are Kafka 4's, by request version (KIP-588): a producer of an older epoch gets 90
 PRODUCER_FENCED from InitProducerId v4+, AddPartitionsToTxn/AddOffsetsToTxn/EndTxn v2+,
