@@ -68,11 +68,13 @@ def _write(log: Log) -> tuple[list[int], list[tuple[int, int]]]:
 def _tier(log: Log) -> None:
     log.sync()  # the high watermark (uploads stay below it and the LSO)
     report = tier_sync(log)
-    assert report.error is None and report.deleted_local
+    assert report.error is None
+    assert report.deleted_local
     assert log.local_log_start_offset >= 3 * PER_SEGMENT  # the transactions are remote
     assert not list(log.directory.glob(f"{0:020d}.*"))  # .txnindex went with the segment
     tier = log.remote_tier
-    assert tier is not None and "txnindex" in tier.manifest.segments[0].objects
+    assert tier is not None
+    assert "txnindex" in tier.manifest.segments[0].objects
 
 
 def test_aborted_transactions_from_the_tier(tmp_path: pathlib.Path) -> None:
@@ -166,10 +168,12 @@ def test_reopen_after_local_deletion(tmp_path: pathlib.Path) -> None:
         _, msgs = log.consume(OFFSET_OLDEST, 1000, isolation_level="read_committed")
         offsets = [m.offset for m in msgs]
         assert offsets[: len(visible)] == visible
-        assert first5 not in offsets and first5 + 1 not in offsets
+        assert first5 not in offsets
+        assert first5 + 1 not in offsets
         assert all(not m.value.startswith(b"abort") for m in msgs)
         cols = log.consume_columns(first5 - 1, 1000, isolation_level="read_committed")
-        assert first5 not in cols.offsets.tolist() and len(cols) > 0
+        assert first5 not in cols.offsets.tolist()
+        assert len(cols) > 0
     with Log.open(path, read_only=True) as reader:  # a reader process: the manifest copy
         assert reader.aborted_transactions(0, 1000) == aborted
         _, msgs = reader.consume(OFFSET_OLDEST, 1000, isolation_level="read_committed")
