@@ -17,18 +17,11 @@ from seglog.storage import (
     LogConfig,
     RemoteCorruptionError,
     RemoteStorage,
-    encode_control_batch,
     tier_sync,
 )
 
 from ._batches import make_batch, txn_batch
-
-PER_SEGMENT = 10
-
-
-def _end(log: Log, pid: int, *, commit: bool) -> int:
-    marker = encode_control_batch(pid, 0, commit=commit, coordinator_epoch=3, timestamp_ms=1)
-    return log.append(marker, origin="coordinator").base_offset
+from ._tier_txns import PER_SEGMENT, end_txn, write_transactions
 
 
 def _remote(tmp_path: pathlib.Path) -> RemoteStorage:
@@ -42,27 +35,6 @@ def _open(path: pathlib.Path, remote: RemoteStorage | None) -> Log:
         local_retention_bytes=0,
     )
     return Log.open(path, config, create=True, remote=remote)
-
-
-def _write(log: Log) -> tuple[list[int], list[tuple[int, int]]]:
-    """Committed, aborted and plain records over several segments; returns (the offsets a
-    read_committed reader sees, the aborted transactions)."""
-    log.append(txn_batch(1, 3, tag=b"abort"))  # 0-2
-    log.append(txn_batch(2, 3, tag=b"commit"))  # 3-5
-    log.append(make_batch(1, tag=b"plain"))  # 6
-    _end(log, 1, commit=False)  # 7
-    _end(log, 2, commit=True)  # 8
-    log.append(txn_batch(3, 2, tag=b"abort"))  # 9-10: aborted in a later segment
-    log.append(make_batch(3, tag=b"plain"))  # 11-13
-    log.append(txn_batch(4, 2, tag=b"abort"))  # 14-15
-    _end(log, 4, commit=False)  # 16
-    while log.log_end_offset < 2 * PER_SEGMENT + 5:
-        log.append(make_batch(2, tag=b"plain"))
-    marker3 = _end(log, 3, commit=False)
-    while log.log_end_offset < 6 * PER_SEGMENT:
-        log.append(make_batch(2, tag=b"plain"))
-    visible = [3, 4, 5, 6, 11, 12, 13, *range(17, marker3), *range(marker3 + 1, 6 * PER_SEGMENT)]
-    return visible, [(1, 0), (3, 9), (4, 14)]
 
 
 def _tier(log: Log) -> None:
@@ -79,25 +51,28 @@ def _tier(log: Log) -> None:
 
 def test_aborted_transactions_from_the_tier(tmp_path: pathlib.Path) -> None:
     with _open(tmp_path / "t-0", _remote(tmp_path)) as log:
-        _, aborted = _write(log)
+        _, aborted = write_transactions(log)
         before = log.aborted_transactions(0, 1000)
         _tier(log)
         assert before == aborted
         assert log.aborted_transactions(0, 1000) == aborted
         assert log.aborted_transactions(0, 9) == [(1, 0)]
         assert log.aborted_transactions(8, 15) == [(3, 9), (4, 14)]
-        assert log.aborted_transactions(17, 1000) == [(3, 9)]  # its marker is after 17
+        assert log.aborted_transactions(17, 1000) == [(3, 9), aborted[3]]  # marker >= 17
+        # producer 6: first offset remote, its marker (and .txnindex entry) local only
+        assert log.local_log_start_offset == log.segments()[-1].base_offset  # the active one
+        assert aborted[3][1] < log.local_log_start_offset
         tier = log.remote_tier
         assert tier is not None
         local = log.local_log_start_offset
-        assert tier.aborted_transactions(0, 1000, local) == aborted
-        assert tier.aborted_transactions(0, 1000) == aborted
+        assert tier.aborted_transactions(0, 1000, local) == aborted[:3]
+        assert tier.aborted_transactions(0, 1000) == aborted[:3]
         assert tier.aborted_transactions(0, 5, 9) == [(1, 0)]  # below offset 9 only
 
 
 def test_read_committed_consume_over_tiered_history(tmp_path: pathlib.Path) -> None:
     with _open(tmp_path / "t-0", _remote(tmp_path)) as log:
-        visible, _ = _write(log)
+        visible, _ = write_transactions(log)
         _tier(log)
         assert log.last_stable_offset == log.high_watermark
         nxt, msgs = log.consume(OFFSET_OLDEST, 1000, isolation_level="read_committed")
@@ -120,8 +95,8 @@ def test_same_records_as_an_untiered_log(tmp_path: pathlib.Path) -> None:
         _open(tmp_path / "plain-0", None) as ref,
         _open(tmp_path / "t-0", _remote(tmp_path)) as log,
     ):
-        _write(ref)
-        _write(log)
+        write_transactions(ref)
+        write_transactions(log)
         _tier(log)
         for start in (OFFSET_OLDEST, 2, 9, 15, 25):
             want = ref.consume(start, 1000, isolation_level="read_committed")
@@ -138,7 +113,7 @@ def test_reopen_after_local_deletion(tmp_path: pathlib.Path) -> None:
     remote = _remote(tmp_path)
     path = tmp_path / "t-0"
     with _open(path, remote) as log:
-        visible, aborted = _write(log)
+        visible, aborted = write_transactions(log)
         first5 = log.append(txn_batch(5, 2, tag=b"abort")).base_offset
         while log.log_end_offset < 9 * PER_SEGMENT:
             log.append(make_batch(2, tag=b"plain"))
@@ -153,7 +128,7 @@ def test_reopen_after_local_deletion(tmp_path: pathlib.Path) -> None:
         assert log.aborted_transactions(0, 1000) == aborted
         nxt, msgs = log.consume(OFFSET_OLDEST, 1000, isolation_level="read_committed")
         assert (nxt, [m.offset for m in msgs]) == (first5, visible)
-        _end(log, 5, commit=False)
+        end_txn(log, 5, commit=False)
         while log.log_end_offset < 12 * PER_SEGMENT:
             log.append(make_batch(2, tag=b"plain"))
         log.sync()
@@ -182,7 +157,7 @@ def test_reopen_after_local_deletion(tmp_path: pathlib.Path) -> None:
 
 def test_corrupt_remote_txnindex_is_not_served(tmp_path: pathlib.Path) -> None:
     with _open(tmp_path / "t-0", _remote(tmp_path)) as log:
-        _write(log)
+        write_transactions(log)
         _tier(log)
         tier = log.remote_tier
         assert tier is not None
