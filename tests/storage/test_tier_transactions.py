@@ -17,6 +17,7 @@ from seglog.storage import (
     LogConfig,
     RemoteCorruptionError,
     RemoteStorage,
+    RemoteTier,
     tier_sync,
 )
 
@@ -68,6 +69,13 @@ def test_aborted_transactions_from_the_tier(tmp_path: pathlib.Path) -> None:
         assert tier.aborted_transactions(0, 1000, local) == aborted[:3]
         assert tier.aborted_transactions(0, 1000) == aborted[:3]
         assert tier.aborted_transactions(0, 5, 9) == [(1, 0)]  # below offset 9 only
+        # a fresh tier reads .txnindex objects only until an entry's LSO reaches the end
+        fresh = RemoteTier.open(log.directory, None, writer=False)
+        assert fresh is not None
+        assert fresh.aborted_transactions(0, 5, local) == [(1, 0)]
+        assert len(fresh._aborted) == 2  # of 3 remote segments with a .txnindex
+        assert fresh.aborted_transactions(0, 1000, local) == aborted[:3]
+        assert len(fresh._aborted) == 3
 
 
 def test_read_committed_consume_over_tiered_history(tmp_path: pathlib.Path) -> None:

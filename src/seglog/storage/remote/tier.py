@@ -246,19 +246,21 @@ class RemoteTier:
         """Kafka's ``AbortedTxn`` entries recorded in the ``.txnindex`` of the remote
         segments below ``local_base`` from the one holding ``start`` on, whose marker is
         >= ``start`` and first offset < ``end``, by first offset (Kafka's
-        RemoteLogManager remote transaction index lookup). Each segment's entries are
+        RemoteLogManager remote transaction index lookup; it stops after a segment holding
+        an entry whose last stable offset is >= ``end``). Each segment's entries are
         read once (a ranged GET of its part of the ``.indexes`` object, CRC-32C checked
         against the manifest) and kept in memory. Raises RemoteCorruptionError,
         RemoteStorageError."""
         entries = self.entries_below(local_base)
         i = max(0, bisect.bisect_right([s.base_offset for s in entries], start) - 1)
-        found = [
-            e
-            for entry in entries[i:]
-            if entry.end_offset > start and "txnindex" in entry.objects
-            for e in self.txn_entries(entry)
-            if e.last_offset >= start and e.first_offset < end
-        ]
+        found: list[AbortedTxn] = []
+        for entry in entries[i:]:
+            if entry.end_offset <= start or "txnindex" not in entry.objects:
+                continue
+            txns = self.txn_entries(entry)
+            found += [e for e in txns if e.last_offset >= start and e.first_offset < end]
+            if any(e.last_stable_offset >= end for e in txns):
+                break  # every transaction starting below end had ended there (Kafka's rule)
         found.sort(key=_first_offset)
         return found
 
@@ -311,10 +313,12 @@ class RemoteTier:
     def prefetch(self, offset: int, local_base: int, interval: int = 4096) -> None:
         """Download (and check) the remote segment a read at ``offset`` needs into the
         cache, in the calling thread: the broker runs it off its event loop before a
-        Fetch reads. Raises RemoteCorruptionError, RemoteStorageError."""
+        Fetch reads (and its ``.txnindex`` entries). Raises RemoteCorruptionError,
+        RemoteStorageError."""
         entry = self.entry_for(offset, local_base)
         if entry is not None:
             self.open_segment(entry, interval)
+            self.txn_entries(entry)  # what a read_committed Fetch there looks up next
 
     def next_to_prefetch(self, offset: int, local_base: int) -> int | None:
         """Read-ahead: the base offset of the remote segment after the one holding
