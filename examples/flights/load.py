@@ -8,6 +8,7 @@ row was acknowledged.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -15,8 +16,19 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # where it is defined (and typed)
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
-__all__ = ["LoadError", "LoadResult", "create_topic", "load_records"]
+from examples.flights.data import FLIGHT_AVRO_SCHEMA
+from seglog.columnar import discover_registry
+
+__all__ = [
+    "LoadError",
+    "LoadResult",
+    "create_topic",
+    "load_records",
+    "register_flight_schema",
+    "schema_registry_url",
+]
 
 PRODUCER_CONFIG: dict[str, str | int | float] = {
     "acks": "all",
@@ -70,6 +82,27 @@ def create_topic(
         error = exc.args[0]
         if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise LoadError(f"cannot create topic {topic!r}: {error}") from exc
+
+
+def schema_registry_url(bootstrap: str, timeout_s: float = 30.0) -> str:
+    """The URL of the broker's schema registry (its ``schema.registry.listen`` config,
+    read through DescribeConfigs), waiting up to ``timeout_s`` for it to listen."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        url = discover_registry({"bootstrap.servers": bootstrap, "log_level": "4"})
+        if url is not None:
+            return url
+        if time.monotonic() > deadline:
+            raise LoadError("the broker serves no schema registry (--schema-registry-listen)")
+        time.sleep(0.1)
+
+
+def register_flight_schema(registry_url: str) -> int:
+    """Register :data:`~examples.flights.data.FLIGHT_AVRO_SCHEMA` as subject
+    ``flights-value`` (Confluent's TopicNameStrategy); its global id."""
+    client = SchemaRegistryClient({"url": registry_url})
+    schema = Schema(json.dumps(FLIGHT_AVRO_SCHEMA), "AVRO")
+    return int(client.register_schema("flights-value", schema))
 
 
 def load_records(

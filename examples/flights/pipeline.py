@@ -7,7 +7,9 @@ from the earliest offset, at most ``max_offsets_per_trigger`` records per micro-
 with ``trigger(availableNow=True)`` (every record present at start, in several
 micro-batches, then stop).
 
-Computation: ``from_json`` of each value with :data:`FLIGHT_SCHEMA`, then per (origin,
+The values are Avro (subject ``flights-value``): ``valueFormat=avro`` gives ``value`` as a
+struct of the flight's typed fields (the schema from the broker's registry in wire mode,
+from its data directory's ``_schemas`` in path mode). Computation: per (origin,
 carrier, hour): flights, cancelled, late_departures, mean_dep_delay_min and share_late,
 with the definitions of :func:`examples.flights.data.reference_delays`.
 
@@ -38,6 +40,7 @@ from typing import Any, cast
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the usual PySpark alias
+from pyspark.sql.types import StructType
 
 from examples.flights.data import GROUP_COLUMNS, RESULT_COLUMNS
 
@@ -118,15 +121,19 @@ def make_spark_session(app_name: str = "seglog-flights", master: str = "local[2]
 
 
 def delays_table(flights_values: DataFrame) -> DataFrame:
-    """The aggregation, from a DataFrame with a binary or string ``value`` column.
+    """The aggregation, from a DataFrame whose ``value`` column is a struct of the flight's
+    fields (``valueFormat=avro``), or binary / string JSON (parsed with FLIGHT_SCHEMA).
 
     Returns one row per (origin, carrier, hour) with :data:`RESULT_COLUMNS`; counts are
     long, mean_dep_delay_min and share_late double (null when every flight of the group
     was cancelled).
     """
-    flights = flights_values.select(
-        F.from_json(F.col("value").cast("string"), FLIGHT_SCHEMA).alias("f")
-    ).select("f.*")
+    if isinstance(flights_values.schema["value"].dataType, StructType):
+        flights = flights_values.select("value.*")
+    else:
+        flights = flights_values.select(
+            F.from_json(F.col("value").cast("string"), FLIGHT_SCHEMA).alias("f")
+        ).select("f.*")
     departed = F.col("dep_time").isNotNull()
     table = flights.groupBy(*GROUP_COLUMNS).agg(
         F.count(F.lit(1)).alias("flights"),
@@ -208,6 +215,7 @@ def run_pipeline(
         reader = reader.option("kafka.bootstrap.servers", bootstrap)
     flights = (
         reader.option("subscribe", FLIGHTS_TOPIC)
+        .option("valueFormat", "avro")  # value: a struct of the registered Avro schema
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
         .load()

@@ -25,10 +25,16 @@ from examples.flights.data import (
     FLIGHTS_ROWS,
     airline_names,
     flights_csv_path,
-    iter_flight_records,
+    iter_flight_avro,
     reference_delays,
 )
-from examples.flights.load import LoadError, create_topic, load_records
+from examples.flights.load import (
+    LoadError,
+    create_topic,
+    load_records,
+    register_flight_schema,
+    schema_registry_url,
+)
 from examples.flights.pipeline import (
     DELAYS_TOPIC,
     FLIGHTS_TOPIC,
@@ -100,16 +106,19 @@ def run_demo(
         with ExitStack() as running:  # closed in reverse: Spark stops, then the broker
             with phases.phase("start seglog serve"):
                 bootstrap = running.enter_context(
-                    running_broker(broker_dir, work_dir / "broker.log")
+                    running_broker(broker_dir, work_dir / "broker.log", schema_registry=True)
                 )
+                registry = schema_registry_url(bootstrap)
                 console.print(
-                    f"  listening on {bootstrap}; data directory {broker_dir}, "
-                    f"log {work_dir / 'broker.log'}"
+                    f"  listening on {bootstrap}, schema registry {registry}; data directory "
+                    f"{broker_dir}, log {work_dir / 'broker.log'}"
                 )
             with phases.phase(f"load {csv_path.name} into topic {FLIGHTS_TOPIC!r}"):
                 create_topic(bootstrap, FLIGHTS_TOPIC, partitions)
                 create_topic(bootstrap, DELAYS_TOPIC, 1)  # small changelog: one partition
-                _load(console, bootstrap)
+                schema_id = register_flight_schema(registry)
+                console.print(f"  Avro schema {FLIGHTS_TOPIC}-value registered: id {schema_id}")
+                _load(console, bootstrap, schema_id)
             with phases.phase(f"start Spark ({master})"):
                 spark = make_spark_session(master=master)
                 running.callback(spark.stop)
@@ -140,7 +149,7 @@ def run_demo(
     print_summary(console, table, airlines=airline_names(), phases=phases.elapsed)
 
 
-def _load(console: Console, bootstrap: str) -> None:
+def _load(console: Console, bootstrap: str, schema_id: int) -> None:
     columns = (
         TextColumn("  {task.description}"),
         BarColumn(),
@@ -157,11 +166,11 @@ def _load(console: Console, bootstrap: str) -> None:
             progress.update(task, completed=delivered, rate=f"{rate:,.0f} rec/s")
 
         result = load_records(
-            bootstrap, FLIGHTS_TOPIC, iter_flight_records(), expected=FLIGHTS_ROWS,
+            bootstrap, FLIGHTS_TOPIC, iter_flight_avro(schema_id), expected=FLIGHTS_ROWS,
             on_progress=on_progress,
         )  # fmt: skip
     console.print(
-        f"  {result.delivered:,} records ({result.bytes / 1e6:,.1f} MB of JSON) acknowledged "
+        f"  {result.delivered:,} records ({result.bytes / 1e6:,.1f} MB of Avro) acknowledged "
         f"in {result.elapsed_s:.1f} s ({result.delivered / result.elapsed_s:,.0f} rec/s)"
     )
 

@@ -23,10 +23,15 @@ from examples.flights.changelog import consume_topic, latest_per_key
 from examples.flights.data import (
     FLIGHTS_ROWS,
     GROUP_COLUMNS,
-    iter_flight_records,
+    iter_flight_avro,
     reference_delays,
 )
-from examples.flights.load import create_topic, load_records
+from examples.flights.load import (
+    create_topic,
+    load_records,
+    register_flight_schema,
+    schema_registry_url,
+)
 from examples.flights.pipeline import (
     DELAYS_TOPIC,
     FLIGHTS_TOPIC,
@@ -68,11 +73,12 @@ def test_pipeline_outputs_equal_pandas(spark: SparkSession, tmp_path: Path) -> N
     batches: list[BatchProgress] = []
     broker_log = tmp_path / "broker.log"
     try:
-        with running_broker(broker_dir, broker_log) as bootstrap:
+        with running_broker(broker_dir, broker_log, schema_registry=True) as bootstrap:
             create_topic(bootstrap, FLIGHTS_TOPIC, partitions=3)
             create_topic(bootstrap, DELAYS_TOPIC, partitions=1)
+            schema_id = register_flight_schema(schema_registry_url(bootstrap))
             loaded = load_records(
-                bootstrap, FLIGHTS_TOPIC, iter_flight_records(), expected=FLIGHTS_ROWS
+                bootstrap, FLIGHTS_TOPIC, iter_flight_avro(schema_id), expected=FLIGHTS_ROWS
             )
             table = run_pipeline(
                 spark,

@@ -67,6 +67,6 @@ def test_an_executor_reads_remote_offsets_without_the_partition_directory(
     ref = RemoteRef(tier.settings.url, tier.settings.endpoint_url, tier.partition, 500)
     ref_dir.close()
     shutil.rmtree(copy)  # no partition directory at all now
-    part = OffsetRangePartition(plan_path, "history", 0, 10, 450, False, True, ref)
+    part = OffsetRangePartition(plan_path, "history", 0, 10, 450, False, True, remote=ref)
     offsets = [o for batch in read_range(part) for o in batch.column("offset").to_pylist()]
     assert offsets == list(range(10, 450))

@@ -16,6 +16,9 @@ docs/benchmarks.md.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from seglog.bench._disk import raw_append_rate
 from seglog.bench._kafka import Rate, create_topic, fetch_confluent, produce
 from seglog.bench._report import Report, Row, Samples
@@ -35,6 +38,7 @@ __all__ = [
     "raw_append_rate",
     "run_bench",
     "spark_session",
+    "spark_typed_reads",
 ]
 
 
@@ -44,3 +48,11 @@ def spark_session() -> object:
     from seglog.bench._spark import spark_session as session  # noqa: PLC0415
 
     return session()
+
+
+def spark_typed_reads(spark: Any, work: Path, rows: int, repeat: int, progress: Any) -> Any:
+    """``_spark_typed.typed_reads``: typed Avro reads against the same rows read as binary
+    (``benchmarks/spark_typed_bench.py``). Imports PySpark."""
+    from seglog.bench._spark_typed import typed_reads  # noqa: PLC0415
+
+    return typed_reads(spark, work, rows, repeat, progress)

@@ -73,6 +73,9 @@ class BrokerContext:
     """Client quotas: their configs (``quotas.store``) and sensors (None: none enforced)."""
     schemas: Registry | None = None
     """The schema registry over ``_schemas`` (None: never enabled on this data directory)."""
+    schema_registry_url: str | None = None
+    """``http(s)://host:port`` of the registry's REST API once it listens (None: not
+    served); the BROKER resource's ``schema.registry.listen`` in DescribeConfigs."""
     schema_validation: dict[str, tuple[bool, bool]] = dataclasses.field(default_factory=dict)
     """Topics validating schema ids on produce: (keys, values)
     (``log.schema_validation.validation_map``, rebuilt when topics change)."""

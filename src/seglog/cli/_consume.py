@@ -20,13 +20,20 @@ per record whose key, value and header values are UTF-8 text, or base64 with
 from __future__ import annotations
 
 import base64
+import json
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seglog.cli._client_config import ClientOptions, print_json
 from seglog.cli._fast import Parser, try_run
+
+if TYPE_CHECKING:
+    from seglog.cli._schema_io import AvroValues
+
+VALUE_FORMATS = ("binary", "avro")
+"""``--value-format`` choices (binary: the bytes as they are, the default)."""
 
 __all__ = ["consume_records", "parse_offset_spec", "run_fast"]
 
@@ -95,7 +102,9 @@ def _text_or_b64(out: dict[str, Any], field: str, data: bytes | None) -> None:
         out[f"{field}_encoding"] = "base64"
 
 
-def _as_json(msg: Any) -> dict[str, Any]:
+def _as_json(msg: Any, value_json: bool = False) -> dict[str, Any]:
+    """One record as a JSON object; ``value_json``: the value is JSON text (a decoded Avro
+    value) and is embedded as JSON, not as a string."""
     out: dict[str, Any] = {
         "topic": msg.topic(),
         "partition": msg.partition(),
@@ -103,7 +112,10 @@ def _as_json(msg: Any) -> dict[str, Any]:
         "timestamp": msg.timestamp()[1],
     }
     _text_or_b64(out, "key", msg.key())
-    _text_or_b64(out, "value", msg.value())
+    if value_json and msg.value() is not None:
+        out["value"] = json.loads(msg.value())
+    else:
+        _text_or_b64(out, "value", msg.value())
     headers = []
     for name, value in msg.headers() or []:
         h: dict[str, Any] = {"key": name}
@@ -149,8 +161,13 @@ def _store(consumer: Any, batch: list[Any]) -> None:
         consumer.store_offsets(offsets=[TopicPartition(t, p, o + 1) for (t, p), o in last.items()])
 
 
-def _print_in_order(
-    batch: list[Any], at_end: set[tuple[str, int]], out: Any, template: bytes, json_out: bool
+def _print_in_order(  # noqa: PLR0917
+    batch: list[Any],
+    at_end: set[tuple[str, int]],
+    out: Any,
+    template: bytes,
+    json_out: bool,
+    value_json: bool = False,
 ) -> int:
     """Print a batch that holds partition-end events (or errors) record by record, keeping
     ``at_end`` in order (an end event, then a newer record, means not at the end); raises
@@ -168,7 +185,7 @@ def _print_in_order(
             raise fail(err.str())
         at_end.discard((str(msg.topic()), int(msg.partition())))
         if json_out:
-            print_json(_as_json(msg))
+            print_json(_as_json(msg, value_json))
         else:
             chunks.append(_render(template, msg))
         printed += 1
@@ -187,11 +204,15 @@ def consume_records(  # noqa: PLR0917 (one loop, kcat's options)
     group: str | None,
     fmt: str,
     json_out: bool,
+    value_format: str,
+    schema_registry_url: str | None,
     client: ClientOptions,
 ) -> None:
     """Print the records of ``topic`` from ``offset`` (see the module docstring) until
-    ``count`` records, the end (``exit_at_end``) or Ctrl-C. Raises ``typer.Exit``: 2 on a
-    bad ``-o``, an unknown partition or ``-o stored`` without a group; 1 on a Kafka error."""
+    ``count`` records, the end (``exit_at_end``) or Ctrl-C; with ``value_format`` avro,
+    each value decoded by its schema id (``_schema_io``) and printed as JSON. Raises
+    ``typer.Exit``: 2 on a bad ``-o``, an unknown partition, ``-o stored`` without a group
+    or a bad ``--value-format``; 1 on a Kafka error or an undecodable value."""
     from confluent_kafka import Consumer, KafkaException  # noqa: PLC0415
 
     try:
@@ -222,6 +243,7 @@ def consume_records(  # noqa: PLR0917 (one loop, kcat's options)
         consumer = Consumer(conf)
     except KafkaException as exc:  # a bad -X value: one line, not a traceback
         raise fail(exc.args[0].str()) from None
+    avro = _avro_values(topic, value_format, schema_registry_url, conf)
     out = sys.stdout.buffer
     template = fmt.encode()
     printed = 0
@@ -242,8 +264,10 @@ def consume_records(  # noqa: PLR0917 (one loop, kcat's options)
         while count is None or printed < count:
             want = 1000 if count is None else min(1000, count - printed)
             batch = consumer.consume(want, 0.5)
+            if avro is not None:
+                _decode_values(avro, batch)
             if any(msg.error() is not None for msg in batch):
-                printed += _print_in_order(batch, at_end, out, template, json_out)
+                printed += _print_in_order(batch, at_end, out, template, json_out, avro is not None)
             elif batch:
                 # records only (the common case): a list per batch, no per-record branches
                 if at_end:
@@ -251,7 +275,7 @@ def consume_records(  # noqa: PLR0917 (one loop, kcat's options)
                         at_end.discard((str(msg.topic()), int(msg.partition())))
                 if json_out:
                     for msg in batch:
-                        print_json(_as_json(msg))
+                        print_json(_as_json(msg, avro is not None))
                 elif plain_values:
                     out.write(b"\n".join([msg.value() or b"" for msg in batch]) + b"\n")
                     out.flush()
@@ -273,6 +297,37 @@ def consume_records(  # noqa: PLR0917 (one loop, kcat's options)
         consumer.close()
 
 
+def _avro_values(
+    topic: str, value_format: str, url: str | None, conf: dict[str, Any]
+) -> AvroValues | None:
+    """The Avro decoder of ``--value-format avro`` (None for binary)."""
+    if value_format not in VALUE_FORMATS:
+        raise fail(f"--value-format {value_format!r}: expected {' or '.join(VALUE_FORMATS)}", 2)
+    if value_format == "binary":
+        return None
+    # pyarrow, fastavro and the registry client: only for Avro (the fast start stays fast)
+    from seglog.cli._schema_io import AvroValues  # noqa: PLC0415
+
+    try:
+        return AvroValues(topic, url, conf)
+    except ValueError as exc:
+        raise fail(str(exc), 2) from None
+
+
+def _decode_values(avro: AvroValues, batch: list[Any]) -> None:
+    """Replace each record's value by the JSON text of its decoded Avro value."""
+    for msg in batch:
+        if msg.error() is None and msg.value() is not None:
+            try:
+                decoded = avro.decode(msg.value())
+            except Exception as exc:
+                raise fail(
+                    f"{msg.topic()}-{msg.partition()} offset {msg.offset()}: not Avro of a "
+                    f"registered schema ({exc})"
+                ) from None
+            msg.set_value(avro.json_text(decoded).encode())
+
+
 def _fast_parser() -> Parser:
     """The options of ``_consume_cmd.consume``, with their dests named as typer names them
     (tests/cli/test_fast_start.py checks both accept the same options)."""
@@ -286,6 +341,8 @@ def _fast_parser() -> Parser:
     add("-G", "--group")
     add("-f", "--format", dest="fmt", default="%v\\n")
     add("--json", dest="json_out", action="store_true")
+    add("--value-format", default="binary")
+    add("--schema-registry-url")
     return parser
 
 

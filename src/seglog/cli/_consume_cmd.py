@@ -38,12 +38,21 @@ def consume(  # noqa: PLR0917 (one loop, kcat's options)
         str, typer.Option("-f", "--format", help="Output format (kcat's %-letters).")
     ] = "%v\\n",
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object per record.")] = False,
+    value_format: Annotated[
+        str,
+        typer.Option("--value-format", help="binary, or avro: decode by schema id, print as JSON."),
+    ] = "binary",
+    schema_registry_url: Annotated[
+        str | None,
+        typer.Option("--schema-registry-url", help="Schema registry (default: the broker's own)."),
+    ] = None,
     *,
     client: ClientOptions,
 ) -> None:
     """Consume records and print them (value per line by default)."""
     consume_records(
-        topic, offset, partitions, count, exit_at_end, group, fmt, json_out, client
+        topic, offset, partitions, count, exit_at_end, group, fmt, json_out, value_format,
+        schema_registry_url, client,
     )  # fmt: skip
 
 

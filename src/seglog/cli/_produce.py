@@ -14,10 +14,16 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from seglog.cli._client_config import ClientOptions, print_json
 from seglog.cli._fast import Parser, try_run
+
+if TYPE_CHECKING:
+    from seglog.cli._schema_io import AvroValues
+
+VALUE_FORMATS = ("binary", "avro")
+"""``--value-format`` choices (binary: the bytes as they are, the default)."""
 
 __all__ = ["produce_records", "run_fast"]
 
@@ -162,12 +168,17 @@ def produce_records(  # noqa: PLR0917 (the command's options, one by one)
     acks: str,
     json_input: bool,
     json_out: bool,
+    value_format: str,
+    value_schema: Path | None,
+    schema_registry_url: str | None,
     client: ClientOptions,
 ) -> None:
     """Produce the records of ``files`` (stdin when empty) to ``topic`` and wait for every
-    delivery (60 s at most). Raises ``typer.Exit``: 2 on bad input (``-H`` without ``=``,
-    a file that cannot be opened, a JSON line that is not an object), 1 on a Kafka error or
-    a failed or late delivery."""
+    delivery (60 s at most); with ``value_format`` avro each value is JSON, written as
+    Confluent-framed Avro of ``value_schema`` (``_schema_io``). Raises ``typer.Exit``: 2 on
+    bad input (``-H`` without ``=``, a file that cannot be opened, a JSON line that is not
+    an object, a value the schema refuses), 1 on a Kafka error or a failed or late
+    delivery."""
     from confluent_kafka import KafkaError, KafkaException, Producer  # noqa: PLC0415
 
     headers: list[tuple[str, bytes | None]] = []
@@ -205,6 +216,7 @@ def produce_records(  # noqa: PLR0917 (the command's options, one by one)
         producer = Producer(config)
     except KafkaException as exc:  # a bad -X or -z value: one line, not a traceback
         raise _fail(exc.args[0].str()) from None
+    avro = _avro_values(topic, value_format, value_schema, schema_registry_url, config)
     split = _unescape(delimiter)
     key_split = None if key_delimiter is None else _unescape(key_delimiter)
     fixed_key = None if key is None else key.encode()
@@ -217,10 +229,13 @@ def produce_records(  # noqa: PLR0917 (the command's options, one by one)
             except OSError as exc:
                 raise _fail(f"{path}: {exc.strerror}", 2) from None
         for source in sources:
-            if json_out or json_input or key_split is not None or headers or partition is not None:
+            general = json_input or key_split is not None or headers or partition is not None
+            if json_out or general or avro is not None:
                 records = _records(
                     _chunks(source, split), json_input, key_split, fixed_key, headers, partition
                 )
+                if avro is not None:
+                    records = _encoded(avro, records)
                 count += _produce_each(producer, topic, records)
             else:
                 count += _produce_values(producer, topic, _blocks(source, split), fixed_key)
@@ -235,6 +250,45 @@ def produce_records(  # noqa: PLR0917 (the command's options, one by one)
         raise _fail(f"{remaining} record(s) not delivered within 60 s")
     if failures:
         raise _fail(f"{len(failures)} of {count} record(s) failed: {failures[0]}")
+
+
+def _avro_values(
+    topic: str, value_format: str, schema: Path | None, url: str | None, conf: dict[str, Any]
+) -> AvroValues | None:
+    """The Avro serializer of ``--value-format avro`` (None for binary)."""
+    if value_format not in VALUE_FORMATS:
+        raise _fail(f"--value-format {value_format!r}: expected {' or '.join(VALUE_FORMATS)}", 2)
+    if value_format == "binary":
+        if schema is not None:
+            raise _fail("--value-schema needs --value-format avro", 2)
+        return None
+    # pyarrow, fastavro and the registry client: only for Avro (the fast start stays fast)
+    from seglog.cli._schema_io import AvroValues  # noqa: PLC0415
+
+    if schema is None:
+        raise _fail("--value-format avro needs --value-schema FILE", 2)
+    try:
+        avro = AvroValues(topic, url, conf)
+        avro.use_schema(schema)
+    except OSError as exc:
+        raise _fail(f"{schema}: {exc.strerror}", 2) from None
+    except ValueError as exc:
+        raise _fail(str(exc), 2) from None
+    return avro
+
+
+def _encoded(avro: AvroValues, records: Iterator[_Record]) -> Iterator[_Record]:
+    """Records whose value (a JSON document) is replaced by its Avro encoding."""
+    for number, (k, value, extra, target) in enumerate(records, 1):
+        v = value
+        if v is not None:
+            try:
+                v = avro.encode(json.loads(v))
+            except ValueError as exc:
+                raise _fail(f"record {number}: {exc}", 2) from None
+            except Exception as exc:
+                raise _fail(f"record {number} does not fit the schema: {exc}", 2) from None
+        yield k, v, extra, target
 
 
 def _fast_parser() -> Parser:
@@ -253,6 +307,9 @@ def _fast_parser() -> Parser:
     add("--acks", default="all")
     add("--json-input", action="store_true")
     add("--json", dest="json_out", action="store_true")
+    add("--value-format", default="binary")
+    add("--value-schema", type=Path)
+    add("--schema-registry-url")
     return parser
 
 

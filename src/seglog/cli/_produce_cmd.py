@@ -57,13 +57,28 @@ def produce(  # noqa: PLR0917 (typer maps each parameter to an option)
     json_out: Annotated[
         bool, typer.Option("--json", help="Print each delivered record's partition and offset.")
     ] = False,
+    value_format: Annotated[
+        str,
+        typer.Option(
+            "--value-format",
+            help="binary, or avro: values are JSON, written as Avro of --value-schema.",
+        ),
+    ] = "binary",
+    value_schema: Annotated[
+        Path | None,
+        typer.Option("--value-schema", help="Avro schema file (registered under <topic>-value)."),
+    ] = None,
+    schema_registry_url: Annotated[
+        str | None,
+        typer.Option("--schema-registry-url", help="Schema registry (default: the broker's own)."),
+    ] = None,
     *,
     client: ClientOptions,
 ) -> None:
     """Produce records from stdin or files (one per line by default)."""
     produce_records(
         topic, files, key, key_delimiter, delimiter, header, partition, compression, acks,
-        json_input, json_out, client,
+        json_input, json_out, value_format, value_schema, schema_registry_url, client,
     )  # fmt: skip
 
 

@@ -14,6 +14,14 @@ matches any mirror name, so a stale mirror is never read: ``mirrors_of`` returns
 of the log's current closed segments, and ``sync_log_mirrors`` deletes the others and builds
 the missing ones. The active (last) segment is never mirrored: it still grows.
 
+Typed mirrors: when the topic has a schema — subject ``<topic>-value`` (Confluent's
+TopicNameStrategy) in the registry's ``_schemas`` log of the same data directory
+(``<data dir>/_schemas-0``, folded by ``load_schema_store``) — each closed segment also
+gets ``%020d.mirror-<next offset>-<segment bytes>.value-<schema id>.parquet``, the same
+columns with ``value`` a struct decoded with the subject's latest schema (``TypedDecoder``,
+PERMISSIVE: an undecodable value is null there, its bytes stay in the binary mirror). A new
+latest version makes the typed mirrors of the older one stale: they are rebuilt.
+
 A mirror is written to a temporary name (``.<name>.tmp``), fsynced, renamed into place and
 the directory fsynced, so a crash leaves either no mirror or a whole one (leftover
 temporary files are removed by the next sync). Storage itself ignores these files; deleting
@@ -34,6 +42,8 @@ import pyarrow.parquet as pq
 
 from seglog.columnar._decode import decode_batches
 from seglog.columnar._schema import arrow_schema
+from seglog.columnar._schema_store import load_schema_store
+from seglog.columnar._typed import TypedDecoder
 from seglog.storage import BATCH_HEADER, DataDir, Log, atomic_file, fsync_dir
 
 __all__ = [
@@ -54,7 +64,7 @@ MIRROR_CONFIG = "seglog.parquet.mirror"
 CHUNK_BYTES = 64 << 20
 """Bytes of stored record batches decoded into one Parquet row group."""
 
-_NAME = re.compile(r"(\d{20})\.mirror-(\d+)-(\d+)\.parquet")
+_NAME = re.compile(r"(\d{20})\.mirror-(\d+)-(\d+)(?:\.value-(\d+))?\.parquet")
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,8 @@ class Mirror:
     next_offset: int
     segment_bytes: int
     path: Path
+    value_schema_id: int | None = None
+    """Typed mirror: ``value`` a struct decoded with this registered schema (None: binary)."""
 
 
 @dataclass
@@ -91,8 +103,30 @@ def mirror_enabled(configs: Mapping[str, str]) -> bool:
     return configs.get(MIRROR_CONFIG, "false").strip().lower() == "true"
 
 
-def _name(base: int, next_offset: int, size: int) -> str:
-    return f"{base:020d}.mirror-{next_offset}-{size}.parquet"
+_Key = tuple[int, int, int, int | None]  # base, next offset, segment bytes, schema id
+
+
+def _name(base: int, next_offset: int, size: int, schema_id: int | None = None) -> str:
+    typed = "" if schema_id is None else f".value-{schema_id}"
+    return f"{base:020d}.mirror-{next_offset}-{size}{typed}.parquet"
+
+
+def value_decoder(data_dir: str | os.PathLike[str], topic: str) -> TypedDecoder | None:
+    """The decoder typed mirrors of ``topic`` use: the latest schema of subject
+    ``<topic>-value`` (Confluent's TopicNameStrategy) in the data directory's ``_schemas``
+    (``load_schema_store``), Avro or JSON Schema; None when the topic has none. PERMISSIVE:
+    an undecodable value is a null struct in the mirror (the binary mirror keeps its bytes)."""
+    store = load_schema_store(data_dir)
+    latest = store.latest(f"{topic}-value")
+    if latest is None or latest.schema_type not in ("AVRO", "JSON"):
+        return None
+
+    def writer(schema_id: int) -> str | None:
+        found = store.by_id.get(schema_id)
+        return None if found is None else found.schema
+
+    fmt = "avro" if latest.schema_type == "AVRO" else "json"
+    return TypedDecoder(fmt, latest.schema, writer, reader_id=latest.schema_id)
 
 
 def _closed_segments(plog: Log) -> list[tuple[int, int, int]]:
@@ -107,47 +141,58 @@ def _closed_segments(plog: Log) -> list[tuple[int, int, int]]:
     ]
 
 
-def _existing(directory: Path) -> Iterator[tuple[str, tuple[int, int, int] | None]]:
+def _existing(directory: Path) -> Iterator[tuple[str, _Key | None]]:
     for name in os.listdir(directory):
         match = _NAME.fullmatch(name)
         if match is not None:
-            yield name, (int(match[1]), int(match[2]), int(match[3]))
+            typed = None if match[4] is None else int(match[4])
+            yield name, (int(match[1]), int(match[2]), int(match[3]), typed)
         elif name.startswith(".") and name.endswith(".parquet.tmp"):
             yield name, None
 
 
-def mirrors_of(plog: Log) -> list[Mirror]:
+def mirrors_of(plog: Log, value_schema_id: int | None = None) -> list[Mirror]:
     """The up-to-date mirrors of ``plog``'s closed segments, by base offset (segments
-    without a mirror are simply absent). Reads every batch header once (``Log.stats``)."""
+    without a mirror are simply absent): binary ones, or with ``value_schema_id`` the typed
+    ones decoded with that schema. Reads every batch header once (``Log.stats``)."""
     directory = Path(plog.directory)
-    current = set(_closed_segments(plog))
+    current = {(*seg, value_schema_id) for seg in _closed_segments(plog)}
     found = [
-        Mirror(key[0], key[1], key[2], directory / name)
+        Mirror(key[0], key[1], key[2], directory / name, key[3])
         for name, key in _existing(directory)
         if key is not None and key in current
     ]
     return sorted(found, key=lambda m: m.base_offset)
 
 
-def _write_mirror(plog: Log, topic: str, partition: int, seg: tuple[int, int, int]) -> Path:
+def _write_mirror(
+    plog: Log, topic: str, partition: int, seg: _Key, typed: TypedDecoder | None
+) -> Path:
     """Write one mirror atomically with ``seglog.storage.atomic_file`` (its streaming
     form: a Parquet file of up to a segment, 1 GiB by default, written a chunk at a time
     by ``pq.ParquetWriter``): a temporary file, fsynced, renamed into place, the directory
     fsynced; on any error the temporary file is removed. Its name is fixed
     (``.<name>.tmp``, not random) so a sync after a crash finds and deletes it."""
-    base, next_offset, size = seg
+    base, next_offset, size, schema_id = seg
     directory = Path(plog.directory)
-    final = directory / _name(base, next_offset, size)
+    final = directory / _name(base, next_offset, size, schema_id)
     tmp = directory / f".{final.name}.tmp"
     schema = arrow_schema(include_headers=True)
+    if typed is not None:
+        schema = schema.set(1, pa.field("value", typed.arrow_type))
 
     def decode(pending: list[bytes]) -> pa.RecordBatch:
         # committed records only: the aborted transactions whose marker is not behind them
         first = BATCH_HEADER.unpack_from(pending[0])[0]  # base offset of the first batch
-        return decode_batches(
+        batch = decode_batches(
             pending, topic=topic, partition=partition, start=base, end=next_offset,
             include_headers=True, aborted=plog.aborted_transactions(first, next_offset),
         )  # fmt: skip
+        if typed is None:
+            return batch
+        columns = list(batch.columns)
+        columns[1] = typed.decode(columns[1])[0]
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
 
     with (
         atomic_file(final, tmp=tmp) as f,
@@ -168,12 +213,16 @@ def _write_mirror(plog: Log, topic: str, partition: int, seg: tuple[int, int, in
 
 def sync_log_mirrors(plog: Log, topic: str, partition: int) -> MirrorReport:
     """Bring one partition's mirrors up to date: write a mirror for every closed segment
-    without one, delete mirrors of segments that are gone or rewritten and leftover
-    temporary files. Raises OSError (disk full...) and ``CorruptRecordError``; what was
+    without one (and a typed one when the topic has a schema, ``value_decoder``), delete
+    mirrors of segments that are gone or rewritten, typed mirrors of an older schema and
+    leftover temporary files. Raises OSError (disk full...) and ``CorruptRecordError``; what was
     done before the error stays done."""
     report = MirrorReport()
     directory = Path(plog.directory)
-    current = _closed_segments(plog)
+    typed = value_decoder(directory.parent, topic)
+    current: list[_Key] = [(*seg, None) for seg in _closed_segments(plog)]
+    if typed is not None:
+        current += [(*seg[:3], typed.reader_id) for seg in current]
     wanted = set(current)
     present = set()
     for name, key in list(_existing(directory)):
@@ -187,7 +236,8 @@ def sync_log_mirrors(plog: Log, topic: str, partition: int) -> MirrorReport:
     report.kept = len(present)
     for seg in current:
         if seg not in present:
-            report.built.append(_write_mirror(plog, topic, partition, seg))
+            decoder = None if seg[3] is None else typed
+            report.built.append(_write_mirror(plog, topic, partition, seg, decoder))
     return report
 
 

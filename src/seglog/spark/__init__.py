@@ -32,6 +32,13 @@ security options below). Streaming offsets are checkpointed as ``{"topic": {"par
 next offset}}``. ``read_topic(spark, path, topic, ...)``: a batch read that scans the
 topic's Parquet mirrors natively (``seglog.columnar``).
 
+Typed columns (``seglog.spark._typed``): ``valueFormat`` / ``keyFormat`` = ``avro`` | ``json``
+| ``protobuf`` make ``value`` / ``key`` a struct of the registered schema's fields
+(Confluent's wire format), with ``schema.registry.url`` (default: the broker's own registry,
+or the data directory's ``_schemas``), ``valueSchemaSubject`` / ``valueSchemaVersion``,
+``mode`` (PERMISSIVE, FAILFAST) and ``columnNameOfCorruptRecord``; the sink encodes a
+struct column with ``valueFormat=avro`` (``auto.register.schemas``, ``_typed_write``).
+
 Write options: ``topic`` (or a ``topic`` column); ``path`` (data directory) or
 ``kafka.bootstrap.servers``; ``partitions`` (count for a topic created by the sink, default
 1); ``compression`` (none, gzip, snappy, lz4, zstd; path mode). Columns: ``value`` (binary or

@@ -21,8 +21,9 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql.pandas.types import to_arrow_schema
 
-from seglog.columnar import arrow_schema, mirrors_of
+from seglog.columnar import RegistryRef, load_schema_store, mirrors_of
 from seglog.spark._options import (
     EARLIEST,
     ISOLATION_LEVELS,
@@ -33,6 +34,7 @@ from seglog.spark._options import (
 from seglog.spark._reader import OffsetRangePartition, read_range, resolve_offset
 from seglog.spark._schema import spark_schema
 from seglog.spark._tail import tail_snapshot
+from seglog.spark._typed import ColumnFormat, TypedRead, typed_spark_schema
 from seglog.storage import DataDir, IsolationLevel
 
 __all__ = ["plan_topic_read", "read_topic"]
@@ -88,10 +90,12 @@ def plan_topic_read(
     topic: str,
     starting_offsets: str | dict[str, dict[str, int]] = "earliest",
     ending_offsets: str | dict[str, dict[str, int]] = "latest",
+    value_schema_id: int | None = None,
     *,
     isolation_level: IsolationLevel = "read_uncommitted",
 ) -> list[Piece]:
-    """The pieces of ``read_topic``: per partition, ``[start, end)`` cut at mirror bounds.
+    """The pieces of ``read_topic``: per partition, ``[start, end)`` cut at mirror bounds
+    (binary mirrors, or typed ones of ``value_schema_id``).
 
     Offsets as Spark's Kafka source takes them ("earliest", "latest", or JSON / a dict
     ``{"topic": {"0": 42}}`` with -2/-1). Mirrors hold committed records only: under
@@ -117,7 +121,7 @@ def plan_topic_read(
             ]
 
             position = start
-            for mirror in mirrors_of(plog):
+            for mirror in mirrors_of(plog, value_schema_id):
                 if mirror.next_offset <= position or mirror.base_offset >= end:
                     continue
                 if not committed and plog.aborted_transactions(
@@ -148,6 +152,7 @@ def read_topic(
     include_headers: bool = False,
     local_tail_bytes: int = LOCAL_TAIL_BYTES,
     isolation_level: IsolationLevel = "read_uncommitted",
+    typed: bool | None = None,
 ) -> DataFrame:
     """One DataFrame of the topic's records between the offsets (batch), with the schema of
     Spark's Kafka source (``headers`` with ``include_headers``).
@@ -160,19 +165,33 @@ def read_topic(
     tasks. Offsets are resolved when this is
     called (like a batch read's planning). ``isolation_level`` is Kafka's (option
     ``kafka.isolation.level`` of ``format("seglog")``): ``read_committed`` stops at the
-    last stable offset and drops the records of aborted transactions. Raises
-    ``UnknownTopicError`` for an unknown topic, ValueError for bad offsets or level.
+    last stable offset and drops the records of aborted transactions.
+
+    Typed columns: when the topic has a schema (subject ``<topic>-value``, Avro or JSON
+    Schema, in the registry's ``_schemas`` log of the data directory) ``value`` is a struct
+    of its latest version, as ``valueFormat`` reads give it: typed mirrors are scanned
+    (``seglog.columnar`` writes them beside the binary ones), the rest decoded.
+    ``typed=False`` keeps ``value`` binary; ``typed=True`` raises ValueError when the
+    topic has no schema. Raises ``UnknownTopicError`` for an unknown topic, ValueError for
+    bad offsets or level.
     """
     if isolation_level not in ISOLATION_LEVELS:
         raise ValueError(f"isolation_level must be one of {', '.join(ISOLATION_LEVELS)}")
     committed = isolation_level == "read_committed"
-    schema = spark_schema(include_headers)
+    value = _value_plan(path, topic, typed)
+    schema = typed_spark_schema(spark_schema(include_headers), value)
     columns = schema.fieldNames()
     frames: list[DataFrame] = []
+    schema_id = None if value is None else value.columns[0].schema_id
     plan = [
         p
         for p in plan_topic_read(
-            path, topic, starting_offsets, ending_offsets, isolation_level=isolation_level
+            path,
+            topic,
+            starting_offsets,
+            ending_offsets,
+            schema_id,
+            isolation_level=isolation_level,
         )
         if p.start < p.end
     ]
@@ -182,7 +201,10 @@ def read_topic(
     cut = [p for p in mirrored if not p.whole]
     if rest and sum(p.log_bytes for p in rest) <= local_tail_bytes:
         ranges = [(p.partition, p.start, p.end, p.log_bytes) for p in rest]
-        snapshot = tail_snapshot(path, topic, ranges, read_committed=committed)
+        # a typed tail is decoded here, no snapshot (snapshots hold binary values)
+        snapshot = (
+            tail_snapshot(path, topic, ranges, read_committed=committed) if value is None else None
+        )
         if snapshot is not None:  # the tail joins the one Parquet scan
             whole.append(str(snapshot))
         else:  # a directory that takes no file: the tail as an Arrow table
@@ -191,13 +213,17 @@ def read_topic(
                 part = OffsetRangePartition(
                     str(path), topic, p.partition, p.start, p.end, include_headers, True, committed
                 )
-                batches.extend(read_range(part))
-            table = pa.Table.from_batches(batches, schema=arrow_schema(include_headers))
+                batches.extend(read_range(part, value))
+            table = (
+                pa.Table.from_batches(batches)
+                if batches
+                else pa.Table.from_batches([], schema=to_arrow_schema(schema, timezone="UTC"))
+            )
             frames.append(spark.createDataFrame(table, schema=schema))
     elif rest:
-        frames.extend(_log_reads(spark, path, topic, rest, include_headers, isolation_level))
+        frames.extend(_log_reads(spark, path, topic, rest, include_headers, isolation_level, value))
     # the mirrors' schema given, not inferred: planning reads no Parquet footer
-    parquet = spark.read.schema(spark_schema(include_headers=True))
+    parquet = spark.read.schema(typed_spark_schema(spark_schema(include_headers=True), value))
     if cut:  # first/last mirrors cut to the asked offsets (pushed down to Parquet)
         condition: Any = None
         for p in cut:
@@ -217,6 +243,23 @@ def read_topic(
     return result
 
 
+def _value_plan(path: str | os.PathLike[str], topic: str, typed: bool | None) -> TypedRead | None:
+    """The typed-read plan of ``read_topic``: the latest ``<topic>-value`` schema of the
+    data directory's ``_schemas`` (None: binary)."""
+    if typed is False:
+        return None
+    latest = load_schema_store(path).latest(f"{topic}-value")
+    if latest is None or latest.schema_type not in ("AVRO", "JSON"):
+        if typed:
+            raise ValueError(f"topic {topic!r} has no Avro or JSON schema ({topic}-value)")
+        return None
+    fmt = "avro" if latest.schema_type == "AVRO" else "json"
+    column = ColumnFormat(
+        "value", fmt, latest.subject, latest.version, latest.schema_id, latest.schema
+    )
+    return TypedRead((column,), RegistryRef(path=str(path)))
+
+
 def _log_reads(  # noqa: PLR0917 (internal)
     spark: SparkSession,
     path: str | os.PathLike[str],
@@ -224,6 +267,7 @@ def _log_reads(  # noqa: PLR0917 (internal)
     rest: list[Piece],
     headers: bool,
     isolation_level: str,
+    value: TypedRead | None,
 ) -> list[DataFrame]:
     """``format("seglog")`` reads of the unmirrored pieces: at most one range per partition
     per read, so one read per "round" of pieces."""
@@ -236,6 +280,14 @@ def _log_reads(  # noqa: PLR0917 (internal)
         else:
             rounds.append({p.partition: (p.start, p.end)})
     columns = spark_schema(headers).fieldNames()
+    typed = {}
+    if value is not None:
+        column = value.columns[0]
+        typed = {
+            "valueFormat": column.fmt,
+            "valueSchemaSubject": column.subject,
+            "valueSchemaVersion": str(column.version),
+        }
 
     def offsets(round_: dict[int, tuple[int, int]], which: int) -> str:
         return json.dumps({topic: {str(k): v[which] for k, v in sorted(round_.items())}})
@@ -248,6 +300,7 @@ def _log_reads(  # noqa: PLR0917 (internal)
         .option("endingOffsets", offsets(round_, 1))
         .option("includeHeaders", str(headers).lower())
         .option("kafka.isolation.level", isolation_level)
+        .options(**typed)
         .load()
         .select(*columns)
         for round_ in rounds

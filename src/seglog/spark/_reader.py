@@ -47,6 +47,7 @@ from seglog.spark._options import (
     TopicPartition,
     offsets_to_json,
 )
+from seglog.spark._typed import TypedRead, typed_batch, typed_batches
 from seglog.spark._wire import (
     WireRangePartition,
     read_wire_range,
@@ -340,22 +341,26 @@ class _RemoteSource:
         return found
 
 
-def read_any(part: InputPartition) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of an input partition made by ``range_of`` (runs on an executor)."""
+def read_any(part: InputPartition, typed: TypedRead | None = None) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of an input partition made by ``range_of`` (runs on an executor),
+    with ``typed`` columns decoded (``_typed``)."""
     if isinstance(part, WireRangePartition):
         if part.start < part.end:
-            yield from read_wire_range(part)
+            yield from typed_batches(read_wire_range(part), typed)
     elif isinstance(part, OffsetRangePartition):
-        yield from read_range(part)
+        yield from read_range(part, typed)
     # else: pyspark passes one plain InputPartition when partitions() returned none
 
 
-def read_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
+def read_range(
+    part: OffsetRangePartition, typed: TypedRead | None = None
+) -> Iterator[pa.RecordBatch]:
     """Yield the records of one offset range of a data directory as Arrow batches.
 
     The next chunk is read and decoded in a helper thread while Spark consumes the one
     just yielded: the worker's send of a batch (a blocking socket write, GIL released)
-    and the decoding of the next overlap, where one after the other left a core idle."""
+    and the decoding of the next overlap, where one after the other left a core idle.
+    ``typed`` columns are decoded there too, in the helper thread."""
     if part.start >= part.end:
         return
     tune_malloc(WORKER_MMAP_THRESHOLD, WORKER_TRIM_THRESHOLD)
@@ -363,30 +368,31 @@ def read_range(part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
     if part.remote is not None and offset < part.remote.local_start:
         # tiered history: straight from the object store (through the local cache)
         split = min(part.end, part.remote.local_start)
-        for batch, after in _read_source(_RemoteSource(part.remote), part, offset, split):
+        remote = _RemoteSource(part.remote)
+        for batch, after in _read_source(remote, part, offset, split, typed):
             yield batch
             offset = after
         if split >= part.end:
             return
     log = _open_logs.log(part.path, part.topic, part.partition)
-    for batch, _ in _read_source(log, part, offset, part.end):
+    for batch, _ in _read_source(log, part, offset, part.end, typed):
         yield batch
 
 
 def _read_source(
-    source: Any, part: OffsetRangePartition, start: int, end: int
+    source: Any, part: OffsetRangePartition, start: int, end: int, typed: TypedRead | None
 ) -> Iterator[tuple[pa.RecordBatch, int]]:
     """(batch, offset after it) of ``[start, end)`` read through ``source.read_slice``."""
     buffer = _buffers.take()
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="seglog-read") as pool:
-            ahead = pool.submit(_read_chunk, source, part, start, end, buffer)
+            ahead = pool.submit(_read_chunk, source, part, start, end, buffer, typed)
             while True:
                 batch, offset = ahead.result()
                 if batch is None:
                     return
                 if offset < end:
-                    ahead = pool.submit(_read_chunk, source, part, offset, end, buffer)
+                    ahead = pool.submit(_read_chunk, source, part, offset, end, buffer, typed)
                 yield batch, offset
                 if offset >= end:
                     return
@@ -425,8 +431,13 @@ class _Buffers:
 _buffers = _Buffers()
 
 
-def _read_chunk(
-    log: Any, part: OffsetRangePartition, offset: int, end: int, buffer: bytearray
+def _read_chunk(  # noqa: PLR0917 (internal: the read-ahead thread's call)
+    log: Any,
+    part: OffsetRangePartition,
+    offset: int,
+    end: int,
+    buffer: bytearray,
+    typed: TypedRead | None = None,
 ) -> tuple[pa.RecordBatch | None, int]:
     """The records of ~CHUNK_BYTES of whole batches from ``offset`` (None at the end) and
     the offset after them, read into ``buffer`` (grown when one batch is larger)."""
@@ -461,7 +472,7 @@ def _read_chunk(
                 partition=part.partition,
                 include_headers=part.include_headers,
             )
-            return batch, offset
+            return (batch if typed is None else typed_batch(batch, typed)), offset
         if offset >= end:  # only control batches (or compacted gaps) left
             return None, offset
 
@@ -498,10 +509,12 @@ def _split(
 
 
 class SeglogBatchReader(DataSourceReader):
-    """Batch read between ``startingOffsets`` and ``endingOffsets`` (resolved at planning)."""
+    """Batch read between ``startingOffsets`` and ``endingOffsets`` (resolved at planning);
+    ``typed``: key/value decoded into structs (``valueFormat``, ``seglog.spark._typed``)."""
 
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, typed: TypedRead | None = None) -> None:
         self.options = options
+        self.typed = typed
 
     def partitions(self) -> Sequence[InputPartition]:
         """One ``OffsetRangePartition`` per partition with records (more with minPartitions)."""
@@ -518,7 +531,7 @@ class SeglogBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow batches of the partition's offset range (runs on an executor)."""
-        return read_any(partition)
+        return read_any(partition, self.typed)
 
 
 def resolve_offset(
@@ -555,8 +568,9 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     clock: Callable[[], float] = staticmethod(time.monotonic)
     """Seconds, for ``maxTriggerDelay`` (a class attribute so a test can substitute it)."""
 
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, typed: TypedRead | None = None) -> None:
         self.options = options
+        self.typed = typed
         self._target: dict[TopicPartition, int] | None = None
         self._last_trigger: float | None = None
 
@@ -647,7 +661,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow batches of the partition's offset range (runs on an executor)."""
-        return read_any(partition)
+        return read_any(partition, self.typed)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: the checkpoint holds the offsets (the data dir is read-only)."""

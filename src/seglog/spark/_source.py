@@ -19,6 +19,8 @@ from pyspark.sql.types import StructType
 from seglog.spark._options import ReadOptions, WriteOptions, parse_bool
 from seglog.spark._reader import SeglogBatchReader, SeglogStreamReader
 from seglog.spark._schema import spark_schema
+from seglog.spark._typed import TypedRead, typed_read, typed_spark_schema
+from seglog.spark._typed_write import typed_write
 from seglog.spark._writer import SeglogArrowWriter, SeglogStreamArrowWriter
 
 __all__ = ["SeglogDataSource"]
@@ -38,23 +40,35 @@ class SeglogDataSource(DataSource):
         return "seglog"
 
     def schema(self) -> StructType:
-        """Kafka's row schema; ``headers`` only with ``includeHeaders=true``."""
+        """Kafka's row schema; ``headers`` only with ``includeHeaders=true``; ``key`` /
+        ``value`` structs of their registered schemas with ``keyFormat`` / ``valueFormat``."""
         include = parse_bool(self.options.get("includeHeaders"), "includeHeaders", False)
-        return spark_schema(include)
+        return typed_spark_schema(spark_schema(include), self._typed(streaming=False))
+
+    def _typed(self, *, streaming: bool) -> TypedRead | None:
+        """The typed-read plan (registry lookups on the driver), once per instance."""
+        if not hasattr(self, "_typed_plan"):
+            parsed = ReadOptions.parse(self.options, streaming=streaming)
+            self._typed_plan = typed_read(self.options, parsed)
+        return self._typed_plan
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """Batch reader of a data directory between startingOffsets and endingOffsets."""
-        return SeglogBatchReader(ReadOptions.parse(self.options, streaming=False))
+        options = ReadOptions.parse(self.options, streaming=False)
+        return SeglogBatchReader(options, self._typed(streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
         """Micro-batch reader with maxOffsetsPerTrigger and availableNow support."""
-        return SeglogStreamReader(ReadOptions.parse(self.options, streaming=True))
+        options = ReadOptions.parse(self.options, streaming=True)
+        return SeglogStreamReader(options, self._typed(streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """Append writer; ValueError for mode("overwrite") (topics are append-only)."""
         if overwrite:
             raise ValueError("seglog topics are append-only: use mode('append')")
-        return SeglogArrowWriter(WriteOptions.parse(self.options), dict(self.options))
+        options = WriteOptions.parse(self.options)
+        typed = typed_write(self.options, options, schema)
+        return SeglogArrowWriter(options, dict(self.options), typed)
 
     def streamWriter(  # noqa: N802  (pyspark API names)
         self, schema: StructType, overwrite: bool
@@ -62,4 +76,6 @@ class SeglogDataSource(DataSource):
         """Streaming writer: exactly-once in path mode, at-least-once through a broker."""
         if overwrite:
             raise ValueError("seglog topics are append-only: use outputMode('append')")
-        return SeglogStreamArrowWriter(WriteOptions.parse(self.options), dict(self.options))
+        options = WriteOptions.parse(self.options)
+        typed = typed_write(self.options, options, schema)
+        return SeglogStreamArrowWriter(options, dict(self.options), typed)

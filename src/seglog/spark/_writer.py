@@ -4,6 +4,8 @@ Path mode (``path`` = data directory) stages record batches from the tasks and l
 driver-side ``commit`` append them (``_stage``): exactly-once for streaming queries, even
 when Spark replays a micro-batch after a crash. Broker mode (``kafka.bootstrap.servers``)
 produces from the tasks (``_produce``): at-least-once, like Spark's Kafka sink.
+With ``valueFormat=avro`` a struct ``value`` (``keyFormat``: ``key``) is first encoded as
+Confluent-framed Avro (``_typed_write``).
 A missing topic is created in path mode with ``partitions`` partitions (default 1).
 """
 
@@ -30,6 +32,7 @@ from seglog.spark._stage import (
     sink_dir,
     stage,
 )
+from seglog.spark._typed_write import TypedWrite, encode_typed
 from seglog.storage import DataDir
 
 __all__ = ["SeglogArrowWriter", "SeglogStreamArrowWriter"]
@@ -38,8 +41,15 @@ __all__ = ["SeglogArrowWriter", "SeglogStreamArrowWriter"]
 class _Writing:
     """What both writers share: options, the sink directory and topic partition counts."""
 
-    def __init__(self, options: WriteOptions, raw: dict[str, str], streaming: bool) -> None:
+    def __init__(
+        self,
+        options: WriteOptions,
+        raw: dict[str, str],
+        streaming: bool,
+        typed: TypedWrite | None = None,
+    ) -> None:
         self.options = options
+        self.typed = typed
         self.directory = (
             sink_dir(options.path, raw, options.topic, streaming) if options.path else ""
         )
@@ -59,6 +69,7 @@ class _Writing:
 
     def _write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         opts = self.options
+        iterator = encode_typed(iterator, self.typed)
         if opts.path is None:
             produce(iterator, opts.kafka, opts.topic)
             return WriterCommitMessage()
@@ -81,8 +92,10 @@ def _ensure_topic(path: str, topic: str, partitions: int) -> int:
 class SeglogArrowWriter(_Writing, DataSourceArrowWriter):
     """``df.write.format("seglog")``: append a DataFrame's rows to a topic."""
 
-    def __init__(self, options: WriteOptions, raw: dict[str, str]) -> None:
-        _Writing.__init__(self, options, raw, streaming=False)
+    def __init__(
+        self, options: WriteOptions, raw: dict[str, str], typed: TypedWrite | None = None
+    ) -> None:
+        _Writing.__init__(self, options, raw, streaming=False, typed=typed)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         """Stage (path mode) or produce (broker mode) one task's rows."""
@@ -102,8 +115,10 @@ class SeglogArrowWriter(_Writing, DataSourceArrowWriter):
 class SeglogStreamArrowWriter(_Writing, DataSourceStreamArrowWriter):
     """``writeStream.format("seglog")``: exactly-once in path mode (see ``_stage``)."""
 
-    def __init__(self, options: WriteOptions, raw: dict[str, str]) -> None:
-        _Writing.__init__(self, options, raw, streaming=True)
+    def __init__(
+        self, options: WriteOptions, raw: dict[str, str], typed: TypedWrite | None = None
+    ) -> None:
+        _Writing.__init__(self, options, raw, streaming=True, typed=typed)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         """Stage (path mode) or produce (broker mode) one task's rows of a micro-batch."""

@@ -73,7 +73,7 @@ if TYPE_CHECKING:
         Message,
         new_batch_builder,
     )
-    from seglog.storage.record.varint import I64
+    from seglog.storage.record.varint import I64, decode_varints
     from seglog.storage.remote.cache import RemoteCorruptionError
     from seglog.storage.remote.manifest import Manifest, RemoteSegment
     from seglog.storage.remote.store import RemoteStorage, RemoteStorageError
@@ -166,6 +166,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "encode_control_batch": ("seglog.storage.record.control", "encode_control_batch"),
     "is_control_batch": ("seglog.storage.record.control", "is_control_batch"),
     "is_transactional_batch": ("seglog.storage.record.control", "is_transactional_batch"),
+    "decode_varints": ("seglog.storage.record.varint", "decode_varints"),
     "delete_offsets": ("seglog.storage.retention.delete", "delete_offsets"),
     "encode_record_columns": ("seglog.storage.record.encode", "encode_record_columns"),
     "encode_record_columns_into": ("seglog.storage.record.encode", "encode_record_columns_into"),
@@ -229,6 +230,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
     "encode_control_batch",
     "is_control_batch",
     "is_transactional_batch",
+    "decode_varints",
     # data directories
     "DataDir",
     "MAX_PARTITIONS",

@@ -45,6 +45,7 @@ from seglog.broker.config.settings import (
     STATIC_BROKER_CONFIG,
     TOPIC_CONFIGS,
     broker_entries,
+    schema_registry_entries,
     validate_remote_storage,
     validate_topic_configs,
 )
@@ -139,7 +140,12 @@ def _broker_entries(
 ) -> list[Any]:
     _check_broker(ctx, name)
     out = []
-    for entry in [*broker_entries(ctx.config), *listener_entries(ctx.config, ctx.listeners)]:
+    entries = [
+        *broker_entries(ctx.config),
+        *listener_entries(ctx.config, ctx.listeners),
+        *schema_registry_entries(ctx.schema_registry_url),
+    ]
+    for entry in entries:
         if keys is not None and entry.name not in keys:
             continue
         out.append(

@@ -34,6 +34,7 @@ __all__ = [
     "DYNAMIC_TOPIC_CONFIG",
     "PROCESS_ROLES",
     "REMOTE_STORAGE_ENABLE",
+    "SCHEMA_REGISTRY_CONFIG",
     "STATIC_BROKER_CONFIG",
     "TOPIC_CONFIGS",
     "BrokerEntry",
@@ -42,6 +43,7 @@ __all__ = [
     "broker_entries",
     "consumed_groups",
     "parse_ip_overrides",
+    "schema_registry_entries",
     "setting_default",
     "validate_broker_config",
     "validate_remote_storage",
@@ -741,6 +743,20 @@ def broker_entries(config: Any) -> list[BrokerEntry]:
             doc = "Kafka's older name of node.id (the same value)."
             out.append(BrokerEntry("broker.id", INT, text, source, doc, False))
     return out
+
+
+SCHEMA_REGISTRY_CONFIG = "schema.registry.listen"
+"""The BROKER resource's entry naming where the schema registry listens: how clients
+(the Spark source, ``seglog consume --value-format avro``) find the broker's own registry."""
+
+
+def schema_registry_entries(url: str | None) -> list[BrokerEntry]:
+    """``schema.registry.listen`` = ``http(s)://host:port`` of the running registry
+    (seglog serve --schema-registry-listen; the bound port), none when it is not served."""
+    if url is None:
+        return []
+    doc = "Where the schema registry's REST API listens (seglog serve --schema-registry-listen)."
+    return [BrokerEntry(SCHEMA_REGISTRY_CONFIG, STRING, url, STATIC_BROKER_CONFIG, doc, False)]
 
 
 def validate_topic_configs(configs: Mapping[str, str | None]) -> None:

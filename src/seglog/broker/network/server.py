@@ -357,6 +357,7 @@ class Broker:
             raise
         self._registry_server = server
         self.schema_registry_bound = server.bound
+        self._ctx.schema_registry_url = server.url
 
     def _snapshot_producers(self, *, reschedule: bool = True) -> None:
         """Write the idempotent-producer snapshot (every minute and at shutdown), so a

@@ -53,6 +53,8 @@ class RegistryServer:
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
         self.bound: tuple[str, int] | None = None
+        self.url: str | None = None
+        """``http(s)://host:port`` once started (DescribeConfigs' ``schema.registry.listen``)."""
 
     async def start(self) -> None:
         """Bind and start serving. Raises OSError (address in use)."""
@@ -95,6 +97,7 @@ class RegistryServer:
         self._server = server
         self._socket = sock
         self.bound = (self._host, int(sock.getsockname()[1]))
+        self.url = f"{'https' if self._tls else 'http'}://{self._host}:{self.bound[1]}"
         self._task = asyncio.get_running_loop().create_task(server.main_loop())
         scheme = "https" if self._tls else "http"
         log.info("schema registry on %s://%s:%d", scheme, *self.bound)
