@@ -290,22 +290,29 @@ def range_of(options: ReadOptions, tp: TopicPartition, start: int, end: int) -> 
             options.include_headers,
             options.check_crcs,
             options.isolation_level == "read_committed",
-            _remote_ref(options.path, tp, start),
+            _remote_ref(
+                options.path, tp, start, read_committed=options.isolation_level == "read_committed"
+            ),
         )
     return WireRangePartition(
         tp[0], tp[1], start, end, options.include_headers, options.kafka, options.check_crcs
     )
 
 
-def _remote_ref(path: str, tp: TopicPartition, start: int) -> RemoteRef | None:
-    """The store of a tiered partition whose range starts below its local log start."""
+def _remote_ref(
+    path: str, tp: TopicPartition, start: int, *, read_committed: bool = False
+) -> RemoteRef | None:
+    """The store of a tiered partition whose range starts below its local log start;
+    ``read_committed``: with the aborted transactions spanning the local log start."""
     log = _open_logs.log(path, tp[0], tp[1])
     tier = log.remote_tier
     local_start = log.local_log_start_offset
     if tier is None or start >= local_start:
         return None
-    remote = set(tier.aborted_transactions(start, local_start, local_start))
-    local_only = tuple(a for a in log.aborted_transactions(start, local_start) if a not in remote)
+    local_only: tuple[tuple[int, int], ...] = ()
+    if read_committed:  # markers at or after the local start are local: no remote read
+        spanning = log.aborted_transactions(local_start, local_start + 1)
+        local_only = tuple(a for a in spanning if a[1] < local_start)
     return RemoteRef(
         tier.settings.url, tier.settings.endpoint_url, tier.partition, local_start, local_only
     )
