@@ -93,6 +93,12 @@ def test_read_committed_consume_over_tiered_history(tmp_path: pathlib.Path) -> N
         assert cols.offsets.tolist() == visible
         cols = log.consume_columns(10, 5, isolation_level="read_committed")
         assert cols.offsets.tolist() == [11, 12, 13, 17, 18]
+        sub = log.subscribe("c", start=OFFSET_OLDEST, isolation_level="read_committed")
+        got: list[int] = []
+        while batch := sub.fetch_now(25):
+            got += [d.message.offset for d in batch]
+            sub.ack([d.message.offset for d in batch])
+        assert got == visible
         # read_uncommitted still sees the aborted records
         _, msgs = log.consume(OFFSET_OLDEST, 1000)
         assert [m.offset for m in msgs][:3] == [0, 1, 2]
