@@ -6,6 +6,7 @@ segments exist only in the tier. Against a ``file://`` tier."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import crc32c
@@ -185,3 +186,25 @@ def test_corrupt_remote_txnindex_is_not_served(tmp_path: pathlib.Path) -> None:
             log.aborted_transactions(0, 1000)
         with pytest.raises(RemoteCorruptionError):
             log.consume(OFFSET_OLDEST, 1000, isolation_level="read_committed")
+
+
+def test_reopen_after_a_crash_past_local_deletion(tmp_path: pathlib.Path) -> None:
+    """No clean close after the oldest segments were tiered: the snapshot of the last roll
+    and a replay of the local segments give the same transaction state."""
+    remote = _remote(tmp_path)
+    path = tmp_path / "t-0"
+    log = _open(path, remote)
+    visible, aborted = write_transactions(log)
+    first5 = log.append(txn_batch(5, 2, tag=b"abort")).base_offset
+    log.append(make_batch(2, tag=b"plain"))
+    _tier(log)
+    log.sync()
+    log._state.group_commit.close()  # type: ignore[union-attr]  (simulated crash: no close)
+    os.close(log._state.lock_fd)  # type: ignore[arg-type]
+    with _open(path, remote) as log2:
+        assert log2.local_log_start_offset >= 3 * PER_SEGMENT
+        assert log2.ongoing_transactions() == {5: first5}
+        assert log2.last_stable_offset == first5
+        assert log2.aborted_transactions(0, 1000) == aborted
+        nxt, msgs = log2.consume(OFFSET_OLDEST, 1000, isolation_level="read_committed")
+        assert (nxt, [m.offset for m in msgs]) == (first5, visible)
