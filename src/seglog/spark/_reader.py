@@ -102,6 +102,10 @@ class RemoteRef:
     """The partition's key prefix in the store."""
     local_start: int
     """The local log start offset at planning: offsets below it are read remotely."""
+    local_aborted: tuple[tuple[int, int], ...] = ()
+    """(producer id, first offset) of the aborted transactions starting below
+    ``local_start`` whose ABORT marker is in a local segment only (its ``.txnindex`` is
+    not in the store), from the driver's log at planning."""
 
 
 class _OpenLogs:
@@ -286,7 +290,9 @@ def range_of(options: ReadOptions, tp: TopicPartition, start: int, end: int) -> 
             options.include_headers,
             options.check_crcs,
             options.isolation_level == "read_committed",
-            _remote_ref(options.path, tp, start),
+            _remote_ref(
+                options.path, tp, start, read_committed=options.isolation_level == "read_committed"
+            ),
         )
     return WireRangePartition(
         tp[0], tp[1], start, end, options.include_headers, options.kafka, options.check_crcs,
@@ -294,14 +300,23 @@ def range_of(options: ReadOptions, tp: TopicPartition, start: int, end: int) -> 
     )  # fmt: skip
 
 
-def _remote_ref(path: str, tp: TopicPartition, start: int) -> RemoteRef | None:
-    """The store of a tiered partition whose range starts below its local log start."""
+def _remote_ref(
+    path: str, tp: TopicPartition, start: int, *, read_committed: bool = False
+) -> RemoteRef | None:
+    """The store of a tiered partition whose range starts below its local log start;
+    ``read_committed``: with the aborted transactions spanning the local log start."""
     log = _open_logs.log(path, tp[0], tp[1])
     tier = log.remote_tier
     local_start = log.local_log_start_offset
     if tier is None or start >= local_start:
         return None
-    return RemoteRef(tier.settings.url, tier.settings.endpoint_url, tier.partition, local_start)
+    local_only: tuple[tuple[int, int], ...] = ()
+    if read_committed:  # markers at or after the local start are local: no remote read
+        spanning = log.aborted_transactions(local_start, local_start + 1)
+        local_only = tuple(a for a in spanning if a[1] < local_start)
+    return RemoteRef(
+        tier.settings.url, tier.settings.endpoint_url, tier.partition, local_start, local_only
+    )
 
 
 class _RemoteSource:
@@ -319,9 +334,12 @@ class _RemoteSource:
 
     def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions of the remote
-        segments overlapping ``[start, end)`` (``Log.aborted_transactions`` below the local
-        log start)."""
-        return self._tier.aborted_transactions(start, end)
+        segments overlapping ``[start, end)`` and those whose marker is local
+        (``RemoteRef.local_aborted``), by first offset: ``Log.aborted_transactions``
+        below the local log start."""
+        found = set(self._tier.aborted_transactions(start, end))
+        found.update(a for a in self.ref.local_aborted if a[1] < end)
+        return sorted(found, key=_first_offset)
 
     def read_slice(self, offset: int, max_bytes: int, *, upper: int) -> Any:
         found = self._tier.read_slice(offset, max_bytes, upper)
@@ -673,3 +691,7 @@ def _rate_limit(
         shares[tp] += extra
         spare -= extra
     return {tp: lags[tp][0] + share for tp, share in shares.items()}
+
+
+def _first_offset(aborted: tuple[int, int]) -> int:
+    return aborted[1]

@@ -199,7 +199,9 @@ class LogAPI(Protocol):
         """``[(producer id, first offset)]`` of the aborted transactions whose offsets
         overlap ``[start, end)`` (first offset < ``end``, ABORT marker >= ``start``),
         ordered by first offset: Fetch's ``aborted_transactions`` for a read_committed
-        fetch of ``[start, end)``, from the segments' ``.txnindex``."""
+        fetch of ``[start, end)``, from the segments' ``.txnindex`` (below the local log
+        start, those of the remote tier's segments: a remote read on first use, then
+        kept in memory; RemoteCorruptionError, RemoteStorageError)."""
         ...
 
     def append(

@@ -357,11 +357,16 @@ def offset_for_time(st: LogState, timestamp_ms: int) -> tuple[int, int] | None:
 
 def aborted_entries(st: LogState, start: int, end: int) -> list[AbortedTxn]:
     """The ``.txnindex`` entries of the segments from the one holding ``start`` on whose
-    marker is >= ``start`` and first offset < ``end``, by first offset."""
+    marker is >= ``start`` and first offset < ``end``, by first offset; below the first
+    local segment, those of the remote tier's segments (``RemoteTier.aborted_entries``:
+    RemoteCorruptionError, RemoteStorageError)."""
     st.check_open()
     segs = st.segments
+    found: list[AbortedTxn] = []
+    if st.remote is not None and segs and start < segs[0].base_offset:
+        found = st.remote.aborted_entries(start, end, segs[0].base_offset)
     i = max(0, bisect.bisect_right(segs, start, key=_base_offset) - 1)
-    found = [
+    found += [
         e
         for seg in segs[i:]
         for e in seg.txn_index.entries

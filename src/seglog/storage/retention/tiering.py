@@ -4,7 +4,9 @@ tiers, then the local retention of uploaded segments.
 
 Rules:
 
-- **Upload** after a roll: every closed (fsynced) segment past the tier's end:
+- **Upload** after a roll: every closed (fsynced) segment past the tier's end and below
+  the last stable offset (Kafka's: an ongoing transaction's segments stay local, so
+  the transaction state never needs a tiered segment):
   ``.log``, ``.index``, ``.timeindex`` and, when present, ``.txnindex`` (Kafka's
   aborted-transaction index) and ``.snapshot`` (producer snapshot), objects put
   concurrently; copy, then commit the manifest (``seglog.storage.remote.manifest``), one
@@ -89,10 +91,13 @@ def tier_sync(
             try:
                 if not tier.orphans_checked:
                     tier.delete_orphans()
+                lso = log.last_stable_offset  # Kafka copies segments below the LSO only
                 pending = [
                     (s.base_offset, s.next_offset, s.size, s.max_timestamp)
                     for s in closed
-                    if s.base_offset >= tier.manifest.end_offset and s.size > 0
+                    if s.base_offset >= tier.manifest.end_offset
+                    and s.size > 0
+                    and s.next_offset <= lso
                 ]
                 for i in range(0, len(pending), BATCH_SEGMENTS):
                     done = tier.upload_many(pending[i : i + BATCH_SEGMENTS])
