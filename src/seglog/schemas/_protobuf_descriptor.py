@@ -96,6 +96,24 @@ def _message_proto(out: Any, message: ast.Message, scope: str, model: ProtoModel
             field = out.field.add(name=element.name, number=element.number, label=_REPEATED)
             field.type = _MESSAGE
             field.type_name = f".{full}.{entry.name}"
+    _synthetic_oneofs_last(out)
+
+
+def _synthetic_oneofs_last(out: Any) -> None:
+    """proto3 ``optional`` fields' synthetic oneofs after every real oneof, as protoc lays
+    them out (the protobuf runtime refuses a descriptor otherwise)."""
+    synthetic = {f.oneof_index for f in out.field if f.proto3_optional}
+    if not synthetic:
+        return
+    names = [d.name for d in out.oneof_decl]
+    order = [i for i in range(len(names)) if i not in synthetic] + sorted(synthetic)
+    where = {old: new for new, old in enumerate(order)}
+    del out.oneof_decl[:]
+    for old in order:
+        out.oneof_decl.add(name=names[old])
+    for f in out.field:
+        if f.HasField("oneof_index"):
+            f.oneof_index = where[f.oneof_index]
 
 
 def _field_proto(

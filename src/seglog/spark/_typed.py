@@ -1,7 +1,9 @@
 """Typed reads: ``valueFormat`` / ``keyFormat`` turn the binary column into a struct column.
 
 Options (read): ``valueFormat`` / ``keyFormat`` = ``avro`` | ``json`` (JSON Schema) |
-``protobuf`` (flat messages of scalar fields: the .proto's first message) |
+``protobuf`` (nested messages as structs, repeated fields as arrays, maps, enums as
+strings, ``google.protobuf.Timestamp`` as timestamps; ``valueSchemaMessage`` /
+``keySchemaMessage`` name the message, default the file's first) |
 ``binary`` (default, Spark's Kafka schema); ``schema.registry.url`` (default: the broker's
 own registry in wire mode, the data directory's ``_schemas`` topic in path mode);
 ``valueSchemaSubject`` / ``keySchemaSubject`` (default ``<topic>-value`` / ``<topic>-key``,
@@ -19,6 +21,7 @@ id each value carries, once per id per process (``seglog.columnar.TypedDecoder``
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Iterator, Mapping
@@ -26,18 +29,18 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+from google.protobuf import descriptor_pb2
 from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from seglog.columnar import (
-    PROTO_SCALARS,
     MalformedValueError,
     RegistryRef,
     TypedDecoder,
     discover_registry,
 )
 from seglog.errors import SeglogError
-from seglog.schemas import PROTOBUF, parse
+from seglog.schemas import PROTOBUF, parse, serialized_protobuf
 from seglog.spark._options import ReadOptions, _get
 
 __all__ = [
@@ -153,7 +156,8 @@ def typed_read(options: Mapping[str, str], parsed: ReadOptions) -> TypedRead | N
                 f"subject {subject!r} holds a {found.schema_type} schema, not {fmt} "
                 f"(option {column}Format)"
             )
-        schema = proto_layout(found.schema) if fmt == "protobuf" else found.schema
+        message = _get(options, f"{column}SchemaMessage")
+        schema = proto_layout(found.schema, message) if fmt == "protobuf" else found.schema
         columns.append(ColumnFormat(column, fmt, subject, found.version, found.schema_id, schema))
     corrupt = _get(options, "columnNameOfCorruptRecord") or None
     if corrupt and mode == "FAILFAST":
@@ -161,23 +165,29 @@ def typed_read(options: Mapping[str, str], parsed: ReadOptions) -> TypedRead | N
     return TypedRead(tuple(columns), registry, mode == "FAILFAST", corrupt)
 
 
-def proto_layout(text: str) -> str:
-    """The layout ``seglog.columnar`` decodes Protobuf with: the .proto's first message
-    (the one Confluent's message index ``[0]`` names), scalar fields only. ValueError for
-    repeated, map or message/enum-typed fields (not read as columns yet)."""
+def proto_layout(text: str, message: str | None = None) -> str:
+    """The layout ``seglog.columnar`` decodes Protobuf with: the schema (.proto text or
+    Confluent's serialized descriptor) compiled to a FileDescriptorProto, and the message
+    read as the column: ``message`` (full name, or a name relative to the file's package),
+    else the file's first message (Confluent's message index ``[0]``). ValueError when the
+    file has no such message."""
     model = parse(PROTOBUF, text, []).model
-    if not model.messages:
+    serialized = serialized_protobuf(text)
+    fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(serialized))
+    if not fdp.message_type:
         raise ValueError("the Protobuf schema defines no message")
-    name, fields = next(iter(model.messages.items()))
-    layout = []
-    for number, field in fields.items():
-        if field.kind != "scalar" or field.label == "repeated" or field.type not in PROTO_SCALARS:
+    first = fdp.message_type[0].name
+    full = f"{fdp.package}.{first}" if fdp.package else first
+    if message:
+        candidates = [message, f"{model.package}.{message}" if model.package else message]
+        found = [c for c in candidates if c in model.messages]
+        if not found:
             raise ValueError(
-                f"Protobuf message {name}: field {field.name} ({field.label} {field.type}) is "
-                "not a scalar; only flat messages of scalar fields are read as columns"
+                f"the Protobuf schema has no message {message!r} "
+                f"(it has {', '.join(model.messages)})"
             )
-        layout.append([number, field.name, field.type])
-    return json.dumps({"syntax": model.syntax, "fields": layout})
+        full = found[0]
+    return json.dumps({"file": serialized, "message": full})
 
 
 def typed_spark_schema(base: StructType, typed: TypedRead | None) -> StructType:

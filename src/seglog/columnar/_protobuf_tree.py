@@ -1,0 +1,241 @@
+"""Protobuf messages of any shape in Confluent's wire format, decoded by the protobuf runtime.
+
+``layout``: JSON ``{"file": base64 of a serialized FileDescriptorProto, "message": full
+name}`` — the registered schema compiled to a descriptor (``seglog.schemas``'
+``serialized_protobuf``) and the message read as the column. Imports of Google's
+well-known types (``google/protobuf/*.proto``) are taken from the protobuf library; other
+imports are refused (ValueError).
+
+After the magic byte and the 4-byte schema id, Confluent's framing has the message
+indexes (a zigzag varint count then that many zigzag varints, a single 0 meaning ``[0]``):
+the path to the writer's message in the file (``[i]`` the file's i-th message, ``[i, j]``
+its j-th nested message ...), looked up in the reader's file. A value whose indexes name
+another message than the column's is malformed. The message bytes are parsed by
+``google.protobuf`` (upb) and turned into the column's values:
+
+| Protobuf | Arrow (Spark) |
+|---|---|
+| scalars | as ``PROTO_SCALARS`` (uint32 -> bigint, uint64 -> decimal(20,0), spark-protobuf's map) |
+| enum | string: the constant's name (the number as text when the reader does not know it) |
+| message | struct of its fields (null when absent); recursive messages are refused |
+| ``repeated T`` | list<T> (Spark array) |
+| ``map<K, V>`` | map<K, V> (entries in key order: the runtime keeps no order) |
+| ``google.protobuf.Timestamp`` | timestamp[us, UTC] (nanoseconds truncated to micros) |
+| ``google.protobuf.*Value`` wrappers | the wrapped scalar, null when absent |
+
+Fields without presence (proto3 plain fields) read as their type's default when absent,
+as the protobuf runtime returns them; fields with presence (proto2 optional, proto3
+``optional``, oneof members) read as null when absent.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+from google.protobuf import (
+    any_pb2,  # noqa: F401 (registers the well-known files in the default pool)
+    descriptor_pb2,
+    descriptor_pool,
+    duration_pb2,  # noqa: F401
+    empty_pb2,  # noqa: F401
+    field_mask_pb2,  # noqa: F401
+    message_factory,
+    struct_pb2,  # noqa: F401
+    timestamp_pb2,  # noqa: F401
+    wrappers_pb2,  # noqa: F401
+)
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import DecodeError
+
+from seglog.columnar._protobuf_flat import PROTO_SCALARS
+
+__all__ = ["ProtoTree", "is_tree_layout"]
+
+_TIMESTAMP = "google.protobuf.Timestamp"
+_WRAPPERS = {
+    f"google.protobuf.{name}Value": kind
+    for name, kind in (("Double", "double"), ("Float", "float"), ("Int64", "int64"),
+                       ("UInt64", "uint64"), ("Int32", "int32"), ("UInt32", "uint32"),
+                       ("Bool", "bool"), ("String", "string"), ("Bytes", "bytes"))
+}  # fmt: skip
+_TYPE_NAMES = {
+    FieldDescriptor.TYPE_DOUBLE: "double", FieldDescriptor.TYPE_FLOAT: "float",
+    FieldDescriptor.TYPE_INT64: "int64", FieldDescriptor.TYPE_UINT64: "uint64",
+    FieldDescriptor.TYPE_INT32: "int32", FieldDescriptor.TYPE_FIXED64: "fixed64",
+    FieldDescriptor.TYPE_FIXED32: "fixed32", FieldDescriptor.TYPE_BOOL: "bool",
+    FieldDescriptor.TYPE_STRING: "string", FieldDescriptor.TYPE_BYTES: "bytes",
+    FieldDescriptor.TYPE_UINT32: "uint32", FieldDescriptor.TYPE_SFIXED32: "sfixed32",
+    FieldDescriptor.TYPE_SFIXED64: "sfixed64", FieldDescriptor.TYPE_SINT32: "sint32",
+    FieldDescriptor.TYPE_SINT64: "sint64",
+}  # fmt: skip
+_TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+Convert = Callable[[Any], Any]
+
+
+def is_tree_layout(layout: str) -> bool:
+    """Whether a Protobuf layout is this module's (a descriptor) rather than a flat one."""
+    return "file" in json.loads(layout)
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = data[pos]  # IndexError past the end: malformed
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def _zigzag(n: int) -> int:
+    return (n >> 1) ^ -(n & 1)
+
+
+def message_indexes(value: bytes, pos: int) -> tuple[tuple[int, ...], int]:
+    """(Confluent's message indexes at ``pos``, the position after them)."""
+    count, pos = _varint(value, pos)
+    if not count:
+        return (0,), pos
+    indexes = []
+    for _ in range(_zigzag(count)):
+        index, pos = _varint(value, pos)
+        indexes.append(_zigzag(index))
+    return tuple(indexes), pos
+
+
+class ProtoTree:
+    """The column type of a layout's message and the decoding of framed values into it.
+
+    Raises ValueError for a layout whose message is recursive, imports a file that is
+    not a well-known type, or is not in the file."""
+
+    def __init__(self, layout: str) -> None:
+        parsed = json.loads(layout)
+        fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(parsed["file"]))
+        pool = descriptor_pool.DescriptorPool()
+        default = descriptor_pool.Default()
+        for dependency in fdp.dependency:
+            if not dependency.startswith("google/protobuf/"):
+                raise ValueError(f"import {dependency!r}: only well-known types are read")
+            known = descriptor_pb2.FileDescriptorProto()
+            default.FindFileByName(dependency).CopyToProto(known)
+            pool.Add(known)
+        pool.Add(fdp)
+        self._top = [f"{fdp.package}.{m.name}" if fdp.package else m.name for m in fdp.message_type]
+        self._pool = pool
+        self.message: Descriptor = pool.FindMessageTypeByName(parsed["message"])
+        self._class = message_factory.GetMessageClass(self.message)
+        self.arrow_type, self._convert = _message(self.message, ())
+        self._paths: dict[tuple[int, ...], bool] = {}
+
+    def _names_reader(self, indexes: tuple[int, ...]) -> bool:
+        """Whether message indexes name the column's message in the reader's file."""
+        found = self._paths.get(indexes)
+        if found is None:
+            found = False
+            if indexes and 0 <= indexes[0] < len(self._top):
+                node: Descriptor = self._pool.FindMessageTypeByName(self._top[indexes[0]])
+                inside = True
+                for index in indexes[1:]:
+                    inside = 0 <= index < len(node.nested_types)
+                    if not inside:
+                        break
+                    node = node.nested_types[index]
+                found = inside and node.full_name == self.message.full_name
+            self._paths[indexes] = found
+        return found
+
+    def decode(self, value: bytes, start: int) -> dict[str, Any]:
+        """The column value of the message framed in ``value`` from ``start`` (after the
+        schema id). ValueError / IndexError on malformed bytes (the runtime's DecodeError
+        as ValueError) or indexes naming another message."""
+        indexes, pos = message_indexes(value, start)
+        if not self._names_reader(indexes):
+            raise ValueError(
+                f"message indexes {list(indexes)} do not name {self.message.full_name}"
+            )
+        try:
+            message = self._class.FromString(memoryview(value)[pos:].tobytes())
+        except DecodeError as exc:
+            raise ValueError(f"not a {self.message.full_name}: {exc}") from None
+        result: dict[str, Any] = self._convert(message)
+        return result
+
+
+def _message(message: Descriptor, seen: tuple[str, ...]) -> tuple[pa.DataType, Convert]:
+    """(struct type, message -> dict) of a message's fields."""
+    if message.full_name in seen:
+        raise ValueError(f"message {message.full_name} is recursive: not read as a column")
+    seen = (*seen, message.full_name)
+    fields: list[pa.Field] = []
+    converters: list[tuple[str, Convert, bool]] = []
+    for field in message.fields:
+        arrow, one = _field(field, seen)
+        fields.append(pa.field(field.name, arrow))
+        presence = field.has_presence and not field.is_repeated
+        converters.append((field.name, one, presence))
+
+    def convert(msg: Any) -> dict[str, Any]:
+        return {
+            name: (None if presence and not msg.HasField(name) else fn(getattr(msg, name)))
+            for name, fn, presence in converters
+        }
+
+    return pa.struct(fields), convert
+
+
+def _field(field: FieldDescriptor, seen: tuple[str, ...]) -> tuple[pa.DataType, Convert]:
+    """(Arrow type, runtime value -> column value) of one field, repeated and maps included."""
+    if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        key_type, key_fn = _single(field.message_type.fields_by_name["key"], seen)
+        value_type, value_fn = _single(field.message_type.fields_by_name["value"], seen)
+        return pa.map_(key_type, pa.field("value", value_type)), lambda m: [
+            (key_fn(k), value_fn(m[k])) for k in sorted(m)
+        ]
+    arrow, fn = _single(field, seen)
+    if field.is_repeated:
+        return pa.list_(pa.field("element", arrow)), lambda items: [fn(x) for x in items]
+    return arrow, fn
+
+
+def _single(field: FieldDescriptor, seen: tuple[str, ...]) -> tuple[pa.DataType, Convert]:
+    """One value of a field (an element of a repeated one)."""
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        enum = field.enum_type
+
+        def name(number: int) -> str:
+            known = enum.values_by_number.get(number)
+            return str(number) if known is None else known.name
+
+        return pa.string(), name
+    if field.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP):
+        full = field.message_type.full_name
+        if full == _TIMESTAMP:
+            return (
+                _TIMESTAMP_UTC,
+                lambda ts: _EPOCH + dt.timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000),
+            )
+        if full in _WRAPPERS:
+            return PROTO_SCALARS[_WRAPPERS[full]], _scalar(_WRAPPERS[full], wrapped=True)
+        return _message(field.message_type, seen)
+    return PROTO_SCALARS[_TYPE_NAMES[field.type]], _scalar(_TYPE_NAMES[field.type])
+
+
+def _scalar(kind: str, *, wrapped: bool = False) -> Convert:
+    """The runtime's scalar -> the column's (unsigned 64-bit as Decimal)."""
+    if kind in ("uint64", "fixed64"):
+        return (lambda w: Decimal(w.value)) if wrapped else Decimal
+    if wrapped:
+        return lambda w: w.value
+    return lambda v: v
