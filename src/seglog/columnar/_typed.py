@@ -197,7 +197,14 @@ class TypedDecoder:
         bad = valid & ~framed
         rows_done: list[npt.NDArray[np.int64]] = []
         columns: list[pa.Array] = []
-        for schema_id in np.unique(ids[framed]).tolist():
+        framed_ids = ids[framed]
+        if not len(framed_ids):
+            schema_ids: list[int] = []
+        elif framed_ids.min() == framed_ids.max():
+            schema_ids = [int(framed_ids[0])]  # one writer schema: the common case
+        else:
+            schema_ids = np.unique(framed_ids).tolist()
+        for schema_id in schema_ids:
             rows = np.flatnonzero(framed & (ids == schema_id))
             if self._writer(schema_id) is False:
                 bad[rows] = True
@@ -223,6 +230,8 @@ class TypedDecoder:
             row = int(np.flatnonzero(bad)[0])
             _, why = self._one(values[row].as_py())
             raise MalformedValueError(row, why or "does not decode with its writer schema")
+        if len(columns) == 1 and len(rows_done[0]) == n and not bad.any():
+            return columns[0], None  # every row decoded in order: no reordering copy
         order = np.concatenate(rows_done) if rows_done else np.zeros(0, dtype=np.int64)
         where = np.zeros(n, dtype=np.int64)
         where[order] = np.arange(len(order))
