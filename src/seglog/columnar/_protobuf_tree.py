@@ -179,18 +179,24 @@ def _message(message: Descriptor, seen: tuple[str, ...]) -> tuple[pa.DataType, C
         raise ValueError(f"message {message.full_name} is recursive: not read as a column")
     seen = (*seen, message.full_name)
     fields: list[pa.Field] = []
-    converters: list[tuple[str, Convert, bool]] = []
+    defaults: dict[str, Any] = {}  # the column value of each field when not set
+    converters: dict[str, Convert] = {}
     for field in message.fields:
         arrow, one = _field(field, seen)
         fields.append(pa.field(field.name, arrow))
-        presence = field.has_presence and not field.is_repeated
-        converters.append((field.name, one, presence))
+        converters[field.name] = one
+        if field.is_repeated:
+            defaults[field.name] = []  # shared, never mutated
+        elif field.has_presence:
+            defaults[field.name] = None
+        else:
+            defaults[field.name] = one(field.default_value)
 
     def convert(msg: Any) -> dict[str, Any]:
-        return {
-            name: (None if presence and not msg.HasField(name) else fn(getattr(msg, name)))
-            for name, fn, presence in converters
-        }
+        out = defaults.copy()
+        for field, value in msg.ListFields():  # the fields set (proto3: non-default)
+            out[field.name] = converters[field.name](value)
+        return out
 
     return pa.struct(fields), convert
 
