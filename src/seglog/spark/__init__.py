@@ -35,7 +35,8 @@ topic's Parquet mirrors natively (``seglog.columnar``).
 Typed columns (``seglog.spark._typed``): ``valueFormat`` / ``keyFormat`` = ``avro`` | ``json``
 | ``protobuf`` make ``value`` / ``key`` a struct of the registered schema's fields
 (Confluent's wire format), with ``schema.registry.url`` (default: the broker's own registry,
-or the data directory's ``_schemas``), ``valueSchemaSubject`` / ``valueSchemaVersion``,
+or the data directory's ``_schemas``), ``valueSchemaSubject`` / ``valueSchemaVersion``
+(``valueSchemaMessage`` for Protobuf),
 ``mode`` (PERMISSIVE, FAILFAST) and ``columnNameOfCorruptRecord``; the sink encodes a
 struct column with ``valueFormat=avro`` (``auto.register.schemas``, ``_typed_write``).
 
