@@ -236,6 +236,7 @@ class Broker:
             assignors=[a.strip() for a in config.group_consumer_assignors.split(",")],
             max_size=config.group_consumer_max_size,
             classic_members=groups.has_members,
+            migration_policy=config.group_consumer_migration_policy,
         )
         consumer_groups.load()
 
