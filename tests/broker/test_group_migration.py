@@ -11,7 +11,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.admin import ListGroupsRequest
 from kafka.protocol.consumer import JoinGroupRequest
@@ -180,6 +180,51 @@ def test_live_groups_are_refused_loudly_under_the_default_policy(
     assert "WARNING" in log
     assert "ConsumerGroupHeartbeat refused" in log
     assert f"JoinGroup for consumer group '{topic}-consumer' refused" in log
+
+
+def _first_error(consumer: Consumer, topic: str) -> Any:
+    """The first error a subscribed consumer's ``poll`` hands the application."""
+    consumer.subscribe([topic])
+    errors: list[Any] = []
+
+    def step() -> bool:
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is not None:
+            errors.append(msg.error())
+        return bool(errors)
+
+    try:
+        wait_until(step, 60, interval=0, message="the refused member saw no error")
+    finally:
+        consumer.close()
+    return errors[0]
+
+
+def test_real_clients_see_the_refusal(broker: str, topic: str) -> None:
+    """Not a silent failure for confluent-kafka either: a group.protocol=consumer member
+    of a live classic group gets a fatal error (69), a classic member of a live consumer
+    group gets 23 INCONSISTENT_GROUP_PROTOCOL from ``poll``."""
+    classic_group, consumer_group = f"{topic}-classic", f"{topic}-consumer"
+    with Wire(broker) as w:
+        ensure_topic(w, topic)
+    live = [
+        _consumer(broker, classic_group, "classic"),
+        _consumer(broker, consumer_group, "consumer"),
+    ]
+    for c in live:
+        c.subscribe([topic])
+    try:
+        wait_until(lambda: all(c.poll(0.1) is None and c.assignment() for c in live), 60)
+        upgrade = _first_error(_consumer(broker, classic_group, "consumer"), topic)
+        assert upgrade.code() == KafkaError._FATAL
+        assert "ConsumerGroupHeartbeat" in upgrade.str()
+        assert "group id does not exist" in upgrade.str()
+        downgrade = _first_error(_consumer(broker, consumer_group, "classic"), topic)
+        assert downgrade.code() == 23  # INCONSISTENT_GROUP_PROTOCOL
+        assert all(c.assignment() for c in live)  # the live members keep their partitions
+    finally:
+        for c in live:
+            c.close()
 
 
 def test_live_groups_are_refused_as_kafka_under_disabled(broker_factory: Any, topic: str) -> None:
