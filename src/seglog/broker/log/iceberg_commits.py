@@ -28,7 +28,6 @@ backoff up to :data:`MAX_BACKOFF_S`, the log untouched.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from seglog import iceberg
 from seglog.broker.log.internal_topics import SCHEMAS_TOPIC
+from seglog.broker.log.periodic import PeriodicThread
 from seglog.errors import SeglogError
 from seglog.iceberg import iceberg_lag_ms, iceberg_mode
 from seglog.storage import DataDir, Log, SegmentInfo, TopicInfo
@@ -99,8 +99,7 @@ class IcebergTask:
         self._failures: dict[str, _Failure] = {}
         self._topics: dict[str, TopicInfo] = {}
         self._topics_at = -TOPICS_S
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="seglog-iceberg", daemon=True)
+        self._thread = PeriodicThread("seglog-iceberg", poll_s, self.run_once, what="iceberg")
 
     def start(self) -> None:
         """Start the thread."""
@@ -108,16 +107,7 @@ class IcebergTask:
 
     def stop(self) -> None:
         """Stop after the commit in progress; idempotent."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.poll_s):
-            try:
-                self.run_once()
-            except Exception:
-                log.exception("iceberg pass failed")
+        self._thread.stop()
 
     def run_once(self) -> int:
         """One pass over the Iceberg topics; returns the snapshots committed."""
@@ -129,7 +119,7 @@ class IcebergTask:
         for gone in set(self._tables) - set(topics):
             del self._tables[gone]
         for name, info in topics.items():
-            if self._stop.is_set() or self._unavailable:
+            if self._thread.stopping or self._unavailable:
                 break
             if iceberg_mode(info.configs) is None:
                 self._tables.pop(name, None)

@@ -10,9 +10,9 @@ Runs on its own daemon thread (``seglog-tiering``), never on the event loop.
 from __future__ import annotations
 
 import logging
-import threading
 
 from seglog.broker.config.broker_config import BrokerConfig
+from seglog.broker.log.periodic import PeriodicThread
 from seglog.broker.log.retention import RetentionPolicy, policy_for, tiered
 from seglog.errors import SeglogError
 from seglog.storage import DataDir, RemoteStorage, TierReport, tier_sync
@@ -51,24 +51,15 @@ class TieringTask:
         """Completed passes (tests wait on it)."""
         self.reports: dict[tuple[str, int], TierReport] = {}
         """The last pass's report per partition (upload lag for the metrics)."""
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="seglog-tiering", daemon=True)
+        self._thread = PeriodicThread("seglog-tiering", interval_s, self.run_once, what="tiering")
 
     def start(self) -> None:
+        """Start the thread: a pass every ``interval_s``."""
         self._thread.start()
 
     def stop(self) -> None:
         """Stop after the partition being worked on; idempotent."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.run_once()
-            except Exception:
-                log.exception("tiering pass failed")
+        self._thread.stop()
 
     def run_once(self) -> None:
         """One pass over the tiered topics' partitions."""
@@ -79,7 +70,7 @@ class TieringTask:
             retention_ms = policy.retention_ms if policy.delete else -1
             retention_bytes = policy.retention_bytes if policy.delete else -1
             for partition in range(info.partitions):
-                if self._stop.is_set():
+                if self._thread.stopping:
                     return
                 try:
                     plog = self.data_dir.log(name, partition)
