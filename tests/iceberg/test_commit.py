@@ -198,3 +198,36 @@ def test_committer_holds_committed_records_only(tmp_path: Path) -> None:
         assert sorted(rows.column("offset").to_pylist()) == [3, 4, 7, 8, 9]
     finally:
         dd.close()
+
+
+def test_recreated_topic_never_sees_a_deleted_topics_rows(tmp_path: Path) -> None:
+    """A topic deleted while no committer ran (its drop never happened) and created again:
+    the committer purges the stale table first; ``drop_topic`` of the old id then keeps
+    the new topic's table, and of the new id drops it."""
+    data = tmp_path / "data"
+    dd = DataDir(data)
+    configs = {"seglog.iceberg.mode": "key_value", "seglog.iceberg.lag.ms": "1"}
+    try:
+        old = dd.create_topic(TOPIC, 1, configs)
+        dd.log(TOPIC, 0).publish([seglog.Message(key=None, value=b"old%d" % i) for i in range(5)])
+        props = ice.catalog_properties(data)
+        wait_until(lambda: IcebergTask(dd, props).run_once() == 1)
+        dd.delete_topic(TOPIC)
+        new = dd.create_topic(TOPIC, 1, configs)
+        dd.log(TOPIC, 0).publish([seglog.Message(key=None, value=b"new%d" % i) for i in range(2)])
+        task = IcebergTask(dd, props)
+        wait_until(lambda: task.run_once() == 1)
+        catalog = ice.open_catalog(props)
+        rows = catalog.load_table(("seglog", TOPIC)).scan().to_arrow()
+        assert rows.column("value").to_pylist() == [b"new0", b"new1"]
+        task.drop_topic(TOPIC, old.topic_id)  # late: the table is the new topic's now
+        task.run_once()
+        assert task.pending_drops == 0
+        assert catalog.load_table(("seglog", TOPIC)).scan().to_arrow().num_rows == 2
+        dd.delete_topic(TOPIC)
+        task.drop_topic(TOPIC, new.topic_id)
+        task.run_once()
+        assert task.pending_drops == 0
+        assert not catalog.table_exists(("seglog", TOPIC))
+    finally:
+        dd.close()

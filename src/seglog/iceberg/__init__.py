@@ -5,7 +5,7 @@ through pyiceberg (topic config ``seglog.iceberg.mode``).
   ``iceberg_mode``, ``iceberg_lag_ms``, ``catalog_properties``, ``table_name``;
 - the table (``_table``): ``open_catalog``, ``load_topic_table`` (``key_value`` schema,
   partitioned by ``hour(timestamp)``), ``committed_offsets`` (from the snapshot summary),
-  ``data_files``;
+  ``data_files``, ``drop_topic_tables`` (a deleted topic's tables purged), ``stale_table``;
 - commits (``_commit``): ``commit_ranges`` (one append per call, the partitions' next
   offsets in the snapshot summary), ``read_rows``;
 - ``value_schema`` mode (``_avro``, ``_values``): Avro schemas as Iceberg schemas,
@@ -49,8 +49,10 @@ if TYPE_CHECKING:
     from seglog.iceberg._table import (
         committed_offsets,
         data_files,
+        drop_topic_tables,
         load_topic_table,
         open_catalog,
+        stale_table,
         summary_of,
     )
     from seglog.iceberg._values import SchemaLookup, ValueCommit, commit_values
@@ -80,12 +82,14 @@ __all__ = [
     "committed_offsets",
     "data_files",
     "dlq_table_name",
+    "drop_topic_tables",
     "hour_spec",
     "iceberg_lag_ms",
     "iceberg_mode",
     "load_topic_table",
     "open_catalog",
     "read_rows",
+    "stale_table",
     "summary_of",
     "table_identifier",
     "table_name",
@@ -106,6 +110,8 @@ _WHERE = {
     "hour_spec": "_schema",
     "committed_offsets": "_table",
     "data_files": "_table",
+    "drop_topic_tables": "_table",
+    "stale_table": "_table",
     "load_topic_table": "_table",
     "open_catalog": "_table",
     "summary_of": "_table",

@@ -28,6 +28,7 @@ backoff up to :data:`MAX_BACKOFF_S`, the log untouched.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -99,6 +100,9 @@ class IcebergTask:
         self._failures: dict[str, _Failure] = {}
         self._topics: dict[str, TopicInfo] = {}
         self._topics_at = -TOPICS_S
+        self._drops: dict[tuple[str, uuid.UUID], _Failure | None] = {}
+        """Deleted topics whose tables are to be dropped → their last failure (None: none)."""
+        self._drops_guard = threading.Lock()
         self._thread = PeriodicThread("seglog-iceberg", poll_s, self.run_once, what="iceberg")
 
     def start(self) -> None:
@@ -109,9 +113,58 @@ class IcebergTask:
         """Stop after the commit in progress; idempotent."""
         self._thread.stop()
 
+    def drop_topic(self, topic: str, topic_id: uuid.UUID) -> None:
+        """Drop the tables of ``topic`` (deleted; id ``topic_id``) on the next pass.
+        Thread-safe, never blocks on the catalog."""
+        with self._drops_guard:
+            self._drops.setdefault((topic, topic_id), None)
+            self._topics_at = -TOPICS_S  # the next pass re-reads the topic list
+
+    @property
+    def pending_drops(self) -> int:
+        """Deleted topics whose tables are not dropped yet."""
+        with self._drops_guard:
+            return len(self._drops)
+
+    def _run_drops(self) -> None:
+        """Drop the deleted topics' tables that are due; a failure backs off."""
+        with self._drops_guard:
+            due = [k for k, f in self._drops.items() if f is None or time.monotonic() >= f.retry_at]
+        for topic, topic_id in due:
+            state = self._tables.get(topic)
+            if state is not None and state.topic_id == topic_id:
+                del self._tables[topic]
+            self._failures.pop(topic, None)
+            try:
+                if self._catalog is None:
+                    self._catalog = iceberg.open_catalog(self.catalog_properties)
+                dropped = iceberg.drop_topic_tables(self._catalog, topic, topic_id)
+            except (ImportError, ModuleNotFoundError) as exc:
+                log.error("cannot drop the Iceberg tables of topic %s: %s", topic, exc)
+                with self._drops_guard:
+                    self._drops.pop((topic, topic_id), None)
+                continue
+            except Exception as exc:
+                self._catalog = None
+                with self._drops_guard:
+                    previous = self._drops.get((topic, topic_id))
+                    backoff = (
+                        min(MAX_BACKOFF_S, previous.backoff_s * 2) if previous else self.poll_s
+                    )
+                    self._drops[(topic, topic_id)] = _Failure(time.monotonic() + backoff, backoff)
+                log.warning("dropping the Iceberg tables of deleted topic %s failed (retry in "
+                            "%.1f s): %r", topic, backoff, exc)  # fmt: skip
+                continue
+            with self._drops_guard:
+                self._drops.pop((topic, topic_id), None)
+            log.info("iceberg tables of deleted topic %s dropped: %s", topic, dropped or "none")
+
     def run_once(self) -> int:
-        """One pass over the Iceberg topics; returns the snapshots committed."""
+        """One pass: the deleted topics' tables dropped, then the Iceberg topics committed;
+        returns the snapshots committed."""
         made = 0
+        if self._drops:
+            self._run_drops()
         if time.monotonic() - self._topics_at >= TOPICS_S:
             self._topics = self.data_dir.topics()
             self._topics_at = time.monotonic()
@@ -158,6 +211,8 @@ class IcebergTask:
         if self._catalog is None:
             self._catalog = iceberg.open_catalog(self.catalog_properties)
         table = iceberg.load_topic_table(self._catalog, topic, mode=mode)
+        if iceberg.stale_table(table, info.topic_id):
+            table = self._recreate(topic, mode=mode)
         committed = iceberg.committed_offsets(table, info.topic_id)
         state = _TopicTable(table, info.topic_id, mode, committed)
         if mode == iceberg.VALUE_SCHEMA:
@@ -165,12 +220,22 @@ class IcebergTask:
                 dlq = iceberg.load_topic_table(self._catalog, topic, create=False, dlq=True)
             except Exception:  # NoSuchTableError: made with its first row
                 dlq = None
+            if dlq is not None and iceberg.stale_table(dlq, info.topic_id):
+                dlq = None
+                self._catalog.purge_table(iceberg.table_identifier(topic, dlq=True))
             if dlq is not None:
                 state.dlq_committed = iceberg.committed_offsets(dlq, info.topic_id)
         self._tables[topic] = state
         log.info("iceberg table %s (%s): committed offsets %s", iceberg.table_name(topic),
                  mode, committed)  # fmt: skip
         return state
+
+    def _recreate(self, topic: str, *, mode: str) -> Any:
+        """Purge a table that holds a deleted topic's rows and create it afresh."""
+        log.warning("iceberg table %s holds the rows of a deleted topic of that name: "
+                    "dropped", iceberg.table_name(topic))  # fmt: skip
+        self._catalog.purge_table(iceberg.table_identifier(topic))
+        return iceberg.load_topic_table(self._catalog, topic, mode=mode)
 
     def _dlq(self, topic: str) -> Any:
         """The dead-letter table of ``topic``, created on first use."""

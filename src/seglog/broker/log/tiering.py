@@ -5,17 +5,35 @@ applied to both tiers, ``local.retention.*`` to the local copies. A store failur
 retried with exponential backoff (0.2 s doubling to 30 s, per partition) and counted
 (``seglog_remote_upload_failures``); local data stays until its upload is committed.
 Runs on its own daemon thread (``seglog-tiering``), never on the event loop.
+
+A deleted topic's remote objects (segments, indexes, manifests: ``purge_partition``) are
+deleted by this thread too (:meth:`TieringTask.purge`, Kafka's RemoteLogManager on topic
+deletion), after the pass in progress; an unreachable store is retried with the same
+backoff and logged, DeleteTopics never waits for the store. Pending purges live in memory:
+a broker stopped before they succeed leaves the objects (under the deleted topic's id,
+never seen by a topic created again under the name).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from dataclasses import dataclass
 
 from seglog.broker.config.broker_config import BrokerConfig
 from seglog.broker.log.periodic import PeriodicThread
 from seglog.broker.log.retention import RetentionPolicy, policy_for, tiered
 from seglog.errors import SeglogError
-from seglog.storage import DataDir, RemoteStorage, TierReport, tier_sync
+from seglog.storage import (
+    DataDir,
+    RemotePartition,
+    RemoteStorage,
+    RemoteStorageError,
+    TierReport,
+    purge_partition,
+    tier_sync,
+)
 
 __all__ = ["TIER_INTERVAL_S", "TieringTask", "remote_storage", "start_tiering"]
 
@@ -23,6 +41,16 @@ log = logging.getLogger(__name__)
 
 TIER_INTERVAL_S = 0.5
 """Seconds between two passes (an upload starts at most this long after a roll)."""
+PURGE_BACKOFF_MIN_S = 0.2
+PURGE_BACKOFF_MAX_S = 30.0
+"""A failed purge of a deleted partition's objects is retried after 0.2 s, doubling to 30 s."""
+
+
+@dataclass
+class _Purge:
+    part: RemotePartition
+    retry_at: float = 0.0
+    backoff_s: float = 0.0
 
 
 def remote_storage(config: BrokerConfig) -> RemoteStorage | None:
@@ -51,6 +79,12 @@ class TieringTask:
         """Completed passes (tests wait on it)."""
         self.reports: dict[tuple[str, int], TierReport] = {}
         """The last pass's report per partition (upload lag for the metrics)."""
+        self.purge_failures = 0
+        """Failed attempts to delete a deleted topic's objects (retried with backoff)."""
+        self.purged_objects = 0
+        """Objects of deleted topics deleted from the store."""
+        self._purges: list[_Purge] = []
+        self._purges_guard = threading.Lock()
         self._thread = PeriodicThread("seglog-tiering", interval_s, self.run_once, what="tiering")
 
     def start(self) -> None:
@@ -61,8 +95,48 @@ class TieringTask:
         """Stop after the partition being worked on; idempotent."""
         self._thread.stop()
 
+    def purge(self, parts: list[RemotePartition]) -> None:
+        """Delete the objects of a deleted topic's partitions on the next pass (retried
+        with backoff while the store fails). Thread-safe, never blocks on the store."""
+        with self._purges_guard:
+            self._purges.extend(_Purge(part) for part in parts)
+
+    @property
+    def pending_purges(self) -> int:
+        """Deleted partitions whose objects are not all deleted yet."""
+        with self._purges_guard:
+            return len(self._purges)
+
+    def _run_purges(self) -> None:
+        with self._purges_guard:
+            due = [p for p in self._purges if time.monotonic() >= p.retry_at]
+        for purge in due:
+            if self._thread.stopping:
+                return
+            try:
+                count = purge_partition(purge.part)
+            except RemoteStorageError as exc:
+                self.purge_failures += 1
+                purge.backoff_s = min(
+                    PURGE_BACKOFF_MAX_S, max(PURGE_BACKOFF_MIN_S, purge.backoff_s * 2)
+                )
+                purge.retry_at = time.monotonic() + purge.backoff_s
+                log.warning(
+                    "deleting the remote objects of deleted partition %s failed (retry in "
+                    "%.1f s): %s", purge.part.prefix, purge.backoff_s, exc,
+                )  # fmt: skip
+                continue
+            with self._purges_guard:
+                self._purges.remove(purge)
+            self.purged_objects += count
+            log.info("deleted partition %s: %d remote object(s) deleted from %s",
+                     purge.part.prefix, count, purge.part.settings.url)  # fmt: skip
+
     def run_once(self) -> None:
-        """One pass over the tiered topics' partitions."""
+        """One pass: the deleted topics' objects purged, then the tiered topics'
+        partitions synced."""
+        if self._purges:
+            self._run_purges()
         for name, info in self.data_dir.topics().items():
             if info.configs.get("remote.storage.enable", "false").strip().lower() != "true":
                 continue
