@@ -2,7 +2,8 @@
 through pyiceberg (topic config ``seglog.iceberg.mode``).
 
 - names and settings (``_names``, no pyiceberg): ``MODE_CONFIG``, ``LAG_CONFIG``,
-  ``iceberg_mode``, ``iceberg_lag_ms``, ``catalog_properties``, ``table_name``;
+  ``iceberg_mode``, ``iceberg_lag_ms``, ``catalog_properties``, ``table_name``,
+  ``remote_warehouse`` / ``table_location`` (tables of tiered topics on the object store);
 - the table (``_table``): ``open_catalog``, ``load_topic_table`` (``key_value`` schema,
   partitioned by ``hour(timestamp)``), ``committed_offsets`` (from the snapshot summary),
   ``data_files``, ``drop_topic_tables`` (a deleted topic's tables purged), ``stale_table``;
@@ -38,8 +39,11 @@ from seglog.iceberg._names import (
     dlq_table_name,
     iceberg_lag_ms,
     iceberg_mode,
+    remote_warehouse,
     table_identifier,
+    table_location,
     table_name,
+    tiered,
 )
 
 if TYPE_CHECKING:
@@ -89,10 +93,13 @@ __all__ = [
     "load_topic_table",
     "open_catalog",
     "read_rows",
+    "remote_warehouse",
     "stale_table",
     "summary_of",
     "table_identifier",
+    "table_location",
     "table_name",
+    "tiered",
 ]
 
 _WHERE = {

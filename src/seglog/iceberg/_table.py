@@ -64,13 +64,15 @@ def open_catalog(properties: dict[str, str]) -> Catalog:
 
 def load_topic_table(
     catalog: Catalog, topic: str, *, create: bool = True, mode: str = KEY_VALUE,
-    dlq: bool = False,
+    dlq: bool = False, location: str | None = None,
 ) -> Table:  # fmt: skip
     """The table of ``topic`` (``seglog.<topic>``; with ``dlq`` its dead-letter table
     ``seglog.<topic>~dlq``), created when missing and ``create``: :data:`KEY_VALUE_SCHEMA`
     for ``key_value``, the ``seglog`` metadata column alone for ``value_schema`` (the
     value's columns come with the first schema), :data:`DLQ_SCHEMA` for a dead-letter
-    table; partitioned by the hour of the record timestamp. Raises pyiceberg's
+    table; partitioned by the hour of the record timestamp; at ``location`` when given
+    (``table_location``: on the object store), else under the catalog's warehouse. An
+    existing table stays where it is. Raises pyiceberg's
     ``NoSuchTableError`` when missing and not ``create``."""
     name = table_identifier(topic, dlq=dlq)
     try:
@@ -88,6 +90,7 @@ def load_topic_table(
         name,
         schema=schema,
         partition_spec=hour_spec(schema, column),
+        location=location,
         properties=TABLE_PROPERTIES,
     )
 

@@ -84,10 +84,18 @@ class IcebergTask:
     (it finishes the commit in progress). ``run_once()`` is one pass (tests call it)."""
 
     def __init__(
-        self, data_dir: DataDir, catalog_properties: dict[str, str], *, poll_s: float = POLL_S
+        self,
+        data_dir: DataDir,
+        catalog_properties: dict[str, str],
+        *,
+        poll_s: float = POLL_S,
+        remote_warehouse: str | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.catalog_properties = catalog_properties
+        self.remote_warehouse = remote_warehouse
+        """Where the tables of tiered topics (``remote.storage.enable``) are created:
+        ``<seglog.remote.storage.url>/iceberg/warehouse``; None: the catalog's warehouse."""
         self.poll_s = poll_s
         self.commits = 0
         """Snapshots committed since start."""
@@ -210,9 +218,10 @@ class IcebergTask:
             return state
         if self._catalog is None:
             self._catalog = iceberg.open_catalog(self.catalog_properties)
-        table = iceberg.load_topic_table(self._catalog, topic, mode=mode)
+        location = self._location(topic, info)
+        table = iceberg.load_topic_table(self._catalog, topic, mode=mode, location=location)
         if iceberg.stale_table(table, info.topic_id):
-            table = self._recreate(topic, mode=mode)
+            table = self._recreate(topic, mode=mode, location=location)
         committed = iceberg.committed_offsets(table, info.topic_id)
         state = _TopicTable(table, info.topic_id, mode, committed)
         if mode == iceberg.VALUE_SCHEMA:
@@ -230,16 +239,25 @@ class IcebergTask:
                  mode, committed)  # fmt: skip
         return state
 
-    def _recreate(self, topic: str, *, mode: str) -> Any:
+    def _location(self, topic: str, info: TopicInfo, *, dlq: bool = False) -> str | None:
+        """A new table's location: on the object store for a tiered topic when the broker
+        has a remote warehouse, else None (the catalog's warehouse)."""
+        if self.remote_warehouse is None or not iceberg.tiered(info.configs):
+            return None
+        return iceberg.table_location(self.remote_warehouse, topic, dlq=dlq)
+
+    def _recreate(self, topic: str, *, mode: str, location: str | None) -> Any:
         """Purge a table that holds a deleted topic's rows and create it afresh."""
         log.warning("iceberg table %s holds the rows of a deleted topic of that name: "
                     "dropped", iceberg.table_name(topic))  # fmt: skip
         self._catalog.purge_table(iceberg.table_identifier(topic))
-        return iceberg.load_topic_table(self._catalog, topic, mode=mode)
+        return iceberg.load_topic_table(self._catalog, topic, mode=mode, location=location)
 
     def _dlq(self, topic: str) -> Any:
         """The dead-letter table of ``topic``, created on first use."""
-        return iceberg.load_topic_table(self._catalog, topic, dlq=True)
+        info = self._topics.get(topic)
+        location = None if info is None else self._location(topic, info, dlq=True)
+        return iceberg.load_topic_table(self._catalog, topic, dlq=True, location=location)
 
     def _commit_values(
         self, state: _TopicTable, topic: str, logs: dict[int, Log], ranges: list[OffsetRange]

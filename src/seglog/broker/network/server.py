@@ -53,7 +53,7 @@ from seglog.broker.security.scram_store import CredentialStore
 from seglog.broker.security.throttling import ConnectionRates, QuotaManager
 from seglog.broker.security.tls import principal_from_cert, server_context
 from seglog.errors import ProtocolError, SeglogError
-from seglog.iceberg import catalog_properties, iceberg_mode
+from seglog.iceberg import catalog_properties, iceberg_mode, remote_warehouse
 from seglog.schemas import Registry
 from seglog.storage import DataDir, LogConfig, RemotePartition, TopicInfo
 
@@ -310,6 +310,7 @@ class Broker:
         self._txn_task = loop.create_task(self._expire_transactions())
         self._snapshot_timer = loop.call_later(_SNAPSHOT_INTERVAL_S, self._snapshot_producers)
         self._retention = start_retention(config, self._data_dir, committed.lowest)
+        remote_url = config.remote_storage_url
         self._iceberg = IcebergTask(
             self._data_dir,
             catalog_properties(
@@ -317,6 +318,14 @@ class Broker:
                 config.iceberg_catalog_type,
                 config.iceberg_catalog_uri,
                 config.iceberg_catalog_warehouse,
+                remote_url=remote_url,
+                remote_endpoint_url=config.remote_storage_endpoint_url,
+            ),
+            # tiered topics' tables on the store, unless a warehouse is configured
+            remote_warehouse=(
+                remote_warehouse(remote_url)
+                if remote_url and not config.iceberg_catalog_warehouse
+                else None
             ),
         )
         self._iceberg.start()
