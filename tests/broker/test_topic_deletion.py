@@ -104,7 +104,7 @@ def test_deleting_a_tiered_topic_deletes_its_remote_objects(
     )  # fmt: skip
     _delete(proc.bootstrap, topic)
     wait_until(lambda: _objects(s3, url, topic) == [], timeout=60, message="objects deleted")
-    assert "remote object(s) deleted" in proc.log_text()
+    wait_until(lambda: "remote object(s) deleted" in proc.log_text(), timeout=30, message="log")
     _recreated_sees_only_new_records(proc.bootstrap, topic)
 
 
@@ -167,3 +167,38 @@ def test_deleting_an_iceberg_topic_drops_its_table(broker: str, data_dir: Path, 
     rows = _table.rows(data_dir, topic)
     assert rows is not None
     assert rows.column("value").to_pylist() == [b"new%05d" % i + b"." * 80 for i in range(7)]
+
+
+def test_pending_deletion_survives_a_restart(
+    broker_factory: Callable[..., BrokerProcess], topic: str
+) -> None:
+    """The store is down at deletion and the broker stops before it is back: the next
+    start resumes the deletion (``remote-deletions.json``)."""
+    server = S3Server()
+    url = server.bucket()
+    args = ["--seglog-remote-storage-url", url,
+            "--seglog-remote-storage-endpoint-url", server.endpoint]  # fmt: skip
+    proc = broker_factory(args)
+    _create(proc.bootstrap, topic, **TIERED)
+    _produce(proc.bootstrap, topic, b"old", 400)
+    wait_until(lambda: len(_objects(server, url, topic)) > 2, timeout=60, message="uploads")
+    host, port = server.endpoint.removeprefix("http://").split(":")
+    server.stop()
+    _delete(proc.bootstrap, topic)
+    wait_until(lambda: "failed (retry in" in proc.log_text(), timeout=60, message="a failure")
+    assert proc.stop() == 0
+    assert topic in (proc.data_dir / "remote-deletions.json").read_text()
+    again = ThreadedMotoServer(ip_address=host, port=int(port), verbose=False)
+    again.start()
+    try:
+        server.running = True
+        assert _objects(server, url, topic)  # still there
+        restarted = broker_factory(args)
+        wait_until(lambda: _objects(server, url, topic) == [], timeout=90, message="deleted")
+        wait_until(
+            lambda: (restarted.data_dir / "remote-deletions.json").read_text() == "[]",
+            timeout=30, message="nothing pending",
+        )  # fmt: skip
+    finally:
+        again.stop()
+        server.running = False

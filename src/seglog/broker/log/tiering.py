@@ -9,17 +9,19 @@ Runs on its own daemon thread (``seglog-tiering``), never on the event loop.
 A deleted topic's remote objects (segments, indexes, manifests: ``purge_partition``) are
 deleted by this thread too (:meth:`TieringTask.purge`, Kafka's RemoteLogManager on topic
 deletion), after the pass in progress; an unreachable store is retried with the same
-backoff and logged, DeleteTopics never waits for the store. Pending purges live in memory:
-a broker stopped before they succeed leaves the objects (under the deleted topic's id,
-never seen by a topic created again under the name).
+backoff and logged, DeleteTopics never waits for the store. Pending purges are kept in
+``<log.dirs>/remote-deletions.json`` (:data:`PENDING_FILE`, atomically replaced) and resumed
+when the broker starts again.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from seglog.broker.config.broker_config import BrokerConfig
 from seglog.broker.log.periodic import PeriodicThread
@@ -31,16 +33,20 @@ from seglog.storage import (
     RemoteStorage,
     RemoteStorageError,
     TierReport,
+    atomic_write,
     purge_partition,
     tier_sync,
 )
 
-__all__ = ["TIER_INTERVAL_S", "TieringTask", "remote_storage", "start_tiering"]
+__all__ = ["PENDING_FILE", "TIER_INTERVAL_S", "TieringTask", "remote_storage", "start_tiering"]
 
 log = logging.getLogger(__name__)
 
 TIER_INTERVAL_S = 0.5
 """Seconds between two passes (an upload starts at most this long after a roll)."""
+PENDING_FILE = "remote-deletions.json"
+"""The deleted partitions whose remote objects are still to delete (in ``log.dirs``):
+``[{"url", "endpoint_url", "prefix"}, ...]``."""
 PURGE_BACKOFF_MIN_S = 0.2
 PURGE_BACKOFF_MAX_S = 30.0
 """A failed purge of a deleted partition's objects is retried after 0.2 s, doubling to 30 s."""
@@ -70,7 +76,12 @@ class TieringTask:
     """The tiering thread: ``start()``, then ``stop()`` before the data directory closes."""
 
     def __init__(
-        self, data_dir: DataDir, defaults: RetentionPolicy, *, interval_s: float = TIER_INTERVAL_S
+        self,
+        data_dir: DataDir,
+        defaults: RetentionPolicy,
+        *,
+        interval_s: float = TIER_INTERVAL_S,
+        pending_path: Path | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.defaults = defaults
@@ -83,7 +94,8 @@ class TieringTask:
         """Failed attempts to delete a deleted topic's objects (retried with backoff)."""
         self.purged_objects = 0
         """Objects of deleted topics deleted from the store."""
-        self._purges: list[_Purge] = []
+        self._pending_path = pending_path
+        self._purges: list[_Purge] = [_Purge(p) for p in _load_pending(pending_path, data_dir)]
         self._purges_guard = threading.Lock()
         self._thread = PeriodicThread("seglog-tiering", interval_s, self.run_once, what="tiering")
 
@@ -100,12 +112,28 @@ class TieringTask:
         with backoff while the store fails). Thread-safe, never blocks on the store."""
         with self._purges_guard:
             self._purges.extend(_Purge(part) for part in parts)
+            self._save_pending()
 
     @property
     def pending_purges(self) -> int:
         """Deleted partitions whose objects are not all deleted yet."""
         with self._purges_guard:
             return len(self._purges)
+
+    def _save_pending(self) -> None:
+        """Persist the pending purges (under ``_purges_guard``); an OSError is logged: the
+        purges still run in this process."""
+        if self._pending_path is None:
+            return
+        doc = [
+            {"url": p.part.settings.url, "endpoint_url": p.part.settings.endpoint_url,
+             "prefix": p.part.prefix}
+            for p in self._purges
+        ]  # fmt: skip
+        try:
+            atomic_write(self._pending_path, json.dumps(doc).encode())
+        except OSError as exc:
+            log.warning("cannot write %s: %s", self._pending_path, exc)
 
     def _run_purges(self) -> None:
         with self._purges_guard:
@@ -128,6 +156,7 @@ class TieringTask:
                 continue
             with self._purges_guard:
                 self._purges.remove(purge)
+                self._save_pending()
             self.purged_objects += count
             log.info("deleted partition %s: %d remote object(s) deleted from %s",
                      purge.part.prefix, count, purge.part.settings.url)  # fmt: skip
@@ -168,6 +197,27 @@ class TieringTask:
         self.passes += 1
 
 
+def _load_pending(path: Path | None, data_dir: DataDir) -> list[RemotePartition]:
+    """The purges a previous run left pending (:data:`PENDING_FILE`); [] when none or
+    unreadable (logged)."""
+    if path is None or not path.exists():
+        return []
+    try:
+        doc = json.loads(path.read_bytes())
+        parts = []
+        for item in doc:
+            settings = data_dir.remote
+            if settings is None or settings.url != item["url"]:
+                settings = RemoteStorage(item["url"], item.get("endpoint_url"))
+            parts.append(RemotePartition(settings, str(item["prefix"])))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("cannot read %s (pending deletions of remote objects lost): %s", path, exc)
+        return []
+    if parts:
+        log.info("%d deleted partition(s) still to purge from the store", len(parts))
+    return parts
+
+
 def start_tiering(config: BrokerConfig, data_dir: DataDir) -> TieringTask | None:
     """The tiering thread, started, when ``seglog.remote.storage.url`` is set."""
     if data_dir.remote is None:
@@ -181,6 +231,6 @@ def start_tiering(config: BrokerConfig, data_dir: DataDir) -> TieringTask | None
         delete_retention_ms=config.log_cleaner_delete_retention_ms,
         min_compaction_lag_ms=config.log_cleaner_min_compaction_lag_ms,
     )
-    task = TieringTask(data_dir, defaults)
+    task = TieringTask(data_dir, defaults, pending_path=config.data_dir / PENDING_FILE)
     task.start()
     return task
