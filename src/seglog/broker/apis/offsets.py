@@ -26,7 +26,7 @@ from seglog.broker.protocol.errors import FENCED_INSTANCE_ID, INVALID_GROUP_ID
 from seglog.broker.security.authorizer import Op, Res
 from seglog.errors import LogClosedError, SeglogError
 
-__all__ = ["handle_offset_commit", "handle_offset_fetch"]
+__all__ = ["OFFSET_METADATA_MAX", "commit_code", "handle_offset_commit", "handle_offset_fetch"]
 
 OFFSET_METADATA_MAX = 4096
 """Kafka's default ``offset.metadata.max.bytes`` (compared, as Kafka does, with the
@@ -34,6 +34,27 @@ metadata string's length)."""
 
 
 log = logging.getLogger(__name__)
+
+
+def commit_code(ctx: BrokerContext, rctx: RequestContext, code: int, topic: str, p: Any) -> int:
+    """The error code of one partition ``p`` (its ``partition_index`` and
+    ``committed_metadata``) of an OffsetCommit or TxnOffsetCommit request: ``code`` (the
+    request's own, e.g. the group's) unless it is 0 NONE; else 29
+    TOPIC_AUTHORIZATION_FAILED without READ on the topic, the log's code (3 for an unknown
+    partition), 12 OFFSET_METADATA_TOO_LARGE for metadata longer than
+    ``OFFSET_METADATA_MAX`` characters, or 0."""
+    if code != _errors.NONE:
+        return code
+    if not rctx.allowed(Op.READ, Res.TOPIC, topic):
+        return _errors.TOPIC_AUTHORIZATION_FAILED
+    try:
+        ctx.topics.log(topic, p.partition_index)
+    except SeglogError as exc:
+        return _errors.error_code(exc)
+    if len(p.committed_metadata or "") > OFFSET_METADATA_MAX:
+        return _errors.OFFSET_METADATA_TOO_LARGE
+    return _errors.NONE
+
 
 _OCTopic = OffsetCommitResponse.OffsetCommitResponseTopic
 _OCPartition = _OCTopic.OffsetCommitResponsePartition
@@ -73,21 +94,12 @@ def handle_offset_commit(ctx: BrokerContext, rctx: RequestContext, req: Any) -> 
         group_code = ctx.groups.validate_commit(
             req.group_id, req.generation_id_or_member_epoch, req.member_id
         )
+    if not req.group_id or len(req.group_id.encode()) > MAX_RECORD_STRING_BYTES:
+        group_code = INVALID_GROUP_ID
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            code = group_code
-            if not req.group_id or len(req.group_id.encode()) > MAX_RECORD_STRING_BYTES:
-                code = INVALID_GROUP_ID
-            elif code == _errors.NONE and not rctx.allowed(Op.READ, Res.TOPIC, t.name):
-                code = _errors.TOPIC_AUTHORIZATION_FAILED
-            elif code == _errors.NONE:
-                try:
-                    ctx.topics.log(t.name, p.partition_index)
-                except SeglogError as exc:
-                    code = _errors.error_code(exc)
-            if code == _errors.NONE and len(p.committed_metadata or "") > OFFSET_METADATA_MAX:
-                code = _errors.OFFSET_METADATA_TOO_LARGE
+            code = commit_code(ctx, rctx, group_code, t.name, p)
             if code == _errors.NONE:
                 commits[(t.name, p.partition_index)] = (p.committed_offset, p.committed_metadata)
             parts.append(_OCPartition(partition_index=p.partition_index, error_code=code))

@@ -11,6 +11,7 @@ from typing import Any
 
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
+from seglog.broker.apis.offsets import commit_code
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.committed import MAX_RECORD_STRING_BYTES
 from seglog.broker.protocol import errors as _errors
@@ -23,7 +24,6 @@ log = logging.getLogger(__name__)
 
 _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _Partition = _Topic.TxnOffsetCommitResponsePartition
-_METADATA_MAX = 4096  # Kafka's default offset.metadata.max.bytes
 
 
 def _answer(version: int, codes: list[tuple[str, list[tuple[int, int]]]]) -> Any:
@@ -70,16 +70,7 @@ def handle_txn_offset_commit(ctx: BrokerContext, rctx: RequestContext, req: Any)
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            c = code
-            if c == _errors.NONE and not rctx.allowed(Op.READ, Res.TOPIC, t.name):
-                c = _errors.TOPIC_AUTHORIZATION_FAILED
-            elif c == _errors.NONE:
-                try:
-                    ctx.topics.log(t.name, p.partition_index)
-                except SeglogError as exc:
-                    c = _errors.error_code(exc)
-            if c == _errors.NONE and len(p.committed_metadata or "") > _METADATA_MAX:
-                c = _errors.OFFSET_METADATA_TOO_LARGE
+            c = commit_code(ctx, rctx, code, t.name, p)
             if c == _errors.NONE:
                 offsets[(t.name, p.partition_index)] = (p.committed_offset, p.committed_metadata)
             parts.append((p.partition_index, c))
