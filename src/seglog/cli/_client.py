@@ -40,6 +40,7 @@ __all__ = [
     "fail",
     "kafka_errors_exit_1",
     "print_json",
+    "wire_call",
 ]
 
 _SECURITY = "Security (Kafka's client config names)"
@@ -169,3 +170,18 @@ def kafka_errors_exit_1() -> Iterator[None]:
         raise fail(text) from None
     except TimeoutError:
         raise fail("timed out waiting for the broker") from None
+
+
+def wire_call(client: ClientOptions, request: Any, client_id: str, timeout: float) -> Any:
+    """Send one request to the first bootstrap server over seglog's blocking wire client
+    (``seglog.broker.KafkaConnection``, TLS and SASL from the client options) and return
+    its response; connection, TLS, SASL or protocol trouble exits 1 with one line."""
+    from seglog.broker import ClientSecurity, KafkaConnection, split_host_port  # noqa: PLC0415
+
+    conf = {k: str(v) for k, v in client.config().items()}
+    host, port = split_host_port(conf["bootstrap.servers"].split(",")[0].strip())
+    try:
+        with KafkaConnection(host, port, client_id, timeout, ClientSecurity(conf)) as conn:
+            return conn.call(request)
+    except Exception as exc:  # connection, TLS, SASL or protocol trouble: one line
+        raise fail(f"{host}:{port}: {exc}") from None
