@@ -11,7 +11,7 @@ from typing import Any
 
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
-from seglog.broker.apis.offsets import commit_code
+from seglog.broker.apis.offsets import Codes, check_commits
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.committed import MAX_RECORD_STRING_BYTES
 from seglog.broker.protocol import errors as _errors
@@ -26,7 +26,7 @@ _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _Partition = _Topic.TxnOffsetCommitResponsePartition
 
 
-def _answer(version: int, codes: list[tuple[str, list[tuple[int, int]]]]) -> Any:
+def _answer(version: int, codes: Codes) -> Any:
     topics = [
         _Topic(
             name=name,
@@ -65,16 +65,7 @@ def handle_txn_offset_commit(ctx: BrokerContext, rctx: RequestContext, req: Any)
     OffsetCommit's: 25 UNKNOWN_MEMBER_ID, 22 ILLEGAL_GENERATION.)"""
     version = rctx.api_version
     code = _request_code(ctx, rctx, req)
-    offsets: dict[tuple[str, int], tuple[int, str | None]] = {}
-    codes: list[tuple[str, list[tuple[int, int]]]] = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            c = commit_code(ctx, rctx, code, t.name, p)
-            if c == _errors.NONE:
-                offsets[(t.name, p.partition_index)] = (p.committed_offset, p.committed_metadata)
-            parts.append((p.partition_index, c))
-        codes.append((t.name, parts))
+    offsets, codes = check_commits(ctx, rctx, code, req.topics)
     if not offsets:
         return _answer(version, codes)
 
