@@ -86,7 +86,7 @@ ALLOWED = {
     "errors": (),
     "_malloc": (),  # glibc malloc tuning of a long-running process (broker, Spark workers)
     "storage": (),
-    "columnar": ("storage",),  # Arrow/Parquet of topics
+    "columnar": ("storage", "schemas"),  # Arrow/Parquet of topics, typed by the registry
     "schemas": ("storage",),  # the schema registry's formats, rules and _schemas store
     "aio": ("storage",),
     "iceberg": ("storage", "columnar", "schemas"),  # topics as Iceberg tables (pyiceberg)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from confluent_kafka.admin import (
 from kafka.protocol.admin import DescribeTransactionsRequest, ListTransactionsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import InitProducerIdRequest, WriteTxnMarkersRequest
+from tests._security import SEGLOG, add_users
 
 from seglog.broker import BrokerProcess, ClientSecurity, KafkaConnection, free_port, start_broker
 from seglog.broker.protocol.messages.consumer_group import (
@@ -35,7 +35,6 @@ from seglog.broker.protocol.messages.consumer_group import (
 
 from ._wire import make_batch, produce_request
 
-SEGLOG = str(Path(sys.executable).with_name("seglog"))
 USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
 
 
@@ -73,12 +72,7 @@ def _start(data: Path) -> tuple[BrokerProcess, int]:
 def acled(tmp_path: Path) -> Iterator[Acled]:
     data = tmp_path / "data"
     data.mkdir()
-    for user, password in USERS.items():
-        subprocess.run(
-            [SEGLOG, "user", "add", user, "--data-dir", str(data), "--password", password],
-            check=True,
-            capture_output=True,
-        )
+    add_users(data, USERS)
     proc, sasl = _start(data)
     acled = Acled(proc, sasl)
     try:

@@ -103,6 +103,7 @@ _OTHER = {  # non-default values a broker runs with (without TLS, SASL or topics
     "max.connection.creation.rate": "1000",  # default: unlimited (2^31-1)
     "group.consumer.assignors": "range,uniform",
     "group.consumer.max.size": "100",  # the default is the int maximum
+    "group.consumer.migration.policy": "disabled",
     # no Iceberg topic: the catalog is never opened
     "seglog.iceberg.catalog.type": "rest",
     "seglog.iceberg.catalog.uri": "http://127.0.0.1:8181",
@@ -114,7 +115,7 @@ _OTHER = {  # non-default values a broker runs with (without TLS, SASL or topics
 
 def _other_value(setting: BrokerSetting) -> str:
     """A valid value other than the default, as Kafka prints it (the default itself for a
-    setting with a single valid value, group.consumer.migration.policy)."""
+    setting with a single valid value)."""
     if len(setting.choices) == 1:
         return setting.choices[0]
     if setting.name in _OTHER:

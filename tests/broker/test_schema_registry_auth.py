@@ -6,14 +6,11 @@ settings the CLUSTER resource)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trustme
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -24,11 +21,11 @@ from confluent_kafka.admin import (
 )
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
+from tests._security import add_users, server_cert
 from tests._wait import wait_until
 
 from seglog.broker import BrokerProcess, free_port, start_broker
 
-SEGLOG = str(Path(sys.executable).with_name("seglog"))
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 SCHEMA = json.dumps({"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]})
 
@@ -57,19 +54,10 @@ class Secured:
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     work = tmp_path_factory.mktemp("secured-registry")
-    ca = trustme.CA()
-    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(
-        str(work / "server.pem")
-    )
-    ca.cert_pem.write_to_path(str(work / "ca.pem"))
+    server_cert(work)
     data = work / "data"
     data.mkdir()
-    for user, password in USERS.items():
-        subprocess.run(
-            [SEGLOG, "user", "add", user, "--data-dir", str(data), "--password", password],
-            check=True,
-            capture_output=True,
-        )
+    add_users(data, USERS)
     plain, sasl, registry_port = free_port(), free_port(), free_port()
     proc = start_broker(
         data,

@@ -19,6 +19,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from tests._security import server_cert
 
 from seglog.broker import BrokerProcess, free_port, start_broker
 
@@ -27,11 +28,7 @@ ADMIN_DN = "CN=admin,OU=ops,OU=dev,O=Acme"  # a real admin's subject (two OUs)
 
 @pytest.fixture
 def tls_broker(tmp_path: Path) -> Iterator[tuple[BrokerProcess, int, Path, trustme.CA]]:
-    ca = trustme.CA()
-    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(
-        str(tmp_path / "server.pem")
-    )
-    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    ca = server_cert(tmp_path, "127.0.0.1")
     data = tmp_path / "data"
     data.mkdir()
     plain, tls = free_port(), free_port()

@@ -216,7 +216,8 @@ def test_stray_open_transaction_aborted_at_start(tmp_path: Path) -> None:
     broker = start_broker(data, port=broker.port, extra_args=ARGS)
     try:
         with Wire(broker.bootstrap) as w:
-            assert latest(w, "stray", 1) == 4  # the ABORT marker at 3
+            # the ABORT marker at 3, counted once its fsync is done
+            wait_until(lambda: latest(w, "stray", 1) == 4, message="stray not aborted")
             part = fetch(w, "stray", 1)
             assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [
                 (pid + 100, 2)

@@ -16,12 +16,12 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from seglog.columnar import (
     MalformedValueError,
-    SchemaStore,
     TypedDecoder,
     avro_arrow_type,
     frame,
     json_schema_arrow_type,
 )
+from seglog.schemas import RegistryState
 
 FLIGHT_V1 = {
     "type": "record",
@@ -204,8 +204,11 @@ def test_json_schema_flat_and_a_misfit() -> None:
         )
 
 
-def test_schema_store_folds_confluent_records() -> None:
-    store = SchemaStore()
+def test_registry_replay_serves_typed_reads() -> None:
+    """What typed reads and mirrors ask of ``seglog.schemas``' replay of ``_schemas``
+    (``RegistryRef`` in path mode, ``value_decoder``): the latest live version of a
+    subject, a live version by number, a schema by id (soft-deleted included)."""
+    state = RegistryState()
 
     def key(subject: str, version: int) -> bytes:
         doc = {"keytype": "SCHEMA", "subject": subject, "version": version, "magic": 1}
@@ -216,27 +219,39 @@ def test_schema_store_folds_confluent_records() -> None:
                "deleted": deleted}  # fmt: skip
         return json.dumps(doc).encode()
 
-    store.apply(key("t-value", 1), value("t-value", 1, 1))
-    store.apply(key("t-value", 2), value("t-value", 2, 5))
-    store.apply(b'{"keytype":"NOOP","magic":0}', None)
-    store.apply(b"garbage", b"garbage")
-    latest = store.latest("t-value")
+    skipped = state.replay(
+        iter([
+            (key("t-value", 1), value("t-value", 1, 1)),
+            (key("t-value", 2), value("t-value", 2, 5)),
+            (b'{"keytype":"NOOP","magic":0}', None),
+            (b"garbage", b"garbage"),
+        ])
+    )  # fmt: skip
+    assert skipped == 1
+    latest = state.latest("t-value")
     assert latest is not None
-    assert latest.schema_id == 5
-    assert latest.schema_type == "AVRO"
-    store.apply(key("t-value", 2), value("t-value", 2, 5, deleted=True))  # soft delete
-    latest = store.latest("t-value")
+    assert (latest.id, latest.schema_type) == (5, "AVRO")
+    state.replay(iter([(key("t-value", 2), value("t-value", 2, 5, deleted=True))]))
+    latest = state.latest("t-value")  # soft delete
     assert latest is not None
     assert latest.version == 1
-    assert 5 in store.by_id  # an id stays readable after a soft delete
-    store.apply(key("t-value", 1), None)  # hard delete
-    assert store.latest("t-value") is None
-    store.apply(key("u-value", 1), value("u-value", 1, 6))
-    store.apply(key("u-value", 2), value("u-value", 2, 7))
-    store.apply(b'{"keytype":"DELETE_SUBJECT","subject":"u-value","magic":0}',
-                b'{"subject":"u-value","version":2}')  # fmt: skip
-    assert store.latest("u-value") is None
-    assert 7 in store.by_id
+    assert state.live_version("t-value", 2) is None
+    found = state.schema_of(5)  # an id stays readable after a soft delete
+    assert found is not None
+    assert found.schema == '"int"'
+    state.replay(iter([(key("t-value", 1), None)]))  # hard delete
+    assert state.latest("t-value") is None
+    state.replay(
+        iter([
+            (key("u-value", 1), value("u-value", 1, 6)),
+            (key("u-value", 2), value("u-value", 2, 7)),
+            (b'{"keytype":"DELETE_SUBJECT","subject":"u-value","magic":0}',
+             b'{"subject":"u-value","version":2}'),
+        ])
+    )  # fmt: skip
+    assert state.latest("u-value") is None
+    assert state.schema_of(7) is not None
+    assert state.schema_of(99) is None
 
 
 VECTOR = {  # every type the vectorised decoder takes

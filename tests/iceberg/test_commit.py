@@ -6,6 +6,7 @@ directory without a broker process."""
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from tests.storage._batches import txn_batch
 
 import seglog
 import seglog.iceberg as ice
+from seglog.broker import free_port
 from seglog.broker.log.iceberg_commits import IcebergTask
 from seglog.storage import DataDir, Log, encode_control_batch, open_log
 
@@ -196,5 +198,68 @@ def test_committer_holds_committed_records_only(tmp_path: Path) -> None:
         wait_until(lambda: task.run_once() == 1)
         rows = ice.open_catalog(props).load_table(("seglog", TOPIC)).scan().to_arrow()
         assert sorted(rows.column("offset").to_pylist()) == [3, 4, 7, 8, 9]
+    finally:
+        dd.close()
+
+
+def test_recreated_topic_never_sees_a_deleted_topics_rows(tmp_path: Path) -> None:
+    """A topic deleted while no committer ran (its drop never happened) and created again:
+    the committer purges the stale table first; ``drop_topic`` of the old id then keeps
+    the new topic's table, and of the new id drops it."""
+    data = tmp_path / "data"
+    dd = DataDir(data)
+    configs = {"seglog.iceberg.mode": "key_value", "seglog.iceberg.lag.ms": "1"}
+    try:
+        old = dd.create_topic(TOPIC, 1, configs)
+        dd.log(TOPIC, 0).publish([seglog.Message(key=None, value=b"old%d" % i) for i in range(5)])
+        props = ice.catalog_properties(data)
+        first = IcebergTask(dd, props)
+        wait_until(lambda: first.run_once() == 1)
+        dd.delete_topic(TOPIC)
+        new = dd.create_topic(TOPIC, 1, configs)
+        dd.log(TOPIC, 0).publish([seglog.Message(key=None, value=b"new%d" % i) for i in range(2)])
+        task = IcebergTask(dd, props)
+        wait_until(lambda: task.run_once() == 1)
+        catalog = ice.open_catalog(props)
+        rows = catalog.load_table(("seglog", TOPIC)).scan().to_arrow()
+        assert rows.column("value").to_pylist() == [b"new0", b"new1"]
+        task.drop_topic(TOPIC, old.topic_id)  # late: the table is the new topic's now
+        task.run_once()
+        assert task.pending_drops == 0
+        assert catalog.load_table(("seglog", TOPIC)).scan().to_arrow().num_rows == 2
+        dd.delete_topic(TOPIC)
+        task.drop_topic(TOPIC, new.topic_id)
+        task.run_once()
+        assert task.pending_drops == 0
+        assert not catalog.table_exists(("seglog", TOPIC))
+    finally:
+        dd.close()
+
+
+def test_drop_retries_while_the_catalog_is_unreachable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A deleted topic's drop that meets an unreachable catalog is kept, logged and
+    retried with backoff; once the catalog answers, the table is dropped."""
+    data = tmp_path / "data"
+    dd = DataDir(data)
+    try:
+        info = dd.create_topic(TOPIC, 1, {"seglog.iceberg.mode": "key_value",
+                                          "seglog.iceberg.lag.ms": "1"})  # fmt: skip
+        dd.log(TOPIC, 0).publish([seglog.Message(key=None, value=b"x")])
+        props = ice.catalog_properties(data)
+        first = IcebergTask(dd, props)
+        wait_until(lambda: first.run_once() == 1)
+        dd.delete_topic(TOPIC)
+        down = {"type": "rest", "uri": f"http://127.0.0.1:{free_port()}"}
+        task = IcebergTask(dd, down, poll_s=0.01)
+        task.drop_topic(TOPIC, info.topic_id)
+        with caplog.at_level(logging.WARNING, logger="seglog.broker.log.iceberg_commits"):
+            task.run_once()
+        assert task.pending_drops == 1
+        assert "retry in" in caplog.text
+        task.catalog_properties = props  # the catalog is back
+        wait_until(lambda: (task.run_once(), task.pending_drops == 0)[1], timeout=30)
+        assert not ice.open_catalog(props).table_exists(("seglog", TOPIC))
     finally:
         dd.close()

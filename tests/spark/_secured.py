@@ -3,16 +3,13 @@ certificates made by ``trustme``, SCRAM users added with ``seglog user add``."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import trustme
+from tests._security import add_users, server_cert
 
 from seglog.broker import BrokerProcess, free_port, start_broker
 
-SEGLOG = str(Path(sys.executable).with_name("seglog"))
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 
 
@@ -43,21 +40,12 @@ class SecuredBroker:
 
 def start_secured(work: Path) -> SecuredBroker:
     """Start the broker under ``work`` (certificates, data directory)."""
-    ca = trustme.CA()
-    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(
-        str(work / "server.pem")
-    )
-    ca.cert_pem.write_to_path(str(work / "ca.pem"))
+    ca = server_cert(work)
     client = ca.issue_cert("alice@example.com", common_name="alice")
     client.private_key_and_cert_chain_pem.write_to_path(str(work / "client.pem"))
     data = work / "data"
     data.mkdir()
-    for user, password in USERS.items():
-        subprocess.run(
-            [SEGLOG, "user", "add", user, "--data-dir", str(data), "--password", password],
-            check=True,
-            capture_output=True,
-        )
+    add_users(data, USERS)
     ports = {p: free_port() for p in ("PLAINTEXT", "SSL", "SASL_SSL")}
     listeners = ",".join(f"{p}://127.0.0.1:{port}" for p, port in ports.items())
     proc = start_broker(

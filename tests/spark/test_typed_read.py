@@ -7,15 +7,20 @@ Schema Registry's record format (what ``seglog serve --schema-registry-listen`` 
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
 
-import fastavro
 import pyarrow.parquet as pq
 import pytest
-from tests.columnar.test_typed import FLIGHT_V1, FLIGHT_V2, RICH, RICH_ROW, avro
+from tests.columnar.test_typed import (
+    FLIGHT_V1,
+    FLIGHT_V2,
+    RICH,
+    RICH_ROW,
+    avro,
+    fastavro_reference,
+)
 
 from seglog.columnar import avro_arrow_type, frame, sync_mirrors
 from seglog.spark import read_topic
@@ -95,15 +100,26 @@ def _read(spark: Any, path: str, topic: str, **options: str) -> Any:
 
 
 def _fastavro(values: list[bytes | None], reader_schema: Any) -> list[Any]:
-    writers = {1: FLIGHT_V1, 2: FLIGHT_V2}
-    out = []
-    for value in values:
-        if value is None:
-            out.append(None)
-            continue
-        writer = writers[int.from_bytes(value[1:5], "big")]
-        out.append(fastavro.schemaless_reader(io.BytesIO(value[5:]), writer, reader_schema))
-    return out
+    return fastavro_reference(values, {1: FLIGHT_V1, 2: FLIGHT_V2}, reader_schema)
+
+
+def stream_rows(stream: Any, tmp_path: Path, columns: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    """Run a streaming read with ``trigger(availableNow=True)`` into Parquet files under
+    ``tmp_path`` (checkpointed there too); the rows written, as tuples of ``columns``
+    sorted."""
+    query = (
+        stream.selectExpr(*columns)
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(240)
+    assert query.exception() is None
+    table = pq.read_table(tmp_path / "out")
+    names = [c.split(" AS ")[-1] for c in columns]
+    return sorted(zip(*(table.column(c).to_pylist() for c in names), strict=True))
 
 
 def _values(df: Any) -> dict[int, list[Any]]:
@@ -176,31 +192,21 @@ def test_option_errors(spark: Any, data: dict[str, Any]) -> None:
 
 
 def test_streaming_available_now(spark: Any, data: dict[str, Any], tmp_path: Path) -> None:
-    query = (
+    stream = (
         spark.readStream.format("seglog")
         .option("subscribe", "flights")
         .option("startingOffsets", "earliest")
         .option("valueFormat", "avro")
         .option("maxOffsetsPerTrigger", "7")
         .load(data["path"])
-        .selectExpr("partition", "offset", "value.carrier AS carrier", "value.origin AS origin")
-        .writeStream.format("parquet")
-        .option("path", str(tmp_path / "out"))
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
     )
-    query.awaitTermination(240)
-    assert query.exception() is None
-    table = pq.read_table(tmp_path / "out").sort_by([("partition", "ascending"),
-                                                       ("offset", "ascending")])  # fmt: skip
+    columns = ("partition", "offset", "value.carrier AS carrier", "value.origin AS origin")
+    got = stream_rows(stream, tmp_path, columns)
     expected = [
         (p, o, None if r is None else r["carrier"], None if r is None else r["origin"])
         for p, values in data["stored"].items()
         for o, r in enumerate(_fastavro(values, FLIGHT_V2))
     ]
-    got = list(zip(*(table.column(c).to_pylist() for c in
-                     ("partition", "offset", "carrier", "origin")), strict=True))  # fmt: skip
     assert got == expected
 
 

@@ -233,6 +233,7 @@ def test_storage_public_names_pinned() -> None:
             # tiered storage (KIP-405)
             "Manifest",
             "RemoteCorruptionError",
+            "RemotePartition",
             "RemoteSegment",
             "RemoteSlice",
             "RemoteStorage",
@@ -240,6 +241,7 @@ def test_storage_public_names_pinned() -> None:
             "RemoteTier",
             "TierCounters",
             "TierReport",
+            "purge_partition",
             "start_tiering",
             "tier_sync",
         ]

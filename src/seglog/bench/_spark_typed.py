@@ -27,7 +27,8 @@ from pyspark.sql import functions as F  # noqa: N812
 from seglog.bench._kafka import BenchError
 from seglog.bench._report import Samples, measure
 from seglog.bench._spark_io import count_rows
-from seglog.columnar import SCHEMAS_TOPIC, frame
+from seglog.columnar import frame
+from seglog.schemas import SCHEMAS_TOPIC
 from seglog.storage import DataDir, Message
 
 __all__ = ["FLIGHT_SCHEMA", "TypedResults", "typed_reads", "write_typed_topic"]

@@ -39,7 +39,9 @@ __all__ = [
     "client_command",
     "fail",
     "kafka_errors_exit_1",
+    "options_command",
     "print_json",
+    "wire_call",
 ]
 
 _SECURITY = "Security (Kafka's client config names)"
@@ -120,6 +122,18 @@ def client_command(func: _F) -> _F:
     """Give a command the shared connection options. ``func`` takes a keyword-only
     ``client: ClientOptions``; the wrapper's signature (what typer reads) replaces it with
     ``-b``, ``-X``, ``--security-protocol``, ``--sasl-*`` and ``--ssl-ca-location``."""
+
+    def make(**options: Any) -> ClientOptions:
+        options["extra"] = tuple(options["extra"] or ())
+        return ClientOptions(**options)
+
+    return options_command(func, {name: (ann, None) for name, ann in _OPTION_PARAMS.items()}, make)
+
+
+def options_command(func: _F, options: dict[str, tuple[Any, Any]], make: Callable[..., Any]) -> _F:
+    """``func`` with its keyword-only ``client`` parameter replaced, in the signature typer
+    reads, by keyword-only ``options`` (name -> (Annotated type, default)); each call
+    passes ``client=make(**those options' values)``."""
     sig = inspect.signature(func)
     hints = typing.get_type_hints(func, include_extras=True)
     params = [
@@ -128,20 +142,19 @@ def client_command(func: _F) -> _F:
         if p.name != "client"
     ]
     params += [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ann)
-        for name, ann in _OPTION_PARAMS.items()
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ann)
+        for name, (ann, default) in options.items()
     ]
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        options = {name: kwargs.pop(name, None) for name in _OPTION_PARAMS}
-        options["extra"] = tuple(options["extra"] or ())
-        return func(*args, client=ClientOptions(**options), **kwargs)
+        values = {name: kwargs.pop(name, default) for name, (_, default) in options.items()}
+        return func(*args, client=make(**values), **kwargs)
 
     wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {
         **{k: v for k, v in hints.items() if k != "client"},
-        **_OPTION_PARAMS,
+        **{name: ann for name, (ann, _) in options.items()},
     }
     return wrapper  # type: ignore[return-value]
 
@@ -169,3 +182,18 @@ def kafka_errors_exit_1() -> Iterator[None]:
         raise fail(text) from None
     except TimeoutError:
         raise fail("timed out waiting for the broker") from None
+
+
+def wire_call(client: ClientOptions, request: Any, client_id: str, timeout: float) -> Any:
+    """Send one request to the first bootstrap server over seglog's blocking wire client
+    (``seglog.broker.KafkaConnection``, TLS and SASL from the client options) and return
+    its response; connection, TLS, SASL or protocol trouble exits 1 with one line."""
+    from seglog.broker import ClientSecurity, KafkaConnection, split_host_port  # noqa: PLC0415
+
+    conf = {k: str(v) for k, v in client.config().items()}
+    host, port = split_host_port(conf["bootstrap.servers"].split(",")[0].strip())
+    try:
+        with KafkaConnection(host, port, client_id, timeout, ClientSecurity(conf)) as conn:
+            return conn.call(request)
+    except Exception as exc:  # connection, TLS, SASL or protocol trouble: one line
+        raise fail(f"{host}:{port}: {exc}") from None

@@ -19,7 +19,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from seglog.cli._client import ClientOptions, JsonOut, client_command, fail, print_json
+from seglog.cli._client import (
+    ClientOptions,
+    JsonOut,
+    client_command,
+    fail,
+    print_json,
+    wire_call,
+)
 
 __all__ = ["register"]
 
@@ -58,15 +65,7 @@ def _parts(  # noqa: PLR0917 (one pair of options per entity type)
 
 
 def _call(client: ClientOptions, request: Any) -> Any:
-    from seglog.broker import ClientSecurity, KafkaConnection, split_host_port  # noqa: PLC0415
-
-    conf = {k: str(v) for k, v in client.config().items()}
-    host, port = split_host_port(conf["bootstrap.servers"].split(",")[0].strip())
-    try:
-        with KafkaConnection(host, port, "seglog-quota", TIMEOUT, ClientSecurity(conf)) as conn:
-            return conn.call(request)
-    except Exception as exc:  # connection, TLS, SASL or protocol trouble: one line
-        raise fail(f"{host}:{port}: {exc}") from None
+    return wire_call(client, request, "seglog-quota", TIMEOUT)
 
 
 def _number(value: float) -> str:

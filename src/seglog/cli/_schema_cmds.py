@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from seglog.cli._client import options_command
 from seglog.cli._client_config import print_json
 from seglog.cli._fail import fail
 from seglog.cli._schema_client import RegistryCallError, RegistryClient, quote
@@ -51,10 +53,24 @@ _Refs = Annotated[
     typer.Option("--reference", help="NAME=SUBJECT:VERSION (repeatable): a schema reference."),
 ]
 _DEFAULT_URL = "http://127.0.0.1:8081"
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def _client(url: str, user_info: str | None, ca: str | None) -> RegistryClient:
-    return RegistryClient(url, user_info, ca)
+_REGISTRY_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "url": (_Url, _DEFAULT_URL),
+    "user_info": (_UserInfo, None),
+    "ca_location": (_Ca, None),
+}
+
+
+def _registry_command(func: _F) -> _F:
+    """Give a command the registry options: ``func`` takes a keyword-only ``client:
+    RegistryClient``, typer sees ``--registry-url``, ``--user-info`` and ``--ca-location``."""
+    return options_command(func, _REGISTRY_OPTIONS, _client)
+
+
+def _client(url: str, user_info: str | None, ca_location: str | None) -> RegistryClient:
+    return RegistryClient(url, user_info, ca_location)
 
 
 def _run(call: Any) -> Any:
@@ -85,16 +101,15 @@ def _schema_body(path: Path, schema_type: str, references: list[str] | None) -> 
 
 
 @app.command("list")
-def list_subjects(  # noqa: PLR0917 (typer maps each parameter to an option)
-    url: _Url = _DEFAULT_URL,
-    user_info: _UserInfo = None,
-    ca_location: _Ca = None,
+@_registry_command
+def list_subjects(
     deleted: Annotated[bool, typer.Option("--deleted", help="Soft-deleted subjects too.")] = False,
     prefix: Annotated[str, typer.Option("--prefix", help="Subjects starting so.")] = "",
     as_json: _Json = False,
+    *,
+    client: RegistryClient,
 ) -> None:
     """Subjects with their versions and latest schema id."""
-    client = _client(url, user_info, ca_location)
     subjects = _run(lambda: client.call("GET", "subjects", deleted=deleted, subjectPrefix=prefix))
     rows = []
     for subject in subjects:
@@ -119,19 +134,18 @@ def list_subjects(  # noqa: PLR0917 (typer maps each parameter to an option)
 
 
 @app.command("get")
-def get(  # noqa: PLR0917 (typer maps each parameter to an option)
+@_registry_command
+def get(
     subject: Annotated[str | None, typer.Argument(help="The subject (or give --id).")] = None,
     version: Annotated[
         str, typer.Option("--version", help="A version number or latest.")
     ] = "latest",
     schema_id: Annotated[int | None, typer.Option("--id", help="A global schema id.")] = None,
-    url: _Url = _DEFAULT_URL,
-    user_info: _UserInfo = None,
-    ca_location: _Ca = None,
     as_json: _Json = False,
+    *,
+    client: RegistryClient,
 ) -> None:
     """Print a schema: a subject's version, or the schema of a global id."""
-    client = _client(url, user_info, ca_location)
     if (subject is None) == (schema_id is None):
         raise fail("give a SUBJECT or --id", 2)
     if schema_id is not None:
@@ -151,6 +165,7 @@ def get(  # noqa: PLR0917 (typer maps each parameter to an option)
 
 
 @app.command("register")
+@_registry_command
 def register_schema(  # noqa: PLR0917 (typer maps each parameter to an option)
     subject: Annotated[str, typer.Argument(help="The subject (TopicNameStrategy: TOPIC-value).")],
     schema_file: Annotated[Path, typer.Argument(help="The schema (.avsc, .json, .proto).")],
@@ -159,14 +174,12 @@ def register_schema(  # noqa: PLR0917 (typer maps each parameter to an option)
     normalize: Annotated[
         bool, typer.Option("--normalize", help="Register the normalized form.")
     ] = False,
-    url: _Url = _DEFAULT_URL,
-    user_info: _UserInfo = None,
-    ca_location: _Ca = None,
     as_json: _Json = False,
+    *,
+    client: RegistryClient,
 ) -> None:
     """Register a schema under a subject (checked against its compatibility level);
     prints its global id."""
-    client = _client(url, user_info, ca_location)
     body = _schema_body(schema_file, schema_type, references)
     result = _run(
         lambda: client.call(
@@ -182,6 +195,7 @@ def register_schema(  # noqa: PLR0917 (typer maps each parameter to an option)
 
 
 @app.command("check")
+@_registry_command
 def check(  # noqa: PLR0917 (typer maps each parameter to an option)
     subject: Annotated[str, typer.Argument(help="The subject.")],
     schema_file: Annotated[Path, typer.Argument(help="The candidate schema.")],
@@ -191,13 +205,11 @@ def check(  # noqa: PLR0917 (typer maps each parameter to an option)
         str | None,
         typer.Option("--version", help="Against this version only (default: as the level says)."),
     ] = None,
-    url: _Url = _DEFAULT_URL,
-    user_info: _UserInfo = None,
-    ca_location: _Ca = None,
     as_json: _Json = False,
+    *,
+    client: RegistryClient,
 ) -> None:
     """Whether a schema is compatible with a subject (exit 1 when it is not)."""
-    client = _client(url, user_info, ca_location)
     body = _schema_body(schema_file, schema_type, references)
     path = f"compatibility/subjects/{quote(subject)}/versions" + (f"/{version}" if version else "")
     result = _run(lambda: client.call("POST", path, body, verbose=True))
@@ -214,18 +226,17 @@ def check(  # noqa: PLR0917 (typer maps each parameter to an option)
 
 
 @app.command("delete")
-def delete(  # noqa: PLR0917 (typer maps each parameter to an option)
+@_registry_command
+def delete(
     subject: Annotated[str, typer.Argument(help="The subject.")],
     version: Annotated[str | None, typer.Option("--version", help="Only this version.")] = None,
     permanent: Annotated[
         bool, typer.Option("--permanent", help="Hard delete (after a soft delete).")
     ] = False,
-    url: _Url = _DEFAULT_URL,
-    user_info: _UserInfo = None,
-    ca_location: _Ca = None,
+    *,
+    client: RegistryClient,
 ) -> None:
     """Delete a subject or one version (soft; --permanent: hard, after a soft delete)."""
-    client = _client(url, user_info, ca_location)
     path = f"subjects/{quote(subject)}" + (f"/versions/{version}" if version else "")
     result = _run(lambda: client.call("DELETE", path, permanent=permanent))
     deleted = result if isinstance(result, list) else [result]
@@ -233,7 +244,8 @@ def delete(  # noqa: PLR0917 (typer maps each parameter to an option)
 
 
 @app.command("config")
-def config(  # noqa: PLR0917 (typer maps each parameter to an option)
+@_registry_command
+def config(
     subject: Annotated[
         str | None, typer.Argument(help="A subject (default: the global level).")
     ] = None,
@@ -244,12 +256,10 @@ def config(  # noqa: PLR0917 (typer maps each parameter to an option)
     delete_level: Annotated[
         bool, typer.Option("--delete", help="Remove the subject's level.")
     ] = False,
-    url: _Url = _DEFAULT_URL,
-    user_info: _UserInfo = None,
-    ca_location: _Ca = None,
+    *,
+    client: RegistryClient,
 ) -> None:
     """Show (or --set, --delete) the compatibility level of a subject or the global one."""
-    client = _client(url, user_info, ca_location)
     path = "config" + (f"/{quote(subject)}" if subject else "")
     if set_level is not None:
         level = _run(lambda: client.call("PUT", path, {"compatibility": set_level.upper()}))[

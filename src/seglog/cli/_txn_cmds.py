@@ -25,7 +25,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from seglog.cli._client import ClientOptions, JsonOut, client_command, fail, print_json
+from seglog.cli._client import (
+    ClientOptions,
+    JsonOut,
+    client_command,
+    fail,
+    print_json,
+    wire_call,
+)
 
 __all__ = ["register"]
 
@@ -36,15 +43,7 @@ TIMEOUT = 30.0
 
 
 def _call(client: ClientOptions, request: Any) -> Any:
-    from seglog.broker import ClientSecurity, KafkaConnection, split_host_port  # noqa: PLC0415
-
-    conf = {k: str(v) for k, v in client.config().items()}
-    host, port = split_host_port(conf["bootstrap.servers"].split(",")[0].strip())
-    try:
-        with KafkaConnection(host, port, "seglog-txn", TIMEOUT, ClientSecurity(conf)) as conn:
-            return conn.call(request)
-    except Exception as exc:  # connection, TLS, SASL or protocol trouble: one line
-        raise fail(f"{host}:{port}: {exc}") from None
+    return wire_call(client, request, "seglog-txn", TIMEOUT)
 
 
 def _when(ms: int) -> str:

@@ -7,36 +7,71 @@
   (``seglog.spark.read_topic``);
 - typed values (``TypedDecoder``): Confluent-framed Avro / JSON Schema values -> one Arrow
   struct column, with the types Spark gives them (``avro_arrow_type``), writer schemas by
-  id from a registry or from the data directory's ``_schemas`` topic (``load_schema_store``).
+  id from a registry or from the data directory's ``_schemas`` topic (replayed by
+  ``seglog.schemas.read_registry``).
 
-Needs ``pyarrow`` (the ``spark`` extra). Imports only ``seglog.storage``; the broker imports
-it lazily, only for topics with ``seglog.parquet.mirror=true``.
+Needs ``pyarrow`` (the ``spark`` extra). Imports only ``seglog.storage`` and
+``seglog.schemas`` (the registry's ``_schemas`` replay); the broker imports it lazily, only
+for topics with ``seglog.parquet.mirror=true``. Names are imported on first use (PEP 562):
+``import seglog.columnar`` loads neither pyarrow nor numpy.
 """
 
 from __future__ import annotations
 
-from seglog.columnar._avro_types import avro_arrow_type, json_schema_arrow_type
-from seglog.columnar._decode import BATCH_HEADER, columns_batch, decode_batches, empty_batch
-from seglog.columnar._mirror import (
-    MIRROR_CONFIG,
-    Mirror,
-    MirrorReport,
-    mirror_enabled,
-    mirrors_of,
-    sync_log_mirrors,
-    sync_mirrors,
-    value_decoder,
-)
-from seglog.columnar._protobuf_flat import PROTO_SCALARS
-from seglog.columnar._registry import REGISTRY_BROKER_CONFIG, RegistryRef, discover_registry
-from seglog.columnar._schema import ARROW_HEADERS_TYPE, arrow_schema
-from seglog.columnar._schema_store import (
-    SCHEMAS_TOPIC,
-    RegisteredSchema,
-    SchemaStore,
-    load_schema_store,
-)
-from seglog.columnar._typed import FORMATS, MalformedValueError, TypedDecoder, frame, schema_id_of
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from seglog.columnar._avro_types import avro_arrow_type, json_schema_arrow_type
+    from seglog.columnar._decode import BATCH_HEADER, columns_batch, decode_batches, empty_batch
+    from seglog.columnar._mirror import (
+        MIRROR_CONFIG,
+        Mirror,
+        MirrorReport,
+        mirror_enabled,
+        mirrors_of,
+        sync_log_mirrors,
+        sync_mirrors,
+        value_decoder,
+    )
+    from seglog.columnar._protobuf_flat import PROTO_SCALARS
+    from seglog.columnar._registry import REGISTRY_BROKER_CONFIG, RegistryRef, discover_registry
+    from seglog.columnar._schema import ARROW_HEADERS_TYPE, arrow_schema
+    from seglog.columnar._typed import (
+        FORMATS,
+        MalformedValueError,
+        TypedDecoder,
+        frame,
+        schema_id_of,
+    )
+
+_LAZY: dict[str, str] = {
+    "avro_arrow_type": "_avro_types",
+    "json_schema_arrow_type": "_avro_types",
+    "BATCH_HEADER": "_decode",
+    "columns_batch": "_decode",
+    "decode_batches": "_decode",
+    "empty_batch": "_decode",
+    "MIRROR_CONFIG": "_mirror",
+    "Mirror": "_mirror",
+    "MirrorReport": "_mirror",
+    "mirror_enabled": "_mirror",
+    "mirrors_of": "_mirror",
+    "sync_log_mirrors": "_mirror",
+    "sync_mirrors": "_mirror",
+    "value_decoder": "_mirror",
+    "PROTO_SCALARS": "_protobuf_flat",
+    "REGISTRY_BROKER_CONFIG": "_registry",
+    "RegistryRef": "_registry",
+    "discover_registry": "_registry",
+    "ARROW_HEADERS_TYPE": "_schema",
+    "arrow_schema": "_schema",
+    "FORMATS": "_typed",
+    "MalformedValueError": "_typed",
+    "TypedDecoder": "_typed",
+    "frame": "_typed",
+    "schema_id_of": "_typed",
+}
 
 __all__ = [
     "ARROW_HEADERS_TYPE",
@@ -45,13 +80,10 @@ __all__ = [
     "MIRROR_CONFIG",
     "PROTO_SCALARS",
     "REGISTRY_BROKER_CONFIG",
-    "SCHEMAS_TOPIC",
     "MalformedValueError",
     "Mirror",
     "MirrorReport",
-    "RegisteredSchema",
     "RegistryRef",
-    "SchemaStore",
     "TypedDecoder",
     "arrow_schema",
     "avro_arrow_type",
@@ -61,7 +93,6 @@ __all__ = [
     "empty_batch",
     "frame",
     "json_schema_arrow_type",
-    "load_schema_store",
     "mirror_enabled",
     "mirrors_of",
     "schema_id_of",
@@ -69,3 +100,16 @@ __all__ = [
     "sync_mirrors",
     "value_decoder",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'seglog.columnar' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"seglog.columnar.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

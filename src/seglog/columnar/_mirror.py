@@ -16,7 +16,7 @@ the missing ones. The active (last) segment is never mirrored: it still grows.
 
 Typed mirrors: when the topic has a schema — subject ``<topic>-value`` (Confluent's
 TopicNameStrategy) in the registry's ``_schemas`` log of the same data directory
-(``<data dir>/_schemas-0``, folded by ``load_schema_store``) — each closed segment also
+(``<data dir>/_schemas-0``, replayed by ``seglog.schemas.read_registry``) — each closed segment also
 gets ``%020d.mirror-<next offset>-<segment bytes>.value-<schema id>.parquet``, the same
 columns with ``value`` a struct decoded with the subject's latest schema (``TypedDecoder``,
 PERMISSIVE: an undecodable value is null there, its bytes stay in the binary mirror). A new
@@ -42,8 +42,8 @@ import pyarrow.parquet as pq
 
 from seglog.columnar._decode import decode_batches
 from seglog.columnar._schema import arrow_schema
-from seglog.columnar._schema_store import load_schema_store
 from seglog.columnar._typed import TypedDecoder
+from seglog.schemas import read_registry
 from seglog.storage import BATCH_HEADER, DataDir, Log, atomic_file, fsync_dir
 
 __all__ = [
@@ -114,19 +114,20 @@ def _name(base: int, next_offset: int, size: int, schema_id: int | None = None) 
 def value_decoder(data_dir: str | os.PathLike[str], topic: str) -> TypedDecoder | None:
     """The decoder typed mirrors of ``topic`` use: the latest schema of subject
     ``<topic>-value`` (Confluent's TopicNameStrategy) in the data directory's ``_schemas``
-    (``load_schema_store``), Avro or JSON Schema; None when the topic has none. PERMISSIVE:
-    an undecodable value is a null struct in the mirror (the binary mirror keeps its bytes)."""
-    store = load_schema_store(data_dir)
+    (``seglog.schemas.read_registry``), Avro or JSON Schema; None when the topic has none.
+    PERMISSIVE: an undecodable value is a null struct in the mirror (the binary mirror keeps
+    its bytes)."""
+    store = read_registry(data_dir)
     latest = store.latest(f"{topic}-value")
     if latest is None or latest.schema_type not in ("AVRO", "JSON"):
         return None
 
     def writer(schema_id: int) -> str | None:
-        found = store.by_id.get(schema_id)
+        found = store.schema_of(schema_id)
         return None if found is None else found.schema
 
     fmt = "avro" if latest.schema_type == "AVRO" else "json"
-    return TypedDecoder(fmt, latest.schema, writer, reader_id=latest.schema_id)
+    return TypedDecoder(fmt, latest.schema, writer, reader_id=latest.id)
 
 
 def _closed_segments(plog: Log) -> list[tuple[int, int, int]]:

@@ -5,8 +5,8 @@
 - a Confluent Schema Registry REST endpoint (``schema.registry.url``; seglog's own is served
   by ``seglog serve --schema-registry-listen``, any registry implementing the API works),
   talked to with confluent-kafka's ``SchemaRegistryClient`` (which caches by id);
-- the data directory (path mode without a URL): the registry's ``_schemas`` topic folded
-  by ``load_schema_store``, re-read when an unknown id turns up.
+- the data directory (path mode without a URL): the registry's ``_schemas`` topic replayed
+  by ``seglog.schemas.read_registry``, re-read when an unknown id turns up.
 
 In wire mode without ``schema.registry.url``, the broker's own registry is found through
 DescribeConfigs of the broker: its config ``schema.registry.listen`` (``host:port``; a
@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-from seglog.columnar._schema_store import RegisteredSchema, SchemaStore, load_schema_store
+from seglog.schemas import AVRO, RegistryState, SchemaVersion, read_registry
 
 __all__ = ["REGISTRY_BROKER_CONFIG", "RegistryRef", "discover_registry"]
 
@@ -56,20 +56,22 @@ class RegistryRef:
                 _clients[key] = client
             return client
 
-    def _store(self, refresh: bool = False) -> SchemaStore:
+    def _store(self, refresh: bool = False) -> RegistryState:
         assert self.path is not None
         with _lock:
             store = _stores.get(self.path)
             if store is None or refresh:
-                store = load_schema_store(self.path)
+                store = read_registry(self.path)
                 _stores[self.path] = store
             return store
 
-    def subject_version(self, subject: str, version: int | None) -> RegisteredSchema:
-        """The subject's ``version`` (None: latest). LookupError when absent."""
+    def subject_version(self, subject: str, version: int | None) -> SchemaVersion:
+        """The subject's live ``version`` (None: latest). LookupError when absent."""
         if self.url is None:
             store = self._store(refresh=True)
-            found = store.latest(subject) if version is None else store.version(subject, version)
+            found = (
+                store.latest(subject) if version is None else store.live_version(subject, version)
+            )
             if found is None:
                 raise LookupError(f"subject {subject!r} has no version {version or 'latest'}")
             return found
@@ -81,20 +83,20 @@ class RegistryRef:
                     f"subject {subject!r} has no version {version or 'latest'}: {exc}"
                 ) from None
             raise
-        return RegisteredSchema(
+        return SchemaVersion(
             subject=subject,
             version=int(got.version),
-            schema_id=int(got.schema_id),
+            id=int(got.schema_id),
             schema=str(got.schema.schema_str),
-            schema_type=str(got.schema.schema_type or "AVRO"),
+            schema_type=str(got.schema.schema_type or AVRO),
         )
 
     def schema_text(self, schema_id: int) -> str | None:
         """The schema registered under ``schema_id``; None when no schema has that id."""
         if self.url is None:
-            found = self._store().by_id.get(schema_id)
+            found = self._store().schema_of(schema_id)
             if found is None:
-                found = self._store(refresh=True).by_id.get(schema_id)
+                found = self._store(refresh=True).schema_of(schema_id)
             return None if found is None else found.schema
         try:
             return str(self._client().get_schema(schema_id).schema_str)
@@ -115,7 +117,7 @@ class RegistryRef:
 
 _lock = threading.Lock()
 _clients: dict[tuple[Any, ...], SchemaRegistryClient] = {}
-_stores: dict[str, SchemaStore] = {}
+_stores: dict[str, RegistryState] = {}
 
 
 def discover_registry(kafka: dict[str, str]) -> str | None:

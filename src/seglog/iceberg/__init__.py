@@ -2,10 +2,11 @@
 through pyiceberg (topic config ``seglog.iceberg.mode``).
 
 - names and settings (``_names``, no pyiceberg): ``MODE_CONFIG``, ``LAG_CONFIG``,
-  ``iceberg_mode``, ``iceberg_lag_ms``, ``catalog_properties``, ``table_name``;
+  ``iceberg_mode``, ``iceberg_lag_ms``, ``catalog_properties``, ``table_name``,
+  ``remote_warehouse`` / ``table_location`` (tables of tiered topics on the object store);
 - the table (``_table``): ``open_catalog``, ``load_topic_table`` (``key_value`` schema,
   partitioned by ``hour(timestamp)``), ``committed_offsets`` (from the snapshot summary),
-  ``data_files``;
+  ``data_files``, ``drop_topic_tables`` (a deleted topic's tables purged), ``stale_table``;
 - commits (``_commit``): ``commit_ranges`` (one append per call, the partitions' next
   offsets in the snapshot summary), ``read_rows``;
 - ``value_schema`` mode (``_avro``, ``_values``): Avro schemas as Iceberg schemas,
@@ -38,8 +39,11 @@ from seglog.iceberg._names import (
     dlq_table_name,
     iceberg_lag_ms,
     iceberg_mode,
+    remote_warehouse,
     table_identifier,
+    table_location,
     table_name,
+    tiered,
 )
 
 if TYPE_CHECKING:
@@ -49,8 +53,10 @@ if TYPE_CHECKING:
     from seglog.iceberg._table import (
         committed_offsets,
         data_files,
+        drop_topic_tables,
         load_topic_table,
         open_catalog,
+        stale_table,
         summary_of,
     )
     from seglog.iceberg._values import SchemaLookup, ValueCommit, commit_values
@@ -80,15 +86,20 @@ __all__ = [
     "committed_offsets",
     "data_files",
     "dlq_table_name",
+    "drop_topic_tables",
     "hour_spec",
     "iceberg_lag_ms",
     "iceberg_mode",
     "load_topic_table",
     "open_catalog",
     "read_rows",
+    "remote_warehouse",
+    "stale_table",
     "summary_of",
     "table_identifier",
+    "table_location",
     "table_name",
+    "tiered",
 ]
 
 _WHERE = {
@@ -106,6 +117,8 @@ _WHERE = {
     "hour_spec": "_schema",
     "committed_offsets": "_table",
     "data_files": "_table",
+    "drop_topic_tables": "_table",
+    "stale_table": "_table",
     "load_topic_table": "_table",
     "open_catalog": "_table",
     "summary_of": "_table",

@@ -15,6 +15,7 @@ them for every topic).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -34,7 +35,9 @@ __all__ = [
     "dlq_table_name",
     "iceberg_lag_ms",
     "iceberg_mode",
+    "remote_warehouse",
     "table_identifier",
+    "table_location",
     "table_name",
 ]
 
@@ -99,11 +102,31 @@ def dlq_table_name(topic: str) -> str:
     return f"{NAMESPACE}.{topic}{DLQ_SUFFIX}"
 
 
+def remote_warehouse(remote_url: str) -> str:
+    """``<remote_url>/iceberg/warehouse``: where the tables of tiered Iceberg topics live
+    when the broker has a remote store (``seglog.remote.storage.url``)."""
+    return remote_url.rstrip("/") + "/iceberg/warehouse"
+
+
+def table_location(warehouse: str, topic: str, *, dlq: bool = False) -> str:
+    """``<warehouse>/seglog.db/<table>``: a table's location under a warehouse, in the
+    layout of pyiceberg's (and Hive's, Spark's) ``<namespace>.db/<table>``."""
+    return f"{warehouse.rstrip('/')}/{NAMESPACE}.db/{topic}{DLQ_SUFFIX if dlq else ''}"
+
+
+def tiered(configs: Mapping[str, str]) -> bool:
+    """The topic has ``remote.storage.enable=true`` (tiered storage)."""
+    return configs.get("remote.storage.enable", "false").strip().lower() == "true"
+
+
 def catalog_properties(
     data_dir: str | Path,
     catalog_type: str = "sql",
     uri: str | None = None,
     warehouse: str | None = None,
+    *,
+    remote_url: str | None = None,
+    remote_endpoint_url: str | None = None,
 ) -> dict[str, str]:
     """pyiceberg ``load_catalog`` properties of a broker's catalog (broker settings
     ``seglog.iceberg.catalog.type`` / ``.uri`` / ``.warehouse``).
@@ -114,7 +137,13 @@ def catalog_properties(
     when given. A local (``file://``) warehouse is written through
     :data:`SYNCED_FILE_IO` (every file fsynced before the catalog commit). Other
     properties (credentials, tokens) come from pyiceberg's environment variables,
-    ``PYICEBERG_CATALOG__SEGLOG__<KEY>``."""
+    ``PYICEBERG_CATALOG__SEGLOG__<KEY>``.
+
+    With an ``s3://`` ``remote_url`` (the tier's ``seglog.remote.storage.url``), pyiceberg's
+    S3 FileIO gets the tier's endpoint (``s3.endpoint`` = ``remote_endpoint_url``) and
+    region (``AWS_REGION`` / ``AWS_DEFAULT_REGION``, else ``us-east-1``, as the tier);
+    credentials come from the same environment (``AWS_ACCESS_KEY_ID`` ...), so tables
+    located on the store (:func:`remote_warehouse`) are written and read as the tier is."""
     props = {"type": catalog_type}
     root = Path(data_dir).resolve() / "iceberg"
     if catalog_type == "sql":
@@ -127,4 +156,10 @@ def catalog_properties(
             props["uri"] = uri
         if warehouse:
             props["warehouse"] = warehouse
+    if remote_url is not None and remote_url.startswith("s3://"):
+        props["s3.region"] = (
+            os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        )
+        if remote_endpoint_url:
+            props["s3.endpoint"] = remote_endpoint_url
     return props

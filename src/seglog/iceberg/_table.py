@@ -34,8 +34,10 @@ __all__ = [
     "TABLE_PROPERTIES",
     "committed_offsets",
     "data_files",
+    "drop_topic_tables",
     "load_topic_table",
     "open_catalog",
+    "stale_table",
     "summary_of",
 ]
 
@@ -62,13 +64,15 @@ def open_catalog(properties: dict[str, str]) -> Catalog:
 
 def load_topic_table(
     catalog: Catalog, topic: str, *, create: bool = True, mode: str = KEY_VALUE,
-    dlq: bool = False,
+    dlq: bool = False, location: str | None = None,
 ) -> Table:  # fmt: skip
     """The table of ``topic`` (``seglog.<topic>``; with ``dlq`` its dead-letter table
     ``seglog.<topic>~dlq``), created when missing and ``create``: :data:`KEY_VALUE_SCHEMA`
     for ``key_value``, the ``seglog`` metadata column alone for ``value_schema`` (the
     value's columns come with the first schema), :data:`DLQ_SCHEMA` for a dead-letter
-    table; partitioned by the hour of the record timestamp. Raises pyiceberg's
+    table; partitioned by the hour of the record timestamp; at ``location`` when given
+    (``table_location``: on the object store), else under the catalog's warehouse. An
+    existing table stays where it is. Raises pyiceberg's
     ``NoSuchTableError`` when missing and not ``create``."""
     name = table_identifier(topic, dlq=dlq)
     try:
@@ -86,8 +90,43 @@ def load_topic_table(
         name,
         schema=schema,
         partition_spec=hour_spec(schema, column),
+        location=location,
         properties=TABLE_PROPERTIES,
     )
+
+
+def drop_topic_tables(catalog: Catalog, topic: str, topic_id: uuid.UUID) -> list[str]:
+    """Drop the tables of deleted topic ``topic`` (id ``topic_id``): ``seglog.<topic>``
+    and its dead-letter table, purged (data, manifest and metadata files deleted with the
+    catalog entry: pyiceberg's ``purge_table``), as Redpanda's ``iceberg_delete``. A table
+    whose newest seglog snapshot names another topic id (the topic was created again and
+    committed since) is kept; one without a seglog snapshot is dropped. Returns the
+    identifiers dropped (missing tables are skipped). Raises what the catalog raises
+    (unreachable, ...)."""
+    dropped = []
+    for dlq in (False, True):
+        name = table_identifier(topic, dlq=dlq)
+        try:
+            table = catalog.load_table(name)
+        except NoSuchTableError:
+            continue
+        owner = summary_of(table).get(TOPIC_ID_KEY)
+        if owner is not None and owner != str(topic_id):
+            continue
+        try:
+            catalog.purge_table(name)
+        except NoSuchTableError:
+            continue
+        dropped.append(".".join(name))
+    return dropped
+
+
+def stale_table(table: Table, topic_id: uuid.UUID) -> bool:
+    """The table's newest seglog snapshot belongs to another topic id: a deleted topic's
+    table whose drop never ran (the broker stopped first); the topic created again under
+    the name must not see its rows."""
+    owner = summary_of(table).get(TOPIC_ID_KEY)
+    return owner is not None and owner != str(topic_id)
 
 
 def _seglog_snapshot(table: Table) -> Snapshot | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,6 +59,22 @@ class RegistryState:
         ``deleted``); [] for an unknown subject."""
         found = self.subjects.get(subject, {})
         return [found[n] for n in sorted(found) if deleted or not found[n].deleted]
+
+    def latest(self, subject: str) -> SchemaVersion | None:
+        """The subject's highest live version; None when it has none."""
+        live = self.versions(subject)
+        return live[-1] if live else None
+
+    def live_version(self, subject: str, version: int) -> SchemaVersion | None:
+        """Version ``version`` of the subject; None when absent or soft-deleted."""
+        found = self.subjects.get(subject, {}).get(version)
+        return None if found is None or found.deleted else found
+
+    def schema_of(self, schema_id: int) -> SchemaVersion | None:
+        """A version carrying ``schema_id`` (ids are global: any one has its text; a
+        soft-deleted one included); None when no version has that id."""
+        found = self._by_id.get(schema_id)
+        return found[0] if found else None
 
     def live_subjects(self, *, deleted: bool = False) -> list[str]:
         """Subjects with a version (a live one unless ``deleted``), sorted."""
@@ -146,7 +163,7 @@ def log_records(schemas_log: Log) -> Iterator[tuple[bytes | None, bytes | None]]
             yield m.key, m.value
 
 
-def read_registry(data_dir: str | Path) -> RegistryState:
+def read_registry(data_dir: str | os.PathLike[str]) -> RegistryState:
     """The registry state stored in a broker's data directory (``<data_dir>/_schemas-0``,
     opened read-only; an empty state when there is none): what Spark's path mode decodes
     values with."""

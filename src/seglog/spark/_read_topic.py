@@ -23,7 +23,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from seglog.columnar import RegistryRef, load_schema_store, mirrors_of
+from seglog.columnar import RegistryRef, mirrors_of
+from seglog.schemas import read_registry
 from seglog.spark._options import (
     EARLIEST,
     ISOLATION_LEVELS,
@@ -248,15 +249,13 @@ def _value_plan(path: str | os.PathLike[str], topic: str, typed: bool | None) ->
     data directory's ``_schemas`` (None: binary)."""
     if typed is False:
         return None
-    latest = load_schema_store(path).latest(f"{topic}-value")
+    latest = read_registry(path).latest(f"{topic}-value")
     if latest is None or latest.schema_type not in ("AVRO", "JSON"):
         if typed:
             raise ValueError(f"topic {topic!r} has no Avro or JSON schema ({topic}-value)")
         return None
     fmt = "avro" if latest.schema_type == "AVRO" else "json"
-    column = ColumnFormat(
-        "value", fmt, latest.subject, latest.version, latest.schema_id, latest.schema
-    )
+    column = ColumnFormat("value", fmt, latest.subject, latest.version, latest.id, latest.schema)
     return TypedRead((column,), RegistryRef(path=str(path)))
 
 

@@ -158,7 +158,7 @@ def typed_read(options: Mapping[str, str], parsed: ReadOptions) -> TypedRead | N
             )
         message = _get(options, f"{column}SchemaMessage")
         schema = proto_layout(found.schema, message) if fmt == "protobuf" else found.schema
-        columns.append(ColumnFormat(column, fmt, subject, found.version, found.schema_id, schema))
+        columns.append(ColumnFormat(column, fmt, subject, found.version, found.id, schema))
     corrupt = _get(options, "columnNameOfCorruptRecord") or None
     if corrupt and mode == "FAILFAST":
         raise ValueError("option columnNameOfCorruptRecord is for mode PERMISSIVE")

@@ -149,7 +149,7 @@ def typed_write(
                 ) from None
             if found.schema_type != "AVRO":
                 raise ValueError(f"subject {subject!r} holds a {found.schema_type} schema")
-            schema_id, text = found.schema_id, found.schema
+            schema_id, text = found.id, found.schema
         columns.append((column, schema_id, text))
     return TypedWrite(tuple(columns)) if columns else None
 

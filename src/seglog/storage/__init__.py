@@ -76,6 +76,7 @@ if TYPE_CHECKING:
     from seglog.storage.record.varint import I64, decode_varints
     from seglog.storage.remote.cache import RemoteCorruptionError
     from seglog.storage.remote.manifest import Manifest, RemoteSegment
+    from seglog.storage.remote.purge import RemotePartition, purge_partition
     from seglog.storage.remote.store import RemoteStorage, RemoteStorageError
     from seglog.storage.remote.tier import RemoteSlice, RemoteTier, TierCounters
 
@@ -193,6 +194,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Manifest": ("seglog.storage.remote.manifest", "Manifest"),
     "RemoteSegment": ("seglog.storage.remote.manifest", "RemoteSegment"),
     "RemoteCorruptionError": ("seglog.storage.remote.cache", "RemoteCorruptionError"),
+    "RemotePartition": ("seglog.storage.remote.purge", "RemotePartition"),
+    "purge_partition": ("seglog.storage.remote.purge", "purge_partition"),
     "RemoteStorage": ("seglog.storage.remote.store", "RemoteStorage"),
     "RemoteStorageError": ("seglog.storage.remote.store", "RemoteStorageError"),
     "RemoteTier": ("seglog.storage.remote.tier", "RemoteTier"),
@@ -282,6 +285,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
     # tiered storage (KIP-405)
     "Manifest",
     "RemoteCorruptionError",
+    "RemotePartition",
     "RemoteSegment",
     "RemoteSlice",
     "RemoteStorage",
@@ -289,6 +293,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
     "RemoteTier",
     "TierCounters",
     "TierReport",
+    "purge_partition",
     "start_tiering",
     "tier_sync",
     # compaction and delete by offsets

@@ -230,10 +230,19 @@ def handle_fetch(
     if ctx.quotas is not None:
         cap = ctx.quotas.fetch_cap(rctx.user, rctx.client_id)
         max_bytes = max_bytes if cap is None else min(max_bytes, cap)
-    read_committed = req.isolation_level == READ_COMMITTED
     cold = _cold_remote(ctx, wanted)
     if cold:  # tiered history not in the local cache: downloaded off the event loop first
         return _after_download(ctx, rctx, req, wanted, max_bytes, cold)
+    return _answer_or_wait(ctx, rctx, req, wanted, max_bytes)
+
+
+def _answer_or_wait(
+    ctx: BrokerContext, rctx: RequestContext, req: Any, wanted: list[_Wanted], max_bytes: int
+) -> Pieces | Coroutine[Any, Any, Pieces]:
+    """Read ``wanted`` now: the response when it holds ``min_bytes`` (or an error, or the
+    request does not wait, or the broker is shutting down), else the long poll that
+    answers when it does or ``max_wait_ms`` passes."""
+    read_committed = req.isolation_level == READ_COMMITTED
     entries, total, erred = _read(ctx, wanted, max_bytes, read_committed)
     if total >= req.min_bytes or erred or req.max_wait_ms <= 0 or ctx.shutting_down:
         return _answer(ctx, rctx, entries, total)
@@ -301,19 +310,8 @@ async def _after_download(  # noqa: PLR0917 (the fetch's pieces, passed on)
     """Download the cold remote segments in threads, then answer as ``handle_fetch``
     does (a failed download shows as the partition's error when it is read)."""
     await asyncio.gather(*(asyncio.to_thread(fn) for fn in cold), return_exceptions=True)
-    read_committed = req.isolation_level == READ_COMMITTED
-    entries, total, erred = _read(ctx, wanted, max_bytes, read_committed)
-    if total >= req.min_bytes or erred or req.max_wait_ms <= 0 or ctx.shutting_down:
-        return _answer(ctx, rctx, entries, total)
-    return await _long_poll(
-        ctx,
-        rctx,
-        wanted=wanted,
-        max_bytes=max_bytes,
-        min_bytes=req.min_bytes,
-        max_wait_ms=req.max_wait_ms,
-        read_committed=read_committed,
-    )
+    pieces = _answer_or_wait(ctx, rctx, req, wanted, max_bytes)
+    return pieces if isinstance(pieces, list) else await pieces
 
 
 async def _long_poll(

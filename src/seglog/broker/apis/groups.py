@@ -20,6 +20,7 @@ from kafka.protocol.consumer import (
 
 from seglog.broker.apis.group_types import CLASSIC, CONSUMER, SHARE, is_share_group
 from seglog.broker.context import BrokerContext, RequestContext
+from seglog.broker.coordinator.group_migration import join_refusal_warning
 from seglog.broker.coordinator.group_model import GroupState
 from seglog.broker.protocol.errors import (
     FENCED_INSTANCE_ID,
@@ -59,8 +60,10 @@ async def handle_join_group(ctx: BrokerContext, rctx: RequestContext, req: Any) 
         return denied
     if ctx.consumer_groups.has_members(req.group_id) or is_share_group(ctx, req.group_id):
         # a KIP-848 group with members: classic members may not join it (Kafka 4 would
-        # take them in as classic-protocol members; seglog does not, see docs/broker.md);
+        # take them in as classic-protocol members; seglog does not, see group_migration);
         # a share group: Kafka's classicGroupJoin answers 23 for a group of another type
+        if not is_share_group(ctx, req.group_id):
+            join_refusal_warning(req.group_id, ctx.consumer_groups.migration_policy)
         return JoinGroupResponse[version](
             throttle_time_ms=0, error_code=INCONSISTENT_GROUP_PROTOCOL, generation_id=-1,
             protocol_type=None, protocol_name=None if version >= 7 else "", leader="",

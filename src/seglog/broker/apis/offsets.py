@@ -26,7 +26,14 @@ from seglog.broker.protocol.errors import FENCED_INSTANCE_ID, INVALID_GROUP_ID
 from seglog.broker.security.authorizer import Op, Res
 from seglog.errors import LogClosedError, SeglogError
 
-__all__ = ["handle_offset_commit", "handle_offset_fetch"]
+__all__ = [
+    "OFFSET_METADATA_MAX",
+    "Codes",
+    "Commits",
+    "check_commits",
+    "handle_offset_commit",
+    "handle_offset_fetch",
+]
 
 OFFSET_METADATA_MAX = 4096
 """Kafka's default ``offset.metadata.max.bytes`` (compared, as Kafka does, with the
@@ -34,6 +41,48 @@ metadata string's length)."""
 
 
 log = logging.getLogger(__name__)
+
+
+Commits = dict[tuple[str, int], tuple[int, str | None]]
+"""(topic, partition) -> (offset, metadata): the offsets a commit request may store."""
+Codes = list[tuple[str, list[tuple[int, int]]]]
+"""Per topic name, (partition, error code) in request order: the response's layout."""
+
+
+def check_commits(
+    ctx: BrokerContext, rctx: RequestContext, code: int, topics: Any
+) -> tuple[Commits, Codes]:
+    """The partitions of an OffsetCommit or TxnOffsetCommit request's ``topics`` checked:
+    each one's error code is ``code`` (the request's own, e.g. the group's) unless it is 0
+    NONE; else 29 TOPIC_AUTHORIZATION_FAILED without READ on the topic, the log's code (3
+    for an unknown partition), 12 OFFSET_METADATA_TOO_LARGE for metadata longer than
+    ``OFFSET_METADATA_MAX`` characters, or 0; the partitions at 0 are the commits."""
+    commits: Commits = {}
+    codes: Codes = []
+    for t in topics:
+        parts = []
+        for p in t.partitions:
+            c = _partition_code(ctx, rctx, code, t.name, p)
+            if c == _errors.NONE:
+                commits[(t.name, p.partition_index)] = (p.committed_offset, p.committed_metadata)
+            parts.append((p.partition_index, c))
+        codes.append((t.name, parts))
+    return commits, codes
+
+
+def _partition_code(ctx: BrokerContext, rctx: RequestContext, code: int, topic: str, p: Any) -> int:
+    if code != _errors.NONE:
+        return code
+    if not rctx.allowed(Op.READ, Res.TOPIC, topic):
+        return _errors.TOPIC_AUTHORIZATION_FAILED
+    try:
+        ctx.topics.log(topic, p.partition_index)
+    except SeglogError as exc:
+        return _errors.error_code(exc)
+    if len(p.committed_metadata or "") > OFFSET_METADATA_MAX:
+        return _errors.OFFSET_METADATA_TOO_LARGE
+    return _errors.NONE
+
 
 _OCTopic = OffsetCommitResponse.OffsetCommitResponseTopic
 _OCPartition = _OCTopic.OffsetCommitResponsePartition
@@ -53,8 +102,6 @@ def handle_offset_commit(ctx: BrokerContext, rctx: RequestContext, req: Any) -> 
     24 INVALID_GROUP_ID: what is stored always encodes to records that
     ``coordinator.committed`` decodes again."""
     version = rctx.api_version
-    commits: dict[tuple[str, int], tuple[int, str | None]] = {}
-    topics = []
     group_code = _errors.NONE
     if req.group_id and not rctx.allowed(Op.READ, Res.GROUP, req.group_id):
         group_code = _errors.GROUP_AUTHORIZATION_FAILED
@@ -73,25 +120,16 @@ def handle_offset_commit(ctx: BrokerContext, rctx: RequestContext, req: Any) -> 
         group_code = ctx.groups.validate_commit(
             req.group_id, req.generation_id_or_member_epoch, req.member_id
         )
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            code = group_code
-            if not req.group_id or len(req.group_id.encode()) > MAX_RECORD_STRING_BYTES:
-                code = INVALID_GROUP_ID
-            elif code == _errors.NONE and not rctx.allowed(Op.READ, Res.TOPIC, t.name):
-                code = _errors.TOPIC_AUTHORIZATION_FAILED
-            elif code == _errors.NONE:
-                try:
-                    ctx.topics.log(t.name, p.partition_index)
-                except SeglogError as exc:
-                    code = _errors.error_code(exc)
-            if code == _errors.NONE and len(p.committed_metadata or "") > OFFSET_METADATA_MAX:
-                code = _errors.OFFSET_METADATA_TOO_LARGE
-            if code == _errors.NONE:
-                commits[(t.name, p.partition_index)] = (p.committed_offset, p.committed_metadata)
-            parts.append(_OCPartition(partition_index=p.partition_index, error_code=code))
-        topics.append(_OCTopic(name=t.name, partitions=parts))
+    if not req.group_id or len(req.group_id.encode()) > MAX_RECORD_STRING_BYTES:
+        group_code = INVALID_GROUP_ID
+    commits, codes = check_commits(ctx, rctx, group_code, req.topics)
+    topics = [
+        _OCTopic(
+            name=name,
+            partitions=[_OCPartition(partition_index=i, error_code=c) for i, c in parts],
+        )
+        for name, parts in codes
+    ]
     response = OffsetCommitResponse[version](throttle_time_ms=0, topics=topics)
     if not commits:
         return response

@@ -11,6 +11,7 @@ from typing import Any
 
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
+from seglog.broker.apis.offsets import Codes, check_commits
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.committed import MAX_RECORD_STRING_BYTES
 from seglog.broker.protocol import errors as _errors
@@ -23,10 +24,9 @@ log = logging.getLogger(__name__)
 
 _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _Partition = _Topic.TxnOffsetCommitResponsePartition
-_METADATA_MAX = 4096  # Kafka's default offset.metadata.max.bytes
 
 
-def _answer(version: int, codes: list[tuple[str, list[tuple[int, int]]]]) -> Any:
+def _answer(version: int, codes: Codes) -> Any:
     topics = [
         _Topic(
             name=name,
@@ -65,25 +65,7 @@ def handle_txn_offset_commit(ctx: BrokerContext, rctx: RequestContext, req: Any)
     OffsetCommit's: 25 UNKNOWN_MEMBER_ID, 22 ILLEGAL_GENERATION.)"""
     version = rctx.api_version
     code = _request_code(ctx, rctx, req)
-    offsets: dict[tuple[str, int], tuple[int, str | None]] = {}
-    codes: list[tuple[str, list[tuple[int, int]]]] = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            c = code
-            if c == _errors.NONE and not rctx.allowed(Op.READ, Res.TOPIC, t.name):
-                c = _errors.TOPIC_AUTHORIZATION_FAILED
-            elif c == _errors.NONE:
-                try:
-                    ctx.topics.log(t.name, p.partition_index)
-                except SeglogError as exc:
-                    c = _errors.error_code(exc)
-            if c == _errors.NONE and len(p.committed_metadata or "") > _METADATA_MAX:
-                c = _errors.OFFSET_METADATA_TOO_LARGE
-            if c == _errors.NONE:
-                offsets[(t.name, p.partition_index)] = (p.committed_offset, p.committed_metadata)
-            parts.append((p.partition_index, c))
-        codes.append((t.name, parts))
+    offsets, codes = check_commits(ctx, rctx, code, req.topics)
     if not offsets:
         return _answer(version, codes)
 

@@ -641,9 +641,11 @@ BROKER_SETTINGS: tuple[BrokerSetting, ...] = (
     ),
     BrokerSetting(
         "group.consumer.migration.policy", "group_consumer_migration_policy", STRING,
-        "disabled", "Only disabled: a non-empty classic group and a non-empty consumer group "
-        "never convert into each other (Kafka 4's default, bidirectional, is not supported).",
-        choices=("disabled",),
+        "bidirectional", "Which conversions between classic and KIP-848 consumer groups "
+        "are allowed (disabled, upgrade, downgrade, bidirectional; Kafka 4's names and "
+        "default). Empty groups always convert; converting a group with live members of the "
+        "other protocol is refused loudly (see docs/broker.md).",
+        choices=("disabled", "upgrade", "downgrade", "bidirectional"),
     ),
     # transactions (Kafka's TransactionStateManagerConfig names and defaults)
     BrokerSetting(

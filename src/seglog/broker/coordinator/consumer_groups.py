@@ -23,9 +23,10 @@ answered (under the default fsync policy), and the groups are rebuilt from those
 on start: after a crash members keep their ids, epochs and assignments, and each gets a
 fresh session timeout to come back in.
 
-Classic and consumer groups share the group id space (Kafka's ``group.consumer.migration.
-policy=disabled``): a heartbeat for the id of a classic group with members is 69
-GROUP_ID_NOT_FOUND; an empty group of either type gives way to the other.
+Classic and consumer groups share the group id space: a heartbeat for the id of a classic
+group with members is 69 GROUP_ID_NOT_FOUND, whatever ``group.consumer.migration.policy``
+(``group_migration``: seglog does not convert groups with live members); an empty group of
+either type gives way to the other.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from seglog.broker.coordinator.consumer_group_rules import (
     invalid_heartbeat,
     reconcile,
 )
+from seglog.broker.coordinator.group_migration import MIGRATION_POLICIES, upgrade_refusal
 from seglog.broker.log.internal_topics import OFFSETS_TOPIC
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.protocol.errors import (
@@ -81,7 +83,8 @@ class ConsumerGroupCoordinator:
     ``group.consumer.session.timeout.ms`` / ``group.consumer.heartbeat.interval.ms``;
     ``assignors`` is ``group.consumer.assignors`` (the first is the default);
     ``max_size`` is ``group.consumer.max.size``. ``classic_members(group_id)`` tells
-    whether a classic group of that id has members (then a heartbeat is refused)."""
+    whether a classic group of that id has members (then a heartbeat is refused);
+    ``migration_policy`` is ``group.consumer.migration.policy`` (``group_migration``)."""
 
     def __init__(
         self,
@@ -93,7 +96,10 @@ class ConsumerGroupCoordinator:
         assignors: Sequence[str] = ("uniform", "range"),
         max_size: int = 2**31 - 1,
         classic_members: Callable[[str], bool] = lambda _group: False,
+        migration_policy: str = "bidirectional",
     ) -> None:
+        if migration_policy not in MIGRATION_POLICIES:
+            raise ValueError(f"group.consumer.migration.policy={migration_policy!r}")
         self.committed = committed
         self.topics = topics
         self.session_timeout_ms = session_timeout_ms
@@ -101,6 +107,7 @@ class ConsumerGroupCoordinator:
         self.assignors = tuple(assignors)
         self.max_size = max_size
         self.classic_members = classic_members
+        self.migration_policy = migration_policy
         self.groups: dict[str, ConsumerGroup] = {}
         self._topics_version = 0
         self._closed = False
@@ -159,9 +166,8 @@ class ConsumerGroupCoordinator:
                     GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found."
                 )
             if self.classic_members(req.group_id):
-                return HeartbeatResult(
-                    GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group."
-                )
+                refusal = upgrade_refusal(req.group_id, self.migration_policy)
+                return HeartbeatResult(GROUP_ID_NOT_FOUND, refusal)
             group = ConsumerGroup(req.group_id)
         found = self._member(group, req)
         if isinstance(found, HeartbeatResult):

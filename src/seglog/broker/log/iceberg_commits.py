@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from seglog import iceberg
 from seglog.broker.log.internal_topics import SCHEMAS_TOPIC
+from seglog.broker.log.periodic import PeriodicThread
 from seglog.errors import SeglogError
 from seglog.iceberg import iceberg_lag_ms, iceberg_mode
 from seglog.storage import DataDir, Log, SegmentInfo, TopicInfo
@@ -83,10 +84,18 @@ class IcebergTask:
     (it finishes the commit in progress). ``run_once()`` is one pass (tests call it)."""
 
     def __init__(
-        self, data_dir: DataDir, catalog_properties: dict[str, str], *, poll_s: float = POLL_S
+        self,
+        data_dir: DataDir,
+        catalog_properties: dict[str, str],
+        *,
+        poll_s: float = POLL_S,
+        remote_warehouse: str | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.catalog_properties = catalog_properties
+        self.remote_warehouse = remote_warehouse
+        """Where the tables of tiered topics (``remote.storage.enable``) are created:
+        ``<seglog.remote.storage.url>/iceberg/warehouse``; None: the catalog's warehouse."""
         self.poll_s = poll_s
         self.commits = 0
         """Snapshots committed since start."""
@@ -99,8 +108,10 @@ class IcebergTask:
         self._failures: dict[str, _Failure] = {}
         self._topics: dict[str, TopicInfo] = {}
         self._topics_at = -TOPICS_S
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="seglog-iceberg", daemon=True)
+        self._drops: dict[tuple[str, uuid.UUID], _Failure | None] = {}
+        """Deleted topics whose tables are to be dropped → their last failure (None: none)."""
+        self._drops_guard = threading.Lock()
+        self._thread = PeriodicThread("seglog-iceberg", poll_s, self.run_once, what="iceberg")
 
     def start(self) -> None:
         """Start the thread."""
@@ -108,20 +119,60 @@ class IcebergTask:
 
     def stop(self) -> None:
         """Stop after the commit in progress; idempotent."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        self._thread.stop()
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.poll_s):
+    def drop_topic(self, topic: str, topic_id: uuid.UUID) -> None:
+        """Drop the tables of ``topic`` (deleted; id ``topic_id``) on the next pass.
+        Thread-safe, never blocks on the catalog."""
+        with self._drops_guard:
+            self._drops.setdefault((topic, topic_id), None)
+            self._topics_at = -TOPICS_S  # the next pass re-reads the topic list
+
+    @property
+    def pending_drops(self) -> int:
+        """Deleted topics whose tables are not dropped yet."""
+        with self._drops_guard:
+            return len(self._drops)
+
+    def _run_drops(self) -> None:
+        """Drop the deleted topics' tables that are due; a failure backs off."""
+        with self._drops_guard:
+            due = [k for k, f in self._drops.items() if f is None or time.monotonic() >= f.retry_at]
+        for topic, topic_id in due:
+            state = self._tables.get(topic)
+            if state is not None and state.topic_id == topic_id:
+                del self._tables[topic]
+            self._failures.pop(topic, None)
             try:
-                self.run_once()
-            except Exception:
-                log.exception("iceberg pass failed")
+                if self._catalog is None:
+                    self._catalog = iceberg.open_catalog(self.catalog_properties)
+                dropped = iceberg.drop_topic_tables(self._catalog, topic, topic_id)
+            except (ImportError, ModuleNotFoundError) as exc:
+                log.error("cannot drop the Iceberg tables of topic %s: %s", topic, exc)
+                with self._drops_guard:
+                    self._drops.pop((topic, topic_id), None)
+                continue
+            except Exception as exc:
+                self._catalog = None
+                with self._drops_guard:
+                    previous = self._drops.get((topic, topic_id))
+                    backoff = (
+                        min(MAX_BACKOFF_S, previous.backoff_s * 2) if previous else self.poll_s
+                    )
+                    self._drops[(topic, topic_id)] = _Failure(time.monotonic() + backoff, backoff)
+                log.warning("dropping the Iceberg tables of deleted topic %s failed (retry in "
+                            "%.1f s): %r", topic, backoff, exc)  # fmt: skip
+                continue
+            with self._drops_guard:
+                self._drops.pop((topic, topic_id), None)
+            log.info("iceberg tables of deleted topic %s dropped: %s", topic, dropped or "none")
 
     def run_once(self) -> int:
-        """One pass over the Iceberg topics; returns the snapshots committed."""
+        """One pass: the deleted topics' tables dropped, then the Iceberg topics committed;
+        returns the snapshots committed."""
         made = 0
+        if self._drops:
+            self._run_drops()
         if time.monotonic() - self._topics_at >= TOPICS_S:
             self._topics = self.data_dir.topics()
             self._topics_at = time.monotonic()
@@ -129,7 +180,7 @@ class IcebergTask:
         for gone in set(self._tables) - set(topics):
             del self._tables[gone]
         for name, info in topics.items():
-            if self._stop.is_set() or self._unavailable:
+            if self._thread.stopping or self._unavailable:
                 break
             if iceberg_mode(info.configs) is None:
                 self._tables.pop(name, None)
@@ -167,7 +218,10 @@ class IcebergTask:
             return state
         if self._catalog is None:
             self._catalog = iceberg.open_catalog(self.catalog_properties)
-        table = iceberg.load_topic_table(self._catalog, topic, mode=mode)
+        location = self._location(topic, info)
+        table = iceberg.load_topic_table(self._catalog, topic, mode=mode, location=location)
+        if iceberg.stale_table(table, info.topic_id):
+            table = self._recreate(topic, mode=mode, location=location)
         committed = iceberg.committed_offsets(table, info.topic_id)
         state = _TopicTable(table, info.topic_id, mode, committed)
         if mode == iceberg.VALUE_SCHEMA:
@@ -175,6 +229,9 @@ class IcebergTask:
                 dlq = iceberg.load_topic_table(self._catalog, topic, create=False, dlq=True)
             except Exception:  # NoSuchTableError: made with its first row
                 dlq = None
+            if dlq is not None and iceberg.stale_table(dlq, info.topic_id):
+                dlq = None
+                self._catalog.purge_table(iceberg.table_identifier(topic, dlq=True))
             if dlq is not None:
                 state.dlq_committed = iceberg.committed_offsets(dlq, info.topic_id)
         self._tables[topic] = state
@@ -182,9 +239,25 @@ class IcebergTask:
                  mode, committed)  # fmt: skip
         return state
 
+    def _location(self, topic: str, info: TopicInfo, *, dlq: bool = False) -> str | None:
+        """A new table's location: on the object store for a tiered topic when the broker
+        has a remote warehouse, else None (the catalog's warehouse)."""
+        if self.remote_warehouse is None or not iceberg.tiered(info.configs):
+            return None
+        return iceberg.table_location(self.remote_warehouse, topic, dlq=dlq)
+
+    def _recreate(self, topic: str, *, mode: str, location: str | None) -> Any:
+        """Purge a table that holds a deleted topic's rows and create it afresh."""
+        log.warning("iceberg table %s holds the rows of a deleted topic of that name: "
+                    "dropped", iceberg.table_name(topic))  # fmt: skip
+        self._catalog.purge_table(iceberg.table_identifier(topic))
+        return iceberg.load_topic_table(self._catalog, topic, mode=mode, location=location)
+
     def _dlq(self, topic: str) -> Any:
         """The dead-letter table of ``topic``, created on first use."""
-        return iceberg.load_topic_table(self._catalog, topic, dlq=True)
+        info = self._topics.get(topic)
+        location = None if info is None else self._location(topic, info, dlq=True)
+        return iceberg.load_topic_table(self._catalog, topic, dlq=True, location=location)
 
     def _commit_values(
         self, state: _TopicTable, topic: str, logs: dict[int, Log], ranges: list[OffsetRange]

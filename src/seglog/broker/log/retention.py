@@ -37,13 +37,13 @@ used instead.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from seglog.broker.config.broker_config import BrokerConfig
 from seglog.broker.config.settings import CONSUMED, CONSUMED_GROUPS, consumed_groups
+from seglog.broker.log.periodic import PeriodicThread
 from seglog.errors import SeglogError
 from seglog.storage import DataDir, Log, compact, trim_by_age, trim_by_size, trim_segments_below
 
@@ -186,8 +186,9 @@ class RetentionTask:
         self.passes = 0
         """Completed passes over every partition (tests wait on it)."""
         self._warned: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="seglog-retention", daemon=True)
+        self._thread = PeriodicThread(
+            "seglog-retention", self.interval_s, self.run_once, what="retention"
+        )
 
     def start(self) -> None:
         """Start the thread: a pass every ``interval_ms``."""
@@ -195,16 +196,7 @@ class RetentionTask:
 
     def stop(self) -> None:
         """Stop after the partition being worked on; idempotent."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.run_once()
-            except Exception:
-                log.exception("retention pass failed")
+        self._thread.stop()
 
     def run_once(self) -> None:
         """One pass over every topic's partitions (the thread's body; callable directly)."""
@@ -214,7 +206,7 @@ class RetentionTask:
             retains = policy.compact or policy.retention_ms >= 0 or policy.retention_bytes >= 0
             groups = self._consumed_groups(name, info.configs)
             for partition in range(info.partitions):
-                if self._stop.is_set():
+                if self._thread.stopping:
                     return
                 try:
                     plog = self.data_dir.log(name, partition)

@@ -5,24 +5,58 @@ applied to both tiers, ``local.retention.*`` to the local copies. A store failur
 retried with exponential backoff (0.2 s doubling to 30 s, per partition) and counted
 (``seglog_remote_upload_failures``); local data stays until its upload is committed.
 Runs on its own daemon thread (``seglog-tiering``), never on the event loop.
+
+A deleted topic's remote objects (segments, indexes, manifests: ``purge_partition``) are
+deleted by this thread too (:meth:`TieringTask.purge`, Kafka's RemoteLogManager on topic
+deletion), after the pass in progress; an unreachable store is retried with the same
+backoff and logged, DeleteTopics never waits for the store. Pending purges are kept in
+``<log.dirs>/remote-deletions.json`` (:data:`PENDING_FILE`, atomically replaced) and resumed
+when the broker starts again.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
 
 from seglog.broker.config.broker_config import BrokerConfig
+from seglog.broker.log.periodic import PeriodicThread
 from seglog.broker.log.retention import RetentionPolicy, policy_for, tiered
 from seglog.errors import SeglogError
-from seglog.storage import DataDir, RemoteStorage, TierReport, tier_sync
+from seglog.storage import (
+    DataDir,
+    RemotePartition,
+    RemoteStorage,
+    RemoteStorageError,
+    TierReport,
+    atomic_write,
+    purge_partition,
+    tier_sync,
+)
 
-__all__ = ["TIER_INTERVAL_S", "TieringTask", "remote_storage", "start_tiering"]
+__all__ = ["PENDING_FILE", "TIER_INTERVAL_S", "TieringTask", "remote_storage", "start_tiering"]
 
 log = logging.getLogger(__name__)
 
 TIER_INTERVAL_S = 0.5
 """Seconds between two passes (an upload starts at most this long after a roll)."""
+PENDING_FILE = "remote-deletions.json"
+"""The deleted partitions whose remote objects are still to delete (in ``log.dirs``):
+``[{"url", "endpoint_url", "prefix"}, ...]``."""
+PURGE_BACKOFF_MIN_S = 0.2
+PURGE_BACKOFF_MAX_S = 30.0
+"""A failed purge of a deleted partition's objects is retried after 0.2 s, doubling to 30 s."""
+
+
+@dataclass
+class _Purge:
+    part: RemotePartition
+    retry_at: float = 0.0
+    backoff_s: float = 0.0
 
 
 def remote_storage(config: BrokerConfig) -> RemoteStorage | None:
@@ -42,7 +76,12 @@ class TieringTask:
     """The tiering thread: ``start()``, then ``stop()`` before the data directory closes."""
 
     def __init__(
-        self, data_dir: DataDir, defaults: RetentionPolicy, *, interval_s: float = TIER_INTERVAL_S
+        self,
+        data_dir: DataDir,
+        defaults: RetentionPolicy,
+        *,
+        interval_s: float = TIER_INTERVAL_S,
+        pending_path: Path | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.defaults = defaults
@@ -51,27 +90,82 @@ class TieringTask:
         """Completed passes (tests wait on it)."""
         self.reports: dict[tuple[str, int], TierReport] = {}
         """The last pass's report per partition (upload lag for the metrics)."""
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="seglog-tiering", daemon=True)
+        self.purge_failures = 0
+        """Failed attempts to delete a deleted topic's objects (retried with backoff)."""
+        self.purged_objects = 0
+        """Objects of deleted topics deleted from the store."""
+        self._pending_path = pending_path
+        self._purges: list[_Purge] = [_Purge(p) for p in _load_pending(pending_path, data_dir)]
+        self._purges_guard = threading.Lock()
+        self._thread = PeriodicThread("seglog-tiering", interval_s, self.run_once, what="tiering")
 
     def start(self) -> None:
+        """Start the thread: a pass every ``interval_s``."""
         self._thread.start()
 
     def stop(self) -> None:
         """Stop after the partition being worked on; idempotent."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        self._thread.stop()
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+    def purge(self, parts: list[RemotePartition]) -> None:
+        """Delete the objects of a deleted topic's partitions on the next pass (retried
+        with backoff while the store fails). Thread-safe, never blocks on the store."""
+        with self._purges_guard:
+            self._purges.extend(_Purge(part) for part in parts)
+            self._save_pending()
+
+    @property
+    def pending_purges(self) -> int:
+        """Deleted partitions whose objects are not all deleted yet."""
+        with self._purges_guard:
+            return len(self._purges)
+
+    def _save_pending(self) -> None:
+        """Persist the pending purges (under ``_purges_guard``); an OSError is logged: the
+        purges still run in this process."""
+        if self._pending_path is None:
+            return
+        doc = [
+            {"url": p.part.settings.url, "endpoint_url": p.part.settings.endpoint_url,
+             "prefix": p.part.prefix}
+            for p in self._purges
+        ]  # fmt: skip
+        try:
+            atomic_write(self._pending_path, json.dumps(doc).encode())
+        except OSError as exc:
+            log.warning("cannot write %s: %s", self._pending_path, exc)
+
+    def _run_purges(self) -> None:
+        with self._purges_guard:
+            due = [p for p in self._purges if time.monotonic() >= p.retry_at]
+        for purge in due:
+            if self._thread.stopping:
+                return
             try:
-                self.run_once()
-            except Exception:
-                log.exception("tiering pass failed")
+                count = purge_partition(purge.part)
+            except RemoteStorageError as exc:
+                self.purge_failures += 1
+                purge.backoff_s = min(
+                    PURGE_BACKOFF_MAX_S, max(PURGE_BACKOFF_MIN_S, purge.backoff_s * 2)
+                )
+                purge.retry_at = time.monotonic() + purge.backoff_s
+                log.warning(
+                    "deleting the remote objects of deleted partition %s failed (retry in "
+                    "%.1f s): %s", purge.part.prefix, purge.backoff_s, exc,
+                )  # fmt: skip
+                continue
+            with self._purges_guard:
+                self._purges.remove(purge)
+                self._save_pending()
+            self.purged_objects += count
+            log.info("deleted partition %s: %d remote object(s) deleted from %s",
+                     purge.part.prefix, count, purge.part.settings.url)  # fmt: skip
 
     def run_once(self) -> None:
-        """One pass over the tiered topics' partitions."""
+        """One pass: the deleted topics' objects purged, then the tiered topics'
+        partitions synced."""
+        if self._purges:
+            self._run_purges()
         for name, info in self.data_dir.topics().items():
             if info.configs.get("remote.storage.enable", "false").strip().lower() != "true":
                 continue
@@ -79,7 +173,7 @@ class TieringTask:
             retention_ms = policy.retention_ms if policy.delete else -1
             retention_bytes = policy.retention_bytes if policy.delete else -1
             for partition in range(info.partitions):
-                if self._stop.is_set():
+                if self._thread.stopping:
                     return
                 try:
                     plog = self.data_dir.log(name, partition)
@@ -103,6 +197,27 @@ class TieringTask:
         self.passes += 1
 
 
+def _load_pending(path: Path | None, data_dir: DataDir) -> list[RemotePartition]:
+    """The purges a previous run left pending (:data:`PENDING_FILE`); [] when none or
+    unreadable (logged)."""
+    if path is None or not path.exists():
+        return []
+    try:
+        doc = json.loads(path.read_bytes())
+        parts = []
+        for item in doc:
+            settings = data_dir.remote
+            if settings is None or settings.url != item["url"]:
+                settings = RemoteStorage(item["url"], item.get("endpoint_url"))
+            parts.append(RemotePartition(settings, str(item["prefix"])))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("cannot read %s (pending deletions of remote objects lost): %s", path, exc)
+        return []
+    if parts:
+        log.info("%d deleted partition(s) still to purge from the store", len(parts))
+    return parts
+
+
 def start_tiering(config: BrokerConfig, data_dir: DataDir) -> TieringTask | None:
     """The tiering thread, started, when ``seglog.remote.storage.url`` is set."""
     if data_dir.remote is None:
@@ -116,6 +231,6 @@ def start_tiering(config: BrokerConfig, data_dir: DataDir) -> TieringTask | None
         delete_retention_ms=config.log_cleaner_delete_retention_ms,
         min_compaction_lag_ms=config.log_cleaner_min_compaction_lag_ms,
     )
-    task = TieringTask(data_dir, defaults)
+    task = TieringTask(data_dir, defaults, pending_path=config.data_dir / PENDING_FILE)
     task.start()
     return task

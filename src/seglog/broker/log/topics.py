@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 
 from seglog.errors import UnknownTopicError
-from seglog.storage import DataDir, Log, TopicInfo, validate_topic_name
+from seglog.storage import DataDir, Log, RemotePartition, TopicInfo, validate_topic_name
 
 __all__ = ["TopicManager"]
 
@@ -47,6 +47,10 @@ class TopicManager:
         self.on_change: Callable[[], None] | None = None
         """Called after a topic is created, deleted, grown or reconfigured (the metadata
         records DescribeQuorum counts)."""
+        self.on_delete: Callable[[str, TopicInfo, list[RemotePartition]], None] | None = None
+        """Called after a topic is deleted, with its name, info and its partitions' remote
+        objects: the background clean-up of the tier and the Iceberg tables (it must not
+        block)."""
 
     # -- lookup --------------------------------------------------------------------------
 
@@ -145,10 +149,15 @@ class TopicManager:
             if unregister is not None:
                 unregister()
             self._wake(key)
-        self.data_dir.delete_topic(name)
+        remote = self.data_dir.delete_topic(name)
         del self._by_name[name]
         self._by_id.pop(info.topic_id, None)
         self._changed()
+        if self.on_delete is not None:
+            try:
+                self.on_delete(name, info, remote)
+            except Exception:  # the topic is gone: its clean-up never fails DeleteTopics
+                log.exception("clean-up after deleting topic %s failed", name)
 
     # -- long poll -----------------------------------------------------------------------
 

@@ -53,9 +53,9 @@ from seglog.broker.security.scram_store import CredentialStore
 from seglog.broker.security.throttling import ConnectionRates, QuotaManager
 from seglog.broker.security.tls import principal_from_cert, server_context
 from seglog.errors import ProtocolError, SeglogError
-from seglog.iceberg import catalog_properties
+from seglog.iceberg import catalog_properties, iceberg_mode, remote_warehouse
 from seglog.schemas import Registry
-from seglog.storage import DataDir, LogConfig
+from seglog.storage import DataDir, LogConfig, RemotePartition, TopicInfo
 
 __all__ = ["Broker"]
 
@@ -236,6 +236,7 @@ class Broker:
             assignors=[a.strip() for a in config.group_consumer_assignors.split(",")],
             max_size=config.group_consumer_max_size,
             classic_members=groups.has_members,
+            migration_policy=config.group_consumer_migration_policy,
         )
         consumer_groups.load()
 
@@ -310,6 +311,7 @@ class Broker:
         self._txn_task = loop.create_task(self._expire_transactions())
         self._snapshot_timer = loop.call_later(_SNAPSHOT_INTERVAL_S, self._snapshot_producers)
         self._retention = start_retention(config, self._data_dir, committed.lowest)
+        remote_url = config.remote_storage_url
         self._iceberg = IcebergTask(
             self._data_dir,
             catalog_properties(
@@ -317,10 +319,19 @@ class Broker:
                 config.iceberg_catalog_type,
                 config.iceberg_catalog_uri,
                 config.iceberg_catalog_warehouse,
+                remote_url=remote_url,
+                remote_endpoint_url=config.remote_storage_endpoint_url,
+            ),
+            # tiered topics' tables on the store, unless a warehouse is configured
+            remote_warehouse=(
+                remote_warehouse(remote_url)
+                if remote_url and not config.iceberg_catalog_warehouse
+                else None
             ),
         )
         self._iceberg.start()
         self._tiering = start_tiering(config, self._data_dir)
+        topics.on_delete = self._topic_deleted
         if config.metrics_host is not None:
             self._start_metrics(loop)
         if config.schema_registry_host is not None:
@@ -332,6 +343,14 @@ class Broker:
                 "seglog broker listening on %s:%d (%s, %s; advertised %s:%d), data directory %s",
                 host, port, lst.name, lst.protocol, a_host, a_port, config.data_dir,
             )  # fmt: skip
+
+    def _topic_deleted(self, name: str, info: TopicInfo, remote: list[RemotePartition]) -> None:
+        """A topic was deleted: its remote objects and Iceberg tables go in the
+        background (the tiering and Iceberg threads; DeleteTopics does not wait)."""
+        if remote and self._tiering is not None:
+            self._tiering.purge(remote)
+        if iceberg_mode(info.configs) is not None and self._iceberg is not None:
+            self._iceberg.drop_topic(name, info.topic_id)
 
     def _start_metrics(self, loop: asyncio.AbstractEventLoop) -> None:
         """Serve ``/metrics`` (Prometheus text format) on ``metrics_host:metrics_port``."""

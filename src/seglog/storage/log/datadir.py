@@ -39,7 +39,10 @@ from seglog.storage.config import LogConfig
 from seglog.storage.fileio import files
 from seglog.storage.log import maint
 from seglog.storage.log.log import Log
+from seglog.storage.remote.manifest import Manifest
+from seglog.storage.remote.purge import RemotePartition
 from seglog.storage.remote.store import RemoteStorage
+from seglog.storage.remote.tier import partition_key
 
 __all__ = ["MAX_PARTITIONS", "DataDir", "TopicInfo", "validate_topic_name"]
 
@@ -269,13 +272,21 @@ class DataDir:
         merged = {**self.default_config.to_kafka_configs(), **configs}
         return LogConfig.from_kafka_configs(merged)
 
-    def delete_topic(self, name: str) -> None:
+    def delete_topic(self, name: str) -> list[RemotePartition]:
         """Close and remove every partition of ``name`` (renamed to
-        ``<topic>-<p>.<uuidhex>-delete`` first, as Kafka, then removed).
+        ``<topic>-<p>.<uuidhex>-delete`` first, as Kafka, then removed). Returns the
+        partitions' remote objects (tiered storage), for the caller to delete with
+        ``purge_partition`` (a store call: it may fail or be slow, so it is not made here).
         Raises InvalidTopicError, UnknownTopicError."""
         info = self.topic(name)
         self._check_writable()
+        tiered = info.configs.get("remote.storage.enable", "").strip().lower() == "true"
+        remote: list[RemotePartition] = []
         with self._lock:
+            for p in range(info.partitions):
+                part = self._remote_partition(self.path / f"{name}-{p}", tiered=tiered)
+                if part is not None:
+                    remote.append(part)
             for p in range(info.partitions):
                 log = self._logs.pop((name, p), None)
                 if log is not None:
@@ -293,6 +304,20 @@ class DataDir:
                 pdir.rename(target)
             files.fsync_dir(self.path)
             self._finish_deletes()
+        return remote
+
+    def _remote_partition(self, pdir: pathlib.Path, *, tiered: bool) -> RemotePartition | None:
+        """Where a partition's remote objects are: its manifest copy's store and prefix,
+        else the data directory's store when the topic is tiered; None when neither."""
+        local = Manifest.read_local(pdir)
+        if local is not None:
+            settings = RemoteStorage(local.url, local.endpoint_url)
+            if self.remote is not None and self.remote.url == local.url:
+                settings = self.remote
+            return RemotePartition(settings, local.partition)
+        if tiered and self.remote is not None and pdir.exists():
+            return RemotePartition(self.remote, partition_key(pdir))
+        return None
 
     def _finish_deletes(self) -> None:
         for p in self.path.glob("*-delete"):

@@ -244,6 +244,15 @@ class RemoteCache:
                 shutil.rmtree(found[2], ignore_errors=True)
                 self._retired.append((time.monotonic(), found[0]))
 
+    def drop_partition(self, partition: str) -> int:
+        """Forget every cached segment of ``partition`` (its topic was deleted); returns
+        how many."""
+        with self._lock:
+            keys = [k for k in self._entries if k.startswith(f"{partition}/")]
+        for key in keys:
+            self.drop(partition, key.removeprefix(f"{partition}/"))
+        return len(keys)
+
     def clear(self) -> None:
         """Evict everything (tests, benchmarks: a cold cache)."""
         with self._lock:
