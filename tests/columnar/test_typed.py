@@ -3,6 +3,7 @@ columns, checked against fastavro's own decoding of each record (no Spark needed
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import io
 import json
@@ -286,7 +287,7 @@ def test_vectorised_records_equal_fastavro() -> None:
     assert sliced.to_pylist() == column.to_pylist()[5:15]
 
 
-def test_flat_protobuf_equals_the_protobuf_runtime() -> None:
+def test_protobuf_scalars_equal_the_protobuf_runtime() -> None:
     """A flat proto3 message built and serialised by google.protobuf, framed as
     confluent-kafka's ProtobufSerializer frames it (message index [0] as one 0 byte)."""
     fdp = descriptor_pb2.FileDescriptorProto(name="r.proto", package="t", syntax="proto3")
@@ -303,9 +304,8 @@ def test_flat_protobuf_equals_the_protobuf_runtime() -> None:
     ]
     values = [frame(5, b"\x00" + cls(**d).SerializeToString()) for d in docs]
     values.append(frame(5, b"\x00\x0a\xff"))  # a string field running past the end
-    layout = json.dumps({"syntax": "proto3", "fields": [
-        [1, "sensor", "string"], [2, "value", "double"], [3, "at", "int64"],
-        [4, "ok", "bool"], [5, "z", "sint32"], [6, "small", "fixed32"]]})  # fmt: skip
+    serialized = base64.b64encode(fdp.SerializeToString()).decode()
+    layout = json.dumps({"file": serialized, "message": "t.Reading"})
     column, bad = TypedDecoder("protobuf", layout, lambda _: None).decode(pa.array(values))
     assert column.to_pylist() == [*docs, None]
     assert bad is not None

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
         sync_mirrors,
         value_decoder,
     )
-    from seglog.columnar._protobuf_flat import PROTO_SCALARS
+    from seglog.columnar._protobuf_tree import PROTO_SCALARS
     from seglog.columnar._registry import REGISTRY_BROKER_CONFIG, RegistryRef, discover_registry
     from seglog.columnar._schema import ARROW_HEADERS_TYPE, arrow_schema
     from seglog.columnar._typed import (
@@ -60,7 +60,7 @@ _LAZY: dict[str, str] = {
     "sync_log_mirrors": "_mirror",
     "sync_mirrors": "_mirror",
     "value_decoder": "_mirror",
-    "PROTO_SCALARS": "_protobuf_flat",
+    "PROTO_SCALARS": "_protobuf_tree",
     "REGISTRY_BROKER_CONFIG": "_registry",
     "RegistryRef": "_registry",
     "discover_registry": "_registry",

@@ -53,9 +53,27 @@ from google.protobuf import (
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError
 
-from seglog.columnar._protobuf_flat import PROTO_SCALARS
+__all__ = ["PROTO_SCALARS", "ProtoTree"]
 
-__all__ = ["ProtoTree", "is_tree_layout"]
+PROTO_SCALARS: dict[str, pa.DataType] = {
+    "double": pa.float64(),
+    "float": pa.float32(),
+    "int32": pa.int32(),
+    "sint32": pa.int32(),
+    "sfixed32": pa.int32(),
+    "uint32": pa.int64(),
+    "fixed32": pa.int64(),
+    "int64": pa.int64(),
+    "sint64": pa.int64(),
+    "sfixed64": pa.int64(),
+    "uint64": pa.decimal128(20, 0),
+    "fixed64": pa.decimal128(20, 0),
+    "bool": pa.bool_(),
+    "string": pa.string(),
+    "bytes": pa.binary(),
+}
+"""Protobuf scalar types -> Arrow (Spark: uint32 -> bigint, uint64 -> decimal(20,0), as
+spark-protobuf maps unsigned types)."""
 
 _TIMESTAMP = "google.protobuf.Timestamp"
 _WRAPPERS = {
@@ -78,11 +96,6 @@ _TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 Convert = Callable[[Any], Any]
-
-
-def is_tree_layout(layout: str) -> bool:
-    """Whether a Protobuf layout is this module's (a descriptor) rather than a flat one."""
-    return "file" in json.loads(layout)
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:

@@ -36,8 +36,7 @@ import pyarrow as pa
 
 from seglog.columnar._avro_types import avro_arrow_type, json_schema_arrow_type
 from seglog.columnar._avro_vector import Field, compile_plan, decode_records, resolve_record
-from seglog.columnar._protobuf_flat import decode_flat_message, layout_arrow_type, parse_layout
-from seglog.columnar._protobuf_tree import ProtoTree, is_tree_layout
+from seglog.columnar._protobuf_tree import ProtoTree
 from seglog.storage import I64
 
 __all__ = ["FORMATS", "MalformedValueError", "TypedDecoder", "frame", "schema_id_of"]
@@ -75,7 +74,7 @@ class TypedDecoder:
 
     fmt: ``avro``, ``json`` or ``protobuf``. reader_schema: the schema's JSON text (the
     reader schema for Avro; the column types for JSON Schema; for Protobuf the message
-    layout of ``_protobuf_tree``, or the flat one of ``_protobuf_flat``).
+    layout of ``_protobuf_tree``).
     writer_schema(id): the schema text registered under ``id``, or None when no schema has
     that id (called once per id). reader_id: the reader schema's own id when registered
     (values written with it skip resolution).
@@ -104,12 +103,9 @@ class TypedDecoder:
         if fmt == "avro":
             self.arrow_type = avro_arrow_type(reader_schema)
             self._reader = fastavro.parse_schema(json.loads(reader_schema), named_schemas={})
-        elif fmt == "protobuf" and is_tree_layout(reader_schema):
+        elif fmt == "protobuf":
             self._reader = ProtoTree(reader_schema)
             self.arrow_type = self._reader.arrow_type
-        elif fmt == "protobuf":
-            self.arrow_type = layout_arrow_type(reader_schema)
-            self._reader = parse_layout(reader_schema)
         else:
             self.arrow_type = json_schema_arrow_type(reader_schema)
 
@@ -141,9 +137,7 @@ class TypedDecoder:
             return None, f"unknown schema id {schema_id}"
         if self.fmt == "protobuf":
             try:
-                if isinstance(self._reader, ProtoTree):
-                    return self._reader.decode(value, _HEADER), None
-                return decode_flat_message(value, _HEADER, self._reader), None
+                return self._reader.decode(value, _HEADER), None
             except (ValueError, IndexError, UnicodeDecodeError, struct.error) as exc:
                 return None, f"not a Protobuf message of the schema: {exc}"
         if self.fmt == "json":
