@@ -21,8 +21,9 @@ over it the share-group administration the CLI and the console use
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from seglog._lazy import load_export
 
 if TYPE_CHECKING:
     from seglog.broker.config.broker_config import BrokerConfig, parse_host_port
@@ -118,9 +119,4 @@ _WHERE = {
 
 def __getattr__(name: str) -> Any:
     """Load a public name from its module on first use (PEP 562)."""
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'seglog.broker' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"seglog.broker.{where}"), name)
-    globals()[name] = value
-    return value
+    return load_export(__name__, _WHERE, name)

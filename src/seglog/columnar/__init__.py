@@ -18,8 +18,9 @@ for topics with ``seglog.parquet.mirror=true``. Names are imported on first use 
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from seglog._lazy import load_export
 
 if TYPE_CHECKING:
     from seglog.columnar._avro_types import avro_arrow_type, json_schema_arrow_type
@@ -103,12 +104,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'seglog.columnar' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"seglog.columnar.{module}"), name)
-    globals()[name] = value
-    return value
+    """Load a public name from its module on first use (PEP 562)."""
+    return load_export(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:

@@ -21,9 +21,9 @@ pyiceberg only when a topic turns Iceberg on.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from seglog._lazy import load_export
 from seglog.iceberg._names import (
     DEFAULT_LAG_MS,
     DLQ_SUFFIX,
@@ -126,10 +126,5 @@ _WHERE = {
 
 
 def __getattr__(name: str) -> Any:
-    """Load a pyiceberg-backed name from its module on first use (PEP 562)."""
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'seglog.iceberg' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"seglog.iceberg.{where}"), name)
-    globals()[name] = value
-    return value
+    """Load a public name from its module on first use (PEP 562)."""
+    return load_export(__name__, _WHERE, name)

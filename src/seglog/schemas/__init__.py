@@ -11,8 +11,9 @@ without loading fastavro, jsonschema and the .proto parser.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from seglog._lazy import load_export
 
 if TYPE_CHECKING:
     from seglog.schemas._errors import RegistryError
@@ -113,12 +114,8 @@ __all__ = [  # noqa: RUF022 (grouped by concern)
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'seglog.schemas' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"seglog.schemas.{module}"), name)
-    globals()[name] = value
-    return value
+    """Load a public name from its module on first use (PEP 562)."""
+    return load_export(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:

@@ -6,8 +6,9 @@ One :class:`Log` is one partition, a directory of segments (``%020d.log`` + ``.i
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from seglog._lazy import load_export
 
 if TYPE_CHECKING:
     from seglog.storage.api import IsolationLevel, LogAPI
@@ -324,14 +325,8 @@ __all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
 
 
 def __getattr__(name: str) -> Any:
-    """Import a public name's module on first use and cache the name (PEP 562)."""
-    try:
-        module, attr = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'seglog.storage' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), attr)
-    globals()[name] = value
-    return value
+    """Load a public name from its module on first use (PEP 562)."""
+    return load_export(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:
