@@ -78,7 +78,11 @@ def _heartbeat_body(ctx: BrokerContext, version: int, result: HeartbeatResult) -
         error_message=result.message,
         member_id=result.member_id,
         member_epoch=result.member_epoch,
-        heartbeat_interval_ms=ctx.consumer_groups.heartbeat_interval_ms,
+        heartbeat_interval_ms=(
+            ctx.consumer_groups.heartbeat_interval_ms
+            if result.heartbeat_interval_ms is None
+            else result.heartbeat_interval_ms
+        ),
         assignment=assignment,
     )
 

@@ -71,6 +71,9 @@ class BrokerConfig:
     # KIP-848 consumer groups (group.protocol=consumer)
     group_consumer_session_timeout_ms: int = _d("group_consumer_session_timeout_ms")
     group_consumer_heartbeat_interval_ms: int = _d("group_consumer_heartbeat_interval_ms")
+    group_consumer_unreleased_heartbeat_interval_ms: int = _d(
+        "group_consumer_unreleased_heartbeat_interval_ms"
+    )
     group_consumer_assignors: str = _d("group_consumer_assignors")
     group_consumer_max_size: int = _d("group_consumer_max_size")
     group_consumer_migration_policy: str = _d("group_consumer_migration_policy")

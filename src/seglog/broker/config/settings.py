@@ -630,6 +630,14 @@ BROKER_SETTINGS: tuple[BrokerSetting, ...] = (
         5000, "KIP-848 consumer groups: the heartbeat interval given to members, in ms.", min=1,
     ),
     BrokerSetting(
+        "seglog.group.consumer.unreleased.heartbeat.interval.ms",
+        "group_consumer_unreleased_heartbeat_interval_ms", INT, 50,
+        "seglog, KIP-848 consumer groups: the heartbeat interval given instead (when shorter) "
+        "to a member waiting for partitions other members still have to release, for at most "
+        "its rebalance timeout, in ms, so that it takes them soon after they are released; "
+        "0: always group.consumer.heartbeat.interval.ms.", min=0,
+    ),
+    BrokerSetting(
         "group.consumer.assignors", "group_consumer_assignors", LIST, "uniform,range",
         "KIP-848 consumer groups: the server-side assignors (uniform, range) members may name "
         "(group.remote.assignor); the first is the default.", check=_assignor_list,

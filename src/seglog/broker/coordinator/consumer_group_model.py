@@ -90,6 +90,9 @@ class ConsumerMember:
     """The topic-manager change count ``regex_topics`` was resolved at (-1: never)."""
     session_timer: asyncio.TimerHandle | None = None
     rebalance_timer: asyncio.TimerHandle | None = None
+    unreleased_since: float | None = None
+    """Event-loop time (s) its heartbeats started finding it in ``unreleased_partitions``
+    (None: not waiting); bounds how long it gets the shorter heartbeat interval."""
 
     def subscribed_topics(self) -> frozenset[str]:
         """Names subscribed to plus the topics the regex resolved to."""
@@ -261,7 +264,8 @@ class HeartbeatRequest:
 class HeartbeatResult:
     """A ConsumerGroupHeartbeat answer. ``assignment`` None: not sent (unchanged);
     ``durable``: completes once the group's new state is on disk (None: nothing to wait
-    for)."""
+    for); ``heartbeat_interval_ms``: the member's next interval (None: the configured
+    ``group.consumer.heartbeat.interval.ms``)."""
 
     error: int
     message: str | None = None
@@ -269,3 +273,4 @@ class HeartbeatResult:
     member_epoch: int = 0
     assignment: frozenset[TP] | None = None
     durable: Future[int] | None = None
+    heartbeat_interval_ms: int | None = None

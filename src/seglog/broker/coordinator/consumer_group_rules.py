@@ -1,8 +1,9 @@
 """Kafka's rules for one ConsumerGroupHeartbeat, as functions of the group's data
 (``consumer_group_model``), without timers or I/O: request validation
 (``throwIfConsumerGroupHeartbeatRequestIsInvalid``), the choice of assignor and the target
-assignment of a group epoch, and a member's reconciliation towards its target
-(``CurrentAssignmentBuilder``: revoke first, then take what others released). KIP-848."""
+assignment of a group epoch, a member's reconciliation towards its target
+(``CurrentAssignmentBuilder``: revoke first, then take what others released), and the
+heartbeat interval a member is given. KIP-848."""
 
 from __future__ import annotations
 
@@ -25,7 +26,13 @@ from seglog.broker.protocol.errors import (
     UNSUPPORTED_ASSIGNOR,
 )
 
-__all__ = ["choose_assignor", "compute_target", "invalid_heartbeat", "reconcile"]
+__all__ = [
+    "choose_assignor",
+    "compute_target",
+    "heartbeat_interval",
+    "invalid_heartbeat",
+    "reconcile",
+]
 
 log = logging.getLogger(__name__)
 
@@ -137,3 +144,29 @@ def reconcile(group: ConsumerGroup, member: ConsumerMember, owned: frozenset[TP]
     member.assigned |= free
     member.state = MemberState.UNRELEASED_PARTITIONS if pending - free else MemberState.STABLE
     return False
+
+
+def heartbeat_interval(
+    member: ConsumerMember, now: float, interval_ms: int, unreleased_ms: int
+) -> int:
+    """The ``HeartbeatIntervalMs`` to answer ``member`` with (after :func:`reconcile`), at
+    event-loop time ``now`` (s): ``interval_ms`` (``group.consumer.heartbeat.interval.ms``),
+    or the shorter ``unreleased_ms`` (seglog's
+    ``seglog.group.consumer.unreleased.heartbeat.interval.ms``; 0: never) while the member
+    waits for partitions that others still have to release (``unreleased_partitions``), for
+    at most its rebalance timeout from the first such answer.
+
+    Why: a partition moves in two heartbeats, the owner's (it learns it must revoke, then
+    acknowledges at once) and the new owner's, which may come a whole interval after the
+    release; clients (librdkafka, the Java consumer) take each response's interval for
+    their next heartbeat, so a waiting member asks again soon. Only waiting members heartbeat
+    faster, and not longer than owners have to revoke (then they are removed) -- Kafka's
+    coordinator always answers ``interval_ms``."""
+    if member.state is not MemberState.UNRELEASED_PARTITIONS or unreleased_ms <= 0:
+        member.unreleased_since = None
+        return interval_ms
+    if member.unreleased_since is None:
+        member.unreleased_since = now
+    if (now - member.unreleased_since) * 1000 >= member.rebalance_timeout_ms:
+        return interval_ms
+    return min(interval_ms, unreleased_ms)

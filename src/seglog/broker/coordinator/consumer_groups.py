@@ -52,6 +52,7 @@ from seglog.broker.coordinator.consumer_group_model import (
 )
 from seglog.broker.coordinator.consumer_group_rules import (
     compute_target,
+    heartbeat_interval,
     invalid_heartbeat,
     reconcile,
 )
@@ -81,6 +82,8 @@ class ConsumerGroupCoordinator:
 
     ``session_timeout_ms`` / ``heartbeat_interval_ms`` are Kafka's
     ``group.consumer.session.timeout.ms`` / ``group.consumer.heartbeat.interval.ms``;
+    ``unreleased_heartbeat_interval_ms`` is seglog's shorter interval for members waiting
+    for partitions others still own (``consumer_group_rules.heartbeat_interval``; 0: off);
     ``assignors`` is ``group.consumer.assignors`` (the first is the default);
     ``max_size`` is ``group.consumer.max.size``. ``classic_members(group_id)`` tells
     whether a classic group of that id has members (then a heartbeat is refused);
@@ -93,6 +96,7 @@ class ConsumerGroupCoordinator:
         *,
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int = 5000,
+        unreleased_heartbeat_interval_ms: int = 50,
         assignors: Sequence[str] = ("uniform", "range"),
         max_size: int = 2**31 - 1,
         classic_members: Callable[[str], bool] = lambda _group: False,
@@ -104,6 +108,7 @@ class ConsumerGroupCoordinator:
         self.topics = topics
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.unreleased_heartbeat_interval_ms = unreleased_heartbeat_interval_ms
         self.assignors = tuple(assignors)
         self.max_size = max_size
         self.classic_members = classic_members
@@ -204,6 +209,12 @@ class ConsumerGroupCoordinator:
             member_epoch=member.member_epoch,
             assignment=member.assigned if full or member.assigned != before else None,
             durable=self._persist(group),
+            heartbeat_interval_ms=heartbeat_interval(
+                member,
+                asyncio.get_running_loop().time(),
+                self.heartbeat_interval_ms,
+                self.unreleased_heartbeat_interval_ms,
+            ),
         )
 
     def _member(

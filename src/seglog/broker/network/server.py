@@ -233,6 +233,9 @@ class Broker:
             topics,
             session_timeout_ms=config.group_consumer_session_timeout_ms,
             heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            unreleased_heartbeat_interval_ms=(
+                config.group_consumer_unreleased_heartbeat_interval_ms
+            ),
             assignors=[a.strip() for a in config.group_consumer_assignors.split(",")],
             max_size=config.group_consumer_max_size,
             classic_members=groups.has_members,
