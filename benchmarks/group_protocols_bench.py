@@ -13,6 +13,14 @@ measured in the same run (confluent-kafka / librdkafka clients):
   ``cooperative-sticky``. Heartbeat interval and session timeout are equal for both: the
   broker's ``group.consumer.*`` settings, the classic clients' ``heartbeat.interval.ms`` /
   ``session.timeout.ms``. Goal: KIP-848 <= 0.5x classic.
+
+  Members hear of a change at their next heartbeat, so a change's time depends on where
+  it falls in the members' heartbeat cycle (their heartbeats keep the phase of the last
+  rebalance). ``--phase spread`` (the default) starts the join and the leave of repeat
+  ``r`` of ``R`` ``(r + 0.5) / R`` heartbeat intervals after the group settled, the same
+  offsets for every protocol, so the medians cover the whole cycle; ``--phase settled``
+  starts them as soon as the group is seen settled (one fixed phase: the last callback
+  plus ``QUIET_S``).
 - **share-group delivery**: N records (default 200,000 x 100 B) on a 1-partition topic,
   read by 4 ``ShareConsumer`` s of one share group (implicit acknowledgement, every record
   counted once) against one classic consumer (auto commit) reading the same records.
@@ -228,9 +236,10 @@ class SteadyProducer:
 
 
 def _rebalance_run(
-    bootstrap: str, protocol: str, tag: str, args: argparse.Namespace
+    bootstrap: str, protocol: str, tag: str, args: argparse.Namespace, offset_s: float
 ) -> dict[str, float]:
-    """N - 1 members settle; the N-th joins; then the first leaves. Seconds per change."""
+    """N - 1 members settle; ``offset_s`` later the N-th joins; once settled, ``offset_s``
+    later the first leaves. Seconds per change."""
     topic, partitions = REBALANCE_TOPIC, 2 * args.members
     group = f"rb-{protocol}-{tag}"
     conf = _member_conf(bootstrap, group, protocol, args.heartbeat_ms, args.session_ms)
@@ -238,6 +247,7 @@ def _rebalance_run(
     out: dict[str, float] = {}
     try:
         _wait_settled(members, partitions, time.perf_counter(), f"{protocol} start")
+        time.sleep(offset_s)  # members keep polling: where in their heartbeat cycle to join
         since = time.perf_counter()
         for m in members:
             m.mark()
@@ -245,6 +255,7 @@ def _rebalance_run(
         out["join owned"], out["join resumed"] = _wait_settled(
             members, partitions, since, f"{protocol} join"
         )
+        time.sleep(offset_s)
         leaver = members.pop(0)
         leaver.pause()
         since = time.perf_counter()
@@ -494,8 +505,9 @@ def _rebalance_part(b: str, args: argparse.Namespace, samples: dict[str, list[fl
     try:
         for r in range(args.repeat):
             order = PROTOCOLS[r % 3 :] + PROTOCOLS[: r % 3]
+            offset_s = _phase_offset(r, args)
             for protocol in order:
-                got = _rebalance_run(b, protocol, str(r), args)
+                got = _rebalance_run(b, protocol, str(r), args, offset_s)
                 for key, value in got.items():
                     samples.setdefault(f"{protocol} {key}", []).append(value)
                 _log(
@@ -504,6 +516,13 @@ def _rebalance_part(b: str, args: argparse.Namespace, samples: dict[str, list[fl
                 )
     finally:
         producer.stop()
+
+
+def _phase_offset(r: int, args: argparse.Namespace) -> float:
+    """Seconds from "settled" to the change in repeat ``r`` (see ``--phase``)."""
+    if args.phase == "settled":
+        return 0.0
+    return (r + 0.5) / args.repeat * args.heartbeat_ms / 1000
 
 
 def _share_part(b: str, args: argparse.Namespace, samples: dict[str, list[float]]) -> None:
@@ -534,6 +553,10 @@ def main() -> None:
     parser.add_argument("--heartbeat-ms", type=int, default=500)
     parser.add_argument("--session-ms", type=int, default=6000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--phase", choices=("spread", "settled"), default="spread",
+        help="when a join or leave starts in the members' heartbeat cycle (see above)",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the rows, settings and samples here")
     parser.add_argument(
         "--part", choices=("all", "rebalance", "share"), default="all",
@@ -566,6 +589,7 @@ def main() -> None:
         "members": args.members,
         "partitions": partitions,
         "heartbeat_interval_ms": args.heartbeat_ms,
+        "phase": args.phase,
         "session_timeout_ms": args.session_ms,
         "group_initial_rebalance_delay_ms": INITIAL_REBALANCE_DELAY_MS,
         "kip848_assignor": "uniform (broker default)",
@@ -577,7 +601,8 @@ def main() -> None:
     }
     print(
         f"{args.members} members / {partitions} partitions, heartbeat {args.heartbeat_ms} ms,"
-        f" session {args.session_ms} ms, classic group.initial.rebalance.delay.ms"
+        f" session {args.session_ms} ms, phase {args.phase},"
+        f" classic group.initial.rebalance.delay.ms"
         f" {INITIAL_REBALANCE_DELAY_MS}; {args.records:,} x {args.size} B;"
         f" medians of {args.repeat} ({settings['seconds']} s)"
     )
