@@ -184,7 +184,9 @@ def compact(
             done, size = rewrite_segment(log, seg, offsets, markers=markers)
             removed.extend(done)
             freed += size
-        forget_removed(log, removed, rescan=False)  # removed last records are tombstones
+        # a key's removed last record is a tombstone (no earlier record kept: forget the
+        # key) or an aborted record (its latest surviving record becomes its last: rescan)
+        forget_removed(log, removed, rescan=any(data for data, _ in txn.values()))
         maint.close_retired(log)
         return Removed(removed, freed)
 
