@@ -20,9 +20,10 @@ records (transaction markers) are never readable, whatever the level. Costs:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from seglog.errors import InvalidOffsetError, NoIndexError, NotFoundError
+from seglog.errors import InvalidOffsetError, NotFoundError
 from seglog.storage.log import reader
 from seglog.storage.record.batch import parse_header
 from seglog.storage.record.columns import decode_columns
@@ -71,18 +72,21 @@ def unreadable(st: LogState, batch: memoryview, offset: int, committed: bool) ->
     return None
 
 
-def _is_readable(st: LogState, offset: int, upper: int) -> bool:
-    """Whether the record at ``offset`` (below ``upper``, the LSO) is committed."""
-    for batch in reader.batches(st, offset, offset + 1):
-        return unreadable(st, batch, offset, True) is None
+def _is_readable(st: LogState, offset: int) -> bool:
+    """Whether the record at ``offset`` (below the LSO) is committed."""
+    try:
+        for batch in reader.batches(st, offset, offset + 1):
+            return unreadable(st, batch, offset, True) is None
+    except InvalidOffsetError:  # retention moved the log start past it meanwhile
+        return False
     return False  # not stored (compacted away meanwhile)
 
 
-def _scan(st: LogState, lo: int, hi: int) -> list[tuple[int, int, bytes | None]]:
-    """``[(offset, timestamp ms, key)]`` of the committed records of ``[lo, hi)`` (``hi``
-    at most the LSO), decoded in chunks with the read_committed filter."""
+def _scan(st: LogState, lo: int, hi: int) -> Iterator[tuple[int, int, bytes | None]]:
+    """``(offset, timestamp ms, key)`` of each committed record of ``[lo, hi)`` (``hi``
+    at most the LSO), decoded in chunks of up to ``_CHUNK`` bytes with the
+    read_committed filter. InvalidOffsetError when ``lo`` is below the log start."""
     entries = reader.aborted_entries(st, lo, hi)
-    out: list[tuple[int, int, bytes | None]] = []
     nxt = lo
     while nxt < hi:
         data = reader.read(st, nxt, _CHUNK, upper=hi)
@@ -92,31 +96,31 @@ def _scan(st: LogState, lo: int, hi: int) -> list[tuple[int, int, bytes | None]]
         cols = decode_columns(
             data, start=nxt, end=hi, check_crcs=st.config.check_crcs, aborted=aborted
         )
-        out += zip(cols.offsets.tolist(), cols.timestamps.tolist(), cols.keys(), strict=True)
+        yield from zip(cols.offsets.tolist(), cols.timestamps.tolist(), cols.keys(), strict=True)
         if cols.next_offset <= nxt:
             break
         nxt = cols.next_offset
-    return out
 
 
 def committed_offset_by_key(st: LogState, key: bytes, last: int) -> int:
     """Offset of the last committed record with ``key`` below the LSO, given ``last``
     (the key index's offset of its last record). NotFoundError when there is none."""
-    if st.keys is None:
-        raise NoIndexError(f"log {st.directory} was opened without key_index")
     lso = st.last_stable_offset
-    if last < lso and _is_readable(st, last, lso):
+    if last < lso and _is_readable(st, last):
         return last
     hi, window = min(last, lso), _FIRST_WINDOW
     start = st.log_start_offset
     while hi > start:
         lo = max(start, hi - window)
+        hit = None
         try:
-            hits = [off for off, _, k in _scan(st, lo, hi) if k == key]
+            for off, _, k in _scan(st, lo, hi):
+                if k == key:
+                    hit = off
         except InvalidOffsetError:  # retention moved the log start meanwhile
             break
-        if hits:
-            return hits[-1]
+        if hit is not None:
+            return hit
         hi, window = lo, window * 2
     raise NotFoundError(f"no committed message with key {key!r} below the last stable offset")
 
@@ -132,10 +136,11 @@ def committed_offset_for_time(
     offset, lso = found[0], st.last_stable_offset
     if offset >= lso:
         return None
-    if _is_readable(st, offset, lso):
+    if _is_readable(st, offset):
         return found
     nxt, window = offset + 1, _FIRST_WINDOW
     while nxt < lso:
+        nxt = max(nxt, st.log_start_offset)  # retention may move it meanwhile
         hi = min(lso, nxt + window)
         for off, ts, _ in _scan(st, nxt, hi):
             if ts >= timestamp_ms:
