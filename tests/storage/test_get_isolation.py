@@ -1,9 +1,11 @@
 """Point reads under an isolation level (``get``, ``get_by_key`` / ``offset_by_key``,
 ``get_by_time`` / ``offset_by_time``): read_committed sees only records below the last
-stable offset outside aborted transactions; no level ever returns a control record."""
+stable offset outside aborted transactions; no level ever returns a control record.
+Tests taking ``make_log`` run on disk and in memory; reopen and compaction on disk."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from seglog.storage import (
 from ._batches import make_batch, txn_batch
 
 RC = "read_committed"
+MakeLog = Callable[..., Log]
 
 
 def _end(log: Log, pid: int, *, commit: bool, ts: int = 1) -> int:
@@ -40,8 +43,8 @@ def _value(m: Message) -> bytes:
     return m.value.split(b"|")[0]
 
 
-def test_get_read_committed(tmp_path: Path) -> None:
-    with open_log(tmp_path / "p", create=True, flush_messages=1) as log:
+def test_get_read_committed(make_log: MakeLog) -> None:
+    with make_log(flush_messages=1) as log:
         log.append(make_batch(2, tag=b"plain"))  # 0-1
         log.append(txn_batch(7, 3, tag=b"abort"))  # 2-4
         log.append(txn_batch(8, 2, tag=b"commit"))  # 5-6
@@ -99,8 +102,8 @@ def test_get_by_key_committed_then_aborted(tmp_path: Path) -> None:
         check(v1)
 
 
-def test_get_by_key_with_an_ongoing_transaction(tmp_path: Path) -> None:
-    with open_log(tmp_path / "p", create=True, key_index=True, flush_messages=1) as log:
+def test_get_by_key_with_an_ongoing_transaction(make_log: MakeLog) -> None:
+    with make_log(key_index=True, flush_messages=1) as log:
         log.publish([Message(key=b"k0", value=b"v1")])  # 0
         v2 = _txn(log, 5, b"v2")  # 1: ongoing
         assert log.get_by_key(b"k0", isolation_level=RC).value == b"v1"
@@ -112,8 +115,8 @@ def test_get_by_key_with_an_ongoing_transaction(tmp_path: Path) -> None:
         assert log.offset_by_key(b"k0", isolation_level=RC) == 2
 
 
-def test_key_only_in_aborted_or_ongoing_transactions(tmp_path: Path) -> None:
-    with open_log(tmp_path / "p", create=True, key_index=True, flush_messages=1) as log:
+def test_key_only_in_aborted_or_ongoing_transactions(make_log: MakeLog) -> None:
+    with make_log(key_index=True, flush_messages=1) as log:
         log.publish([Message(key=b"other", value=b"x")])  # 0
         aborted = _txn(log, 1, b"gone", key=b"a")
         _end(log, 1, commit=False)
@@ -129,10 +132,10 @@ def test_key_only_in_aborted_or_ongoing_transactions(tmp_path: Path) -> None:
             log.get_by_key(b"never", isolation_level=RC)
 
 
-def test_get_by_key_scans_back_over_many_windows(tmp_path: Path) -> None:
+def test_get_by_key_scans_back_over_many_windows(make_log: MakeLog) -> None:
     """The committed record lies thousands of offsets behind the aborted last one: the
     backward scan walks several doubling windows, aborted records of the key between."""
-    with open_log(tmp_path / "p", create=True, key_index=True, flush_messages=1) as log:
+    with make_log(key_index=True, flush_messages=1) as log:
         log.publish([Message(key=b"x", value=b"first")])  # 0
         log.publish_values([b"v"] * 2500, keys=[b"y%d" % i for i in range(2500)])
         log.append(txn_batch(3, 1, key_prefix=b"x", tag=b"aborted|"))  # key b"x0"
@@ -148,8 +151,8 @@ def test_get_by_key_scans_back_over_many_windows(tmp_path: Path) -> None:
         assert log.get_by_key(b"x", isolation_level=RC).offset == 0
 
 
-def test_get_by_time_skips_aborted_records_and_markers(tmp_path: Path) -> None:
-    with open_log(tmp_path / "p", create=True, flush_messages=1) as log:
+def test_get_by_time_skips_aborted_records_and_markers(make_log: MakeLog) -> None:
+    with make_log(flush_messages=1) as log:
         log.publish([Message(key=b"a", value=b"plain", timestamp=1000)])  # 0
         log.append(txn_batch(1, 2, tag=b"aborted", timestamp=2000))  # 1-2
         _end(log, 1, commit=False, ts=2500)  # 3
@@ -174,8 +177,8 @@ def test_get_by_time_skips_aborted_records_and_markers(tmp_path: Path) -> None:
             log.offset_by_time(0, isolation_level="x")  # type: ignore[arg-type]
 
 
-def test_get_by_time_scans_past_a_long_aborted_transaction(tmp_path: Path) -> None:
-    with open_log(tmp_path / "p", create=True, flush_messages=1, segment_bytes=4096) as log:
+def test_get_by_time_scans_past_a_long_aborted_transaction(make_log: MakeLog) -> None:
+    with make_log(flush_messages=1, segment_bytes=4096) as log:
         for _ in range(30):  # 60 aborted records over several segments
             log.append(txn_batch(1, 2, timestamp=2000))
         _end(log, 1, commit=False, ts=2000)
@@ -185,8 +188,8 @@ def test_get_by_time_scans_past_a_long_aborted_transaction(tmp_path: Path) -> No
         assert log.offset_by_time(1800) == (0, 2000)
 
 
-def test_typed_log_point_reads_take_the_level(tmp_path: Path) -> None:
-    with TypedLog(open_log(tmp_path / "p", create=True, key_index=True), STR, STR) as typed:
+def test_typed_log_point_reads_take_the_level(make_log: MakeLog) -> None:
+    with TypedLog(make_log(key_index=True), STR, STR) as typed:
         typed.log.publish([Message(key=b"k0", value=b"v1", timestamp=1000)])
         _txn(typed.log, 4, b"v2", ts=2000)
         assert typed.get_by_key("k0", isolation_level=RC).value == "v1"
