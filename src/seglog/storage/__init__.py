@@ -15,7 +15,12 @@ if TYPE_CHECKING:
 
     # Backup, snapshot, restore (InfluxDB's Snapshot/Restore)
     # Logs and their configuration
-    from seglog.storage.config import FLUSH_NEVER, AppendInfo, LogConfig
+    from seglog.storage.config import (
+        FLUSH_NEVER,
+        AppendInfo,
+        LogConfig,
+        check_tiered_cleanup_policy,
+    )
     from seglog.storage.fileio.counters import FileCounters
     from seglog.storage.fileio.files import atomic_file, fsync_dir
     from seglog.storage.fileio.files import write_small_file as atomic_write
@@ -203,6 +208,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "RemoteSlice": ("seglog.storage.remote.tier", "RemoteSlice"),
     "TierCounters": ("seglog.storage.remote.tier", "TierCounters"),
     "TierReport": ("seglog.storage.retention.tiering", "TierReport"),
+    "check_tiered_cleanup_policy": ("seglog.storage.config", "check_tiered_cleanup_policy"),
     "tier_sync": ("seglog.storage.retention.tiering", "tier_sync"),
     "start_tiering": ("seglog.storage.retention.tiering", "start_tiering"),
     "validate_topic_name": ("seglog.storage.log.datadir", "validate_topic_name"),
@@ -294,6 +300,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
     "RemoteTier",
     "TierCounters",
     "TierReport",
+    "check_tiered_cleanup_policy",
     "purge_partition",
     "start_tiering",
     "tier_sync",
