@@ -241,6 +241,7 @@ def test_storage_public_names_pinned() -> None:
             "RemoteTier",
             "TierCounters",
             "TierReport",
+            "check_tiered_cleanup_policy",  # no compact beside remote.storage.enable
             "purge_partition",
             "start_tiering",
             "tier_sync",
