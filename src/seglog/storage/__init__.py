@@ -57,7 +57,8 @@ if TYPE_CHECKING:
     )
 
     # Columnar records (vectorised decoding of record batches)
-    from seglog.storage.record.columns import BATCH_HEADER, RecordColumns, decode_columns
+    from seglog.storage.record.batch import BATCH_HEADER, BatchHeader, parse_header, whole_batches
+    from seglog.storage.record.columns import RecordColumns, decode_columns
 
     # Transaction markers (Kafka's control batches)
     from seglog.storage.record.control import (
@@ -119,7 +120,10 @@ _LAZY: dict[str, tuple[str, str]] = {
     "IsolationLevel": ("seglog.storage.api", "IsolationLevel"),
     "AppendInfo": ("seglog.storage.config", "AppendInfo"),
     "ArchiveHook": ("seglog.storage.retention.policy", "ArchiveHook"),
-    "BATCH_HEADER": ("seglog.storage.record.columns", "BATCH_HEADER"),
+    "BATCH_HEADER": ("seglog.storage.record.batch", "BATCH_HEADER"),
+    "BatchHeader": ("seglog.storage.record.batch", "BatchHeader"),
+    "parse_header": ("seglog.storage.record.batch", "parse_header"),
+    "whole_batches": ("seglog.storage.record.batch", "whole_batches"),
     "BYTES": ("seglog.storage.log.typed", "BYTES"),
     "BackupReport": ("seglog.storage.tools.backup", "BackupReport"),
     "CancelToken": ("seglog.storage.log.blocking", "CancelToken"),
@@ -318,6 +322,9 @@ __all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
     # building blocks the upper layers use (record batch v2 encoding and headers, blocking
     # reads, directory walking, defaults)
     "BATCH_HEADER",
+    "BatchHeader",
+    "parse_header",
+    "whole_batches",
     "DEFAULT_DELETE_RETENTION_MS",
     "I64",
     "POLL_S",
