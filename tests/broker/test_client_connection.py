@@ -126,3 +126,10 @@ def test_split_host_port() -> None:
     assert split_host_port("kafka") == ("kafka", 9092)
     assert split_host_port("[::1]:9094") == ("::1", 9094)
     assert split_host_port(":9095") == ("127.0.0.1", 9095)
+    # the broker's listeners and --*-listen flags use the same parser
+    assert split_host_port("", 8080) == ("127.0.0.1", 8080)
+    assert split_host_port("0.0.0.0", 0) == ("0.0.0.0", 0)
+    assert split_host_port("[::]:8081", 1) == ("::", 8081)
+    for bad in ("kafka:", "kafka:x", "kafka:65536", "kafka:-1"):
+        with pytest.raises(ValueError):  # noqa: PT011 (int()'s message or the range's)
+            split_host_port(bad)
