@@ -23,10 +23,11 @@ answered (under the default fsync policy), and the groups are rebuilt from those
 on start: after a crash members keep their ids, epochs and assignments, and each gets a
 fresh session timeout to come back in.
 
-Classic and consumer groups share the group id space: a heartbeat for the id of a classic
-group with members is 69 GROUP_ID_NOT_FOUND, whatever ``group.consumer.migration.policy``
-(``group_migration``: seglog does not convert groups with live members); an empty group of
-either type gives way to the other.
+Classic and consumer groups share the group id space: here a heartbeat for the id of a
+classic group with members is 69 GROUP_ID_NOT_FOUND; the broker runs the subclass
+``classic_members.ClassicMemberCoordinator``, which converts such groups online under
+``group.consumer.migration.policy`` (``group_migration``) and serves classic members inside
+consumer groups. An empty group of either type gives way to the other.
 """
 
 from __future__ import annotations
