@@ -468,12 +468,12 @@ def _subscription(topic: str, version: int = 1) -> bytes:
 
 def _join(
     w: Wire, group: str, member_id: str = "", *, protocol_type: str = "consumer",
-    protocols: list[tuple[str, bytes]] | None = None,
+    protocols: list[tuple[str, bytes]] | None = None, rebalance_timeout_ms: int = 10_000,
 ) -> Any:  # fmt: skip
     protocols = protocols if protocols is not None else [("range", b"")]
     return w.call(
         JoinGroupRequest[9](
-            group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+            group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=rebalance_timeout_ms,
             member_id=member_id, group_instance_id=None, protocol_type=protocol_type,
             protocols=[
                 JoinGroupRequest.JoinGroupRequestProtocol(name=n, metadata=m)
@@ -585,6 +585,44 @@ def test_classic_member_of_a_consumer_group_on_the_wire(
         )
         assert [m.error_code for m in leave.members] == [0]
     assert " ERROR " not in proc.log_text()
+
+
+def test_a_classic_member_that_does_not_rejoin_is_removed(broker_factory: Any, topic: str) -> None:
+    """A classic member told to rejoin (27) that keeps heartbeating without rejoining is
+    removed after its rebalance timeout (Kafka's join timeout), not kept by its heartbeats:
+    its next Heartbeat is 25 UNKNOWN_MEMBER_ID and the group goes on without it."""
+    proc = broker_factory(extra_args=BROKER_ARGS)
+    group = f"{topic}-g"
+    with Wire(proc.bootstrap) as w:
+        ensure_topic(w, topic)
+        assert _heartbeat(w, group, topic).error_code == 0
+        protocols = [("range", _subscription(topic))]
+        member = _join(w, group, protocols=protocols).member_id  # 79 first
+        joined = _join(w, group, member, protocols=protocols, rebalance_timeout_ms=1000)
+        assert joined.error_code == 0
+        synced = w.call(
+            SyncGroupRequest[5](
+                group_id=group, generation_id=joined.generation_id, member_id=member,
+                group_instance_id=None, protocol_type="consumer", protocol_name="range",
+                assignments=[],
+            )
+        )  # fmt: skip
+        assert synced.error_code == 0
+        assert _heartbeat(w, group, topic, "m2").error_code == 0  # a new group epoch
+
+        def heartbeat() -> int:
+            req = HeartbeatRequest[4](
+                group_id=group,
+                generation_id=joined.generation_id,
+                member_id=member,
+                group_instance_id=None,
+            )
+            return int(w.call(req).error_code)
+
+        assert heartbeat() == 27  # rejoin: it does not
+        wait_until(lambda: heartbeat() == 25, 30, interval=0.2, message="still a member")
+        assert _member_types(proc.bootstrap, group) == [1, 1]
+    assert "did not rejoin within 1000 ms" in proc.log_text()
 
 
 # -- refusals under ``disabled`` ----------------------------------------------------------

@@ -24,12 +24,15 @@ through the classic round trips:
   rebalance without it, and when only classic members are left the group may become a
   classic group again (downgrade).
 
-Kafka also arms a join timeout and a sync timeout (the rebalance timeout) per classic
-member; here its session timeout alone removes a member that stopped talking.
+A classic member told to rejoin (27) must rejoin, and one answered by JoinGroup must send
+its SyncGroup, within its rebalance timeout, or it is removed (Kafka's join and sync
+timeouts): a client that heartbeats from a background thread but stopped polling does not
+hold its partitions forever.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from concurrent.futures import Future
@@ -215,6 +218,8 @@ class ClassicMemberCoordinator(ConsumerGroupCoordinator):
         except ValueError as exc:
             log.info("consumer group %r: JoinGroup refused (23): %s", group_id, exc)
             return JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id), None
+        if member is not None:
+            self._cancel_rebalance_timer(member)  # it rejoined (Kafka's join timeout)
         if member is None and known_static is not None and known_static in group.members:
             # a static member rejoining with a new member id replaces its old one
             self._remove(group, group.members[known_static], f"replaced (instance {instance_id})")
@@ -249,6 +254,7 @@ class ClassicMemberCoordinator(ConsumerGroupCoordinator):
             else:  # it no longer owns them (an eager member revoked everything)
                 reconcile(group, member, owned)
         self._touch(group, member)
+        self._arm_rebalance_timer(group, member, "send its SyncGroup")  # Kafka's sync timeout
         result = JoinResult(
             NONE,
             member.member_id,
@@ -317,8 +323,11 @@ class ClassicMemberCoordinator(ConsumerGroupCoordinator):
         if group.group_epoch > member.member_epoch and (
             member.state is not MemberState.UNREVOKED_PARTITIONS
         ):
+            self._arm_rebalance_timer(group, member, "rejoin")
             return SyncResult(REBALANCE_IN_PROGRESS)
         self._touch(group, member)
+        if member.state is not MemberState.UNREVOKED_PARTITIONS:  # else: its revocation timer
+            self._cancel_rebalance_timer(member)
         try:
             version = decode_subscription(member.classic.protocols[0][1]).version
         except ValueError:
@@ -336,16 +345,45 @@ class ClassicMemberCoordinator(ConsumerGroupCoordinator):
             return found
         group, member = found
         self._touch(group, member)
-        if member.member_epoch < group.group_epoch or (
+        rejoin = member.member_epoch < group.group_epoch or (
             member.state is MemberState.UNREVOKED_PARTITIONS
-        ):
-            return REBALANCE_IN_PROGRESS
+        )
         if member.state is MemberState.UNRELEASED_PARTITIONS:
             owners = group.owners(excluding=member.member_id)
             pending = group.target.get(member.member_id, frozenset()) - member.assigned
-            if not any(tp in owners for tp in pending):
-                return REBALANCE_IN_PROGRESS  # what it waited for is free: rejoin to get it
-        return NONE
+            rejoin = not any(tp in owners for tp in pending)  # what it waited for is free
+        if not rejoin:
+            return NONE
+        self._arm_rebalance_timer(group, member, "rejoin")
+        return REBALANCE_IN_PROGRESS
+
+    # -- join and sync timeouts -------------------------------------------------------------
+
+    def _arm_rebalance_timer(self, group: ConsumerGroup, member: ConsumerMember, what: str) -> None:
+        """Kafka's ``scheduleConsumerGroupJoinTimeoutIfAbsent`` / ``...SyncTimeout``: unless a
+        timer runs already (a revocation's, or an earlier one), remove the member if it does
+        not ``what`` within its rebalance timeout."""
+        if member.rebalance_timer is None:
+            member.rebalance_timer = asyncio.get_running_loop().call_later(
+                member.rebalance_timeout_ms / 1000, self._rebalance_expired, group, member, what
+            )
+
+    @staticmethod
+    def _cancel_rebalance_timer(member: ConsumerMember) -> None:
+        if member.rebalance_timer is not None:
+            member.rebalance_timer.cancel()
+            member.rebalance_timer = None
+
+    def _rebalance_expired(self, group: ConsumerGroup, member: ConsumerMember, what: str) -> None:
+        member.rebalance_timer = None
+        if (
+            self.groups.get(group.group_id) is not group
+            or group.members.get(member.member_id) is not member
+        ):
+            return
+        self._remove(group, member, f"did not {what} within {member.rebalance_timeout_ms} ms")
+        self._after_change(group)
+        self._persist_later(group)
 
     def classic_leave(
         self, group_id: str, members: list[tuple[str, str | None]]
