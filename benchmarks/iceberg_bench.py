@@ -15,8 +15,8 @@ figure next to a reference measured in the same run:
   file of the same rows written directly with pyarrow (its defaults). Goal: >= 0.9x
   (rows/s).
 
-Prints a markdown table of medians over ``--repeat`` runs; ``--json FILE`` writes it, the
-settings and every sample.
+Prints ``seglog.bench``'s markdown table of medians over ``--repeat`` runs; ``--json FILE``
+writes the report (``Report.to_dict``: rows, every sample, settings).
 
     .venv/bin/python benchmarks/iceberg_bench.py              # 64 MiB segments, 3 repeats
     .venv/bin/python benchmarks/iceberg_bench.py --segment-mib 4 --repeat 1   # tiny
@@ -25,9 +25,7 @@ settings and every sample.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -39,7 +37,7 @@ import pyarrow.parquet as pq
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from seglog.bench import spark_session
+from seglog.bench import Report, Row, Samples, machine_info, spark_session
 from seglog.broker import start_broker
 from seglog.columnar import sync_mirrors
 from seglog.iceberg import (
@@ -54,6 +52,8 @@ VALUE = 1000
 VALUES = [os.urandom(VALUE // 2).hex().encode() for _ in range(256)]
 """1000-byte values, hex of random bytes: about 2:1 compressible, like text."""
 TIMEOUT_S = 120.0
+COMMIT_GOAL_S = 2.0
+"""The commit latency this benchmark aims at (seconds)."""
 
 
 def _log(text: str) -> None:
@@ -145,30 +145,6 @@ def _scan(spark: Any, paths: list[str]) -> float:
     return elapsed
 
 
-def _row(metric: str, value: float, unit: str, *, reference: str, ref_value: float,
-         goal: str, ratio: float) -> dict[str, Any]:  # fmt: skip
-    bound = float(goal[1:].strip().rstrip("xs ").strip())
-    met = ratio >= bound if goal.startswith("≥") else value <= bound
-    return {"metric": metric, "value": value, "unit": unit, "reference": reference,
-            "reference_value": ref_value, "ratio": ratio, "goal": goal, "met": met}  # fmt: skip
-
-
-def _fmt(value: float, unit: str) -> str:
-    return f"{value:.3f} s" if unit == "s" else f"{value / 1e6:.2f} M rows/s"
-
-
-def _table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| metric | seglog | reference (same run) | ratio | goal |", "|---|--:|---|--:|---|"]
-    for r in rows:
-        mark = " ✓" if r["met"] else " ✗"
-        lines.append(
-            f"| {r['metric']} | {_fmt(r['value'], r['unit'])} | "
-            f"{_fmt(r['reference_value'], r['unit'])} {r['reference']} | {r['ratio']:.2f}x | "
-            f"{r['goal']}{mark} |"
-        )
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--segment-mib", type=int, default=64, help="segment.bytes in MiB")
@@ -177,7 +153,13 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     segment_bytes = args.segment_mib << 20
-    samples: dict[str, list[float]] = {"commit": [], "mirror": [], "iceberg": [], "parquet": []}
+    started = time.perf_counter()
+    samples = {
+        "commit": Samples("s"),
+        "mirror": Samples("s"),
+        "iceberg": Samples("rows/s"),
+        "parquet": Samples("rows/s"),
+    }
     with tempfile.TemporaryDirectory(prefix="seglog-iceberg-bench-") as tmp:
         data = Path(tmp) / "data"
         proc = start_broker(data, extra_args=["--message-max-bytes", str(2 << 20)])
@@ -190,8 +172,8 @@ def main() -> None:
                     proc.bootstrap, data, topic, segment_bytes, catalog
                 )
                 total_rows += rows
-                samples["commit"].append(latency)
-                samples["mirror"].append(mirror)
+                samples["commit"].values.append(latency)
+                samples["mirror"].values.append(mirror)
                 _log(f"{topic}: {rows} rows, commit {latency:.3f} s, mirror {mirror:.3f} s")
             tables = [load_topic_table(catalog, f"bench-{i}", create=False)
                       for i in range(args.repeat)]  # fmt: skip
@@ -207,25 +189,24 @@ def main() -> None:
             _scan(spark, files)  # warm-up: JVM, page cache
             _scan(spark, [str(direct)])
             for _ in range(args.scans):  # interleaved
-                samples["iceberg"].append(rows / _scan(spark, files))
-                samples["parquet"].append(rows / _scan(spark, [str(direct)]))
+                samples["iceberg"].values.append(rows / _scan(spark, files))
+                samples["parquet"].values.append(rows / _scan(spark, [str(direct)]))
         finally:
             spark.stop()  # type: ignore[attr-defined]
-    med = {k: statistics.median(v) for k, v in samples.items()}
     mib = args.segment_mib
+    commit = samples["commit"]
     out = [
-        _row(f"Iceberg commit after a roll of a {mib} MiB segment", med["commit"], "s",
-             reference="Parquet mirror of the same segment", ref_value=med["mirror"],
-             goal="≤ 2 s", ratio=med["commit"] / med["mirror"]),
-        _row(f"Spark scan of the Iceberg tables' files ({rows:,} rows)", med["iceberg"],
-             "rows/s", reference="Parquet written by pyarrow, same rows",
-             ref_value=med["parquet"], goal="≥ 0.9x", ratio=med["iceberg"] / med["parquet"]),
+        Row(f"Iceberg commit after a roll of a {mib} MiB segment", commit,
+            "Parquet mirror of the same segment", samples["mirror"],
+            goal=f"<= {COMMIT_GOAL_S:g} s", goal_met=commit.median <= COMMIT_GOAL_S),
+        Row(f"Spark scan of the Iceberg tables' files ({rows:,} rows)", samples["iceberg"],
+            "Parquet written by pyarrow, same rows", samples["parquet"], target=0.9),
     ]  # fmt: skip
-    print(_table(out))
+    settings = {k: v for k, v in vars(args).items() if k != "json"}
+    report = Report(out, machine_info(), settings, time.perf_counter() - started)
+    print(report.markdown())
     if args.json is not None:
-        doc = {"settings": vars(args) | {"json": str(args.json)}, "rows": out,
-               "samples": samples}  # fmt: skip
-        args.json.write_text(json.dumps(doc, indent=2))
+        report.write_json(args.json)
 
 
 if __name__ == "__main__":

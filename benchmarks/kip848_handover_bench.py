@@ -9,8 +9,8 @@ Each sample is a fresh group on a 2-partition topic: an owner joins and gets bot
 partitions; a newcomer joins at a random point 10-90 % into the owner's heartbeat
 interval (so the two heartbeat out of phase); the time is from the owner's ``on_revoke``
 to the newcomer's ``on_assign``. Both clients are polled by one thread every 5 ms. The two
-brokers take turns, sample by sample. Prints a markdown table of medians; ``--json FILE``
-writes it, the settings and every sample.
+brokers take turns, sample by sample. Prints ``seglog.bench``'s markdown table of medians;
+``--json FILE`` writes the report (rows, every sample, settings).
 
     .venv/bin/python benchmarks/kip848_handover_bench.py                  # 10 groups each
     .venv/bin/python benchmarks/kip848_handover_bench.py --groups 1       # smoke test
@@ -19,9 +19,7 @@ writes it, the settings and every sample.
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -32,6 +30,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from seglog.bench import Report, Row, Samples, machine_info
 from seglog.broker import BrokerProcess, start_broker
 
 TOPIC = "handover"
@@ -114,7 +113,7 @@ def main() -> None:
     parser.add_argument("--heartbeat-ms", type=int, default=500)
     parser.add_argument("--unreleased-ms", type=int, default=50)
     parser.add_argument("--seed", type=int, default=848)
-    parser.add_argument("--json", type=Path, help="write the rows, settings and samples here")
+    parser.add_argument("--json", type=Path, help="write the report (rows, samples, settings)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     samples: dict[str, list[float]] = {"short": [], "configured": []}
@@ -133,37 +132,28 @@ def main() -> None:
         finally:
             for broker in brokers.values():
                 broker.stop()
-    short, configured = (statistics.median(samples[k]) for k in ("short", "configured"))
-    row = {
-        "metric": (
-            f"KIP-848 hand-over, owner's on_revoke to newcomer's on_assign "
-            f"(heartbeat {args.heartbeat_ms} ms, waiting members {args.unreleased_ms} ms)"
-        ),
-        "value": short,
-        "unit": "s",
-        "reference": f"the same with {UNRELEASED_NAME}=0 (Kafka's behaviour)",
-        "reference_value": configured,
-        "ratio": short / configured if configured else None,
-    }
+    row = Row(
+        f"KIP-848 hand-over, owner's on_revoke to newcomer's on_assign "
+        f"(heartbeat {args.heartbeat_ms} ms, waiting members {args.unreleased_ms} ms)",
+        Samples("s", samples["short"]),
+        f"{UNRELEASED_NAME}=0, Kafka's behaviour",
+        Samples("s", samples["configured"]),
+    )
     settings = {
         "groups": args.groups,
         "heartbeat_interval_ms": args.heartbeat_ms,
         "unreleased_heartbeat_interval_ms": args.unreleased_ms,
         "seed": args.seed,
-        "seconds": round(time.perf_counter() - started, 1),
     }
-    print(f"{args.groups} groups per broker, medians ({settings['seconds']} s)")
-    print("| metric | seglog | reference (same run) | ratio |")
-    print("|---|--:|---|--:|")
-    ratio = f"{row['ratio']:.2f}x" if row["ratio"] is not None else ""
+    report = Report([row], machine_info(), settings, time.perf_counter() - started)
     print(
-        f"| {row['metric']} | {short * 1000:.0f} ms (max {max(samples['short']) * 1000:.0f}) |"
-        f" {configured * 1000:.0f} ms (max {max(samples['configured']) * 1000:.0f})"
-        f" {row['reference']} | {ratio} |"
+        f"{args.groups} groups per broker, medians; the slowest hand-over "
+        f"{max(samples['short']) * 1000:.0f} ms against {max(samples['configured']) * 1000:.0f}"
+        f" ms ({report.duration_s:.1f} s)"
     )
+    print(report.markdown())
     if args.json:
-        doc = {"settings": settings, "rows": [row], "samples": samples}
-        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        report.write_json(args.json)
 
 
 if __name__ == "__main__":

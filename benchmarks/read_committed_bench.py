@@ -6,10 +6,10 @@ transaction is one transactional record batch of ``--txn-records`` records (defa
 (default 10th) transaction is aborted instead (an ABORT marker and a ``.txnindex`` entry).
 Both isolation levels then read the whole log, in calls of 10,000 records:
 ``Log.consume_columns`` (the vectorised path; read_committed adds the aborted-transaction
-filter and the LSO bound) and ``Log.consume`` (Message objects). Prints a markdown table of
-records/s (medians of ``--repeat`` runs, reads alternated) and the ratio read_committed /
-read_uncommitted measured in the same run (issue's goal: >= 0.9x); ``--json FILE`` writes
-the rows and every sample.
+filter and the LSO bound) and ``Log.consume`` (Message objects). Prints ``seglog.bench``'s
+markdown table of records/s (medians of ``--repeat`` runs, reads alternated) and the ratio
+read_committed / read_uncommitted measured in the same run (goal: >= 0.9x); ``--json FILE``
+writes the report (``Report.to_dict``: rows, every sample, settings).
 
     .venv/bin/python benchmarks/read_committed_bench.py
     .venv/bin/python benchmarks/read_committed_bench.py --records 20000 --repeat 1
@@ -18,8 +18,6 @@ the rows and every sample.
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import struct
 import tempfile
 import time
@@ -28,6 +26,7 @@ from typing import Any
 
 import crc32c
 
+from seglog.bench import Report, Row, Samples, machine_info
 from seglog.storage import (
     OFFSET_OLDEST,
     Log,
@@ -37,8 +36,9 @@ from seglog.storage import (
 )
 
 PRODUCERS = 8
+GOAL = 0.9
+"""read_committed / read_uncommitted this benchmark aims at."""
 CALL = 10_000
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
 def _transactional(batch: bytes, producer_id: int) -> bytes:
@@ -99,8 +99,11 @@ READS = {"consume_columns": _read_columns, "consume": _read_messages}
 LEVELS = ("read_committed", "read_uncommitted")
 
 
-def run(records: int, txn_records: int, abort_every: int, repeat: int) -> dict[str, Any]:
-    samples: dict[str, dict[str, list[float]]] = {r: {lv: [] for lv in LEVELS} for r in READS}
+def run(records: int, txn_records: int, abort_every: int, repeat: int) -> Report:
+    """Fill a log, read it ``repeat`` times per read path and level; the report's rows are
+    read_committed against read_uncommitted (records/s of the log's records walked)."""
+    started = time.perf_counter()
+    samples = {r: {lv: Samples("records/s") for lv in LEVELS} for r in READS}
     with tempfile.TemporaryDirectory() as tmp, open_log(Path(tmp) / "p", create=True) as log:
         committed, aborted = fill(log, records, txn_records, abort_every)
         for i in range(repeat):
@@ -113,31 +116,26 @@ def run(records: int, txn_records: int, abort_every: int, repeat: int) -> dict[s
                     if got != want:
                         raise SystemExit(f"{name} {level}: {got} records, expected {want}")
                     # records/s of the log's records walked (aborted ones included)
-                    samples[name][level].append((committed + aborted) / dt)
-    rows = []
-    for name in READS:
-        rc = statistics.median(samples[name]["read_committed"])
-        ru = statistics.median(samples[name]["read_uncommitted"])
-        rows.append(
-            {
-                "metric": f"embedded {name}, read_committed vs read_uncommitted",
-                "read_committed": rc,
-                "read_uncommitted": ru,
-                "ratio": rc / ru,
-            }
+                    samples[name][level].values.append((committed + aborted) / dt)
+    rows = [
+        Row(
+            f"embedded {name}, read_committed vs read_uncommitted",
+            samples[name]["read_committed"],
+            "read_uncommitted",
+            samples[name]["read_uncommitted"],
+            target=GOAL,
         )
-    return {
-        "settings": {
-            "records": records,
-            "txn_records": txn_records,
-            "abort_every": abort_every,
-            "repeat": repeat,
-            "committed": committed,
-            "aborted": aborted,
-        },
-        "rows": rows,
-        "samples": samples,
+        for name in READS
+    ]
+    settings = {
+        "records": records,
+        "txn_records": txn_records,
+        "abort_every": abort_every,
+        "repeat": repeat,
+        "committed": committed,
+        "aborted": aborted,
     }
+    return Report(rows, machine_info(), settings, time.perf_counter() - started)
 
 
 def main() -> None:
@@ -148,21 +146,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    result = run(args.records, args.txn_records, args.abort_every, args.repeat)
-    s = result["settings"]
+    report = run(args.records, args.txn_records, args.abort_every, args.repeat)
     print(
-        f"{s['records']:,} records x 100 B in transactions of {s['txn_records']:,}, "
-        f"1 in {s['abort_every']} aborted; medians of {s['repeat']} (records/s of the log)"
+        f"{args.records:,} records x 100 B in transactions of {args.txn_records:,}, "
+        f"1 in {args.abort_every} aborted; medians of {args.repeat} (records/s of the log)"
     )
-    print("| metric | read_committed | read_uncommitted (reference) | ratio |")
-    print("|---|---|---|---|")
-    for r in result["rows"]:
-        print(
-            f"| {r['metric']} | {r['read_committed']:,.0f} | "
-            f"{r['read_uncommitted']:,.0f} | {r['ratio']:.2f}x |"
-        )
+    print(report.markdown())
     if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=2))
+        report.write_json(args.json)
 
 
 if __name__ == "__main__":

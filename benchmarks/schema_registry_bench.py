@@ -12,7 +12,8 @@
   one ~200 B record batch appended and synced per call from the same number of threads
   (the registry's store cost with nothing above it).
 
-Prints a markdown table of medians over ``--repeat`` runs; ``--json FILE`` writes it.
+Prints ``seglog.bench``'s markdown table of medians over ``--repeat`` runs; ``--json FILE``
+writes the report (``Report.to_dict``: rows, every sample, settings).
 
     .venv/bin/python benchmarks/schema_registry_bench.py                # 3 repeats
     .venv/bin/python benchmarks/schema_registry_bench.py --schemas 200 --repeat 1
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import statistics
 import sys
 import tempfile
 import threading
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import seglog
+from seglog.bench import Report, Row, Samples, machine_info
 from seglog.broker import free_port, start_broker
 
 GOAL = 1000.0
@@ -122,10 +123,6 @@ def _append_fsync(directory: Path, clients: int, count: int) -> float:
         log.close()
 
 
-def _median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
-
-
 def main() -> None:
     """Start one broker with its registry, run each measure ``--repeat`` times, print
     the medians."""
@@ -135,7 +132,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path, help="write the table and samples here")
     args = parser.parse_args()
-    samples: dict[str, list[float]] = {"registrations": [], "gets": [], "fsync": []}
+    started = time.perf_counter()
+    samples = {
+        "registrations": Samples("schemas/s"),
+        "gets": Samples("requests/s"),
+        "fsync": Samples("appends/s"),
+    }
     with tempfile.TemporaryDirectory(prefix="seglog-registry-bench-") as tmp:
         port = free_port()
         proc = start_broker(
@@ -152,41 +154,34 @@ def main() -> None:
                         raise
                     time.sleep(0.05)
             for run in range(args.repeat):
-                samples["registrations"].append(
+                samples["registrations"].values.append(
                     _registrations(port, args.clients, args.schemas, run)
                 )
-                samples["gets"].append(_trivial_gets(port, args.clients, args.schemas))
-                samples["fsync"].append(
+                samples["gets"].values.append(_trivial_gets(port, args.clients, args.schemas))
+                samples["fsync"].values.append(
                     _append_fsync(Path(tmp) / f"fsync-{run}", args.clients, args.schemas)
                 )
                 _log(
                     f"run {run + 1}: "
-                    + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in samples.items())
+                    + ", ".join(f"{k} {v.values[-1]:,.0f}/s" for k, v in samples.items())
                 )
         finally:
             assert proc.stop() == 0, proc.log_text()
-    reg, gets, fsync = (_median(samples[k]) for k in ("registrations", "gets", "fsync"))
+    reg = samples["registrations"]
     metric = f"registrations/s, distinct small Avro schemas, {args.clients} clients"
+    goal = f">= {GOAL:,.0f}/s"
     rows = [
-        {"metric": metric, "value": reg, "reference": "trivial GET /schemas/types, same server",
-         "reference_value": gets, "ratio": reg / gets, "goal": GOAL, "met": reg >= GOAL},
-        {"metric": metric, "value": reg, "reference": "storage append+fsync, same threads",
-         "reference_value": fsync, "ratio": reg / fsync, "goal": GOAL, "met": reg >= GOAL},
+        Row(metric, reg, "trivial GET /schemas/types, same server", samples["gets"],
+            goal=goal, goal_met=reg.median >= GOAL),
+        Row(metric, reg, "storage append+fsync, same threads", samples["fsync"],
+            goal=goal, goal_met=reg.median >= GOAL),
     ]  # fmt: skip
+    settings = {k: v for k, v in vars(args).items() if k != "json"}
+    report = Report(rows, machine_info(), settings, time.perf_counter() - started)
     print(f"\nschema registry, medians of {args.repeat} run(s), {args.schemas} schemas each\n")
-    print("| metric | value | reference | reference value | ratio | goal |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        met = "met" if r["met"] else "not met"
-        goal = f">= {GOAL:,.0f}/s ({met})"
-        print(
-            f"| {r['metric']} | {r['value']:,.0f}/s | {r['reference']} | "
-            f"{r['reference_value']:,.0f}/s | {r['ratio']:.2f}x | {goal} |"
-        )
+    print(report.markdown())
     if args.json:
-        args.json.write_text(
-            json.dumps({"rows": rows, "samples": samples, "args": vars(args)}, default=str)
-        )
+        report.write_json(args.json)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ commits) next to the at-least-once one, on the same rows in the same run.
   a CRC per record batch it stamps, and per write one EndTxn per task from the driver
   (plus the markers the broker writes); rows/s are over the whole ``save()``.
 
-Medians of ``--repeat`` runs; the ratio is exactly-once / at-least-once.
+Prints ``seglog.bench``'s markdown table: medians of ``--repeat`` runs; the ratio is
+exactly-once / at-least-once; ``--json FILE`` writes the report (``Report.to_dict``: rows,
+every sample, settings).
 
     .venv/bin/python benchmarks/spark_exactly_once_bench.py               # 1 M rows, 5 repeats
     .venv/bin/python benchmarks/spark_exactly_once_bench.py --rows 20000 --repeat 1
@@ -21,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import shutil
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -32,7 +32,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import seglog.spark
-from seglog.bench import spark_session
+from seglog.bench import Report, Row, Samples, machine_info, spark_session
 from seglog.broker import start_broker
 
 MODES = ("at-least-once", "exactly-once")
@@ -70,7 +70,7 @@ def _count(spark: Any, bootstrap: str, topic: str) -> int:
     )
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None) -> Report:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--value-bytes", type=int, default=100)
@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
+    started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="seglog-eos-bench-"))
     spark = spark_session()
     seglog.spark.register(spark)
@@ -112,24 +113,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         broker.stop()
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
-    rates = {mode: args.rows / statistics.median(seconds[mode]) for mode in MODES}
-    ratio = rates["exactly-once"] / rates["at-least-once"]
-    row = {
-        "metric": f"Spark wire sink, exactly-once ({args.rows:,} rows of {args.value_bytes} B)",
-        "seglog": rates["exactly-once"],
-        "reference": rates["at-least-once"],
-        "reference_label": "at-least-once wire sink",
-        "ratio": ratio,
-        "unit": "rows/s",
-    }
-    print(
-        f"\n| {row['metric']} | {rates['exactly-once']:,.0f} rows/s | "
-        f"{rates['at-least-once']:,.0f} rows/s at-least-once wire sink | {ratio:.2f}x |"
+    rates = {m: Samples("rows/s", [args.rows / t for t in seconds[m]]) for m in MODES}
+    row = Row(
+        f"Spark wire sink, exactly-once ({args.rows:,} rows of {args.value_bytes} B)",
+        rates["exactly-once"],
+        "at-least-once wire sink",
+        rates["at-least-once"],
     )
-    result = {"rows": [row], "repeat": args.repeat}
+    settings = {k: v for k, v in vars(args).items() if k != "json"}
+    report = Report([row], machine_info(), settings, time.perf_counter() - started)
+    print(report.markdown())
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
-    return result
+        report.write_json(args.json)
+    return report
 
 
 if __name__ == "__main__":

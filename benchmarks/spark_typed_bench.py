@@ -6,8 +6,8 @@ A topic of flight-like Avro records (Confluent wire format, schema in the data d
 ``valueFormat`` (``value`` binary), ``count()`` each, interleaved rounds after a warm-up;
 plus ``sum(value.flight)`` over the typed read. Goal: typed >= 0.6x binary.
 
-Prints a markdown table of medians over ``--repeat`` rounds; ``--json FILE`` writes it, the
-settings and every sample.
+Prints ``seglog.bench``'s markdown table of medians over ``--repeat`` rounds; ``--json
+FILE`` writes the report (``Report.to_dict``: rows, every sample, settings).
 
     .venv/bin/python benchmarks/spark_typed_bench.py                  # 1 M rows, 5 rounds
     .venv/bin/python benchmarks/spark_typed_bench.py --rows 2000 --repeat 1
@@ -16,15 +16,14 @@ settings and every sample.
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import seglog.spark
-from seglog.bench import spark_session, spark_typed_reads
+from seglog.bench import Report, Row, machine_info, spark_session, spark_typed_reads
 
 GOAL = 0.6
 
@@ -33,45 +32,13 @@ def _log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _rows(samples: dict[str, list[float]]) -> list[dict[str, Any]]:
-    med = {k: statistics.median(v) for k, v in samples.items()}
-    binary = med["binary"]
+def _rows(results: Any) -> list[Row]:
     return [
-        {
-            "metric": "Spark count(), valueFormat=avro (10-field struct)",
-            "unit": "rows/s",
-            "value": med["typed"],
-            "reference": "same rows, value binary",
-            "reference_value": binary,
-            "ratio": med["typed"] / binary,
-            "goal": f">= {GOAL}x",
-            "met": med["typed"] / binary >= GOAL,
-        },
-        {
-            "metric": "Spark sum(value.flight), valueFormat=avro",
-            "unit": "rows/s",
-            "value": med["typed_sum"],
-            "reference": "binary count()",
-            "reference_value": binary,
-            "ratio": med["typed_sum"] / binary,
-            "goal": "",
-            "met": None,
-        },
-    ]
-
-
-def _table(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| metric | seglog | reference (same run) | ratio | goal |",
-        "|---|--:|---|--:|---|",
-    ]
-    for r in rows:
-        mark = "" if r["met"] is None else (" ✓" if r["met"] else " ✗")
-        lines.append(
-            f"| {r['metric']} | {r['value']:,.0f} | {r['reference_value']:,.0f} "
-            f"{r['reference']} | {r['ratio']:.2f}x | {r['goal']}{mark} |"
-        )
-    return "\n".join(lines)
+        Row("Spark count(), valueFormat=avro (10-field struct)", results.typed,
+            "same rows, value binary", results.binary, target=GOAL),
+        Row("Spark sum(value.flight), valueFormat=avro", results.typed_sum,
+            "binary count()", results.binary),
+    ]  # fmt: skip
 
 
 def main() -> None:
@@ -81,6 +48,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", type=Path, help="write the rows, settings and samples here")
     args = parser.parse_args()
+    started = time.perf_counter()
     spark = spark_session()
     seglog.spark.register(spark)
     try:
@@ -88,19 +56,14 @@ def main() -> None:
             results = spark_typed_reads(spark, Path(work), args.rows, args.repeat, _log)
     finally:
         spark.stop()
-    samples = {
-        "typed": results.typed.values,
-        "binary": results.binary.values,
-        "typed_sum": results.typed_sum.values,
-    }
-    for name, found in ((n, s) for n, s in vars(results).items()):
+    for name, found in vars(results).items():
         if found.error:
             raise SystemExit(f"{name}: {found.error}")
-    rows = _rows(samples)
-    print(_table(rows))
+    settings = {k: v for k, v in vars(args).items() if k != "json"}
+    report = Report(_rows(results), machine_info(), settings, time.perf_counter() - started)
+    print(report.markdown())
     if args.json:
-        doc = {"settings": vars(args) | {"json": str(args.json)}, "rows": rows, "samples": samples}
-        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        report.write_json(args.json)
 
 
 if __name__ == "__main__":

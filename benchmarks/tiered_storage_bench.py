@@ -12,8 +12,8 @@ reference measured in the same run:
   concurrency).
   Goal: >= 0.8x.
 
-Prints a markdown table of medians over ``--repeat`` runs; ``--json FILE`` writes it, the
-settings and every sample.
+Prints ``seglog.bench``'s markdown table of medians over ``--repeat`` runs; ``--json FILE``
+writes the report (``Report.to_dict``: rows, every sample, settings).
 
     .venv/bin/python benchmarks/tiered_storage_bench.py                # 64 MiB, 3 repeats
     .venv/bin/python benchmarks/tiered_storage_bench.py --mib 4 --segment-mib 1 --repeat 1
@@ -22,11 +22,9 @@ settings and every sample.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -40,6 +38,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from moto.server import ThreadedMotoServer
 
+from seglog.bench import Report, Row, Samples, machine_info
 from seglog.broker import BrokerProcess, start_broker
 from seglog.storage import Log, LogConfig, Message, RemoteStorage, tier_sync
 
@@ -225,44 +224,19 @@ def _upload_runs(args: argparse.Namespace, store: Store, samples: dict[str, list
 # -- table ---------------------------------------------------------------------------------
 
 
-def _row(
-    metric: str, value: float, *, reference: str, ref_value: float, goal: str
-) -> dict[str, Any]:
-    ratio = value / ref_value
-    bound = float(goal[1:].strip().rstrip("x"))
-    return {
-        "metric": metric, "value": value, "unit": "MB/s", "reference": reference,
-        "reference_value": ref_value, "ratio": ratio, "goal": goal, "met": ratio >= bound,
-    }  # fmt: skip
-
-
-def _rows(samples: dict[str, list[float]], args: argparse.Namespace) -> list[dict[str, Any]]:
-    med = {k: statistics.median(v) / 1e6 for k, v in samples.items()}
+def _rows(samples: dict[str, list[float]], args: argparse.Namespace) -> list[Row]:
+    mb = {k: Samples("MB/s", [v / 1e6 for v in values]) for k, values in samples.items()}
     what = f"{args.mib} MiB in {args.segment_mib} MiB segments"
     local = f"fetch of the same records, local topic ({what})"
     return [
-        _row("fetch of remote history from offset 0, warm cache", med["fetch warm"],
-             reference=local, ref_value=med["fetch local"], goal="≥ 0.5x"),
-        _row("fetch of remote history from offset 0, cold cache", med["fetch cold"],
-             reference=local, ref_value=med["fetch local"], goal="≥ 0.25x"),
-        _row(f"upload of closed segments (tier_sync, {what})", med["upload tier_sync"],
-             reference="raw put of the same .log bytes, same store and concurrency",
-             ref_value=med["upload raw put"], goal="≥ 0.8x"),
+        Row("fetch of remote history from offset 0, warm cache", mb["fetch warm"],
+            local, mb["fetch local"], target=0.5),
+        Row("fetch of remote history from offset 0, cold cache", mb["fetch cold"],
+            local, mb["fetch local"], target=0.25),
+        Row(f"upload of closed segments (tier_sync, {what})", mb["upload tier_sync"],
+            "raw put of the same .log bytes, same store and concurrency",
+            mb["upload raw put"], target=0.8),
     ]  # fmt: skip
-
-
-def _table(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| metric | seglog | reference (same run) | ratio | goal |",
-        "|---|--:|---|--:|---|",
-    ]
-    for r in rows:
-        mark = " ✓" if r["met"] else " ✗"
-        lines.append(
-            f"| {r['metric']} | {r['value']:,.0f} MB/s | {r['reference_value']:,.0f} MB/s "
-            f"{r['reference']} | {r['ratio']:.2f}x | {r['goal']}{mark} |"
-        )
-    return "\n".join(lines)
 
 
 def main() -> None:
@@ -283,23 +257,21 @@ def main() -> None:
         _upload_runs(args, store, samples)
     finally:
         store.server.stop()
-    rows = _rows(samples, args)
     settings = {
         "mib": args.mib,
         "segment_mib": args.segment_mib,
         "value_bytes": VALUE_BYTES,
         "store": "moto[server] S3 on 127.0.0.1 (in the benchmark's process)",
         "repeat": args.repeat,
-        "seconds": round(time.perf_counter() - started, 1),
     }
+    report = Report(_rows(samples, args), machine_info(), settings, time.perf_counter() - started)
     print(
         f"{args.mib} MiB of {VALUE_BYTES} B records, {args.segment_mib} MiB segments, moto S3 "
-        f"on loopback; medians of {args.repeat} ({settings['seconds']} s)"
+        f"on loopback; medians of {args.repeat}"
     )
-    print(_table(rows))
+    print(report.markdown())
     if args.json:
-        doc = {"settings": settings, "rows": rows, "samples": samples}
-        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        report.write_json(args.json)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 ``benchmarks/`` in its tiny mode as a subprocess, with ``--json``, and check its rows.
 
 Speed is never asserted: only that each row holds finite positive numbers and is printed in
-the Markdown table the script writes to stdout."""
+the Markdown table the script writes to stdout. Scripts that report through
+``seglog.bench.Report`` are checked with :meth:`BenchRun.check_report` (its table's columns,
+the ratio of every row)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
+REPORT_COLUMNS = ["metric", "unit", "seglog", "reference (same run)", "ratio", "target"]
+"""The columns of ``seglog.bench.Report.markdown``."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,40 @@ class BenchRun:
             if met:
                 assert row["met"] in (True, False), row
             assert f"| {row['metric']} |" in self.stdout
+
+    def report_table(self) -> list[dict[str, str]]:
+        """The ``Report.markdown`` table's rows in stdout, as {column: cell}; asserts its
+        header is the Report's (every column there, the ratio's included)."""
+        header, *rows = self.table()
+
+        def cells(line: str) -> list[str]:  # "| a | b |  |": an empty last cell stays
+            assert line.endswith(" |"), line
+            return [c.strip() for c in line[2:-2].split(" | ")]
+
+        columns = cells(header)
+        assert columns == REPORT_COLUMNS, header
+        return [dict(zip(columns, cells(line), strict=True)) for line in rows]
+
+    def check_report(self, *, met: bool = False) -> None:
+        """A ``seglog.bench.Report`` run: each ``--json`` row has finite positive
+        ``seglog`` and ``reference`` medians and samples of both, a ``ratio`` equal to
+        their quotient, ``met`` a bool when ``met``; the table prints every row, in order,
+        with that ratio."""
+        printed = self.report_table()
+        assert [p["metric"] for p in printed] == self.column("metric")
+        for row, cells in zip(self.rows, printed, strict=True):
+            for key in ("seglog", "reference", "ratio"):
+                assert isinstance(row[key], float), row
+                assert math.isfinite(row[key]), row
+                assert row[key] > 0, row
+            assert row["seglog_samples"], row
+            assert row["reference_samples"], row
+            assert math.isclose(row["ratio"], row["seglog"] / row["reference"]), row
+            assert cells["ratio"] == f"{row['ratio']:.2f}x", cells
+            assert cells["reference (same run)"].endswith(f"({row['reference_name']})"), cells
+            if met:
+                assert row["met"] in (True, False), row
+                assert cells["target"].endswith(("✓", "✗")), cells
 
 
 def run_bench(script: str, tmp_path: Path, *args: str, timeout: float = 300) -> BenchRun:

@@ -1,5 +1,6 @@
-"""What the secured-broker fixtures share: a test CA with the broker's certificate, and
-SCRAM users stored with ``seglog user add`` before the broker starts."""
+"""What the secured-broker fixtures share: a test CA with the broker's certificate, SCRAM
+users stored with ``seglog user add`` before the broker starts, and a client's SASL
+settings."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import trustme
 
@@ -21,6 +23,25 @@ def server_cert(work: Path, *hosts: str) -> trustme.CA:
     cert.private_key_and_cert_chain_pem.write_to_path(str(work / "server.pem"))
     ca.cert_pem.write_to_path(str(work / "ca.pem"))
     return ca
+
+
+def sasl_conf(
+    user: str,
+    password: str,
+    mechanism: str = "SCRAM-SHA-256",
+    protocol: str = "SASL_PLAINTEXT",
+    **extra: Any,
+) -> dict[str, Any]:
+    """A client's SASL settings by librdkafka's names (``security.protocol``,
+    ``sasl.mechanism``, ``sasl.username``, ``sasl.password``), ``extra`` added; also what
+    ``seglog.broker.ClientSecurity`` takes."""
+    return {
+        "security.protocol": protocol,
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+        **extra,
+    }
 
 
 def add_users(data: Path, users: Mapping[str, str]) -> None:

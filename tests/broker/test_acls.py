@@ -25,7 +25,7 @@ from confluent_kafka.admin import (
 from kafka.protocol.admin import DescribeTransactionsRequest, ListTransactionsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import InitProducerIdRequest, WriteTxnMarkersRequest
-from tests._security import SEGLOG, add_users
+from tests._security import SEGLOG, add_users, sasl_conf
 
 from seglog.broker import BrokerProcess, ClientSecurity, KafkaConnection, free_port, start_broker
 from seglog.broker.protocol.messages.consumer_group import (
@@ -44,14 +44,9 @@ class Acled:
         self.sasl_port = sasl_port
 
     def conf(self, user: str, **extra: Any) -> dict[str, Any]:
-        return {
-            "bootstrap.servers": f"127.0.0.1:{self.sasl_port}",
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-256",
-            "sasl.username": user,
-            "sasl.password": USERS[user],
-            **extra,
-        }
+        return sasl_conf(
+            user, USERS[user], **{"bootstrap.servers": f"127.0.0.1:{self.sasl_port}", **extra}
+        )
 
 
 def _start(data: Path) -> tuple[BrokerProcess, int]:

@@ -4,11 +4,8 @@ reader and sink use) against a real ``seglog serve``: PLAINTEXT requests, pipeli
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kafka.errors import SaslAuthenticationFailedError, UnsupportedSaslMechanismError
@@ -18,6 +15,7 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
+from tests._security import add_users, sasl_conf
 
 from seglog.broker import (
     BrokerProcess,
@@ -29,8 +27,6 @@ from seglog.broker import (
     start_broker,
 )
 from seglog.broker.protocol.api_keys import ApiKey
-
-SEGLOG = str(Path(sys.executable).with_name("seglog"))
 
 
 class _Broker:
@@ -45,11 +41,7 @@ class _Broker:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Broker]:
     data = tmp_path_factory.mktemp("client") / "data"
     data.mkdir()
-    subprocess.run(
-        [SEGLOG, "user", "add", "alice", "--data-dir", str(data), "--password", "alice-secret"],
-        check=True,
-        capture_output=True,
-    )
+    add_users(data, {"alice": "alice-secret"})
     plain, sasl = free_port(), free_port()
     proc = start_broker(
         data,
@@ -66,14 +58,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Broker]:
 
 
 def _sasl(mechanism: str, password: str) -> ClientSecurity:
-    return ClientSecurity(
-        {
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": mechanism,
-            "sasl.username": "alice",
-            "sasl.password": password,
-        }
-    )
+    return ClientSecurity(sasl_conf("alice", password, mechanism))
 
 
 def test_plaintext_metadata_call(served: _Broker) -> None:
@@ -141,3 +126,10 @@ def test_split_host_port() -> None:
     assert split_host_port("kafka") == ("kafka", 9092)
     assert split_host_port("[::1]:9094") == ("::1", 9094)
     assert split_host_port(":9095") == ("127.0.0.1", 9095)
+    # the broker's listeners and --*-listen flags use the same parser
+    assert split_host_port("", 8080) == ("127.0.0.1", 8080)
+    assert split_host_port("0.0.0.0", 0) == ("0.0.0.0", 0)
+    assert split_host_port("[::]:8081", 1) == ("::", 8081)
+    for bad in ("kafka:", "kafka:x", "kafka:65536", "kafka:-1"):
+        with pytest.raises(ValueError):  # noqa: PT011 (int()'s message or the range's)
+            split_host_port(bad)

@@ -500,11 +500,13 @@ def test_classic_and_consumer_groups_do_not_mix(broker: str, topic: str) -> None
         assert _hb(w, group, "m1", 0, subscribed_topic_names=[topic]).error_code == 0
         join = JoinGroupRequest[9](
             group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
-            group_instance_id=None, protocol_type="consumer",
+            group_instance_id=None, protocol_type="connect",
             protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")],
             reason=None,
         )  # fmt: skip
-        assert w.call(join).error_code == 23  # INCONSISTENT_GROUP_PROTOCOL
+        # a classic member of another protocol type: 23 INCONSISTENT_GROUP_PROTOCOL (classic
+        # consumers are taken in: test_group_migration)
+        assert w.call(join).error_code == 23
         listed = w.call(ListGroupsRequest[5](states_filter=[], types_filter=["consumer"]))
         assert [
             (g.group_id, g.group_type, g.protocol_type)
@@ -518,18 +520,20 @@ def test_classic_and_consumer_groups_do_not_mix(broker: str, topic: str) -> None
         )
         assert (described.groups[0].error_code, described.groups[0].group_state) == (0, "Dead")
 
-    # a classic group with a live member refuses consumer-protocol heartbeats: 69
+    # a classic group with a live member of another protocol type than "consumer" is not
+    # upgraded by a consumer-protocol heartbeat: 69 (Kafka's validateOnlineUpgrade)
     classic_group = f"{topic}-classic"
-    classic = Consumer({"bootstrap.servers": broker, "group.id": classic_group})
-    classic.subscribe([topic])
-    try:
-        wait_until(lambda: classic.poll(0.1) is None and bool(classic.assignment()), 60, interval=0)
-        with Wire(broker) as w:
-            refused = _hb(w, classic_group, "m1", 0, subscribed_topic_names=[topic])
-            assert refused.error_code == 69
-            assert "not a consumer group" in refused.error_message
-    finally:
-        classic.close()
+    with Wire(broker) as w, Wire(broker) as other:
+        join.group_id, join.member_id = classic_group, ""
+        join.protocols = [JoinGroupRequest.JoinGroupRequestProtocol(name="x", metadata=b"")]
+        other.send(join)
+        member_id = other.recv(join).member_id  # 79 MEMBER_ID_REQUIRED first
+        join.member_id = member_id
+        joined = other.call(join)
+        assert joined.error_code == 0
+        refused = _hb(w, classic_group, "m1", 0, subscribed_topic_names=[topic])
+        assert refused.error_code == 69
+        assert refused.error_message == f"Group {classic_group} is not a consumer group."
 
 
 def test_broker_kill9_keeps_the_group_and_its_offsets(tmp_path: Path, topic: str) -> None:

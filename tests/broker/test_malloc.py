@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import trustme
 from confluent_kafka import Consumer, Producer, TopicPartition
+from tests._security import server_cert
 
 from seglog.broker import free_port, start_broker
 
@@ -66,11 +66,7 @@ def _minor_faults(pid: int) -> int:
 def test_tls_fetches_do_not_fault_their_buffers_in_again(tmp_path: Path) -> None:
     """A real broker serving 1 MiB fetches over TLS to librdkafka: page faults per MB
     sent stay near zero (~470 per MB when freed buffers went back to the kernel)."""
-    ca = trustme.CA()
-    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(
-        str(tmp_path / "server.pem")
-    )
-    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    server_cert(tmp_path, "127.0.0.1")
     ports = {"PLAINTEXT": free_port(), "SSL": free_port()}
     proc = start_broker(
         tmp_path / "data",

@@ -24,12 +24,12 @@ from kafka.protocol.admin import (
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
+from tests._security import add_users, sasl_conf
 from tests._wait import wait_until
 
 from seglog.broker import (
     BrokerProcess,
     ClientSecurity,
-    CredentialStore,
     KafkaConnection,
     free_port,
     start_broker,
@@ -300,8 +300,7 @@ def test_user_quotas_follow_the_sasl_principal(tmp_path: Path) -> None:
     """A user quota binds what a SASL user sends; the <default> user quota is per user."""
     data = tmp_path / "data"
     data.mkdir()
-    for user in ("alice", "bob"):
-        CredentialStore(data).set_password(user, f"{user}-secret", ("SCRAM-SHA-256",), 4096)
+    add_users(data, {user: f"{user}-secret" for user in ("alice", "bob")})
     plain, sasl = free_port(), free_port()
     props = tmp_path / "server.properties"
     props.write_text(f"listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}\n")
@@ -313,14 +312,7 @@ def test_user_quotas_follow_the_sasl_principal(tmp_path: Path) -> None:
         batch = make_batch([b"z" * 1000] * 200)  # ~200 kB
 
         def throttle_of(user: str) -> int:
-            security = ClientSecurity(
-                {
-                    "security.protocol": "SASL_PLAINTEXT",
-                    "sasl.mechanism": "SCRAM-SHA-256",
-                    "sasl.username": user,
-                    "sasl.password": f"{user}-secret",
-                }
-            )
+            security = ClientSecurity(sasl_conf(user, f"{user}-secret"))
             with KafkaConnection("127.0.0.1", sasl, "same-client", 15, security) as conn:
                 resp = conn.call(produce_request("t", batch))
             assert resp.responses[0].partition_responses[0].error_code == 0

@@ -9,13 +9,10 @@ request after the session expired."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,13 +21,13 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from prometheus_client.parser import text_string_to_metric_families
+from tests._security import add_users, sasl_conf
 from tests._wait import wait_until
 
 from seglog.broker import BrokerProcess, free_port, start_broker
 
 from ._wire import Wire
 
-SEGLOG = str(Path(sys.executable).with_name("seglog"))
 REAUTH_MS = 3000
 
 
@@ -58,10 +55,7 @@ class Reauth:
         """confluent-kafka settings: alice over SCRAM-SHA-256 on the SASL listener."""
         return {
             "bootstrap.servers": self.sasl,
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-256",
-            "sasl.username": "alice",
-            "sasl.password": "alice-secret",
+            **sasl_conf("alice", "alice-secret"),
             **extra,
         }
 
@@ -71,12 +65,7 @@ def reauth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reauth]:
     work = tmp_path_factory.mktemp("reauth")
     data = work / "data"
     data.mkdir()
-    for user in ("alice", "bob"):
-        subprocess.run(
-            [SEGLOG, "user", "add", user, "--data-dir", str(data), "--password", f"{user}-secret"],
-            check=True,
-            capture_output=True,
-        )
+    add_users(data, {user: f"{user}-secret" for user in ("alice", "bob")})
     plain, sasl, metrics = free_port(), free_port(), free_port()
     props = work / "server.properties"
     props.write_text(

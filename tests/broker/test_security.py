@@ -9,7 +9,6 @@ import shutil
 import socket
 import ssl
 import subprocess
-import sys
 import urllib.request
 import warnings
 from collections.abc import Callable, Iterator
@@ -17,17 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trustme
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
+from tests._security import SEGLOG, add_users, sasl_conf, server_cert
 
 from seglog.broker import BrokerProcess, free_port, start_broker
 
 from ._wire import Wire
-
-SEGLOG = str(Path(sys.executable).with_name("seglog"))
 
 
 class Secured:
@@ -49,24 +46,22 @@ class Secured:
             conf["ssl.ca.location"] = str(self.ca)
         return conf
 
+    def sasl(
+        self, protocol: str, user: str, password: str, mechanism: str = "SCRAM-SHA-256"
+    ) -> dict[str, Any]:
+        """:meth:`conf` of a SASL listener, logging in as ``user``."""
+        return self.conf(protocol, **sasl_conf(user, password, mechanism, protocol))
+
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     work = tmp_path_factory.mktemp("secured")
-    ca = trustme.CA()
-    server = ca.issue_cert("127.0.0.1", "localhost")
-    server.private_key_and_cert_chain_pem.write_to_path(str(work / "server.pem"))
-    ca.cert_pem.write_to_path(str(work / "ca.pem"))
+    ca = server_cert(work)
     client = ca.issue_cert("alice@example.com", common_name="alice")
     client.private_key_and_cert_chain_pem.write_to_path(str(work / "client.pem"))
     data = work / "data"
     data.mkdir()
-    for user, password in (("alice", "alice-secret"), ("bob", "bob-secret")):
-        subprocess.run(
-            [SEGLOG, "user", "add", user, "--data-dir", str(data), "--password", password],
-            check=True,
-            capture_output=True,
-        )
+    add_users(data, {"alice": "alice-secret", "bob": "bob-secret"})
     ports = {p: free_port() for p in ("PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT", "METRICS")}
     listeners = ",".join(f"{p}://127.0.0.1:{port}" for p, port in ports.items() if p != "METRICS")
     proc = start_broker(
@@ -135,18 +130,12 @@ def test_tls_1_1_is_refused(secured: Secured) -> None:
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
 def test_sasl_ssl_mechanisms(secured: Secured, mechanism: str) -> None:
-    conf = secured.conf(
-        "SASL_SSL",
-        **{"sasl.mechanism": mechanism, "sasl.username": "alice", "sasl.password": "alice-secret"},
-    )
+    conf = secured.sasl("SASL_SSL", "alice", "alice-secret", mechanism)
     _round_trip(conf, f"sasl-{mechanism.lower()}")
 
 
 def test_wrong_password_fails_and_others_are_served(secured: Secured) -> None:
-    bad = secured.conf(
-        "SASL_SSL",
-        **{"sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": "nope"},
-    )
+    bad = secured.sasl("SASL_SSL", "alice", "nope", "SCRAM-SHA-256")
     admin = AdminClient(bad)
     with pytest.raises(KafkaException) as info:
         admin.list_topics(timeout=10)
@@ -163,10 +152,7 @@ def test_wrong_password_fails_and_others_are_served(secured: Secured) -> None:
     assert failures.get("SCRAM-SHA-256", 0) >= 1
     listeners = {s.labels["listener"] for s in families["seglog_connections"].samples}
     assert listeners == {"PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT"}
-    unknown = secured.conf(
-        "SASL_PLAINTEXT",
-        **{"sasl.mechanism": "PLAIN", "sasl.username": "mallory", "sasl.password": "x"},
-    )
+    unknown = secured.sasl("SASL_PLAINTEXT", "mallory", "x", "PLAIN")
     with pytest.raises(KafkaException):
         AdminClient(unknown).list_topics(timeout=10)
     _round_trip(secured.conf("PLAINTEXT"), "still-serving")
@@ -184,10 +170,7 @@ def test_kafka_python_sasl_plaintext_scram(secured: Secured) -> None:
         producer.send("kp-sasl", b"from kafka-python").get(timeout=15)
     finally:
         producer.close()
-    conf = secured.conf(
-        "SASL_PLAINTEXT",
-        **{"sasl.mechanism": "PLAIN", "sasl.username": "bob", "sasl.password": "bob-secret"},
-    )
+    conf = secured.sasl("SASL_PLAINTEXT", "bob", "bob-secret", "PLAIN")
     consumer = Consumer({**conf, "group.id": "kp"})
     consumer.assign([TopicPartition("kp-sasl", 0, 0)])
     try:
@@ -358,14 +341,7 @@ def test_scram_credentials_over_the_wire(secured: Secured) -> None:
     assert [(c.mechanism, c.iterations) for c in described.scram_credential_infos] == [
         (ScramMechanism.SCRAM_SHA_256, 4096)
     ]
-    dave = secured.conf(
-        "SASL_PLAINTEXT",
-        **{
-            "sasl.mechanism": "SCRAM-SHA-256",
-            "sasl.username": "dave",
-            "sasl.password": "dave-secret",
-        },
-    )
+    dave = secured.sasl("SASL_PLAINTEXT", "dave", "dave-secret")
     _round_trip(dave, "dave-topic")  # the new credential logs in at once
     assert "dave-secret" not in (secured.proc.data_dir / "scram-credentials.json").read_text()
 

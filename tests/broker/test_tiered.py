@@ -20,7 +20,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewTopic,
 )
-from kafka.protocol.admin import DescribeLogDirsRequest
+from kafka.protocol.admin import AlterConfigsRequest, DescribeLogDirsRequest
 from kafka.protocol.consumer import ListOffsetsRequest
 from moto.server import ThreadedMotoServer
 from prometheus_client.parser import text_string_to_metric_families
@@ -261,3 +261,82 @@ def test_remote_storage_enable_follows_kafkas_rules(
     with pytest.raises(KafkaException) as info:
         alter("false").result(10)  # type: ignore[attr-defined]
     assert info.value.args[0].code() == 40
+
+
+_TIERED_COMPACT = "Remote log storage is unsupported for the compacted topics"
+
+
+def _refused(future: object) -> str:
+    """The error message of a request refused with 40 INVALID_CONFIG."""
+    with pytest.raises(KafkaException) as info:
+        future.result(30)  # type: ignore[attr-defined]
+    error = info.value.args[0]
+    assert error.code() == 40, error
+    return str(error.str())
+
+
+def _legacy_alter(bootstrap: str, topic: str, configs: dict[str, str]) -> tuple[int, str]:
+    """AlterConfigs v1 (the legacy replace), which no admin client of ours still sends."""
+    res = AlterConfigsRequest[1].AlterConfigsResource
+    req = AlterConfigsRequest[1](
+        resources=[
+            res(
+                resource_type=2,
+                resource_name=topic,
+                configs=[res.AlterableConfig(name=k, value=v) for k, v in configs.items()],
+            )
+        ],
+        validate_only=False,
+    )
+    with Wire(bootstrap) as w:
+        out = w.call(req).responses[0]
+    return int(out.error_code), str(out.error_message)
+
+
+def test_compact_beside_remote_storage_is_refused_as_kafka_does(
+    broker_factory: Callable[..., BrokerProcess], tmp_path: pathlib.Path, topic: str
+) -> None:
+    """Kafka's rule (LogConfig): 40 INVALID_CONFIG with Kafka's message for
+    remote.storage.enable=true beside a cleanup.policy containing compact, at CreateTopics,
+    IncrementalAlterConfigs (SET, APPEND; either config turned on) and AlterConfigs, and
+    through the broker's log.cleanup.policy=compact for a topic naming no cleanup.policy.
+    Nothing is created or changed; the broker stays up."""
+    tier = ["--seglog-remote-storage-url", f"file://{tmp_path / 'tier'}"]
+    proc = broker_factory(tier)
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    both = {"remote.storage.enable": "true", "cleanup.policy": "delete,compact"}
+    bad = NewTopic(topic, 1, 1, config=both)
+    assert _TIERED_COMPACT in _refused(admin.create_topics([bad])[topic])
+    assert topic not in admin.list_topics(timeout=10).topics
+    tiered = NewTopic(topic, 1, 1, config={"remote.storage.enable": "true"})
+    compacted = NewTopic(f"{topic}.c", 1, 1, config={"cleanup.policy": "compact"})
+    for fut in admin.create_topics([tiered, compacted]).values():
+        fut.result(30)
+
+    def incremental(name: str, key: str, value: str, op: AlterConfigOpType) -> object:
+        entry = ConfigEntry(key, value, incremental_operation=op)
+        res = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[entry])
+        return admin.incremental_alter_configs([res])[res]
+
+    for op in (AlterConfigOpType.SET, AlterConfigOpType.APPEND):
+        assert _TIERED_COMPACT in _refused(incremental(topic, "cleanup.policy", "compact", op))
+    on = incremental(f"{topic}.c", "remote.storage.enable", "true", AlterConfigOpType.SET)
+    assert _TIERED_COMPACT in _refused(on)
+    code, message = _legacy_alter(proc.bootstrap, topic, both)
+    assert (code, _TIERED_COMPACT in message) == (40, True)
+    described = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entries = admin.describe_configs([described])[described].result(10)
+    assert (entries["cleanup.policy"].value, entries["remote.storage.enable"].value) == (
+        "delete",
+        "true",
+    )
+    # the broker-wide default counts where the topic names no cleanup.policy
+    proc2 = broker_factory([*tier, "--log-cleanup-policy", "compact"], data=tmp_path / "d2")
+    admin2 = AdminClient({"bootstrap.servers": proc2.bootstrap})
+    assert _TIERED_COMPACT in _refused(admin2.create_topics([tiered])[topic])
+    deleting = NewTopic(
+        topic, 1, 1, config={"remote.storage.enable": "true", "cleanup.policy": "delete"}
+    )
+    admin2.create_topics([deleting])[topic].result(30)
+    assert proc.process.poll() is None
+    assert proc2.process.poll() is None

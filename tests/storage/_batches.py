@@ -44,8 +44,10 @@ def txn_batch(
     sequence: int = 0,
     tag: bytes = b"",
     key_prefix: bytes = b"k",
+    timestamp: int | None = None,
 ) -> bytes:
-    """A transactional record batch v2 of ``n`` records of ``producer_id`` (kafka-python)."""
+    """A transactional record batch v2 of ``n`` records of ``producer_id`` (kafka-python),
+    all with ``timestamp`` (ms; default now)."""
     b = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=0,
@@ -55,7 +57,7 @@ def txn_batch(
         base_sequence=sequence,
         batch_size=1 << 30,
     )
-    now = int(time.time() * 1000)
+    now = int(time.time() * 1000) if timestamp is None else timestamp
     for i in range(n):
         b.append(i, now, key_prefix + b"%d" % i, tag + b"p%d-%d" % (producer_id, i), [])
     return bytes(b.build())

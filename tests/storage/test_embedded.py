@@ -164,6 +164,9 @@ def test_storage_public_names_pinned() -> None:
             "atomic_file",
             # building blocks of the upper layers (spark, columnar, aio, cli, bench)
             "BATCH_HEADER",
+            "BatchHeader",
+            "parse_header",
+            "whole_batches",
             "DEFAULT_DELETE_RETENTION_MS",
             "I64",
             "POLL_S",
@@ -241,6 +244,7 @@ def test_storage_public_names_pinned() -> None:
             "RemoteTier",
             "TierCounters",
             "TierReport",
+            "check_tiered_cleanup_policy",  # no compact beside remote.storage.enable
             "purge_partition",
             "start_tiering",
             "tier_sync",

@@ -25,6 +25,8 @@ from seglog.storage import (
     RemoteCorruptionError,
     RemoteStorage,
     RemoteTier,
+    check_tiered_cleanup_policy,
+    compact,
     start_tiering,
     tier_sync,
 )
@@ -338,3 +340,68 @@ def test_start_tiering_uploads_after_rolls_by_itself(tmp_path: pathlib.Path) -> 
             assert log.get(5).value == b"v00005"
         finally:
             stop()
+
+
+@pytest.mark.parametrize(
+    ("configs", "default", "refused"),
+    [
+        ({"remote.storage.enable": "true", "cleanup.policy": "compact"}, "delete", True),
+        ({"remote.storage.enable": "true", "cleanup.policy": "delete, Compact"}, "delete", True),
+        ({"remote.storage.enable": "true"}, "compact,delete", True),
+        ({"remote.storage.enable": "TRUE", "cleanup.policy": None}, "compact", True),
+        ({"remote.storage.enable": "true", "cleanup.policy": "delete"}, "compact", False),
+        ({"remote.storage.enable": "true"}, "delete", False),
+        ({"remote.storage.enable": "false", "cleanup.policy": "compact"}, "delete", False),
+        ({"cleanup.policy": "compact"}, "compact", False),
+    ],
+)
+def test_compact_beside_remote_storage_is_refused_as_kafka_does(
+    configs: dict[str, str | None], default: str, refused: bool
+) -> None:
+    """Kafka's LogConfig rule: remote.storage.enable=true never with a cleanup.policy
+    (the topic's, else the broker default's) containing compact."""
+    if refused:
+        with pytest.raises(ValueError, match="Remote log storage is unsupported for the compacted"):
+            check_tiered_cleanup_policy(configs, default)
+    else:
+        check_tiered_cleanup_policy(configs, default)
+
+
+def test_data_dir_refuses_a_compacted_tiered_topic(tmp_path: pathlib.Path) -> None:
+    """create_topic and alter_topic_configs refuse the pair with ValueError and store
+    nothing: no partition directory, the old configs stay."""
+    remote = RemoteStorage(f"file://{tmp_path / 'tier'}", cache_dir=str(tmp_path / "cache"))
+    tiered_compact = {"remote.storage.enable": "true", "cleanup.policy": "compact,delete"}
+    with DataDir(tmp_path / "data", remote=remote) as data_dir:
+        with pytest.raises(ValueError, match="unsupported for the compacted topics"):
+            data_dir.create_topic("events", 1, tiered_compact)
+        assert "events" not in data_dir.topics()
+        assert not (tmp_path / "data" / "events-0").exists()
+        data_dir.create_topic("events", 1, {"remote.storage.enable": "true"})
+        with pytest.raises(ValueError, match="unsupported for the compacted topics"):
+            data_dir.alter_topic_configs("events", tiered_compact)
+        assert data_dir.topic("events").configs == {"remote.storage.enable": "true"}
+        data_dir.create_topic("plain", 1, {"cleanup.policy": "compact"})
+        with pytest.raises(ValueError, match="unsupported for the compacted topics"):
+            data_dir.alter_topic_configs(
+                "plain", {"cleanup.policy": "compact", "remote.storage.enable": "true"}
+            )
+    with DataDir(tmp_path / "data", remote=remote) as data_dir:
+        assert data_dir.topic("plain").configs == {"cleanup.policy": "compact"}
+
+
+def test_compact_refuses_a_tiered_log_and_changes_nothing(
+    tmp_path: pathlib.Path, remote: RemoteStorage
+) -> None:
+    """``seglog.storage.compact`` on a tiered log raises ValueError naming the rule; the
+    superseded records (every key written twice) stay readable."""
+    with Log.open(
+        tmp_path / "t-0", _config(local_retention_bytes=-2), create=True, remote=remote
+    ) as log:
+        _fill(log, 2 * PER_SEGMENT)
+        _fill(log, 2 * PER_SEGMENT)
+        log.sync()
+        with pytest.raises(ValueError, match="unsupported for the compacted topics"):
+            compact(log)
+        _, msgs = log.consume(OFFSET_OLDEST, 1000)
+        assert [m.offset for m in msgs] == list(range(4 * PER_SEGMENT))

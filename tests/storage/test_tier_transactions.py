@@ -12,6 +12,7 @@ import pathlib
 import crc32c
 import pytest
 
+from seglog.errors import NotFoundError
 from seglog.storage import (
     OFFSET_OLDEST,
     Log,
@@ -208,3 +209,37 @@ def test_reopen_after_a_crash_past_local_deletion(tmp_path: pathlib.Path) -> Non
         assert log2.aborted_transactions(0, 1000) == aborted
         nxt, msgs = log2.consume(OFFSET_OLDEST, 1000, isolation_level="read_committed")
         assert (nxt, [m.offset for m in msgs]) == (first5, visible)
+
+
+def test_point_reads_over_tiered_history(tmp_path: pathlib.Path) -> None:
+    """read_committed ``get``, by key and by time below the local log start: aborted
+    records and markers come from segments (and ``.txnindex`` objects) in the tier."""
+    config = LogConfig(
+        segment_messages=PER_SEGMENT,
+        remote_storage_enable=True,
+        local_retention_bytes=0,
+        key_index=True,
+    )
+    with Log.open(tmp_path / "t-0", config, create=True, remote=_remote(tmp_path)) as log:
+        visible, _ = write_transactions(log)
+        _tier(log)
+        for off in range(log.log_end_offset):
+            if off in visible:
+                assert log.get(off, isolation_level="read_committed").offset == off
+            else:  # aborted, or a marker
+                with pytest.raises(NotFoundError):
+                    log.get(off, isolation_level="read_committed")
+        assert log.get(0).value.startswith(b"abort")  # type: ignore[union-attr]
+        _, msgs = log.consume(OFFSET_OLDEST, 1000, isolation_level="read_committed")
+        last = {m.key: m.offset for m in msgs}
+        for key, off in last.items():
+            assert key is not None
+            assert log.offset_by_key(key, isolation_level="read_committed") == off
+        assert log.offset_by_time(0, isolation_level="read_committed")[0] == visible[0]
+        assert log.offset_by_time(0)[0] == 0
+        # an ongoing transaction writes every key again: the scan back for k2 reaches
+        # its last committed record, in the tier
+        first7 = log.append(txn_batch(7, 3)).base_offset
+        assert log.offset_by_key(b"k2") == first7 + 2
+        assert last[b"k2"] == 13 < log.local_log_start_offset
+        assert log.get_by_key(b"k2", isolation_level="read_committed").offset == 13

@@ -7,9 +7,11 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from seglog.errors import InvalidOffsetError, NotFoundError
 from seglog.storage import OFFSET_OLDEST, Log, Message, compact, encode_control_batch, open_log
 
 from ._batches import make_batch, txn_batch
@@ -88,15 +90,53 @@ def _apply(log: Log, model: Model, step: tuple) -> Log:  # type: ignore[type-arg
                 seg.close()
             assert st_.lock_fd is not None
             os.close(st_.lock_fd)
-        log = open_log(directory, flush_messages=1, segment_bytes=600)
+        log = open_log(directory, flush_messages=1, segment_bytes=600, key_index=True)
     return log
+
+
+def _check_point_reads(log: Log, model: Model) -> None:
+    """``get`` of every offset and ``get_by_key`` of every key at both levels against the
+    model (keys: the last record per key of the model's committed / stored records)."""
+    lso, committed = model.lso(), set(model.committed())
+    for off in range(model.end):
+        if off >= lso:
+            with pytest.raises(InvalidOffsetError):
+                log.get(off, isolation_level="read_committed")
+        elif off in committed:
+            assert log.get(off, isolation_level="read_committed").offset == off
+        else:  # aborted or a marker
+            with pytest.raises(NotFoundError):
+                log.get(off, isolation_level="read_committed")
+        if off in model.records:
+            assert log.get(off).offset == off
+        else:
+            with pytest.raises(NotFoundError, match="control record"):
+                log.get(off)
+    _, stored = log.consume(OFFSET_OLDEST, 10_000)
+    last_stored = {m.key: m.offset for m in stored}
+    last_committed = {m.key: m.offset for m in stored if m.offset in committed}
+    for key, off in last_stored.items():
+        assert key is not None
+        assert log.offset_by_key(key) == off
+        if key in last_committed:
+            got = log.get_by_key(key, isolation_level="read_committed")
+            assert got.offset == last_committed[key]
+        else:
+            with pytest.raises(NotFoundError):
+                log.offset_by_key(key, isolation_level="read_committed")
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op, min_size=1, max_size=30))
 def test_transactions_match_the_model(steps: list[tuple]) -> None:  # type: ignore[type-arg]
     with tempfile.TemporaryDirectory() as tmp:
-        log = open_log(os.path.join(tmp, "p"), create=True, flush_messages=1, segment_bytes=600)
+        log = open_log(
+            os.path.join(tmp, "p"),
+            create=True,
+            flush_messages=1,
+            segment_bytes=600,
+            key_index=True,
+        )
         model = Model()
         try:
             for step in steps:
@@ -123,6 +163,7 @@ def test_transactions_match_the_model(steps: list[tuple]) -> None:  # type: igno
             assert got == model.committed()
             cols = log.consume_columns(OFFSET_OLDEST, 10_000, isolation_level="read_committed")
             assert cols.offsets.tolist() == model.committed()
+            _check_point_reads(log, model)
         finally:
             log.close()
 
@@ -140,14 +181,41 @@ def _last_committed(log: Log) -> dict[bytes | None, tuple[int, bytes | None]]:
     return {m.key: (m.offset, m.value) for m in msgs}
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def _by_key(log: Log) -> dict[bytes, tuple[int | None, int | None]]:
+    """``key -> (read_committed offset_by_key, read_uncommitted offset_by_key)``, None for
+    NotFoundError, for the keys the compaction model writes."""
+    out: dict[bytes, tuple[int | None, int | None]] = {}
+    for key in (b"a0", b"b0", b"c0"):
+        got: list[int | None] = []
+        for level in ("read_committed", "read_uncommitted"):
+            try:
+                got.append(log.offset_by_key(key, isolation_level=level))  # type: ignore[arg-type]
+            except NotFoundError:
+                got.append(None)
+        out[key] = (got[0], got[1])
+    return out
+
+
+def _expected_by_key(log: Log) -> dict[bytes, tuple[int | None, int | None]]:
+    """What ``_by_key`` must answer, from full consumes at both levels."""
+    rc = {
+        m.key: m.offset
+        for m in log.consume(OFFSET_OLDEST, 10_000, isolation_level="read_committed")[1]
+    }
+    ru = {m.key: m.offset for m in log.consume(OFFSET_OLDEST, 10_000)[1]}
+    return {k: (rc.get(k), ru.get(k)) for k in (b"a0", b"b0", b"c0")}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(cop, min_size=1, max_size=40), st.booleans())
 def test_compaction_keeps_what_read_committed_sees(steps: list[tuple], horizon: bool) -> None:  # type: ignore[type-arg]
     """Compaction (markers removed or not) never changes a key's last committed record,
     never makes an aborted record visible, and leaves no aborted record in what it
     cleaned: read_committed after it is a subset of before with the same last values."""
     with tempfile.TemporaryDirectory() as tmp:
-        with open_log(os.path.join(tmp, "p"), create=True, segment_messages=3) as log:
+        with open_log(
+            os.path.join(tmp, "p"), create=True, segment_messages=3, key_index=True
+        ) as log:
             for step in steps:
                 if step[0] == "plain":
                     log.publish([Message(key=step[1] + b"0", value=b"plain", timestamp=1)])
@@ -159,12 +227,14 @@ def test_compaction_keeps_what_read_committed_sees(steps: list[tuple], horizon: 
                     )
                     log.append(marker, origin="coordinator")
             log.sync()
+            assert _by_key(log) == _expected_by_key(log)
             before_last = _last_committed(log)
             _, before = log.consume(OFFSET_OLDEST, 10_000, isolation_level="read_committed")
             lso = log.last_stable_offset
             ongoing = log.ongoing_transactions()
             compact(log, now_ms=10**13, delete_retention_ms=0 if horizon else 10**14)
             assert _last_committed(log) == before_last
+            assert _by_key(log) == _expected_by_key(log)
             _, after = log.consume(OFFSET_OLDEST, 10_000, isolation_level="read_committed")
             assert {m.offset for m in after} <= {m.offset for m in before}
             assert log.last_stable_offset == lso
@@ -176,7 +246,8 @@ def test_compaction_keeps_what_read_committed_sees(steps: list[tuple], horizon: 
                 for m in log.consume(OFFSET_OLDEST, 10_000, isolation_level="read_committed")[1]
             ]
             directory = log.directory
-        with open_log(directory) as log:
+        with open_log(directory, key_index=True) as log:
+            assert _by_key(log) == _expected_by_key(log)
             assert [
                 m.offset
                 for m in log.consume(OFFSET_OLDEST, 10_000, isolation_level="read_committed")[1]

@@ -12,7 +12,7 @@ request's facts); ``apis`` (one module per API family, the registry); ``network`
 ``testing`` (a ``seglog serve`` subprocess).
 
 Other packages use only the names below. They load on first use, so importing one of them
-(a settings table, ``parse_host_port``) does not load the whole broker. Among them, the
+(a settings table, ``split_host_port``) does not load the whole broker. Among them, the
 blocking Kafka wire client (``protocol.client``: ``KafkaConnection`` with TLS and SASL,
 ``ClientSecurity``) that Spark's raw reader and sink share with the broker's framing, and
 over it the share-group administration the CLI and the console use
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from seglog._lazy import load_export
 
 if TYPE_CHECKING:
-    from seglog.broker.config.broker_config import BrokerConfig, parse_host_port
+    from seglog.broker.config.broker_config import BrokerConfig
     from seglog.broker.config.listeners import Listener, parse_listeners
     from seglog.broker.config.settings import (
         BOOLEAN,
@@ -37,12 +37,12 @@ if TYPE_CHECKING:
     from seglog.broker.log.internal_topics import OFFSETS_TOPIC
     from seglog.broker.network.server import Broker
     from seglog.broker.process import run_broker
+    from seglog.broker.protocol.address import split_host_port
     from seglog.broker.protocol.client import (
         CLIENT_OPTIONS,
         ClientSecurity,
         KafkaConnection,
         client_supports,
-        split_host_port,
     )
     from seglog.broker.protocol.share_admin import (
         ShareAdminError,
@@ -80,7 +80,6 @@ __all__ = [
     "describe_share_group",
     "free_port",
     "list_share_groups",
-    "parse_host_port",
     "parse_listeners",
     "run_broker",
     "split_host_port",
@@ -108,10 +107,9 @@ _WHERE = {
     "describe_share_group": "protocol.share_admin",
     "free_port": "testing",
     "list_share_groups": "protocol.share_admin",
-    "parse_host_port": "config.broker_config",
     "parse_listeners": "config.listeners",
     "run_broker": "process",
-    "split_host_port": "protocol.client",
+    "split_host_port": "protocol.address",
     "start_broker": "testing",
     "wire_security": "protocol.share_admin",
 }

@@ -14,8 +14,8 @@ from typing import Any
 
 from seglog.broker.config.broker_config import BrokerConfig
 from seglog.broker.config.listeners import Listener
+from seglog.broker.coordinator.classic_members import ClassicMemberCoordinator
 from seglog.broker.coordinator.committed import CommittedOffsets
-from seglog.broker.coordinator.consumer_groups import ConsumerGroupCoordinator
 from seglog.broker.coordinator.groups import GroupCoordinator
 from seglog.broker.coordinator.share_groups import ShareGroupCoordinator
 from seglog.broker.coordinator.share_sessions import ShareSessionCache
@@ -48,8 +48,9 @@ class BrokerContext:
     committed: CommittedOffsets
     sync_before_ack: bool
     durability: DurabilityWaiters
-    consumer_groups: ConsumerGroupCoordinator
-    """KIP-848 consumer groups (ConsumerGroupHeartbeat), persisted in ``committed``'s log."""
+    consumer_groups: ClassicMemberCoordinator
+    """KIP-848 consumer groups (ConsumerGroupHeartbeat, and their classic-protocol members),
+    persisted in ``committed``'s log."""
     share_groups: ShareGroupCoordinator
     """KIP-932 share groups: membership, assignment, share partitions."""
     transactions: TransactionCoordinator

@@ -34,6 +34,10 @@ from seglog.storage import Log
 
 __all__ = ["BrokerMetrics", "Snapshot", "record_count", "take_snapshot", "tier_stats"]
 
+# A walk of its own, not storage's ``whole_batches``: it runs on the event loop for every
+# fetch response and needs only two fields; measured on 1 MiB of batches, storage's walk
+# (one 13-field unpack and a BatchHeader a batch) takes 3.4 ms against this one's 1.7 ms
+# with 170 B batches, 0.36 against 0.21 ms with 1 KiB ones.
 _BATCH = struct.Struct(">qi")  # baseOffset, batchLength
 _RECORDS_AT = 57  # recordCount in a record batch v2 header (Kafka DefaultRecordBatch)
 _HEADER = 61

@@ -32,10 +32,10 @@ def console(
         from seglog.console import serve_console  # noqa: PLC0415
     except ImportError as exc:
         raise fail(f"the console needs: pip install 'seglog[console]' ({exc})", 2) from None
-    from seglog.broker import parse_host_port  # noqa: PLC0415 - keeps start-up light
+    from seglog.broker import split_host_port  # noqa: PLC0415 - keeps start-up light
 
     try:
-        host, port = parse_host_port(listen, 8080)
+        host, port = split_host_port(listen, 8080)
     except ValueError as exc:
         raise fail(f"--listen {listen!r}: {exc}", 2) from None
     typer.echo(

@@ -17,9 +17,9 @@ from seglog.broker import (
     BROKER_SETTINGS,
     BrokerConfig,
     BrokerSetting,
-    parse_host_port,
     parse_listeners,
     run_broker,
+    split_host_port,
 )
 from seglog.cli._json_log import JsonFormatter
 from seglog.cli._properties import load_server_properties
@@ -227,9 +227,9 @@ def _serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
     )
     logging.basicConfig(level=log_level.upper(), handlers=[handler])
     try:
-        host, port = parse_host_port(listen)
+        host, port = split_host_port(listen)
         adv_host, adv_port = (
-            parse_host_port(advertised_listener) if advertised_listener else (None, None)
+            split_host_port(advertised_listener) if advertised_listener else (None, None)
         )
         parsed_listeners = (
             parse_listeners(listeners, advertised_listeners, listener_security_protocol_map)
@@ -243,10 +243,10 @@ def _serve(  # noqa: PLR0917 (typer maps each parameter to a CLI option)
         if unknown:
             raise ValueError(f"--sasl-enabled-mechanisms: unknown {sorted(unknown)}")
         metrics_host, metrics_port = (
-            parse_host_port(metrics_listen, 0) if metrics_listen else (None, 0)
+            split_host_port(metrics_listen, 0) if metrics_listen else (None, 0)
         )
         registry_host, registry_port = (
-            parse_host_port(schema_registry_listen, 8081) if schema_registry_listen else (None, 0)
+            split_host_port(schema_registry_listen, 8081) if schema_registry_listen else (None, 0)
         )
         config = BrokerConfig(
             **settings,
@@ -329,7 +329,7 @@ def _console_starter(config: BrokerConfig, listen: str) -> Callable[[], None]:
         typer.echo("error: --console-listen needs a fixed broker port (not :0)", err=True)
         raise typer.Exit(2)
     try:
-        c_host, c_port = parse_host_port(listen, 8080)
+        c_host, c_port = split_host_port(listen, 8080)
     except ValueError as exc:
         raise typer.BadParameter(f"--console-listen {listen!r}: {exc}") from exc
     bootstrap = f"{'127.0.0.1' if host in ('', '0.0.0.0') else host}:{port}"

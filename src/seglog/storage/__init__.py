@@ -15,7 +15,12 @@ if TYPE_CHECKING:
 
     # Backup, snapshot, restore (InfluxDB's Snapshot/Restore)
     # Logs and their configuration
-    from seglog.storage.config import FLUSH_NEVER, AppendInfo, LogConfig
+    from seglog.storage.config import (
+        FLUSH_NEVER,
+        AppendInfo,
+        LogConfig,
+        check_tiered_cleanup_policy,
+    )
     from seglog.storage.fileio.counters import FileCounters
     from seglog.storage.fileio.files import atomic_file, fsync_dir
     from seglog.storage.fileio.files import write_small_file as atomic_write
@@ -52,7 +57,8 @@ if TYPE_CHECKING:
     )
 
     # Columnar records (vectorised decoding of record batches)
-    from seglog.storage.record.columns import BATCH_HEADER, RecordColumns, decode_columns
+    from seglog.storage.record.batch import BATCH_HEADER, BatchHeader, parse_header, whole_batches
+    from seglog.storage.record.columns import RecordColumns, decode_columns
 
     # Transaction markers (Kafka's control batches)
     from seglog.storage.record.control import (
@@ -114,7 +120,10 @@ _LAZY: dict[str, tuple[str, str]] = {
     "IsolationLevel": ("seglog.storage.api", "IsolationLevel"),
     "AppendInfo": ("seglog.storage.config", "AppendInfo"),
     "ArchiveHook": ("seglog.storage.retention.policy", "ArchiveHook"),
-    "BATCH_HEADER": ("seglog.storage.record.columns", "BATCH_HEADER"),
+    "BATCH_HEADER": ("seglog.storage.record.batch", "BATCH_HEADER"),
+    "BatchHeader": ("seglog.storage.record.batch", "BatchHeader"),
+    "parse_header": ("seglog.storage.record.batch", "parse_header"),
+    "whole_batches": ("seglog.storage.record.batch", "whole_batches"),
     "BYTES": ("seglog.storage.log.typed", "BYTES"),
     "BackupReport": ("seglog.storage.tools.backup", "BackupReport"),
     "CancelToken": ("seglog.storage.log.blocking", "CancelToken"),
@@ -203,6 +212,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "RemoteSlice": ("seglog.storage.remote.tier", "RemoteSlice"),
     "TierCounters": ("seglog.storage.remote.tier", "TierCounters"),
     "TierReport": ("seglog.storage.retention.tiering", "TierReport"),
+    "check_tiered_cleanup_policy": ("seglog.storage.config", "check_tiered_cleanup_policy"),
     "tier_sync": ("seglog.storage.retention.tiering", "tier_sync"),
     "start_tiering": ("seglog.storage.retention.tiering", "start_tiering"),
     "validate_topic_name": ("seglog.storage.log.datadir", "validate_topic_name"),
@@ -294,6 +304,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
     "RemoteTier",
     "TierCounters",
     "TierReport",
+    "check_tiered_cleanup_policy",
     "purge_partition",
     "start_tiering",
     "tier_sync",
@@ -311,6 +322,9 @@ __all__ = [  # noqa: RUF022  (grouped by topic, not sorted)
     # building blocks the upper layers use (record batch v2 encoding and headers, blocking
     # reads, directory walking, defaults)
     "BATCH_HEADER",
+    "BatchHeader",
+    "parse_header",
+    "whole_batches",
     "DEFAULT_DELETE_RETENTION_MS",
     "I64",
     "POLL_S",

@@ -267,7 +267,9 @@ class LogAPI(Protocol):
         (default: the high watermark at the call). InvalidOffsetError as ``read``."""
         ...
 
-    def offset_for_time(self, timestamp_ms: int) -> tuple[int, int] | None:
+    def offset_for_time(
+        self, timestamp_ms: int, *, isolation_level: IsolationLevel = "read_uncommitted"
+    ) -> tuple[int, int] | None:
         """Alias of :meth:`offset_by_time` answering None instead of NotFoundError (the form
         Kafka's ListOffsets by timestamp needs: the broker answers offset -1 then)."""
         ...
@@ -367,37 +369,64 @@ class LogAPI(Protocol):
         end], CorruptRecordError as ``consume``."""
         ...
 
-    def get(self, offset: int) -> Message:
+    def get(self, offset: int, *, isolation_level: IsolationLevel = "read_uncommitted") -> Message:
         """The message at ``offset``: InvalidOffsetError outside [log start, high
-        watermark), NotFoundError if that offset is not stored (compacted away),
-        CorruptRecordError if its batch fails the CRC-32C check (``check_crcs``)."""
+        watermark), NotFoundError if that offset is not stored (compacted away) or holds a
+        control record (a transaction marker: never returned; the message says so),
+        CorruptRecordError if its batch fails the CRC-32C check (``check_crcs``).
+        ``isolation_level="read_committed"``: InvalidOffsetError at or past the last
+        stable offset instead of the high watermark, NotFoundError (saying so) for a
+        record of an aborted transaction; ValueError on an unknown level."""
         ...
 
-    def get_by_key(self, key: bytes) -> Message:
+    def get_by_key(
+        self, key: bytes, *, isolation_level: IsolationLevel = "read_uncommitted"
+    ) -> Message:
         """The last message published with ``key`` (a tombstone has ``value=None``).
         NoIndexError if the log was opened without ``key_index``, NotFoundError if no
         message with that key is stored (never published, or every record of the key
         removed by retention, compaction or ``delete_offsets``; after compaction or a
         delete of its latest record, the latest surviving record is returned). Waits
-        for that message to be durable if it is not yet."""
+        for that message to be durable if it is not yet.
+
+        ``isolation_level``: ``read_uncommitted`` (default) returns the latest record
+        stored with the key, whatever its transaction became (ongoing or aborted), as a
+        read_uncommitted ``consume`` would see it; ``read_committed`` the last record of
+        the key below the last stable offset that is not in an aborted transaction
+        (NotFoundError when there is none: the key only in aborted or ongoing
+        transactions). The key index keeps only a key's last offset: when that record is
+        aborted or past the LSO, the log is decoded backwards from it in doubling windows
+        (1024 offsets first) until one holds a committed record of the key, a cost
+        proportional to the distance back to it (the whole log for a key with none).
+        ValueError on an unknown level."""
         ...
 
-    def offset_by_key(self, key: bytes) -> int:
-        """Offset of the last message with ``key``; errors as ``get_by_key``."""
+    def offset_by_key(
+        self, key: bytes, *, isolation_level: IsolationLevel = "read_uncommitted"
+    ) -> int:
+        """Offset of the last message with ``key``; ``isolation_level`` and errors as
+        ``get_by_key``."""
         ...
 
-    def offset_by_time(self, timestamp_ms: int) -> tuple[int, int]:
+    def offset_by_time(
+        self, timestamp_ms: int, *, isolation_level: IsolationLevel = "read_uncommitted"
+    ) -> tuple[int, int]:
         """``(offset, timestamp)`` of the first record whose timestamp is >= ``timestamp_ms``
         (ms since the epoch), found through the time index and the first batch whose max
         timestamp is >= it (Kafka's ListOffsets semantics, klevdb's OffsetByTime); records
-        below the log start offset do not count. NotFoundError if no visible record
-        qualifies, LogClosedError."""
+        below the log start offset and control records do not count. NotFoundError if no
+        visible record qualifies, LogClosedError. ``isolation_level="read_committed"``:
+        the first such record below the last stable offset that is not in an aborted
+        transaction (when the first record found is aborted, the batches after it are
+        decoded up to the LSO); ValueError on an unknown level."""
         ...
 
-    def get_by_time(self, timestamp_ms: int) -> Message:
-        """The first message whose timestamp is >= ``timestamp_ms`` (ms since the epoch),
-        found through the time index (klevdb's GetByTime). NotFoundError if none is
-        visible, LogClosedError."""
+    def get_by_time(
+        self, timestamp_ms: int, *, isolation_level: IsolationLevel = "read_uncommitted"
+    ) -> Message:
+        """The message at ``offset_by_time(timestamp_ms, isolation_level=...)`` (klevdb's
+        GetByTime). NotFoundError if none is visible, LogClosedError, ValueError on an
+        unknown level."""
         ...
 
     def next_offset(self) -> int:

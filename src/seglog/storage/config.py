@@ -6,7 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import NamedTuple
 
-__all__ = ["FLUSH_NEVER", "AppendInfo", "LogConfig"]
+__all__ = [
+    "FLUSH_NEVER",
+    "TIERED_COMPACT_MESSAGE",
+    "AppendInfo",
+    "LogConfig",
+    "check_tiered_cleanup_policy",
+]
 
 FLUSH_NEVER = 1 << 62
 """``flush_messages`` at or above this (Kafka's default is Long.MAX_VALUE, 2**63 - 1)
@@ -147,6 +153,27 @@ class LogConfig:
                 str(value).lower() if isinstance(value, bool) else str(value)
             )
         return out
+
+
+TIERED_COMPACT_MESSAGE = "Remote log storage is unsupported for the compacted topics"
+"""Kafka's message (LogConfig, Kafka 4.0) refusing ``remote.storage.enable=true`` beside a
+``cleanup.policy`` containing ``compact``."""
+
+
+def check_tiered_cleanup_policy(
+    configs: Mapping[str, str | None], default_cleanup_policy: str = "delete"
+) -> None:
+    """Kafka's rule for tiered topics (KIP-405; LogConfig's check of a topic's configs): a
+    topic with ``remote.storage.enable=true`` may not be compacted, i.e. its
+    ``cleanup.policy`` (the topic's own, else ``default_cleanup_policy``: the broker's
+    ``log.cleanup.policy``) may not contain ``compact``. ``configs`` are Kafka topic
+    config names to values (None: unset). Raises ValueError with Kafka's message (the
+    broker answers 40 INVALID_CONFIG)."""
+    enabled = (configs.get("remote.storage.enable") or "false").strip().lower() == "true"
+    policy = configs.get("cleanup.policy")
+    policy = default_cleanup_policy if policy is None else policy
+    if enabled and "compact" in {p.strip().lower() for p in policy.split(",")}:
+        raise ValueError(f"{TIERED_COMPACT_MESSAGE} (cleanup.policy={policy})")
 
 
 class AppendInfo(NamedTuple):

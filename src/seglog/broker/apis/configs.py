@@ -232,6 +232,7 @@ def _apply(
             configs,
             store=ctx.config.remote_storage_url is not None,
             was_enabled=info.configs.get(REMOTE_STORAGE_ENABLE, "false").lower() == "true",
+            default_cleanup_policy=ctx.config.log_cleanup_policy,
         )
         if validate_only:
             defaults = ctx.topics.data_dir.default_config.to_kafka_configs()

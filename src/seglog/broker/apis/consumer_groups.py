@@ -161,7 +161,7 @@ def _described(ctx: BrokerContext, group: ConsumerGroup) -> Any:
             subscribed_topic_regex=m.subscribed_regex,
             assignment=_assignment(ctx, m.assigned),
             target_assignment=_assignment(ctx, group.target.get(m.member_id, frozenset())),
-            member_type=CONSUMER_MEMBER,  # v1+; seglog's consumer groups take no classic ones
+            member_type=ctx.consumer_groups.member_type(m),  # v1+ (KIP-1099)
         )
         for m in group.members.values()
     ]
@@ -174,11 +174,6 @@ def _described(ctx: BrokerContext, group: ConsumerGroup) -> Any:
         assignor_name=group.assignor or ctx.consumer_groups.assignors[0],
         members=members,
     )
-
-
-CONSUMER_MEMBER = 1
-"""ConsumerGroupDescribe v1's ``MemberType`` of a member that heartbeats with
-ConsumerGroupHeartbeat (KIP-1099: -1 unknown, 0 classic, 1 consumer)."""
 
 
 def _error(group_id: str, code: int, message: str | None) -> Any:
@@ -196,8 +191,8 @@ def _error(group_id: str, code: int, message: str | None) -> Any:
 
 def handle_consumer_group_describe(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     """ConsumerGroupDescribe: each group's state, epochs, assignor and members with their
-    current and target assignments, from v1 each member's type (1: consumer; seglog's
-    consumer groups have no classic-protocol members). 30 without DESCRIBE on the group;
+    current and target assignments, from v1 each member's type (KIP-1099: 0 classic, 1
+    consumer). 30 without DESCRIBE on the group;
     69 GROUP_ID_NOT_FOUND for an unknown group or one that is not a consumer group (a
     classic one: clients then ask DescribeGroups; a share group), as Kafka."""
     groups = []

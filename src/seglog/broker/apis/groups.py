@@ -8,6 +8,8 @@ Heartbeat, LeaveGroup and SyncGroup need READ on the group (30 GROUP_AUTHORIZATI
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 from kafka.protocol.admin import DescribeGroupsResponse, ListGroupsResponse
@@ -21,8 +23,9 @@ from kafka.protocol.consumer import (
 from seglog.broker.apis.group_types import CLASSIC, CONSUMER, SHARE, is_share_group
 from seglog.broker.context import BrokerContext, RequestContext
 from seglog.broker.coordinator.group_migration import join_refusal_warning
-from seglog.broker.coordinator.group_model import GroupState
+from seglog.broker.coordinator.group_model import GroupState, JoinResult
 from seglog.broker.protocol.errors import (
+    COORDINATOR_NOT_AVAILABLE,
     FENCED_INSTANCE_ID,
     GROUP_AUTHORIZATION_FAILED,
     GROUP_ID_NOT_FOUND,
@@ -30,6 +33,7 @@ from seglog.broker.protocol.errors import (
     NONE,
 )
 from seglog.broker.security.authorizer import Op, Res
+from seglog.errors import SeglogError
 
 __all__ = [
     "handle_describe_groups",
@@ -39,6 +43,8 @@ __all__ = [
     "handle_list_groups",
     "handle_sync_group",
 ]
+
+log = logging.getLogger(__name__)
 
 
 def _denied(rctx: RequestContext, req: Any, response: Any) -> Any:
@@ -53,22 +59,20 @@ async def handle_join_group(ctx: BrokerContext, rctx: RequestContext, req: Any) 
     """JoinGroup: waits until the group's rebalance completes (or answers at once with
     79 MEMBER_ID_REQUIRED for a v4+ join without a member id, 23 for protocols the group
     does not share, 26 for a session timeout outside the broker's range, 25 for an
-    unknown member id; 23 too for the id of a KIP-848 group with members or of a share
-    group, see ``group_types``)."""
+    unknown member id). The id of a KIP-848 consumer group with members takes the member
+    in as a classic-protocol member, answered at once (``coordinator.classic_members``;
+    23 under ``group.consumer.migration.policy=disabled``); the id of a share group is 23
+    (Kafka's ``classicGroupJoin``, see ``group_types``)."""
     version = rctx.api_version
     if (denied := _denied(rctx, req, JoinGroupResponse)) is not None:
         return denied
-    if ctx.consumer_groups.has_members(req.group_id) or is_share_group(ctx, req.group_id):
-        # a KIP-848 group with members: classic members may not join it (Kafka 4 would
-        # take them in as classic-protocol members; seglog does not, see group_migration);
-        # a share group: Kafka's classicGroupJoin answers 23 for a group of another type
-        if not is_share_group(ctx, req.group_id):
-            join_refusal_warning(req.group_id, ctx.consumer_groups.migration_policy)
-        return JoinGroupResponse[version](
-            throttle_time_ms=0, error_code=INCONSISTENT_GROUP_PROTOCOL, generation_id=-1,
-            protocol_type=None, protocol_name=None if version >= 7 else "", leader="",
-            skip_assignment=False, member_id=req.member_id, members=[],
-        )  # fmt: skip
+    share = is_share_group(ctx, req.group_id)
+    if share or ctx.consumer_groups.has_members(req.group_id):
+        if share or ctx.consumer_groups.migration_policy == "disabled":
+            if not share:
+                join_refusal_warning(req.group_id, ctx.consumer_groups.migration_policy)
+            return _join_response(version, JoinResult(INCONSISTENT_GROUP_PROTOCOL, req.member_id))
+        return await _join_consumer_group(ctx, rctx, req)
     ctx.consumer_groups.delete(req.group_id)  # an empty consumer group becomes classic
     result = await ctx.groups.join(
         req.group_id,
@@ -82,6 +86,35 @@ async def handle_join_group(ctx: BrokerContext, rctx: RequestContext, req: Any) 
         protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
         require_known_member_id=version >= 4,
     )
+    return _join_response(version, result)
+
+
+async def _join_consumer_group(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
+    """A classic member joins a consumer group: answered once the group's snapshot is
+    durable (15 COORDINATOR_NOT_AVAILABLE, retriable, when it cannot be written)."""
+    version = rctx.api_version
+    try:
+        result, durable = ctx.consumer_groups.classic_join(
+            req.group_id,
+            req.member_id,
+            instance_id=req.group_instance_id if version >= 5 else None,
+            client_id=rctx.client_id,
+            client_host=rctx.client_host,
+            session_timeout_ms=req.session_timeout_ms,
+            rebalance_timeout_ms=req.rebalance_timeout_ms if version >= 1 else -1,
+            protocol_type=req.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+            require_known_member_id=version >= 4,
+        )
+        if durable is not None:
+            await asyncio.wrap_future(durable)
+    except (SeglogError, OSError, ValueError) as exc:
+        log.error("consumer group %r: cannot store its state: %s", req.group_id, exc)
+        result = JoinResult(COORDINATOR_NOT_AVAILABLE, req.member_id)
+    return _join_response(version, result)
+
+
+def _join_response(version: int, result: JoinResult) -> Any:
     member_cls = JoinGroupResponse.JoinGroupResponseMember
     members = [
         member_cls(member_id=mid, group_instance_id=instance, metadata=meta)
@@ -110,6 +143,22 @@ async def handle_sync_group(ctx: BrokerContext, rctx: RequestContext, req: Any) 
     if (denied := _denied(rctx, req, SyncGroupResponse)) is not None:
         return denied
     instance = req.group_instance_id if version >= 3 else None
+    if req.group_id in ctx.consumer_groups.groups:  # a classic member of a consumer group
+        result = ctx.consumer_groups.classic_sync(
+            req.group_id,
+            req.generation_id,
+            req.member_id,
+            instance_id=instance,
+            protocol_type=req.protocol_type if version >= 5 else None,
+            protocol_name=req.protocol_name if version >= 5 else None,
+        )
+        return SyncGroupResponse[version](
+            throttle_time_ms=0,
+            error_code=result.error,
+            protocol_type=result.protocol_type,
+            protocol_name=result.protocol_name,
+            assignment=result.assignment,
+        )
     if ctx.groups.fenced(req.group_id, req.member_id, instance):
         return SyncGroupResponse[version](
             throttle_time_ms=0, error_code=FENCED_INSTANCE_ID, assignment=b""
@@ -137,6 +186,11 @@ def handle_heartbeat(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
     if (denied := _denied(rctx, req, HeartbeatResponse)) is not None:
         return denied
     instance = req.group_instance_id if version >= 3 else None
+    if req.group_id in ctx.consumer_groups.groups:  # a classic member of a consumer group
+        code = ctx.consumer_groups.classic_heartbeat(
+            req.group_id, req.generation_id, req.member_id, instance
+        )
+        return HeartbeatResponse[version](throttle_time_ms=0, error_code=code)
     if ctx.groups.fenced(req.group_id, req.member_id, instance):
         return HeartbeatResponse[version](throttle_time_ms=0, error_code=FENCED_INSTANCE_ID)
     code = ctx.groups.heartbeat(req.group_id, req.generation_id, req.member_id)
@@ -149,6 +203,8 @@ def handle_leave_group(ctx: BrokerContext, rctx: RequestContext, req: Any) -> An
     version = rctx.api_version
     if (denied := _denied(rctx, req, LeaveGroupResponse)) is not None:
         return denied
+    if req.group_id in ctx.consumer_groups.groups:  # classic members of a consumer group
+        return _leave_consumer_group(ctx, version, req)
     if version < 3:
         (code,) = ctx.groups.leave(req.group_id, [req.member_id])
         return LeaveGroupResponse[version](throttle_time_ms=0, error_code=code)
@@ -169,6 +225,24 @@ def handle_leave_group(ctx: BrokerContext, rctx: RequestContext, req: Any) -> An
         ctx.groups.leave(req.group_id, [i for i, c in zip(ids, codes, strict=True) if c is None])
     )
     codes = [c if c is not None else next(left) for c in codes]
+    members = [
+        LeaveGroupResponse.MemberResponse(
+            member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=code
+        )
+        for m, code in zip(req.members, codes, strict=True)
+    ]
+    return LeaveGroupResponse[version](throttle_time_ms=0, error_code=NONE, members=members)
+
+
+def _leave_consumer_group(ctx: BrokerContext, version: int, req: Any) -> Any:
+    """LeaveGroup for a consumer group: its classic members leave (the snapshot is written
+    without the answer waiting for it, as for a classic group's LeaveGroup)."""
+    if version < 3:
+        (code,), _ = ctx.consumer_groups.classic_leave(req.group_id, [(req.member_id, None)])
+        return LeaveGroupResponse[version](throttle_time_ms=0, error_code=code)
+    codes, _ = ctx.consumer_groups.classic_leave(
+        req.group_id, [(m.member_id, m.group_instance_id) for m in req.members]
+    )
     members = [
         LeaveGroupResponse.MemberResponse(
             member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=code

@@ -119,7 +119,11 @@ def _create_one(
             return _CTResult(error_code=_errors.INVALID_REPLICATION_FACTOR, **kwargs)
         configs = {c.name: c.value for c in t.configs if c.value is not None}
         validate_topic_configs(configs)
-        validate_remote_storage(configs, store=ctx.config.remote_storage_url is not None)
+        validate_remote_storage(
+            configs,
+            store=ctx.config.remote_storage_url is not None,
+            default_cleanup_policy=ctx.config.log_cleanup_policy,
+        )
         if validate_only:
             return _CTResult(
                 error_code=0, num_partitions=partitions, replication_factor=1, configs=[], **kwargs

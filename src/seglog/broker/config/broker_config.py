@@ -9,7 +9,7 @@ from typing import Any
 from seglog.broker.config.settings import setting_default as _d
 from seglog.broker.config.settings import validate_broker_config
 
-__all__ = ["BrokerConfig", "parse_host_port"]
+__all__ = ["BrokerConfig"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,18 +119,3 @@ class BrokerConfig:
         if self.max_connections_per_ip is not None:
             return self.max_connections_per_ip
         return max(1, self.max_connections - self.max_connections // 4)
-
-
-def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:
-    """``"HOST:PORT"`` / ``"HOST"`` / ``":PORT"`` / ``"[::1]:PORT"`` → (host, port).
-
-    Raises ``ValueError`` on a bad port."""
-    host, sep, port_text = text.rpartition(":")
-    if not sep:
-        return text or "127.0.0.1", default_port
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    port = int(port_text)
-    if not 0 <= port <= 65535:
-        raise ValueError(f"port out of range: {port}")
-    return host or "127.0.0.1", port

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from seglog.broker.config.broker_config import BrokerConfig, parse_host_port
+from seglog.broker.config.broker_config import BrokerConfig
 from seglog.broker.config.settings import (
     DEFAULT_CONFIG,
     LIST,
@@ -20,6 +20,7 @@ from seglog.broker.config.settings import (
     STRING,
     BrokerEntry,
 )
+from seglog.broker.protocol.address import split_host_port
 
 __all__ = [
     "KAFKA_DEFAULT_PROTOCOL_MAP",
@@ -86,7 +87,7 @@ def _entries(text: str) -> list[tuple[str, str, int]]:
         name, sep, address = item.partition("://")
         if not sep:
             raise ValueError(f"listener {item!r}: expected NAME://HOST:PORT")
-        host, port = parse_host_port(address or ":9092")
+        host, port = split_host_port(address or ":9092")
         out.append((name.strip().upper(), host if address.split(":")[0] else "0.0.0.0", port))
     if not out:
         raise ValueError("no listener given")

@@ -24,6 +24,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from seglog.storage import check_tiered_cleanup_policy
+
 __all__ = [
     "BROKER_SETTINGS",
     "BROKER_SETTINGS_BY_NAME",
@@ -814,17 +816,25 @@ REMOTE_STORAGE_ENABLE = "remote.storage.enable"
 
 
 def validate_remote_storage(
-    configs: Mapping[str, str | None], *, store: bool, was_enabled: bool = False
+    configs: Mapping[str, str | None],
+    *,
+    store: bool,
+    was_enabled: bool = False,
+    default_cleanup_policy: str = "delete",
 ) -> None:
     """Kafka's rules for ``remote.storage.enable`` (KIP-405): true only on a broker with a
-    remote store (``seglog.remote.storage.url``), and once true never turned off (the
-    remote data would be orphaned). Raises ValueError (40 INVALID_CONFIG)."""
+    remote store (``seglog.remote.storage.url``), never beside a ``cleanup.policy``
+    containing ``compact`` (the topic's, else ``default_cleanup_policy``: the broker's
+    ``log.cleanup.policy``; ``seglog.storage.check_tiered_cleanup_policy``), and once true
+    never turned off (the remote data would be orphaned). Raises ValueError (40
+    INVALID_CONFIG)."""
     enabled = (configs.get(REMOTE_STORAGE_ENABLE) or "false").strip().lower() == "true"
     if enabled and not store:
         raise ValueError(
             "Tiered Storage functionality is disabled in the broker (no "
             "seglog.remote.storage.url): the topic cannot have remote.storage.enable=true"
         )
+    check_tiered_cleanup_policy(configs, default_cleanup_policy)
     if was_enabled and not enabled:
         raise ValueError(
             "remote.storage.enable cannot be turned off on a tiered topic: its history "

@@ -29,6 +29,7 @@ from seglog.broker.coordinator.assignors import TP
 
 __all__ = [
     "TP",
+    "ClassicMemberMetadata",
     "ConsumerGroup",
     "ConsumerMember",
     "GroupState",
@@ -64,6 +65,37 @@ STATIC_LEAVE_EPOCH = -2
 session times out."""
 
 
+@dataclasses.dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """What a member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside
+    a consumer group keeps: its session timeout (ms) and its JoinGroup protocols (name,
+    ConsumerProtocolSubscription bytes) in its order of preference. Kafka's
+    ``ConsumerGroupMemberMetadataValue.ClassicMemberMetadata``."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol its JoinGroup/SyncGroup answers name: its most preferred one."""
+        return self.protocols[0][0]
+
+    def to_record(self) -> dict[str, Any]:
+        """The persisted fields (JSON-able; metadata as hex)."""
+        return {
+            "session_timeout_ms": self.session_timeout_ms,
+            "protocols": [[name, data.hex()] for name, data in self.protocols],
+        }
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any]) -> ClassicMemberMetadata:
+        """Inverse of :meth:`to_record`. Raises KeyError, ValueError, TypeError."""
+        protocols = tuple((str(n), bytes.fromhex(d)) for n, d in data["protocols"])
+        if not protocols:
+            raise ValueError("a classic member without protocols")
+        return cls(int(data["session_timeout_ms"]), protocols)
+
+
 @dataclasses.dataclass
 class ConsumerMember:
     """One member. ``assigned``: the partitions it may use now; ``revoking``: those it must
@@ -85,6 +117,8 @@ class ConsumerMember:
     revoking: frozenset[TP] = frozenset()
     regex_topics: frozenset[str] = frozenset()
     """Existing topics its regex matches (and it may DESCRIBE), as last resolved."""
+    classic: ClassicMemberMetadata | None = None
+    """Set for a member that uses the classic protocol (``coordinator.classic_members``)."""
     # soft state (not persisted)
     regex_version: int = -1
     """The topic-manager change count ``regex_topics`` was resolved at (-1: never)."""
@@ -123,6 +157,7 @@ class ConsumerMember:
             "assigned": _tps_out(self.assigned),
             "revoking": _tps_out(self.revoking),
             "regex_topics": sorted(self.regex_topics),
+            "classic": None if self.classic is None else self.classic.to_record(),
         }
 
     @classmethod
@@ -144,6 +179,11 @@ class ConsumerMember:
             assigned=_tps_in(data["assigned"]),
             revoking=_tps_in(data["revoking"]),
             regex_topics=frozenset(str(t) for t in data["regex_topics"]),
+            classic=(
+                None
+                if data.get("classic") is None
+                else ClassicMemberMetadata.from_record(data["classic"])
+            ),
         )
 
 

@@ -23,10 +23,11 @@ answered (under the default fsync policy), and the groups are rebuilt from those
 on start: after a crash members keep their ids, epochs and assignments, and each gets a
 fresh session timeout to come back in.
 
-Classic and consumer groups share the group id space: a heartbeat for the id of a classic
-group with members is 69 GROUP_ID_NOT_FOUND, whatever ``group.consumer.migration.policy``
-(``group_migration``: seglog does not convert groups with live members); an empty group of
-either type gives way to the other.
+Classic and consumer groups share the group id space: here a heartbeat for the id of a
+classic group with members is 69 GROUP_ID_NOT_FOUND; the broker runs the subclass
+``classic_members.ClassicMemberCoordinator``, which converts such groups online under
+``group.consumer.migration.policy`` (``group_migration``) and serves classic members inside
+consumer groups. An empty group of either type gives way to the other.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from seglog.broker.coordinator.consumer_group_rules import (
     invalid_heartbeat,
     reconcile,
 )
-from seglog.broker.coordinator.group_migration import MIGRATION_POLICIES, upgrade_refusal
+from seglog.broker.coordinator.group_migration import MIGRATION_POLICIES
 from seglog.broker.log.internal_topics import OFFSETS_TOPIC
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.protocol.errors import (
@@ -64,6 +65,7 @@ from seglog.broker.protocol.errors import (
     FENCED_MEMBER_EPOCH,
     GROUP_ID_NOT_FOUND,
     GROUP_MAX_SIZE_REACHED,
+    ILLEGAL_GENERATION,
     NONE,
     NOT_COORDINATOR,
     STALE_MEMBER_EPOCH,
@@ -170,10 +172,10 @@ class ConsumerGroupCoordinator:
                 return HeartbeatResult(
                     GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found."
                 )
-            if self.classic_members(req.group_id):
-                refusal = upgrade_refusal(req.group_id, self.migration_policy)
-                return HeartbeatResult(GROUP_ID_NOT_FOUND, refusal)
-            group = ConsumerGroup(req.group_id)
+            upgraded = self._upgrade(req.group_id)
+            if isinstance(upgraded, HeartbeatResult):
+                return upgraded
+            group = upgraded
         found = self._member(group, req)
         if isinstance(found, HeartbeatResult):
             return found
@@ -216,6 +218,14 @@ class ConsumerGroupCoordinator:
                 self.unreleased_heartbeat_interval_ms,
             ),
         )
+
+    def _upgrade(self, group_id: str) -> ConsumerGroup | HeartbeatResult:
+        """The new consumer group for a first heartbeat, or the refusal (69) when a classic
+        group of that id has members (``classic_members.ClassicMemberCoordinator``
+        converts such a group)."""
+        if self.classic_members(group_id):
+            return HeartbeatResult(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        return ConsumerGroup(group_id)
 
     def _member(
         self, group: ConsumerGroup, req: HeartbeatRequest
@@ -438,13 +448,23 @@ class ConsumerGroupCoordinator:
         group.subscription_metadata = self._metadata(group)
         if group.members:
             compute_target(group, self.assignors)
+        self._after_removal(group)
+
+    def _after_removal(self, group: ConsumerGroup) -> None:
+        """Hook after a member was removed (``classic_members``: the downgrade)."""
 
     def _touch(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
         member.session_timer = asyncio.get_running_loop().call_later(
-            self.session_timeout_ms / 1000, self._expire, group, member
+            self._session_timeout_ms(member) / 1000, self._expire, group, member
         )
+
+    def _session_timeout_ms(self, member: ConsumerMember) -> int:
+        """``group.consumer.session.timeout.ms``, or a classic member's own (JoinGroup)."""
+        if member.classic is not None:
+            return member.classic.session_timeout_ms
+        return self.session_timeout_ms
 
     def _arm_revocation(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.rebalance_timer is not None:
@@ -460,7 +480,8 @@ class ConsumerGroupCoordinator:
             or group.members.get(member.member_id) is not member
         ):
             return
-        self._remove(group, member, f"expired (no heartbeat for {self.session_timeout_ms} ms)")
+        timeout = self._session_timeout_ms(member)
+        self._remove(group, member, f"expired (no heartbeat for {timeout} ms)")
         self._after_change(group)
         self._persist_later(group)
 
@@ -526,6 +547,8 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return UNKNOWN_MEMBER_ID
+        if member.classic is not None:  # a classic member commits with its generation
+            return NONE if epoch == member.member_epoch else ILLEGAL_GENERATION
         if version < 9:
             return UNSUPPORTED_VERSION
         return NONE if epoch == member.member_epoch else STALE_MEMBER_EPOCH
@@ -539,7 +562,9 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id or "")
         if member is None:
             return UNKNOWN_MEMBER_ID
-        return NONE if epoch == member.member_epoch else STALE_MEMBER_EPOCH
+        if epoch == member.member_epoch:
+            return NONE
+        return STALE_MEMBER_EPOCH if member.classic is None else ILLEGAL_GENERATION
 
     def state(self, group_id: str) -> GroupState:
         """The group's state (Dead when unknown)."""

@@ -507,6 +507,41 @@ class GroupCoordinator:
             group.state = GroupState.DEAD
             del self.groups[group.group_id]
 
+    # -- online migration (``group_migration``) -----------------------------------------
+
+    def take(self, group_id: str) -> Group | None:
+        """Remove a group that becomes a KIP-848 consumer group (Kafka's
+        ``convertToConsumerGroup``): JoinGroup and SyncGroup requests waiting in it are
+        answered 27 REBALANCE_IN_PROGRESS (their members rejoin the consumer group) and
+        its timers are cancelled. None when there is no such group."""
+        group = self.groups.pop(group_id, None)
+        if group is None:
+            return None
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+            group.join_timer = None
+        for timer in group.pending.values():
+            timer.cancel()
+        group.pending.clear()
+        for m in group.members.values():
+            if m.expiry is not None:
+                m.expiry.cancel()
+                m.expiry = None
+            _resolve(m.join_future, JoinResult(REBALANCE_IN_PROGRESS, m.member_id))
+            _resolve(m.sync_future, SyncResult(REBALANCE_IN_PROGRESS))
+            m.join_future = m.sync_future = None
+        group.state = GroupState.DEAD
+        return group
+
+    def adopt(self, group: Group) -> None:
+        """Take in a group converted from a consumer group (Kafka's
+        ``convertToClassicGroup``): each member's session timeout starts and a rebalance
+        is prepared, so every member rejoins (27 on its next Heartbeat)."""
+        self.groups[group.group_id] = group
+        for m in group.members.values():
+            self._heartbeat(group, m)
+        self._prepare_rebalance(group)
+
     def shutdown(self) -> None:
         """Broker shutdown: answer waiting JoinGroup/SyncGroup with 16 NOT_COORDINATOR
         (clients look for the coordinator again) and cancel every timer."""

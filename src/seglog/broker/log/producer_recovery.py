@@ -6,8 +6,8 @@ The snapshot ``<data-dir>/producer-state.json`` holds the table (last 5 batches 
 producer id and partition) and, per partition, the log end offset it covers; it is written
 with the atomic-write helper (temp file, fsync, rename, directory fsync). On start the table
 is loaded from it and every partition is scanned from that offset to its end: each record
-batch v2 header gives producer id (offset 43), epoch (51), base sequence (53), record count
-(57) and last offset delta (23) (Kafka's DefaultRecordBatch), exactly what the table
+batch v2 header (storage's ``whole_batches``, Kafka's DefaultRecordBatch) gives producer id,
+epoch, base sequence, record count and last offset delta, exactly what the table
 remembers. A partition whose snapshot offset is beyond its log end (data lost under the
 relaxed fsync policy) or missing from the snapshot is scanned from its log start. So a
 retry sent after a restart, even a kill -9, is answered with its original offsets instead
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import struct
 import time
 from pathlib import Path
 
@@ -26,16 +25,13 @@ from seglog.broker.log.internal_topics import INTERNAL_TOPICS
 from seglog.broker.log.producers import BatchIdentity, ProducerStateTable
 from seglog.broker.log.topics import TopicManager
 from seglog.errors import SeglogError
-from seglog.storage import atomic_write
+from seglog.storage import atomic_write, whole_batches
 
 __all__ = ["SNAPSHOT_FILE", "observe_batches", "rebuild", "write_snapshot"]
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_FILE = "producer-state.json"
-_HEAD = struct.Struct(">qi")  # baseOffset, batchLength
-_DELTA = struct.Struct(">i")  # lastOffsetDelta at 23
-_IDENT = struct.Struct(">qhii")  # producerId@43, producerEpoch@51, baseSequence@53, count@57
 _CONTROL = 0x20  # attributes bit 5: control batch (transaction markers)
 _READ_BYTES = 8 << 20
 _INT32_MAX = 2**31 - 1
@@ -47,23 +43,16 @@ def observe_batches(
     """Record the producer batches of ``data`` (whole record batches v2) in ``table``;
     returns (next offset after the last whole batch, producer batches seen). The next
     offset is -1 when ``data`` holds no whole batch."""
-    pos, end, nxt, seen = 0, len(data), -1, 0
-    while pos + 61 <= end:
-        base, length = _HEAD.unpack_from(data, pos)
-        stop = pos + 12 + length
-        if length < 49 or stop > end:
-            break
-        (delta,) = _DELTA.unpack_from(data, pos + 23)
-        nxt = base + delta + 1
-        attributes = int.from_bytes(data[pos + 21 : pos + 23], "big")
-        if data[pos + 16] == 2 and not attributes & _CONTROL:
-            pid, epoch, first, count = _IDENT.unpack_from(data, pos + 43)
-            if pid >= 0 and first >= 0:
-                last = (first + max(count, 1) - 1) % (_INT32_MAX + 1)
-                ident = BatchIdentity(pid, epoch, first, last)
-                table.record(topic, partition, ident, base, base + delta)
-                seen += 1
-        pos = stop
+    nxt, seen = -1, 0
+    for _pos, h in whole_batches(data):
+        nxt = h.next_offset
+        producer = h.producer_id >= 0 and h.base_sequence >= 0
+        if producer and h.magic == 2 and not h.attributes & _CONTROL:
+            first = h.base_sequence
+            last = (first + max(h.record_count, 1) - 1) % (_INT32_MAX + 1)
+            ident = BatchIdentity(h.producer_id, h.producer_epoch, first, last)
+            table.record(topic, partition, ident, h.base_offset, h.last_offset)
+            seen += 1
     return nxt, seen
 
 

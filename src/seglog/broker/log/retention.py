@@ -129,7 +129,10 @@ def apply_policy(
     compacted away)``. Raises what the storage functions raise."""
     now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     removed = compacted = 0
-    if policy.compact:
+    # never a tiered log (storage's compact refuses it, as Kafka refuses compact beside
+    # remote.storage.enable): one tiered before log.cleanup.policy became compact
+    tiered_config = plog.config.remote_storage_enable or plog.remote_tier is not None
+    if policy.compact and not tiered_config:
         res = compact(
             plog,
             delete_retention_ms=max(policy.delete_retention_ms, 0),

@@ -20,8 +20,8 @@ from seglog.broker.apis.sasl import check_session
 from seglog.broker.config.broker_config import BrokerConfig
 from seglog.broker.config.listeners import Listener, configured_listeners
 from seglog.broker.context import BrokerContext, RequestContext
+from seglog.broker.coordinator.classic_members import ClassicMemberCoordinator
 from seglog.broker.coordinator.committed import CommittedOffsets
-from seglog.broker.coordinator.consumer_groups import ConsumerGroupCoordinator
 from seglog.broker.coordinator.groups import GroupCoordinator
 from seglog.broker.coordinator.share_groups import ShareGroupCoordinator
 from seglog.broker.coordinator.share_sessions import ShareSessionCache
@@ -228,7 +228,7 @@ class Broker:
             min_session_timeout_ms=config.group_min_session_timeout_ms,
             max_session_timeout_ms=config.group_max_session_timeout_ms,
         )
-        consumer_groups = ConsumerGroupCoordinator(
+        consumer_groups = ClassicMemberCoordinator(
             committed,
             topics,
             session_timeout_ms=config.group_consumer_session_timeout_ms,
@@ -238,7 +238,7 @@ class Broker:
             ),
             assignors=[a.strip() for a in config.group_consumer_assignors.split(",")],
             max_size=config.group_consumer_max_size,
-            classic_members=groups.has_members,
+            classic=groups,
             migration_policy=config.group_consumer_migration_policy,
         )
         consumer_groups.load()

@@ -72,7 +72,6 @@ __all__ = [
     "decode_response",
     "encode_request",
     "read_frame",
-    "split_host_port",
 ]
 
 CLIENT_OPTIONS = frozenset(
@@ -168,18 +167,6 @@ def _ssl_context(options: Mapping[str, str]) -> ssl.SSLContext:
             cert, options.get("ssl.key.location") or None, options.get("ssl.key.password")
         )
     return ctx
-
-
-def split_host_port(text: str) -> tuple[str, int]:
-    """One ``bootstrap.servers`` entry, ``"HOST:PORT"`` / ``"HOST"`` / ``"[::1]:PORT"``
-    (spaces around it ignored), as ``(host, port)``: host 127.0.0.1 when empty, port 9092
-    when missing (a bare IPv6 address needs its brackets and a port). ValueError for a
-    port that is not a number. (The broker's listeners are parsed by
-    ``config.broker_config.parse_host_port``, above this layer.)"""
-    host, sep, port = text.strip().rpartition(":")
-    if not sep:
-        host, port = port, ""
-    return host.strip("[]") or "127.0.0.1", int(port or 9092)
 
 
 def encode_request(request: Any, correlation_id: int, client_id: str | None) -> bytes:

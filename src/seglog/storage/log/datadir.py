@@ -35,7 +35,7 @@ from seglog.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from seglog.storage.config import LogConfig
+from seglog.storage.config import LogConfig, check_tiered_cleanup_policy
 from seglog.storage.fileio import files
 from seglog.storage.log import maint
 from seglog.storage.log.log import Log
@@ -175,13 +175,14 @@ class DataDir:
         self, name: str, partitions: int, configs: Mapping[str, str] | None = None
     ) -> TopicInfo:
         """Create ``name`` with ``partitions`` empty partition logs; configs by Kafka name.
-        Raises InvalidTopicError, TopicExistsError, ValueError (partitions, configs)."""
+        Raises InvalidTopicError, TopicExistsError, ValueError (partitions, configs; a
+        tiered topic that ``cleanup.policy`` compacts: ``check_tiered_cleanup_policy``)."""
         meta = self._meta_path(name)
         self._check_writable()
         if not 1 <= partitions <= MAX_PARTITIONS:
             raise ValueError(f"partitions must be in [1, {MAX_PARTITIONS}]")
         configs = dict(configs or {})
-        config = self._config_for(configs)
+        config = self._config_for(configs, check=True)
         with self._lock:
             if meta.exists():
                 raise TopicExistsError(f"topic {name!r} already exists")
@@ -246,11 +247,12 @@ class DataDir:
         (fsynced); open partition logs take the new LogConfig at once (segment roll, size
         limits and flush settings apply from their next append).
 
-        Raises UnknownTopicError, ValueError (a bad LogConfig value), ReadOnlyError."""
+        Raises UnknownTopicError, ValueError (a bad LogConfig value, a tiered topic that
+        ``cleanup.policy`` compacts), ReadOnlyError."""
         self._check_writable()
         meta = self._meta_path(name)
         configs = dict(configs)
-        config = self._config_for(configs)
+        config = self._config_for(configs, check=True)
         with self._lock:
             try:
                 info = self._read_meta(meta)
@@ -268,8 +270,12 @@ class DataDir:
                         maint.attach_tier(log, self.remote)
             return altered
 
-    def _config_for(self, configs: Mapping[str, str]) -> LogConfig:
+    def _config_for(self, configs: Mapping[str, str], *, check: bool = False) -> LogConfig:
+        """The LogConfig of a topic with ``configs`` over the defaults; ``check``: refuse
+        (ValueError) what a new config may not be, not what an existing topic has."""
         merged = {**self.default_config.to_kafka_configs(), **configs}
+        if check:
+            check_tiered_cleanup_policy(merged)
         return LogConfig.from_kafka_configs(merged)
 
     def delete_topic(self, name: str) -> list[RemotePartition]:

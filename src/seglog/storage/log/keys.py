@@ -103,8 +103,9 @@ def forget_removed(log: Log, removed: list[int], *, rescan: bool) -> None:
     compaction or ``delete_offsets`` (called under the maintenance lock, after the
     rewrite): a key whose last offset was removed points at its latest surviving older
     record, found by decoding the log from the log start up to that offset (``rescan``:
-    delete-by-offsets), or is forgotten (compaction removes a key's last record, a
-    tombstone, only when no earlier record of the key is kept). Appends that happened
+    delete-by-offsets, and compaction when it removed records of aborted transactions),
+    or is forgotten (otherwise compaction removes a key's last record, a tombstone, only
+    when no earlier record of the key is kept). Appends that happened
     meanwhile win (an entry no longer naming a removed offset is left alone)."""
     state = log._state
     keys = state.keys

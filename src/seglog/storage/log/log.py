@@ -44,6 +44,7 @@ from seglog.storage.log import (
     blocking,
     fastpath,
     gc,
+    isolation,
     keys,
     maint,
     message_ops,
@@ -276,8 +277,14 @@ class Log(LogAPI):
     def batches(self, start: int = OFFSET_OLDEST, end: int | None = None) -> Iterator[memoryview]:
         return reader.batches(self._state, start, end)
 
-    def offset_for_time(self, timestamp_ms: int) -> tuple[int, int] | None:
-        return reader.offset_for_time(self._state, timestamp_ms)
+    def offset_for_time(
+        self, timestamp_ms: int, *, isolation_level: IsolationLevel = "read_uncommitted"
+    ) -> tuple[int, int] | None:
+        committed = isolation.check_level(isolation_level)
+        found = reader.offset_for_time(self._state, timestamp_ms)
+        if not committed:
+            return found
+        return isolation.committed_offset_for_time(self._state, timestamp_ms, found)
 
     # -- the embedded API (publish, consume, get...) ---------------------------------------
 
@@ -337,31 +344,46 @@ class Log(LogAPI):
         self._state.check_open()
         return keys.consume_by_key(self._state, key, offset, max_count, isolation_level)
 
-    def get(self, offset: int) -> Message:
-        return message_ops.get(self, offset)
+    def get(self, offset: int, *, isolation_level: IsolationLevel = "read_uncommitted") -> Message:
+        return message_ops.get(self, offset, isolation_level)
 
-    def get_by_key(self, key: bytes) -> Message:
-        offset = self.offset_by_key(key)
+    def get_by_key(
+        self, key: bytes, *, isolation_level: IsolationLevel = "read_uncommitted"
+    ) -> Message:
+        offset = self.offset_by_key(key, isolation_level=isolation_level)
         try:
-            return message_ops.get(self, offset)
+            return message_ops.get(self, offset, isolation_level)
         except InvalidOffsetError as e:  # a trim moved the log start past it meanwhile
             raise NotFoundError(f"the last message with key {key!r} was removed") from e
 
-    def offset_by_key(self, key: bytes) -> int:
+    def offset_by_key(
+        self, key: bytes, *, isolation_level: IsolationLevel = "read_uncommitted"
+    ) -> int:
+        committed = isolation.check_level(isolation_level)
         self._state.check_open()
         offset = keys.get_offset(self._state, key)
         if offset >= self._state.high_watermark and self._state.group_commit is not None:
             self.sync_future(offset + 1).result()
-        return offset
+        if not committed:
+            return offset
+        try:
+            return isolation.committed_offset_by_key(self._state, key, offset)
+        except InvalidOffsetError as e:  # a trim moved the log start past it meanwhile
+            raise NotFoundError(f"the last message with key {key!r} was removed") from e
 
-    def offset_by_time(self, timestamp_ms: int) -> tuple[int, int]:
-        found = self.offset_for_time(timestamp_ms)
+    def offset_by_time(
+        self, timestamp_ms: int, *, isolation_level: IsolationLevel = "read_uncommitted"
+    ) -> tuple[int, int]:
+        found = self.offset_for_time(timestamp_ms, isolation_level=isolation_level)
         if found is None:
             raise NotFoundError(f"no message at or after {timestamp_ms} ms")
         return found
 
-    def get_by_time(self, timestamp_ms: int) -> Message:
-        return message_ops.get(self, self.offset_by_time(timestamp_ms)[0])
+    def get_by_time(
+        self, timestamp_ms: int, *, isolation_level: IsolationLevel = "read_uncommitted"
+    ) -> Message:
+        offset = self.offset_by_time(timestamp_ms, isolation_level=isolation_level)[0]
+        return message_ops.get(self, offset, isolation_level)
 
     def next_offset(self) -> int:
         self._state.check_open()

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from seglog.errors import InvalidOffsetError, NotFoundError
-from seglog.storage.log import fastpath
-from seglog.storage.record.batch import check_batch_crcs, parse_header
+from seglog.storage.log import fastpath, isolation
+from seglog.storage.record.batch import check_batch_crcs
 from seglog.storage.record.message import (
     OFFSET_NEWEST,
     Message,
@@ -45,16 +45,19 @@ def consume(
     return cols.next_offset, cols.messages()
 
 
-def _batch_next(batch: memoryview) -> int:
-    return parse_header(batch).next_offset
-
-
-def get(log: Log, offset: int) -> Message:
+def get(log: Log, offset: int, isolation_level: IsolationLevel = "read_uncommitted") -> Message:
     """See ``Log.get``."""
-    hw = log.high_watermark
-    if offset < log.log_start_offset or offset >= hw:
-        raise InvalidOffsetError(f"offset {offset} outside [{log.log_start_offset}, {hw})")
+    committed = isolation.check_level(isolation_level)
+    upper = log.last_stable_offset if committed else log.high_watermark
+    if offset < log.log_start_offset or offset >= upper:
+        bound = "last stable offset" if committed else "high watermark"
+        raise InvalidOffsetError(
+            f"offset {offset} outside [{log.log_start_offset}, {upper}) (the {bound})"
+        )
     for batch in log.batches(offset):
+        why = isolation.unreadable(log._state, batch, offset, committed)
+        if why is not None:
+            raise NotFoundError(f"offset {offset} is {why}")
         if log.config.check_crcs:
             check_batch_crcs(batch)  # CorruptRecordError naming the batch's offset
         for m in decode_batches(batch):

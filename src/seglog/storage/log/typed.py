@@ -209,21 +209,34 @@ class TypedLog(Generic[K, V]):
             )
         )
 
-    def get(self, offset: int) -> TypedMessage[K, V]:
+    def get(
+        self, offset: int, *, isolation_level: IsolationLevel = "read_uncommitted"
+    ) -> TypedMessage[K, V]:
         """``Log.get``, decoded."""
-        return self._decode(self.log.get(offset))
+        return self._decode(self.log.get(offset, isolation_level=isolation_level))
 
-    def get_by_key(self, key: K) -> TypedMessage[K, V]:
+    def get_by_key(
+        self, key: K, *, isolation_level: IsolationLevel = "read_uncommitted"
+    ) -> TypedMessage[K, V]:
         """``Log.get_by_key`` with an encoded key, decoded."""
-        return self._decode(self.log.get_by_key(self.key_codec.encode(key)))
+        encoded = self.key_codec.encode(key)
+        return self._decode(self.log.get_by_key(encoded, isolation_level=isolation_level))
 
-    def offset_by_key(self, key: K) -> int:
+    def offset_by_key(self, key: K, *, isolation_level: IsolationLevel = "read_uncommitted") -> int:
         """``Log.offset_by_key`` with an encoded key."""
-        return self.log.offset_by_key(self.key_codec.encode(key))
+        return self.log.offset_by_key(self.key_codec.encode(key), isolation_level=isolation_level)
 
-    def offset_by_time(self, timestamp_ms: int) -> tuple[int, int]:
+    def offset_by_time(
+        self, timestamp_ms: int, *, isolation_level: IsolationLevel = "read_uncommitted"
+    ) -> tuple[int, int]:
         """``Log.offset_by_time``."""
-        return self.log.offset_by_time(timestamp_ms)
+        return self.log.offset_by_time(timestamp_ms, isolation_level=isolation_level)
+
+    def get_by_time(
+        self, timestamp_ms: int, *, isolation_level: IsolationLevel = "read_uncommitted"
+    ) -> TypedMessage[K, V]:
+        """``Log.get_by_time``, decoded."""
+        return self._decode(self.log.get_by_time(timestamp_ms, isolation_level=isolation_level))
 
     def next_offset(self) -> int:
         """``Log.next_offset``."""

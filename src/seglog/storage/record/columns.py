@@ -21,7 +21,6 @@ under LogAppendTime (attributes bit 3), as kafka-python's ``MemoryRecords`` give
 from __future__ import annotations
 
 import itertools
-import struct
 import warnings
 from collections.abc import Iterable, Sequence
 
@@ -30,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from seglog.errors import CorruptRecordError
-from seglog.storage.record.batch import crc_mismatch
+from seglog.storage.record.batch import BATCH_HEADER, crc_mismatch
 from seglog.storage.record.control import AbortedFilter
 from seglog.storage.record.message import Message, new_messages
 from seglog.storage.record.varint import I64, U8, decode_varints, gather
@@ -41,17 +40,12 @@ with warnings.catch_warnings():
     from kafka.record.util import decode_varint
 
 __all__ = [
-    "BATCH_HEADER",
     "RecordColumns",
     "concat_columns",
     "decode_columns",
     "decompress",
     "empty_columns",
 ]
-
-BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
-"""baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
-firstTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount (61 B)."""
 
 _CONTROL = 0x20
 _CRC_BEFORE_BODY = BATCH_HEADER.size - 21  # the CRC covers the header from byte 21 on

@@ -20,7 +20,7 @@ import crc32c
 from kafka.record.util import decode_varint
 
 from seglog.errors import CorruptRecordError
-from seglog.storage.record.batch import ATTR_CONTROL
+from seglog.storage.record.batch import ATTR_CONTROL, BATCH_HEADER
 
 __all__ = [
     "ATTR_CONTROL",
@@ -41,7 +41,6 @@ CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
 """ControlRecordType COMMIT."""
 
-_HEAD = struct.Struct(">qiibIhiqqqhii")  # the 61-byte header of record batch v2
 _KEY = struct.Struct(">hh")  # version, type
 _VALUE = struct.Struct(">hi")  # version, coordinatorEpoch
 _ATTRS_AT = 21
@@ -79,7 +78,7 @@ def encode_control_batch(
     record = b"\x20\x00\x00\x00\x08" + key + b"\x0c" + value + b"\x00"
     size = _HEADER_SIZE + len(record)
     buf = bytearray(size)
-    _HEAD.pack_into(
+    BATCH_HEADER.pack_into(
         buf,
         0,
         0,  # baseOffset

@@ -27,6 +27,7 @@ import numpy as np
 from kafka.record.util import encode_varint
 
 from seglog.errors import RecordTooLargeError
+from seglog.storage.record.batch import BATCH_HEADER
 from seglog.storage.record.encode_same import (
     OD_LIMITS,
     PACK_MAX,
@@ -44,7 +45,6 @@ __all__ = ["encode_record_columns", "encode_record_columns_into", "encode_record
 
 HeaderList = Sequence[tuple[str, bytes | None]]
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC = struct.Struct(">I")
 _HEADER_SIZE = 61
 _NO_HEADERS = b"\x00"
@@ -397,7 +397,9 @@ def _finish(buf: bytearray, ts: I64, lo: int, hi: int, total: int) -> bytes:
     """Write the batch header and CRC-32C of records ``[lo, hi)`` encoded in ``buf``."""
     first, last = int(ts[lo]), hi - lo - 1
     max_ts = int(ts[lo:hi].max())
-    _HEADER.pack_into(buf, 0, 0, total - 12, 0, 2, 0, 0, last, first, max_ts, -1, -1, -1, hi - lo)
+    BATCH_HEADER.pack_into(
+        buf, 0, 0, total - 12, 0, 2, 0, 0, last, first, max_ts, -1, -1, -1, hi - lo
+    )
     _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
     return bytes(buf)
 

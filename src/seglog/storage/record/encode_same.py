@@ -27,6 +27,7 @@ import crc32c
 import numpy as np
 from kafka.record.util import encode_varint
 
+from seglog.storage.record.batch import BATCH_HEADER
 from seglog.storage.record.varint import U8
 
 __all__ = ["PACK_MAX", "encode_same", "encode_same_into", "give_back", "same_size"]
@@ -35,7 +36,6 @@ Buffer = bytes | bytearray | memoryview
 """Anything exposing the buffer protocol."""
 
 HEADER_SIZE = 61
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC = struct.Struct(">I")
 
 OD_LIMITS = [1 << (7 * g - 1) for g in range(1, 10)]
@@ -281,7 +281,7 @@ def _fill(  # noqa: PLR0917 (internal: encode_same's locals)
             np.ndarray((b - a,), kdt, buf, kcol, (width,))[:] = keys[lo + a : lo + b]
         if values is not None:
             np.ndarray((b - a,), vdt, buf, vcol, (width,))[:] = values[lo + a : lo + b]
-    _HEADER.pack_into(buf, 0, 0, total - 12, 0, 2, 0, 0, count - 1, ts, ts, -1, -1, -1, count)
+    BATCH_HEADER.pack_into(buf, 0, 0, total - 12, 0, 2, 0, 0, count - 1, ts, ts, -1, -1, -1, count)
     _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[21:total]))
 
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from seglog.storage.config import TIERED_COMPACT_MESSAGE
 from seglog.storage.log import maint
 from seglog.storage.log.keys import forget_removed
 from seglog.storage.record.batch import parse_header
@@ -105,9 +106,15 @@ def compact(
     bytes freed. ``updates``/``deletes`` select the two halves; ``before_ms`` bounds
     both to records older than it (klevdb's ``before``); ``now_ms`` defaults to the wall
     clock. Raises ReadOnlyError,
-    LogClosedError, OSError; ValueError for negative durations."""
+    LogClosedError, OSError; ValueError for negative durations and for a tiered log
+    (``remote.storage.enable`` or a remote tier: Kafka never compacts a tiered topic,
+    whose uploaded segments the remote copies must keep matching)."""
     if delete_retention_ms < 0 or min_compaction_lag_ms < 0:
         raise ValueError("delete_retention_ms and min_compaction_lag_ms must be >= 0")
+    if log.config.remote_storage_enable or log.remote_tier is not None:
+        raise ValueError(
+            f"{TIERED_COMPACT_MESSAGE}: {log.directory} is tiered (remote.storage.enable)"
+        )
     now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     tombstone_before = now - delete_retention_ms
     if before_ms is not None:
@@ -184,7 +191,9 @@ def compact(
             done, size = rewrite_segment(log, seg, offsets, markers=markers)
             removed.extend(done)
             freed += size
-        forget_removed(log, removed, rescan=False)  # removed last records are tombstones
+        # a key's removed last record is a tombstone (no earlier record kept: forget the
+        # key) or an aborted record (its latest surviving record becomes its last: rescan)
+        forget_removed(log, removed, rescan=any(data for data, _ in txn.values()))
         maint.close_retired(log)
         return Removed(removed, freed)
 
