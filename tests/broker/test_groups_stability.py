@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, ConsumerGroupState
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaConsumer
@@ -155,9 +156,7 @@ def _describe(bootstrap: str, group: str) -> tuple[ConsumerGroupState, int]:
     return described.state, len(described.members)
 
 
-def _settled(
-    proc: BrokerProcess, group: str, events: Events, names: set[str], after: int
-) -> int:
+def _settled(proc: BrokerProcess, group: str, events: Events, names: set[str], after: int) -> int:
     """Wait until the group is Stable with ``names`` holding every partition at a
     generation newer than ``after``; return that generation."""
 
@@ -182,8 +181,11 @@ def _assert_quiet(proc: BrokerProcess, group: str, events: Events, generation: i
 
 
 def _join_and_leave(
-    proc: BrokerProcess, topic: str, group: str, first: Factory, second: Factory
+    proc: BrokerProcess, topic: str, first: Factory, second: Factory, third: Factory
 ) -> None:
+    """``first`` (the leader) then ``second`` settle, ``third`` joins, gets partitions
+    and leaves (LeaveGroup on close); the group settles again and stays quiet."""
+    group = f"g-{topic}"
     bootstrap = proc.bootstrap
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
@@ -191,26 +193,32 @@ def _join_and_leave(
     finally:
         admin.close()
     events = Events()
-    with (
-        member(first, bootstrap, group, topic, "a", events),
-        member(second, bootstrap, group, topic, "b", events),
-    ):
-        gen = _settled(proc, group, events, {"a", "b"}, after=0)
-        _assert_quiet(proc, group, events, gen)
-        with member(_kafka_python, bootstrap, group, topic, "c", events):
-            gen = _settled(proc, group, events, {"a", "b", "c"}, after=gen)
-            assert events.assigned.get("c"), events.log
-        gen = _settled(proc, group, events, {"a", "b"}, after=gen)
-        _assert_quiet(proc, group, events, gen)
+    with member(first, bootstrap, group, topic, "a", events):
+        gen = _settled(proc, group, events, {"a"}, after=0)  # "a" is the leader
+        with member(second, bootstrap, group, topic, "b", events):
+            gen = _settled(proc, group, events, {"a", "b"}, after=gen)
+            _assert_quiet(proc, group, events, gen)
+            with member(third, bootstrap, group, topic, "c", events):
+                gen = _settled(proc, group, events, {"a", "b", "c"}, after=gen)
+                assert events.assigned.get("c"), events.log
+            gen = _settled(proc, group, events, {"a", "b"}, after=gen)
+            _assert_quiet(proc, group, events, gen)
 
 
+@pytest.mark.slow  # ~3.5 s: four rebalances and two quiet windows
 def test_kafka_python_group_settles_after_join_and_leave(
     broker_process: BrokerProcess, topic: str
 ) -> None:
-    _join_and_leave(broker_process, topic, f"g-{topic}", _kafka_python, _kafka_python)
+    _join_and_leave(broker_process, topic, _kafka_python, _kafka_python, _kafka_python)
 
 
-def test_mixed_kafka_python_confluent_group_settles(
-    broker_process: BrokerProcess, topic: str
-) -> None:
-    _join_and_leave(broker_process, topic, f"g-{topic}", _kafka_python, _confluent)
+@pytest.mark.slow  # ~3.5 s: four rebalances and two quiet windows
+def test_mixed_group_settles_kafka_python_leader(broker_process: BrokerProcess, topic: str) -> None:
+    """kafka-python leads (it joins first); librdkafka members follow and one leaves."""
+    _join_and_leave(broker_process, topic, _kafka_python, _confluent, _confluent)
+
+
+@pytest.mark.slow  # ~3.5 s: four rebalances and two quiet windows
+def test_mixed_group_settles_librdkafka_leader(broker_process: BrokerProcess, topic: str) -> None:
+    """librdkafka leads; kafka-python members follow and one leaves."""
+    _join_and_leave(broker_process, topic, _confluent, _kafka_python, _kafka_python)
