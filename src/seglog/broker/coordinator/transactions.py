@@ -44,7 +44,7 @@ from seglog.broker.log.internal_topics import INTERNAL_TOPICS, OFFSETS_TOPIC
 from seglog.broker.log.producers import ProducerStateTable
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.protocol import errors as _errors
-from seglog.errors import SeglogError
+from seglog.errors import SeglogError, UnknownTopicError
 
 __all__ = ["TransactionCoordinator", "fenced_code"]
 
@@ -291,7 +291,18 @@ class TransactionCoordinator:
         durable Prepare already decides the outcome (a crash before the markers are
         durable completes the transaction again at the next start), and the Complete
         record is written only once they are durable (:meth:`_settle`), as is any later
-        record of the id (:meth:`_write`)."""
+        record of the id (:meth:`_write`).
+
+        A commit first waits until every data partition of the transaction is durable up
+        to its log end offset (Produce answers transactional batches before their fsync):
+        a PrepareCommit is never written for records a crash could still take. When a
+        partition cannot be made durable (offline after an fsync error, closed), the
+        transaction is aborted instead and the storage error returned
+        (:meth:`_abort_undurable`)."""
+        if commit and not meta.in_prepare:
+            failed = await self._data_durable(meta)
+            if failed is not None:
+                return await self._abort_undurable(meta, failed)
         if not meta.in_prepare:
             target = meta.copy()
             target.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
@@ -314,6 +325,53 @@ class TransactionCoordinator:
         else:
             self.aborts += 1
         return _errors.NONE
+
+    async def _data_durable(self, meta: TransactionMetadata) -> BaseException | None:
+        """Wait until every data partition of ``meta`` is durable up to its log end
+        offset now (the partitions in parallel; usually done already: each append asked
+        for its fsync); returns the first error (the log offline or closed), else None.
+        A partition deleted since it joined is skipped (it gets no marker either); a log
+        under a relaxed flush policy (``flush.messages``/``flush.ms``) promises nothing
+        and is not waited for."""
+        waits: list[asyncio.Future[int]] = []
+        for topic, partition in sorted(meta.partitions - {_OFFSETS_PARTITION}):
+            try:
+                plog = self._topics.log(topic, partition)
+            except UnknownTopicError:
+                continue
+            except (SeglogError, OSError) as exc:
+                return exc
+            end = plog.log_end_offset
+            if plog.config.fsync_before_ack and plog.high_watermark < end:
+                waits.append(asyncio.wrap_future(plog.sync_future(end)))
+        if not waits:
+            return None
+        results = await asyncio.gather(*waits, return_exceptions=True)
+        return next((r for r in results if isinstance(r, BaseException)), None)
+
+    async def _abort_undurable(self, meta: TransactionMetadata, failed: BaseException) -> int:
+        """Abort ``meta``'s transaction whose records could not all be made durable and
+        return the storage error (56 KAFKA_STORAGE_ERROR for an offline log), the code a
+        Produce to that partition gets. Not a retriable code: a retried commit would find
+        the transaction aborted and get 48 (fatal for clients). librdkafka treats an
+        EndTxn error it has no rule for as abortable (``commit_transaction`` raises
+        txn_requires_abort), and its abort then finds CompleteAbort and gets 0; the epoch
+        is not bumped, so the producer carries on with its next transaction. Kafka itself
+        never meets this case: its records are replicated before the Produce answer."""
+        log.error(
+            "transactional id %r: aborting its commit, records not durable: %s",
+            meta.transactional_id,
+            failed,
+        )
+        target = meta.copy()
+        target.state = TxnState.PREPARE_ABORT
+        target.last_update_ms = _now_ms()
+        try:
+            await self._write(target)
+            await self._complete(target, commit=False)
+        except (SeglogError, OSError) as exc:  # the Prepare is completed later
+            log.error("transactional id %r: abort not completed: %s", meta.transactional_id, exc)
+        return _errors.error_code(failed)
 
     async def _settle(
         self, waits: list[asyncio.Future[Any]], prepared: TransactionMetadata,
@@ -417,13 +475,17 @@ class TransactionCoordinator:
     async def recover(self, producers: ProducerStateTable) -> None:
         """At start: complete every transaction found in PrepareCommit/PrepareAbort (its
         markers are written again: a partition that already has one gets a second, which
-        readers skip); then end every transaction a partition or ``__consumer_offsets``
-        holds open that the coordinator's state does not place there (AddPartitionsToTxn
-        is answered before its record is fsynced, so a power loss can lose it): when its
-        producer's transaction is Ongoing, all of it is aborted with the epoch bumped (so a
-        commit can never leave that partition out); else an ABORT marker is written to
-        those partitions (at the epoch ``producers`` knows there) and its transactional
-        offsets are dropped."""
+        readers skip); then abort, with the epoch bumped (its producer is fenced and
+        starts again; a commit never goes through with records missing), every Ongoing
+        transaction unless all of its data partitions were shut down cleanly (Produce
+        answers transactional records before their fsync, so after a crash some may be
+        gone; kill -9 and power loss cannot be told apart); then end every transaction a
+        partition or ``__consumer_offsets`` holds open that the coordinator's state does
+        not place there (AddPartitionsToTxn is answered before its record is fsynced, so a
+        power loss can lose it): when its producer's transaction is Ongoing, all of it is
+        aborted with the epoch bumped (so a commit can never leave that partition out);
+        else an ABORT marker is written to those partitions (at the epoch ``producers``
+        knows there) and its transactional offsets are dropped."""
         for meta in list(self._txns.values()):
             if meta.in_prepare:
                 log.info(
@@ -442,19 +504,32 @@ class TransactionCoordinator:
         for pid in self._committed.pending_producers():
             if not self._holds(pid, _OFFSETS_PARTITION):
                 strays.setdefault(pid, set()).add(_OFFSETS_PARTITION)
+        for meta in [m for m in self.all() if m.state == TxnState.ONGOING]:
+            parts = strays.pop(meta.producer_id, set())
+            if parts:
+                log.warning(
+                    "aborting producer %d's transaction left open in %s",
+                    meta.producer_id,
+                    sorted(parts),
+                )
+            elif self._survived(meta):
+                continue
+            else:
+                log.warning(
+                    "aborting the transaction of %r: ongoing at a crash, its records may be lost",
+                    meta.transactional_id,
+                )
+            widened = meta.copy()
+            widened.partitions |= parts
+
+            async def abort(widened: TransactionMetadata = widened) -> int:
+                await self._fence_and_abort(widened, timed_out=False)
+                return _errors.NONE
+
+            await self._guarded(meta.transactional_id, abort())
         for pid, parts in sorted(strays.items()):
             owner = self._by_pid.get(pid)
             log.warning("aborting producer %d's transaction left open in %s", pid, sorted(parts))
-            if owner is not None and owner.state == TxnState.ONGOING:
-                widened = owner.copy()
-                widened.partitions |= parts
-
-                async def abort(widened: TransactionMetadata = widened) -> int:
-                    await self._fence_and_abort(widened, timed_out=False)
-                    return _errors.NONE
-
-                await self._guarded(owner.transactional_id, abort())
-                continue
             waits = []
             for topic, partition in sorted(parts - {_OFFSETS_PARTITION}):
                 epochs = [e for p, e, _s in producers.active(topic, partition) if p == pid]
@@ -468,6 +543,20 @@ class TransactionCoordinator:
                 waits.append(asyncio.wrap_future(fut))
             if waits:
                 await asyncio.gather(*waits)
+
+    def _survived(self, meta: TransactionMetadata) -> bool:
+        """Whether every data partition of ``meta``'s ongoing transaction was opened after
+        a clean shutdown (``Log.clean_start``: its records were fsynced at close), so
+        none of the records Produce acknowledged before their fsync can be missing."""
+        for topic, partition in meta.partitions - {_OFFSETS_PARTITION}:
+            try:
+                if not self._topics.log(topic, partition).clean_start:
+                    return False
+            except UnknownTopicError:  # deleted: no marker, nothing to lose
+                continue
+            except SeglogError:  # offline: cannot tell
+                return False
+        return True
 
     def _holds(self, producer_id: int, partition: Partition) -> bool:
         """Whether the producer's transaction is Ongoing with ``partition`` in it."""
