@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,18 @@ from pathlib import Path
 import pytest
 from kafka.protocol.admin import DescribeTransactionsRequest
 from tests._wait import wait_until
-from tests.broker._txn import CONCURRENT_TRANSACTIONS, add, end, init, latest, send, txn_batch
+from tests.broker._txn import (
+    CONCURRENT_TRANSACTIONS,
+    PRODUCER_FENCED,
+    add,
+    end,
+    fetch,
+    init,
+    latest,
+    send,
+    stored_values,
+    txn_batch,
+)
 from tests.broker._wire import Wire, ensure_topic, produce
 
 from seglog.broker import BrokerProcess, start_broker
@@ -70,6 +82,36 @@ def test_transactional_produce_answered_before_its_fsync(
         wait_until(lambda: latest(w, "early", 0) == 3, timeout=30, message="never durable")
 
 
+def test_transactional_produce_waits_for_its_ongoing_record(
+    slow_disk: tuple[LazyMount, BrokerProcess],
+) -> None:
+    """The one thing a transactional produce waits for: the ``__transaction_state`` record
+    that put its partition in the transaction (AddPartitionsToTxn is answered before its
+    fsync), so that no restart forgets a transaction with acknowledged records."""
+    fs, broker = slow_disk
+    with Wire(broker.bootstrap) as w, Wire(broker.bootstrap) as watcher:
+        ensure_topic(w, "gate")
+        r = init(w, "gate")
+        pid, epoch = r.producer_id, r.producer_epoch
+        fs.control(f"fsync_delay {SLOW_S} /__transaction_state-0/")
+        assert add(w, "gate", pid, epoch, "gate") == 0  # answered, its fsync slow
+        sent: list[int] = []
+        produce = threading.Thread(
+            target=lambda: sent.append(send(w, "gate", txn_batch(pid, epoch, 0, [b"g"])))
+        )
+        produce.start()
+        try:
+            # appended (the partition holds the transaction open) but not answered
+            wait_until(
+                lambda: latest(watcher, "gate", 0) == 1, timeout=SLOW_S / 2, message="append"
+            )
+            assert sent == []
+        finally:
+            fs.control("fsync_delay 0 -")
+            produce.join(30)
+        assert sent == [0]
+
+
 def test_commit_waits_until_the_records_are_durable(
     slow_disk: tuple[LazyMount, BrokerProcess],
 ) -> None:
@@ -115,3 +157,38 @@ def test_commit_of_records_lost_to_an_fsync_error_aborts(
         assert _state(w, "eio") in ("PrepareAbort", "CompleteAbort")
         assert end(w, "eio", pid, epoch, True) != 0  # a retried commit never succeeds
     assert "records not durable" in broker.log_text()
+
+
+def test_power_loss_keeps_committed_and_aborts_ongoing(tmp_path: Path) -> None:
+    """Power loss (everything not fsynced is gone) with one transaction committed and the
+    next one Ongoing with acknowledged records: after the restart the committed one is
+    whole, the Ongoing one is aborted and its producer fenced (EndTxn 90), never told
+    that a transaction with lost records committed."""
+    with lazy_mount(tmp_path / "mnt") as fs:
+        data = fs.path / "data"
+        data.mkdir()  # made durable, as a data directory made ahead is
+        fd = os.open(fs.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        broker = start_broker(data, log_path=tmp_path / "broker.log")
+        try:
+            with Wire(broker.bootstrap) as w:
+                pid, epoch = _begin(w, "pl", "pl")
+                assert send(w, "pl", txn_batch(pid, epoch, 0, [b"c1", b"c2", b"c3"])) == 0
+                assert end(w, "pl", pid, epoch, True) == 0  # committed: offsets 0-2, marker 3
+                assert add(w, "pl", pid, epoch, "pl") == 0
+                assert send(w, "pl", txn_batch(pid, epoch, 3, [b"o1", b"o2"])) == 0
+            broker.kill()
+            fs.power_loss()
+            broker = start_broker(data, port=broker.port, log_path=tmp_path / "broker2.log")
+            with Wire(broker.bootstrap) as w:
+                assert _state(w, "pl") == "CompleteAbort"
+                assert end(w, "pl", pid, epoch, True) == PRODUCER_FENCED
+                wait_until(lambda: latest(w, "pl", 1) == latest(w, "pl", 0), message="open")
+                assert stored_values(fetch(w, "pl", 1).records)[:3] == [b"c1", b"c2", b"c3"]
+                assert [a.producer_id for a in fetch(w, "pl", 1).aborted_transactions] == [pid]
+        finally:
+            broker.stop()
+            assert "Traceback" not in broker.log_text(), broker.log_text()

@@ -10,7 +10,9 @@ loop never blocks. v0-2 (message sets v0/v1 from clients pinned to old versions)
 decoded by kafka-python and answered with 87 INVALID_RECORD.
 
 Transactional batches (attributes bit 4) are answered once appended, without waiting for
-their fsync (requested at once all the same): their records become durable before the
+their fsync (requested at once all the same; only the ``__transaction_state`` record
+that put the partition in the transaction is waited for, usually durable already:
+:meth:`TransactionCoordinator.ongoing_barrier`): their records become durable before the
 transaction commits (EndTxn waits for it before PrepareCommit,
 :meth:`TransactionCoordinator.end_txn`), a crash before the commit aborts the transaction
 (:meth:`TransactionCoordinator.recover`), and no reader sees them earlier, since the high
@@ -67,6 +69,7 @@ class _Result(NamedTuple):
     record_errors: tuple[tuple[int, str], ...] = ()  # (batch index, why): KIP-467, v8+
     error_message: str | None = None
     transactional: bool = False  # every batch transactional: answered before the fsync
+    barrier: tuple[Log, int] | None = None  # ... but after its transaction's Ongoing record
 
 
 Records = bytes | bytearray | memoryview
@@ -144,11 +147,14 @@ def _append(
                                error_message=message)  # fmt: skip
         ident = batch_identity(records)
         transactional = False
+        barrier = None
         if records[_ATTRIBUTES_LOW] & _TRANSACTIONAL:
             code = _transactional_code(ctx, topic, partition, ident)
             if code != _errors.NONE:
                 return _Result(partition, code)
             transactional = _all_transactional(records)
+            if ident is not None:
+                barrier = ctx.transactions.ongoing_barrier(ident.producer_id)
         if ident is not None:
             code, dup_base, dup_last = ctx.producers.check(topic, partition, ident)
             if code != _errors.NONE:
@@ -157,7 +163,7 @@ def _append(
                 log.debug("duplicate batch from producer %d on %s-%d", ident[0], topic, partition)
                 return _Result(
                     partition, 0, dup_base, -1, plog.log_start_offset, plog, dup_last + 1,
-                    transactional=transactional,
+                    transactional=transactional, barrier=barrier,
                 )  # fmt: skip
         info = plog.append(records)
         ctx.metrics.produced(topic, partition, info.record_count, len(records))
@@ -172,6 +178,7 @@ def _append(
             plog,
             info.last_offset + 1,
             transactional=transactional,
+            barrier=barrier,
         )
     except (SeglogError, OSError) as exc:
         return _Result(partition, _errors.error_code(exc))
@@ -284,12 +291,16 @@ def _produce_frame(
     if ctx.sync_before_ack:
         for _name, parts in results:
             for r in parts:
+                wait = (r.log, r.end_offset)
                 if r.transactional:  # durable before its commit: TransactionCoordinator
-                    continue
-                if r.log is not None and r.log.high_watermark < r.end_offset:
-                    prev = targets.get(id(r.log))
-                    if prev is None or prev[1] < r.end_offset:
-                        targets[id(r.log)] = (r.log, r.end_offset)
+                    if r.barrier is None:
+                        continue
+                    wait = r.barrier  # its transaction's Ongoing record
+                plog, end = wait
+                if plog is not None and plog.high_watermark < end:
+                    prev = targets.get(id(plog))
+                    if prev is None or prev[1] < end:
+                        targets[id(plog)] = (plog, end)
     if not targets:
         return encode_produce_response(version, correlation_id, results, throttle)
     return _after_fsync(ctx, (version, correlation_id, throttle), results, list(targets.values()))

@@ -45,6 +45,7 @@ from seglog.broker.log.producers import ProducerStateTable
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.protocol import errors as _errors
 from seglog.errors import SeglogError, UnknownTopicError
+from seglog.storage import Log
 
 __all__ = ["TransactionCoordinator", "fenced_code"]
 
@@ -93,6 +94,9 @@ class TransactionCoordinator:
         self._unsettled: dict[str, asyncio.Task[None]] = {}
         """Ids whose last end's markers are appended but not yet durable: the id's next
         record waits for them (see :meth:`_complete`)."""
+        self._barriers: dict[int, tuple[Log, int]] = {}
+        """Per producer id: where the last AddPartitionsToTxn/AddOffsetsToTxn record of
+        its transaction ends in ``__transaction_state`` (:meth:`ongoing_barrier`)."""
         self.commits = 0
         """Transactions committed (metrics)."""
         self.aborts = 0
@@ -117,19 +121,21 @@ class TransactionCoordinator:
 
     # -- writes -----------------------------------------------------------------------
 
-    async def _write(self, target: TransactionMetadata, *, durable: bool = True) -> None:
+    async def _write(self, target: TransactionMetadata, *, durable: bool = True) -> tuple[Log, int]:
         """Write ``target`` (durably unless told), then make it the id's state; first wait
         until the markers of the id's last end are durable, so that no record superseding
-        its Prepare reaches the log before them."""
+        its Prepare reaches the log before them. Returns where the record ends
+        (:meth:`TransactionStateLog.write`)."""
         settle = self._unsettled.get(target.transactional_id)
         if settle is not None:
             await asyncio.shield(settle)
-        await self._log.write(target.transactional_id, target, durable=durable)
+        written = await self._log.write(target.transactional_id, target, durable=durable)
         old = self._txns.get(target.transactional_id)
         if old is not None and self._by_pid.get(old.producer_id) is old:
             del self._by_pid[old.producer_id]
         self._txns[target.transactional_id] = target
         self._by_pid[target.producer_id] = target
+        return written
 
     async def _guarded(self, txn_id: str, work: Awaitable[int]) -> int:
         """Run ``work`` with ``txn_id`` pending; 51 CONCURRENT_TRANSACTIONS when another
@@ -255,8 +261,10 @@ class TransactionCoordinator:
             target.last_update_ms = now
             # answered before the fsync: a record lost with the page cache (power loss) is
             # made up for at the next start, where recover() aborts whatever transaction a
-            # partition holds open that the coordinator does not place there
-            await self._write(target, durable=False)
+            # partition holds open that the coordinator does not place there; what is
+            # acknowledged within the transaction (records, offsets) waits for it
+            # (ongoing_barrier), so a restart never forgets a transaction that has any
+            self._barriers[target.producer_id] = await self._write(target, durable=False)
             return _errors.NONE
 
         return await self._guarded(txn_id, work())
@@ -310,6 +318,7 @@ class TransactionCoordinator:
             await self._write(target)
             meta = target
         waits = self._write_markers(meta, commit)
+        self._barriers.pop(meta.producer_id, None)
         done = meta.copy()
         done.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         done.partitions = set()
@@ -469,6 +478,23 @@ class TransactionCoordinator:
         if (topic, partition) not in meta.partitions:
             return _errors.INVALID_TXN_STATE
         return _errors.NONE
+
+    def ongoing_barrier(self, producer_id: int) -> tuple[Log, int] | None:
+        """(``__transaction_state``'s log, end offset) that must be durable before anything
+        of ``producer_id``'s transaction is acknowledged (its transactional records, its
+        transactional offsets): the record that put the partitions in the transaction.
+        Otherwise a power loss could take that record and leave the previous transaction's
+        CompleteCommit as the id's state, and an EndTxn(commit) sent after the restart would
+        be taken for a retry of that commit and answered 0. Usually durable already (its
+        fsync was requested when it was written); None once it is."""
+        barrier = self._barriers.get(producer_id)
+        if barrier is None:
+            return None
+        state_log, end = barrier
+        if state_log.high_watermark >= end or not state_log.config.fsync_before_ack:
+            del self._barriers[producer_id]
+            return None
+        return barrier
 
     # -- timeouts, expiration, recovery -------------------------------------------------
 
