@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from seglog.broker.coordinator.committed import CommittedOffsets
+from seglog.broker.coordinator.txn_durability import shut_down_cleanly, wait_durable
 from seglog.broker.coordinator.txn_log import TransactionStateLog
 from seglog.broker.coordinator.txn_markers import write_markers
 from seglog.broker.coordinator.txn_model import (
@@ -44,7 +45,7 @@ from seglog.broker.log.internal_topics import INTERNAL_TOPICS, OFFSETS_TOPIC
 from seglog.broker.log.producers import ProducerStateTable
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.protocol import errors as _errors
-from seglog.errors import SeglogError, UnknownTopicError
+from seglog.errors import SeglogError
 from seglog.storage import Log
 
 __all__ = ["TransactionCoordinator", "fenced_code"]
@@ -308,7 +309,7 @@ class TransactionCoordinator:
         transaction is aborted instead and the storage error returned
         (:meth:`_abort_undurable`)."""
         if commit and not meta.in_prepare:
-            failed = await self._data_durable(meta)
+            failed = await wait_durable(self._topics, meta.partitions - {_OFFSETS_PARTITION})
             if failed is not None:
                 return await self._abort_undurable(meta, failed)
         if not meta.in_prepare:
@@ -334,29 +335,6 @@ class TransactionCoordinator:
         else:
             self.aborts += 1
         return _errors.NONE
-
-    async def _data_durable(self, meta: TransactionMetadata) -> BaseException | None:
-        """Wait until every data partition of ``meta`` is durable up to its log end
-        offset now (the partitions in parallel; usually done already: each append asked
-        for its fsync); returns the first error (the log offline or closed), else None.
-        A partition deleted since it joined is skipped (it gets no marker either); a log
-        under a relaxed flush policy (``flush.messages``/``flush.ms``) promises nothing
-        and is not waited for."""
-        waits: list[asyncio.Future[int]] = []
-        for topic, partition in sorted(meta.partitions - {_OFFSETS_PARTITION}):
-            try:
-                plog = self._topics.log(topic, partition)
-            except UnknownTopicError:
-                continue
-            except (SeglogError, OSError) as exc:
-                return exc
-            end = plog.log_end_offset
-            if plog.config.fsync_before_ack and plog.high_watermark < end:
-                waits.append(asyncio.wrap_future(plog.sync_future(end)))
-        if not waits:
-            return None
-        results = await asyncio.gather(*waits, return_exceptions=True)
-        return next((r for r in results if isinstance(r, BaseException)), None)
 
     async def _abort_undurable(self, meta: TransactionMetadata, failed: BaseException) -> int:
         """Abort ``meta``'s transaction whose records could not all be made durable and
@@ -538,7 +516,7 @@ class TransactionCoordinator:
                     meta.producer_id,
                     sorted(parts),
                 )
-            elif self._survived(meta):
+            elif shut_down_cleanly(self._topics, meta.partitions - {_OFFSETS_PARTITION}):
                 continue
             else:
                 log.warning(
@@ -569,20 +547,6 @@ class TransactionCoordinator:
                 waits.append(asyncio.wrap_future(fut))
             if waits:
                 await asyncio.gather(*waits)
-
-    def _survived(self, meta: TransactionMetadata) -> bool:
-        """Whether every data partition of ``meta``'s ongoing transaction was opened after
-        a clean shutdown (``Log.clean_start``: its records were fsynced at close), so
-        none of the records Produce acknowledged before their fsync can be missing."""
-        for topic, partition in meta.partitions - {_OFFSETS_PARTITION}:
-            try:
-                if not self._topics.log(topic, partition).clean_start:
-                    return False
-            except UnknownTopicError:  # deleted: no marker, nothing to lose
-                continue
-            except SeglogError:  # offline: cannot tell
-                return False
-        return True
 
     def _holds(self, producer_id: int, partition: Partition) -> bool:
         """Whether the producer's transaction is Ongoing with ``partition`` in it."""
