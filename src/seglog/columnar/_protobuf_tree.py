@@ -37,6 +37,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from google.protobuf import (
     any_pb2,  # noqa: F401 (registers the well-known files in the default pool)
@@ -52,6 +53,8 @@ from google.protobuf import (
 )
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError
+
+from seglog.columnar._protobuf_columns import compile_message
 
 __all__ = ["PROTO_SCALARS", "ProtoTree"]
 
@@ -96,6 +99,7 @@ _TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 Convert = Callable[[Any], Any]
+_MALFORMED = "not a Protobuf message of the schema: "
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -151,6 +155,8 @@ class ProtoTree:
         self._class = message_factory.GetMessageClass(self.message)
         self.arrow_type, self._convert = _message(self.message, ())
         self._paths: dict[tuple[int, ...], bool] = {}
+        self._build = compile_message(self.message, self.arrow_type, _WRAPPERS)
+        self._first = self._names_reader((0,))  # indexes [0] as one 0 byte: the fast path
 
     def _names_reader(self, indexes: tuple[int, ...]) -> bool:
         """Whether message indexes name the column's message in the reader's file."""
@@ -178,12 +184,90 @@ class ProtoTree:
             raise ValueError(
                 f"message indexes {list(indexes)} do not name {self.message.full_name}"
             )
+        result: dict[str, Any] = self._convert(self._parse(value, pos))
+        return result
+
+    def _parse(self, value: bytes, pos: int) -> Any:
+        """The runtime's message parsed from ``value[pos:]``; ValueError when malformed."""
         try:
-            message = self._class.FromString(memoryview(value)[pos:].tobytes())
+            return self._class.FromString(memoryview(value)[pos:].tobytes())
         except DecodeError as exc:
             raise ValueError(f"not a {self.message.full_name}: {exc}") from None
-        result: dict[str, Any] = self._convert(message)
-        return result
+
+    def _framed(self, value: bytes, start: int) -> Any:
+        """The message framed in ``value`` from ``start`` (as ``decode``, unconverted)."""
+        indexes, pos = message_indexes(value, start)
+        if not self._names_reader(indexes):
+            raise ValueError(
+                f"message indexes {list(indexes)} do not name {self.message.full_name}"
+            )
+        return self._parse(value, pos)
+
+    def decode_column(
+        self, values: list[bytes | None], start: int
+    ) -> tuple[pa.Array, dict[int, str]]:
+        """(column of ``arrow_type``, {row: why it is malformed}) of framed values (the
+        message indexes at ``start`` of each), column-wise: every message parsed by the
+        runtime, then each field of all of them turned into one Arrow array
+        (``_protobuf_columns``). None and malformed rows are null. A value without the
+        magic byte and schema id is malformed; the schema id itself is not looked at."""
+        empty = self._class()
+        parse = self._class.FromString
+        fast = self._first
+        skip = start + 1
+        messages: list[Any] = []
+        nulls: list[int] = []
+        bad: dict[int, str] = {}
+        for row, value in enumerate(values):
+            if value is None:
+                nulls.append(row)
+                messages.append(empty)
+                continue
+            try:
+                if fast and len(value) > start and value[0] == 0 and value[start] == 0:
+                    messages.append(parse(value[skip:]))  # indexes [0]: the first message
+                elif len(value) < start or value[0] != 0:
+                    bad[row] = "no Confluent wire-format header (magic byte 0 + schema id)"
+                    messages.append(empty)
+                else:
+                    messages.append(self._framed(value, start))
+            except DecodeError as exc:
+                bad[row] = f"{_MALFORMED}not a {self.message.full_name}: {exc}"
+                messages.append(empty)
+            except (ValueError, IndexError) as exc:
+                bad[row] = f"{_MALFORMED}{exc}"
+                messages.append(empty)
+        absent = sorted((*nulls, *bad))
+        mask = None
+        if absent:
+            flags = np.zeros(len(values), dtype=np.bool_)
+            flags[absent] = True
+            mask = pa.array(flags)
+        try:
+            return self._build(messages, mask), bad
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, ValueError) as exc:
+            return self._column_by_rows(messages, absent, bad, exc)
+
+    def _column_by_rows(
+        self, messages: list[Any], absent: list[int], bad: dict[int, str], error: Exception
+    ) -> tuple[pa.Array, dict[int, str]]:
+        """The column built message by message (``decode``'s conversion), for a batch the
+        column-wise build refused: the rows whose conversion fails are malformed."""
+        rows: list[Any] = []
+        skip = set(absent)
+        for row, message in enumerate(messages):
+            if row in skip:
+                rows.append(None)
+                continue
+            try:
+                rows.append(self._convert(message))
+            except (ValueError, IndexError, UnicodeDecodeError, OverflowError) as exc:
+                bad[row] = f"{_MALFORMED}{exc}"
+                rows.append(None)
+        try:
+            return pa.array(rows, type=self.arrow_type), dict(sorted(bad.items()))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+            raise ValueError(f"no column of {self.message.full_name}: {exc}") from error
 
 
 def _message(message: Descriptor, seen: tuple[str, ...]) -> tuple[pa.DataType, Convert]:
