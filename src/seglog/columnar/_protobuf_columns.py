@@ -70,7 +70,9 @@ def _field(field: FieldDescriptor, arrow: pa.DataType, wrappers: dict[str, str])
             flat_keys = [k for ks in ordered for k in ks]
             flat_items = [mp[k] for mp, ks in zip(maps, ordered, strict=True) for k in ks]
             offsets = _offsets(ordered)
-            return pa.MapArray.from_arrays(offsets, keys(flat_keys, None), items(flat_items, None), arrow)
+            return pa.MapArray.from_arrays(
+                offsets, keys(flat_keys, None), items(flat_items, None), arrow
+            )
 
         return build_map
     if field.is_repeated:

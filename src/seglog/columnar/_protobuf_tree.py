@@ -55,6 +55,8 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError
 
 from seglog.columnar._protobuf_columns import compile_message
+from seglog.columnar._protobuf_wire import NotVectorised, compile_wire, decode_wire
+from seglog.storage import I64
 
 __all__ = ["PROTO_SCALARS", "ProtoTree"]
 
@@ -157,6 +159,7 @@ class ProtoTree:
         self._paths: dict[tuple[int, ...], bool] = {}
         self._build = compile_message(self.message, self.arrow_type, _WRAPPERS)
         self._first = self._names_reader((0,))  # indexes [0] as one 0 byte: the fast path
+        self._wire = compile_wire(self.message, self.arrow_type, _WRAPPERS)
 
     def _names_reader(self, indexes: tuple[int, ...]) -> bool:
         """Whether message indexes name the column's message in the reader's file."""
@@ -203,14 +206,54 @@ class ProtoTree:
             )
         return self._parse(value, pos)
 
-    def decode_column(
+    def decode_column(self, values: pa.Array, start: int) -> tuple[pa.Array, dict[int, str]]:
+        """(column of ``arrow_type``, {row: why it is malformed}) of a binary array of
+        framed values (the message indexes at ``start`` of each). Null and malformed rows
+        are null. A value without the magic byte and schema id is malformed; the schema id
+        itself is not looked at.
+
+        Vectorised from the wire format (``_protobuf_wire``) when the message allows and
+        every value is well-formed and written as the file's first message (indexes
+        ``[0]``); else every message is parsed by the runtime and each field of all of
+        them turned into one Arrow array (``_protobuf_columns``)."""
+        if self._wire is not None and self._first and len(values):
+            column = self._decode_wire(values, start)
+            if column is not None:
+                return column, {}
+        return self._decode_parsed(values.to_pylist(), start)
+
+    def _decode_wire(self, values: pa.Array, start: int) -> pa.Array | None:
+        """The column decoded from the wire format; None when the batch is not vectorised
+        (a value malformed, or of another message, or unusual: ``NotVectorised``)."""
+        assert self._wire is not None
+        n = len(values)
+        _, offset_buffer, data = values.buffers()
+        data = data if data is not None else pa.py_buffer(b"")
+        first = values.offset
+        raw = np.frombuffer(offset_buffer, dtype=np.int32)[first : first + n + 1]
+        offsets: I64 = raw.astype(np.int64)
+        buf = np.frombuffer(data, dtype=np.uint8) if data.size else np.zeros(1, np.uint8)
+        null = np.asarray(values.is_null(), dtype=np.bool_)
+        starts = offsets[:-1]
+        framed = (
+            (np.diff(offsets) > start)
+            & (buf.take(starts, mode="clip") == 0)
+            & (buf.take(starts + start, mode="clip") == 0)
+        )
+        if not (framed | null).all():
+            return None
+        begin = np.where(null, offsets[1:], starts + start + 1)
+        try:
+            return decode_wire(
+                self._wire, data, begin, offsets[1:], pa.array(null) if null.any() else None
+            )
+        except NotVectorised:
+            return None
+
+    def _decode_parsed(
         self, values: list[bytes | None], start: int
     ) -> tuple[pa.Array, dict[int, str]]:
-        """(column of ``arrow_type``, {row: why it is malformed}) of framed values (the
-        message indexes at ``start`` of each), column-wise: every message parsed by the
-        runtime, then each field of all of them turned into one Arrow array
-        (``_protobuf_columns``). None and malformed rows are null. A value without the
-        magic byte and schema id is malformed; the schema id itself is not looked at."""
+        """``decode_column`` through the runtime: every message parsed, then column-wise."""
         empty = self._class()
         parse = self._class.FromString
         fast = self._first

@@ -175,7 +175,7 @@ class TypedDecoder:
 
     def _decode_protobuf(self, values: pa.Array) -> tuple[pa.Array, npt.NDArray[np.bool_] | None]:
         """Protobuf values column-wise (``ProtoTree.decode_column``)."""
-        column, bad = self._reader.decode_column(values.to_pylist(), _HEADER)
+        column, bad = self._reader.decode_column(values, _HEADER)
         if not bad:
             return column, None
         if self.failfast:

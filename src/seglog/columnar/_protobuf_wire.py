@@ -1,0 +1,302 @@
+"""Vectorised decoding of Protobuf messages straight from the wire format: one tag of every
+message at a time, numpy over the values' buffer (as ``_avro_vector`` decodes Avro).
+
+Protobuf's encoding (protobuf.dev, "Encoding") writes a message as (tag, value) pairs in
+any order: the tag a varint ``field number << 3 | wire type``; wire type 0 a varint
+(``int32``/``int64``/``uint*``/``bool``/enum as is, ``sint*`` zigzag), 1 eight bytes
+little-endian (``fixed64``/``sfixed64``/``double``), 5 four bytes (``fixed32``/
+``sfixed32``/``float``), 2 a varint length then that many bytes (``string``/``bytes``,
+embedded messages). So with one position per message, the next pair of every message
+is read at once and stored in its field's column; the loop runs as many times as the
+longest message has pairs. A scalar field written twice keeps its last value, fields the
+reader does not know (or of another wire type than its field's) are skipped, as the
+runtime does; absent fields keep their default (0, empty, the enum's 0) or are null where
+the field has presence.
+
+A message is vectorised (``compile_wire``) when its fields are singular scalars, open
+enums, strings, bytes, nested messages of the same kind, ``google.protobuf.Timestamp``
+and the ``*Value`` wrappers (no repeated fields, maps, oneofs of several members, groups
+or closed enums); else None and the caller parses with the runtime. Anything unusual in a
+batch — a truncated value, a wire type 3/4/6/7 or field number 0, a varint over 10 bytes,
+an embedded message written twice (the runtime merges them), invalid UTF-8 in a string —
+raises ``NotVectorised`` and the caller decodes that batch with the runtime, which names
+the malformed rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+from seglog.columnar._decode import _cut
+from seglog.storage import I64
+
+__all__ = ["NotVectorised", "WireMessage", "compile_wire", "decode_wire"]
+
+U8 = npt.NDArray[np.uint8]
+U64 = npt.NDArray[np.uint64]
+Mask = npt.NDArray[np.bool_]
+
+_TIMESTAMP = "google.protobuf.Timestamp"
+_TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
+_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
+_WIRE = {
+    FieldDescriptor.TYPE_DOUBLE: _I64, FieldDescriptor.TYPE_FIXED64: _I64,
+    FieldDescriptor.TYPE_SFIXED64: _I64, FieldDescriptor.TYPE_FLOAT: _I32,
+    FieldDescriptor.TYPE_FIXED32: _I32, FieldDescriptor.TYPE_SFIXED32: _I32,
+    FieldDescriptor.TYPE_STRING: _LEN, FieldDescriptor.TYPE_BYTES: _LEN,
+    FieldDescriptor.TYPE_MESSAGE: _LEN,
+}  # fmt: skip
+_U32 = np.uint64(0xFFFFFFFF)
+
+
+class NotVectorised(Exception):  # noqa: N818 (a signal, not an error)
+    """This batch is not decoded here: the caller parses it with the runtime."""
+
+
+@dataclass(frozen=True)
+class WireField:
+    """One field of a vectorised message: its number, wire type, proto type, whether it
+    has presence, its Arrow type and, for messages, their plan (``kind``: ``scalar``,
+    ``enum``, ``message``, ``timestamp``, ``wrapper``)."""
+
+    name: str
+    number: int
+    wire: int
+    type: int
+    kind: str
+    presence: bool
+    arrow: pa.DataType
+    child: WireMessage | None = None
+    enum_numbers: Any = None
+    enum_names: Any = None
+
+
+@dataclass(frozen=True)
+class WireMessage:
+    """The vectorised plan of a message: its fields and struct type."""
+
+    fields: tuple[WireField, ...]
+    arrow: pa.StructType
+
+
+def compile_wire(
+    message: Descriptor, arrow: pa.StructType, wrappers: dict[str, str]
+) -> WireMessage | None:
+    """The plan of ``message`` (column type ``arrow``), or None when some field is not
+    vectorised (see the module docstring)."""
+    fields = []
+    for field in message.fields:
+        one = _field(field, arrow.field(field.name).type, wrappers)
+        if one is None:
+            return None
+        fields.append(one)
+    return WireMessage(tuple(fields), arrow)
+
+
+def _field(
+    field: FieldDescriptor, arrow: pa.DataType, wrappers: dict[str, str]
+) -> WireField | None:
+    oneof = field.containing_oneof
+    if field.is_repeated or (oneof is not None and len(oneof.fields) > 1):
+        return None
+    wire = _WIRE.get(field.type, _VARINT)
+    common = (field.name, field.number, wire, field.type)
+    if field.type == FieldDescriptor.TYPE_GROUP:
+        return None
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        enum = field.enum_type
+        if enum.is_closed:
+            return None  # the runtime keeps unknown numbers of closed enums as unknown fields
+        numbers = sorted(enum.values_by_number)
+        return WireField(
+            *common, "enum", field.has_presence, arrow,
+            enum_numbers=pa.array(numbers, type=pa.int64()),
+            enum_names=pa.array([enum.values_by_number[n].name for n in numbers], pa.string()),
+        )  # fmt: skip
+    if field.type != FieldDescriptor.TYPE_MESSAGE:
+        return WireField(*common, "scalar", field.has_presence, arrow)
+    full = field.message_type.full_name
+    if full == _TIMESTAMP:
+        ts = pa.struct([("seconds", pa.int64()), ("nanos", pa.int32())])
+        child = compile_wire(field.message_type, ts, wrappers)
+        return None if child is None else WireField(*common, "timestamp", True, arrow, child)
+    if full in wrappers:
+        inner = pa.struct([("value", arrow)])
+        child = compile_wire(field.message_type, inner, wrappers)
+        return None if child is None else WireField(*common, "wrapper", True, arrow, child)
+    child = compile_wire(field.message_type, arrow, wrappers)
+    return None if child is None else WireField(*common, "message", True, arrow, child)
+
+
+def decode_wire(
+    plan: WireMessage, data: pa.Buffer, starts: I64, ends: I64, mask: pa.Array | None
+) -> pa.StructArray:
+    """The struct column of the messages at ``data[starts[i]:ends[i]]`` (null where
+    ``mask`` is True). Raises NotVectorised (see the module docstring)."""
+    buf: U8 = np.frombuffer(data, dtype=np.uint8) if data.size else np.zeros(1, np.uint8)
+    return _message(plan, buf, data, starts, ends, mask=mask)
+
+
+@dataclass
+class _Slot:
+    """The last value of one field read so far, per message."""
+
+    seen: Mask
+    value: U64
+    length: I64  # length-delimited fields: value is the start
+
+
+def _message(
+    plan: WireMessage, buf: U8, data: pa.Buffer, starts: I64, ends: I64, *, mask: pa.Array | None
+) -> pa.StructArray:
+    n = len(starts)
+    slots = {
+        f.number: _Slot(np.zeros(n, np.bool_), np.zeros(n, np.uint64), np.zeros(n, np.int64))
+        for f in plan.fields
+    }
+    wires = {f.number: f.wire for f in plan.fields}
+    nested = {f.number for f in plan.fields if f.child is not None}
+    pos = starts.copy()
+    rows = np.flatnonzero(pos < ends)
+    while len(rows):
+        end = ends[rows]
+        tag, at = _varints(buf, pos[rows], end)
+        wire = (tag & np.uint64(7)).astype(np.int64)
+        number = tag >> np.uint64(3)
+        if (number == 0).any() or (number >= 1 << 29).any():
+            raise NotVectorised("field number 0 or over 2^29 - 1")
+        value = np.zeros(len(rows), np.uint64)
+        length = np.zeros(len(rows), np.int64)
+        after = at.copy()
+        for kind in (_VARINT, _I64, _LEN, _I32):
+            sel = np.flatnonzero(wire == kind)
+            if not len(sel):
+                continue
+            if kind == _VARINT:
+                value[sel], after[sel] = _varints(buf, at[sel], end[sel])
+            elif kind == _LEN:
+                size, begin = _varints(buf, at[sel], end[sel])
+                if (size > np.uint64(1 << 31)).any():
+                    raise NotVectorised("length over 2 GiB")
+                value[sel] = begin.astype(np.uint64)
+                length[sel] = size.astype(np.int64)
+                after[sel] = begin + length[sel]
+            else:
+                width = 8 if kind == _I64 else 4
+                after[sel] = at[sel] + width
+                spans = at[sel, None] + np.arange(width)
+                raw = buf.take(spans, mode="clip").astype(np.uint64)
+                value[sel] = (raw << (np.arange(width, dtype=np.uint64) * np.uint64(8))).sum(
+                    axis=1, dtype=np.uint64
+                )
+        known = np.isin(wire, (_VARINT, _I64, _LEN, _I32))
+        if not known.all() or (after > end).any():
+            raise NotVectorised("a group, an unknown wire type or a value past the message")
+        for num, slot in slots.items():
+            sel = np.flatnonzero((number == num) & (wire == wires[num]))
+            if not len(sel):
+                continue
+            at_rows = rows[sel]
+            if num in nested and slot.seen[at_rows].any():
+                raise NotVectorised("an embedded message written twice (merged by the runtime)")
+            slot.seen[at_rows] = True
+            slot.value[at_rows] = value[sel]
+            slot.length[at_rows] = length[sel]
+        pos[rows] = after
+        rows = rows[after < end]
+    children = [_column(f, slots[f.number], buf, data, starts) for f in plan.fields]
+    return pa.StructArray.from_arrays(children, fields=list(plan.arrow), mask=mask)
+
+
+def _varints(buf: U8, positions: I64, ends: I64) -> tuple[U64, I64]:
+    """(unsigned varints at ``positions``, positions after them); NotVectorised when one
+    runs past its end or over 10 bytes."""
+    value = np.zeros(len(positions), np.uint64)
+    at = positions.copy()
+    live = np.ones(len(positions), np.bool_)
+    for k in range(10):
+        byte = buf.take(at, mode="clip")
+        value |= ((byte & 0x7F).astype(np.uint64) * live) << np.uint64(7 * k)
+        at += live
+        live &= byte >= 0x80
+        if not live.any():
+            if (at > ends).any():
+                raise NotVectorised("a varint past the message")
+            return value, at
+    raise NotVectorised("a varint over 10 bytes")
+
+
+def _column(field: WireField, slot: _Slot, buf: U8, data: pa.Buffer, starts: I64) -> pa.Array:
+    """The Arrow array of one field from its slot (``starts``: where each message begins;
+    a field not seen is read as empty there, keeping the positions in buffer order)."""
+    absent = ~slot.seen if field.presence and not slot.seen.all() else None
+    begin = np.where(slot.seen, slot.value.astype(np.int64), starts)
+    if field.child is not None:
+        inner = _message(field.child, buf, data, begin, begin + slot.length, mask=None)
+        if field.kind == "timestamp":
+            seconds = np.asarray(inner.field(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+            nanos = np.asarray(inner.field(1).to_numpy(zero_copy_only=False), dtype=np.int64)
+            micros = seconds * 1_000_000 + nanos // 1000
+            return pa.array(micros, type=pa.int64(), mask=absent).view(_TIMESTAMP_UTC)
+        if field.kind == "wrapper":
+            wrapped = inner.field(0)
+            return wrapped if absent is None else _null_where(absent, wrapped)
+        return pa.StructArray.from_arrays(
+            [inner.field(i) for i in range(inner.type.num_fields)],
+            fields=list(field.arrow),
+            mask=None if absent is None else pa.array(absent),
+        )
+    if field.wire == _LEN:
+        length = np.where(slot.seen, slot.length, 0)
+        raw = _cut(data, begin, length)
+        if field.type == FieldDescriptor.TYPE_STRING:
+            try:
+                raw = raw.cast(pa.string())
+            except pa.ArrowInvalid as exc:
+                raise NotVectorised("invalid UTF-8 in a string") from exc
+        return raw if absent is None else _null_where(absent, raw)
+    numbers = _numbers(field.type, slot.value)
+    if field.kind == "enum":
+        got = pa.array(numbers.astype(np.int64), mask=absent)
+        named = field.enum_names.take(pc.index_in(got, value_set=field.enum_numbers))
+        return pc.coalesce(named, pc.cast(got, pa.string()))
+    if pa.types.is_decimal(field.arrow):
+        return pa.array(numbers, mask=absent).cast(field.arrow)
+    return pa.array(numbers, type=field.arrow, mask=absent)
+
+
+def _null_where(absent: Mask, column: pa.Array) -> pa.Array:
+    return pc.if_else(pa.array(absent), pa.scalar(None, type=column.type), column)
+
+
+def _numbers(kind: int, v: U64) -> npt.NDArray[Any]:
+    """A scalar field's values from their raw wire bits (protobuf.dev, "Encoding")."""
+    t = FieldDescriptor
+    if kind in (t.TYPE_INT32, t.TYPE_ENUM, t.TYPE_SFIXED32):
+        return (v & _U32).astype(np.uint32).view(np.int32)
+    if kind in (t.TYPE_INT64, t.TYPE_SFIXED64):
+        return v.view(np.int64)
+    if kind in (t.TYPE_UINT32, t.TYPE_FIXED32):
+        return (v & _U32).astype(np.int64)
+    if kind in (t.TYPE_UINT64, t.TYPE_FIXED64):
+        return v
+    if kind == t.TYPE_SINT32:
+        low = (v & _U32).astype(np.int64)
+        return ((low >> 1) ^ -(low & 1)).astype(np.int32)
+    if kind == t.TYPE_SINT64:
+        return (v >> np.uint64(1)).view(np.int64) ^ -(v & np.uint64(1)).view(np.int64)
+    if kind == t.TYPE_BOOL:
+        flags: Mask = v != 0
+        return flags
+    if kind == t.TYPE_DOUBLE:
+        return v.view(np.float64)
+    if kind == t.TYPE_FLOAT:
+        return (v & _U32).astype(np.uint32).view(np.float32)
+    raise NotVectorised(f"proto type {kind}")
