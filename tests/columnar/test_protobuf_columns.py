@@ -1,0 +1,212 @@
+"""Protobuf values decoded column-wise — vectorised from the wire format
+(``_protobuf_wire``) or parsed by upb then one field of all messages at a time
+(``_protobuf_columns``) — give exactly the column and malformed rows of the record-by-record
+decoder (``TypedDecoder.decode_each``, each message converted by google.protobuf)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from seglog.columnar import MalformedValueError, TypedDecoder, frame
+from seglog.schemas import serialized_protobuf
+
+PROTO = """
+syntax = "proto3";
+package t;
+import "google/protobuf/timestamp.proto";
+import "google/protobuf/wrappers.proto";
+
+message Flat {
+  enum Kind { ZERO = 0; ONE = 1; FIVE = 5; }
+  double d = 1; float f = 2; int32 i32 = 3; int64 i64 = 4; uint32 u32 = 5;
+  uint64 u64 = 6; sint32 s32 = 7; sint64 s64 = 8; fixed32 f32 = 9; fixed64 f64 = 10;
+  sfixed32 sf32 = 11; sfixed64 sf64 = 12; bool b = 13; string s = 14; bytes raw = 15;
+  Kind kind = 16; optional int32 maybe = 17; optional string note = 18;
+  Inner inner = 19; google.protobuf.Timestamp at = 20;
+  google.protobuf.Int64Value w64 = 21; google.protobuf.StringValue ws = 22;
+  google.protobuf.UInt64Value wu64 = 23;
+}
+
+message Inner { string name = 1; sint64 delta = 2; Deeper deeper = 3; }
+message Deeper { optional bool ok = 1; Flat.Kind kind = 2; }
+
+message Listy { string id = 1; repeated int32 xs = 2; map<string, Inner> by = 3;
+                oneof pick { string a = 4; int64 b = 5; } }
+"""
+
+
+def _classes() -> dict[str, Any]:
+    fdp = descriptor_pb2.FileDescriptorProto.FromString(
+        base64.b64decode(serialized_protobuf(PROTO))
+    )
+    pool = descriptor_pool.DescriptorPool()
+    for dep in fdp.dependency:
+        known = descriptor_pb2.FileDescriptorProto()
+        descriptor_pool.Default().FindFileByName(dep).CopyToProto(known)
+        pool.Add(known)
+    pool.Add(fdp)
+    names = ("t.Flat", "t.Inner", "t.Listy")
+    return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(n)) for n in names}
+
+
+def _decoder(message: str, *, failfast: bool = False) -> TypedDecoder:
+    layout = json.dumps({"file": serialized_protobuf(PROTO), "message": message})
+    return TypedDecoder("protobuf", layout, lambda _: None, failfast=failfast)
+
+
+def _flat(cls: Any, rng: random.Random) -> Any:
+    m = cls()
+    pick = rng.random
+    if pick() < 0.7:
+        m.d = rng.uniform(-1e9, 1e9)
+    if pick() < 0.7:
+        m.f = rng.choice([0.5, -2.25, 3.0e10])
+    if pick() < 0.7:
+        m.i32 = rng.randint(-(2**31), 2**31 - 1)  # negatives: 10-byte varints
+    if pick() < 0.7:
+        m.i64 = rng.randint(-(2**63), 2**63 - 1)
+    m.u32 = rng.randint(0, 2**32 - 1)
+    m.u64 = rng.choice([0, 1, 2**63, 2**64 - 1])
+    m.s32 = rng.randint(-(2**31), 2**31 - 1)
+    m.s64 = rng.randint(-(2**63), 2**63 - 1)
+    m.f32, m.f64 = rng.randint(0, 2**32 - 1), rng.randint(0, 2**64 - 1)
+    m.sf32, m.sf64 = rng.randint(-(2**31), 2**31 - 1), rng.randint(-(2**63), 2**63 - 1)
+    m.b = pick() < 0.5
+    m.s = rng.choice(["", "ascii", "héllo ✓", "x" * 300])
+    m.raw = bytes(rng.randrange(256) for _ in range(rng.randrange(4)))
+    m.kind = rng.choice([0, 1, 5, 9])  # 9: a number the reader does not name
+    if pick() < 0.5:
+        m.maybe = rng.choice([0, -7])  # present even when 0
+    if pick() < 0.5:
+        m.note = rng.choice(["", "n"])
+    if pick() < 0.6:
+        m.inner.name = rng.choice(["", "in"])
+        m.inner.delta = rng.randint(-5, 5)
+        if pick() < 0.5:
+            m.inner.deeper.kind = rng.choice([0, 1, 7])
+            if pick() < 0.5:
+                m.inner.deeper.ok = pick() < 0.5
+    if pick() < 0.6:
+        m.at.seconds = rng.randint(-(10**10), 10**10)
+        m.at.nanos = rng.randrange(10**9)
+    if pick() < 0.5:
+        m.w64.value = rng.choice([0, -1, 2**40])
+    if pick() < 0.5:
+        m.ws.value = rng.choice(["", "w"])
+    if pick() < 0.5:
+        m.wu64.value = rng.choice([0, 2**64 - 1])
+    return m
+
+
+def _same(decoder: TypedDecoder, values: pa.Array) -> tuple[pa.Array, Any]:
+    column, bad = decoder.decode(values)
+    reference, reference_bad = decoder.decode_each(values)
+    assert column.type == decoder.arrow_type
+    assert column.to_pylist() == reference.to_pylist()
+    assert (bad is None) == (reference_bad is None)
+    if bad is not None:
+        assert bad.tolist() == reference_bad.tolist()
+    return column, bad
+
+
+def test_every_scalar_enum_presence_nested_timestamp_and_wrapper_vectorised() -> None:
+    cls = _classes()["t.Flat"]
+    rng = random.Random(7)
+    values: list[bytes | None] = []
+    for i in range(600):
+        values.append(
+            None if i % 97 == 0 else frame(3, b"\x00" + _flat(cls, rng).SerializeToString())
+        )
+    decoder = _decoder("t.Flat")
+    assert decoder._reader._wire is not None  # this message is read from the wire format
+    array = pa.array(values, type=pa.binary())
+    assert decoder._reader._decode_wire(array, 5) is not None  # not sent to the runtime
+    column, bad = _same(decoder, array)
+    assert bad is None
+    assert column.null_count == 7
+    _same(decoder, array.slice(11, 300))  # an array that does not start at its buffer's start
+    _same(decoder, pa.array([], type=pa.binary()))
+
+
+def test_unknown_fields_repeats_and_other_wire_types_read_as_the_runtime_reads_them() -> None:
+    """Fields of a newer schema are skipped, a scalar written twice keeps its last value,
+    a known field number with another wire type is unknown, two writes of an embedded
+    message merge (the runtime's path)."""
+    classes = _classes()
+    cls = classes["t.Flat"]
+    rng = random.Random(11)
+    unknown = b"\x98\x06\x01\x92\x06\x02ab\x89\x06" + bytes(8) + b"\x85\x06" + bytes(4)
+    wrong_wire = b"\x18" + b"\x05" + b"\x1a\x01x"  # i32 (3) as a varint then as bytes
+    payloads = [
+        _flat(cls, rng).SerializeToString() + unknown,
+        wrong_wire + _flat(cls, rng).SerializeToString(),
+        cls(i32=1, s="a").SerializeToString() + cls(i32=2).SerializeToString(),
+    ]
+    decoder = _decoder("t.Flat")
+    array = pa.array([frame(1, b"\x00" + p) for p in payloads])
+    assert decoder._reader._decode_wire(array, 5) is not None
+    column, _ = _same(decoder, array)
+    assert column[2].as_py()["i32"] == 2
+    assert column[2].as_py()["s"] == "a"
+    merged = [cls(inner=classes["t.Inner"](name="x")), cls(inner=classes["t.Inner"](delta=3))]
+    two = frame(1, b"\x00" + b"".join(m.SerializeToString() for m in merged))
+    assert decoder._reader._decode_wire(pa.array([two]), 5) is None  # merged by the runtime
+    column, _ = _same(decoder, pa.array([two]))
+    assert column[0].as_py()["inner"] == {"name": "x", "delta": 3, "deeper": None}
+
+
+MALFORMED = [
+    b"\x01\x00\x00\x00\x01\x00",  # no magic byte
+    b"\x00\x00\x00",  # shorter than the header
+    frame(1, b"\x00\x72\x05ab"),  # string (14) running past the end
+    frame(1, b"\x00\x72\x02\xff\xfe"),  # invalid UTF-8 in a proto3 string
+    frame(1, b"\x00\x18\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"),  # 11-byte varint
+    frame(1, b"\x00\x1b\x00"),  # wire type 3 (start group) with no end
+    frame(1, b"\x00\x07\x01"),  # field number 0
+    frame(1, b"\x02\x02" + b"\x0a\x01a"),  # message indexes [1]: another message
+]
+
+
+@pytest.mark.parametrize("bad_value", MALFORMED)
+def test_malformed_values_are_the_rows_the_runtime_refuses(bad_value: bytes) -> None:
+    cls = _classes()["t.Flat"]
+    good = frame(1, b"\x00" + _flat(cls, random.Random(3)).SerializeToString())
+    values = pa.array([good, bad_value, None, good], type=pa.binary())
+    column, bad = _same(_decoder("t.Flat"), values)
+    assert bad is not None
+    assert bad.tolist() == [False, True, False, False]
+    assert column[1].as_py() is None
+    assert column[0].as_py() is not None
+    with pytest.raises(MalformedValueError) as failed:
+        _decoder("t.Flat", failfast=True).decode(values)
+    assert failed.value.row == 1
+
+
+def test_repeated_maps_and_oneofs_decoded_column_wise_by_the_runtime() -> None:
+    classes = _classes()
+    listy, inner = classes["t.Listy"], classes["t.Inner"]
+    rng = random.Random(5)
+    values: list[bytes | None] = []
+    for i in range(300):
+        m = listy(id=f"r{i}", xs=[rng.randint(-9, 9) for _ in range(rng.randrange(4))])
+        for k in range(rng.randrange(3)):
+            m.by[f"k{rng.randrange(9)}"].CopyFrom(inner(name=str(k), delta=-k))
+        if i % 3 == 0:
+            m.a = "a"
+        elif i % 3 == 1:
+            m.b = i
+        listy_index = b"\x02\x06"  # message indexes [3]: the file's fourth message
+        values.append(None if i % 50 == 0 else frame(1, listy_index + m.SerializeToString()))
+    values.append(frame(1, b"\x02\x06\x12\x09"))  # packed xs running past the end
+    decoder = _decoder("t.Listy")
+    assert decoder._reader._wire is None  # repeated fields, maps, oneofs: the runtime parses
+    _, bad = _same(decoder, pa.array(values, type=pa.binary()))
+    assert bad is not None
+    assert bad.nonzero()[0].tolist() == [300]
