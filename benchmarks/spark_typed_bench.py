@@ -1,10 +1,11 @@
-"""Spark typed Avro reads against the same rows read as binary, in one session.
+"""Spark typed Avro and Protobuf reads against the same rows read as binary, in one session.
 
-A topic of flight-like Avro records (Confluent wire format, schema in the data directory's
-``_schemas``; see ``seglog.bench._spark_typed``) read with ``format("seglog")``:
-``valueFormat=avro`` (the ``value`` column a struct of 10 fields) against no
-``valueFormat`` (``value`` binary), ``count()`` each, interleaved rounds after a warm-up;
-plus ``sum(value.flight)`` over the typed read. Goal: typed >= 0.6x binary.
+A topic of flight-like Avro records and one of the same rows as proto3 messages (Confluent
+wire format, schemas in the data directory's ``_schemas``; see ``seglog.bench._spark_typed``)
+read with ``format("seglog")``: ``valueFormat=avro`` / ``protobuf`` (the ``value`` column a
+struct of 10 fields) against no ``valueFormat`` (``value`` binary), ``count()`` each,
+interleaved rounds after a warm-up; plus ``sum(value.flight)`` over the typed reads. Goal:
+typed >= 0.6x binary.
 
 Prints ``seglog.bench``'s markdown table of medians over ``--repeat`` rounds; ``--json
 FILE`` writes the report (``Report.to_dict``: rows, every sample, settings).
@@ -38,6 +39,10 @@ def _rows(results: Any) -> list[Row]:
             "same rows, value binary", results.binary, target=GOAL),
         Row("Spark sum(value.flight), valueFormat=avro", results.typed_sum,
             "binary count()", results.binary),
+        Row("Spark count(), valueFormat=protobuf (10-field message)", results.proto,
+            "same rows, value binary", results.proto_binary, target=GOAL),
+        Row("Spark sum(value.flight), valueFormat=protobuf", results.proto_sum,
+            "binary count()", results.proto_binary),
     ]  # fmt: skip
 
 

@@ -23,18 +23,35 @@ from seglog.bench._disk import raw_append_rate
 from seglog.bench._kafka import Rate, create_topic, fetch_confluent, produce
 from seglog.bench._report import Report, Row, Samples
 from seglog.bench._run import BenchOptions, machine_info, run_bench
+from seglog.bench._typed_data import (
+    FLIGHT_PROTO,
+    FLIGHT_SCHEMA,
+    ORDER_PROTO,
+    flight_avro,
+    flight_protobuf,
+    message_class,
+    order_protobuf,
+    proto_layout_of,
+)
 
 __all__ = [
+    "FLIGHT_PROTO",
+    "FLIGHT_SCHEMA",
+    "ORDER_PROTO",
     "BenchOptions",
     "Rate",
     "Report",
     "Row",
     "Samples",
-    # the pieces the scripts under benchmarks/ reuse
     "create_topic",
     "fetch_confluent",
+    "flight_avro",
+    "flight_protobuf",
     "machine_info",
+    "message_class",
+    "order_protobuf",
     "produce",
+    "proto_layout_of",
     "raw_append_rate",
     "run_bench",
     "spark_session",
