@@ -154,13 +154,12 @@ def flight_avro(rows: range, schema_id: int = 1) -> list[bytes]:
 def order_protobuf(rows: range, schema_id: int = 1) -> list[bytes]:
     """Framed Order messages: 0 to 3 lines of 0 to 2 tags, 1 or 2 totals, every field varied."""
     cls = message_class(ORDER_PROTO, "bench.Order")
-    line = message_class(ORDER_PROTO, "bench.Order.Line")
     out = []
     for i in rows:
-        message = cls(
-            id=f"o{i}", status=i % 3, totals={"eur": i % 100, **({"usd": -i} if i % 2 else {})},
-            lines=[line(sku=f"s{i % 97}", qty=k, tags=["x"] * (k % 3)) for k in range(i % 4)],
-        )  # fmt: skip
+        totals = {"eur": i % 100, **({"usd": -i} if i % 2 else {})}
+        message = cls(id=f"o{i}", status=i % 3, totals=totals)
+        for k in range(i % 4):
+            message.lines.add(sku=f"s{i % 97}", qty=k, tags=["x"] * (k % 3))
         message.placed.FromDatetime(_BASE + dt.timedelta(seconds=i))
         if i % 3:
             message.priority.value = i % 5

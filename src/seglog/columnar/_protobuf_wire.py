@@ -161,58 +161,64 @@ def _message(
         f.number: _Slot(np.zeros(n, np.bool_), np.zeros(n, np.uint64), np.zeros(n, np.int64))
         for f in plan.fields
     }
-    wires = {f.number: f.wire for f in plan.fields}
-    nested = {f.number for f in plan.fields if f.child is not None}
+    by_tag = {f.number << 3 | f.wire: f for f in plan.fields}
     pos = starts.copy()
     rows = np.flatnonzero(pos < ends)
-    while len(rows):
+    while len(rows):  # one (tag, value) pair of every message not yet at its end
         end = ends[rows]
         tag, at = _varints(buf, pos[rows], end)
-        wire = (tag & np.uint64(7)).astype(np.int64)
-        number = tag >> np.uint64(3)
-        if (number == 0).any() or (number >= 1 << 29).any():
-            raise NotVectorised("field number 0 or over 2^29 - 1")
-        value = np.zeros(len(rows), np.uint64)
-        length = np.zeros(len(rows), np.int64)
-        after = at.copy()
-        for kind in (_VARINT, _I64, _LEN, _I32):
-            sel = np.flatnonzero(wire == kind)
-            if not len(sel):
-                continue
-            if kind == _VARINT:
-                value[sel], after[sel] = _varints(buf, at[sel], end[sel])
-            elif kind == _LEN:
-                size, begin = _varints(buf, at[sel], end[sel])
-                if (size > np.uint64(1 << 31)).any():
-                    raise NotVectorised("length over 2 GiB")
-                value[sel] = begin.astype(np.uint64)
-                length[sel] = size.astype(np.int64)
-                after[sel] = begin + length[sel]
-            else:
-                width = 8 if kind == _I64 else 4
-                after[sel] = at[sel] + width
-                spans = at[sel, None] + np.arange(width)
-                raw = buf.take(spans, mode="clip").astype(np.uint64)
-                value[sel] = (raw << (np.arange(width, dtype=np.uint64) * np.uint64(8))).sum(
-                    axis=1, dtype=np.uint64
-                )
-        known = np.isin(wire, (_VARINT, _I64, _LEN, _I32))
-        if not known.all() or (after > end).any():
-            raise NotVectorised("a group, an unknown wire type or a value past the message")
-        for num, slot in slots.items():
-            sel = np.flatnonzero((number == num) & (wire == wires[num]))
-            if not len(sel):
-                continue
-            at_rows = rows[sel]
-            if num in nested and slot.seen[at_rows].any():
+        after = np.empty_like(at)
+        for key, sel in _groups(tag):
+            number, wire = key >> 3, key & 7
+            if not 0 < number < 1 << 29 or wire not in (_VARINT, _I64, _LEN, _I32):
+                raise NotVectorised("a field number 0, a group or an unknown wire type")
+            value, length, after[sel] = _read(wire, buf, at[sel], end[sel])
+            field = by_tag.get(key)
+            if field is None:
+                continue  # a field the reader does not know: skipped
+            slot, at_rows = slots[field.number], rows[sel]
+            if field.child is not None and slot.seen[at_rows].any():
                 raise NotVectorised("an embedded message written twice (merged by the runtime)")
             slot.seen[at_rows] = True
-            slot.value[at_rows] = value[sel]
-            slot.length[at_rows] = length[sel]
+            slot.value[at_rows] = value
+            slot.length[at_rows] = length
         pos[rows] = after
         rows = rows[after < end]
     children = [_column(f, slots[f.number], buf, data, starts) for f in plan.fields]
     return pa.StructArray.from_arrays(children, fields=list(plan.arrow), mask=mask)
+
+
+def _groups(tag: U64) -> list[tuple[int, slice | I64]]:
+    """(tag, the rows holding it) for each distinct tag; one slice when all are the same
+    (messages of one schema write their fields in the same order: the common case)."""
+    lo, hi = int(tag.min()), int(tag.max())
+    if lo == hi:
+        return [(lo, slice(None))]
+    return [(int(key), np.flatnonzero(tag == key)) for key in np.unique(tag)]
+
+
+def _read(wire: int, buf: U8, at: I64, end: I64) -> tuple[U64, I64 | int, I64]:
+    """(values, lengths (0 but for length-delimited ones: their starts as values), the
+    positions after them) of one wire type at ``at``; NotVectorised past ``end``."""
+    if wire == _VARINT:
+        value, after = _varints(buf, at, end)
+        return value, 0, after
+    if wire == _LEN:
+        size, begin = _varints(buf, at, end)
+        if (size > np.uint64(1 << 31)).any():
+            raise NotVectorised("length over 2 GiB")
+        length = size.astype(np.int64)
+        after = begin + length
+        if (after > end).any():
+            raise NotVectorised("a value past the message")
+        return begin.astype(np.uint64), length, after
+    width = 8 if wire == _I64 else 4
+    after = at + width
+    if (after > end).any():
+        raise NotVectorised("a value past the message")
+    raw = buf.take(at[:, None] + np.arange(width), mode="clip").astype(np.uint64)
+    shifts = np.arange(width, dtype=np.uint64) * np.uint64(8)
+    return (raw << shifts).sum(axis=1, dtype=np.uint64), 0, after
 
 
 def _varints(buf: U8, positions: I64, ends: I64) -> tuple[U64, I64]:
