@@ -26,6 +26,10 @@ another message than the column's is malformed. The message bytes are parsed by
 Fields without presence (proto3 plain fields) read as their type's default when absent,
 as the protobuf runtime returns them; fields with presence (proto2 optional, proto3
 ``optional``, oneof members) read as null when absent.
+
+``decode`` converts one message at a time (the reference); ``decode_column`` decodes a
+batch column-wise, from the wire format (``_protobuf_wire``) where the message and the
+batch allow, else through the runtime one field at a time (``_protobuf_columns``).
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ records of primitives, enums, unions with null); other schemas, and JSON, are de
 record by record (fastavro's ``schemaless_reader`` into dicts, then one ``pa.array``).
 Measured (200,000 flight-like records, one thread): record by record 86 k records/s, the
 binary read of the same rows 600 k/s (``benchmarks/spark_typed_bench.py`` for Spark).
+Protobuf values are decoded column-wise (``ProtoTree.decode_column``: from the wire format
+with numpy where the message allows, else parsed by upb then one field at a time), with
+the malformed rows of the record-by-record path (``decode_each``).
 """
 
 from __future__ import annotations
