@@ -37,8 +37,13 @@ message Flat {
 message Inner { string name = 1; sint64 delta = 2; Deeper deeper = 3; }
 message Deeper { optional bool ok = 1; Flat.Kind kind = 2; }
 
-message Listy { string id = 1; repeated int32 xs = 2; map<string, Inner> by = 3;
-                oneof pick { string a = 4; int64 b = 5; } }
+message Listy {
+  string id = 1; repeated int32 xs = 2; map<string, Inner> by = 3;
+  oneof pick { string a = 4; int64 b = 5; Inner c = 6; }
+  repeated fixed32 fx = 7; repeated sint64 zs = 8; repeated string tags = 9;
+  repeated Inner inners = 10; repeated Flat.Kind kinds = 11; map<int32, string> names = 12;
+  repeated google.protobuf.Timestamp times = 13; repeated double ds = 14;
+}
 """
 
 
@@ -189,24 +194,75 @@ def test_malformed_values_are_the_rows_the_runtime_refuses(bad_value: bytes) -> 
     assert failed.value.row == 1
 
 
-def test_repeated_maps_and_oneofs_decoded_column_wise_by_the_runtime() -> None:
-    classes = _classes()
-    listy, inner = classes["t.Listy"], classes["t.Inner"]
+def _listy(cls: Any, rng: random.Random, i: int) -> Any:
+    m = cls(id=f"r{i}", xs=[rng.randint(-(2**31), 2**31 - 1) for _ in range(rng.randrange(4))])
+    for k in range(rng.randrange(3)):
+        entry = m.by[f"k{rng.randrange(4)}"]
+        if k:
+            entry.name, entry.delta = str(k), -k  # k == 0: an entry with an empty value
+    choice = rng.randrange(4)
+    if choice == 1:
+        m.a = rng.choice(["", "a"])
+    elif choice == 2:
+        m.b = i
+    elif choice == 3:
+        m.c.name = "c"
+    m.fx.extend(rng.randrange(2**32) for _ in range(rng.randrange(3)))
+    m.zs.extend(rng.randint(-(2**63), 2**63 - 1) for _ in range(rng.randrange(3)))
+    m.tags.extend(rng.choice(["", "t", "ü"]) for _ in range(rng.randrange(3)))
+    for _ in range(rng.randrange(3)):
+        m.inners.add(name=rng.choice(["", "n"]), delta=rng.randint(-3, 3))
+    m.kinds.extend(rng.choice([0, 1, 5, 6]) for _ in range(rng.randrange(3)))
+    for _ in range(rng.randrange(3)):
+        m.names[rng.randint(-2, 2)] = rng.choice(["", "x"])
+    for _ in range(rng.randrange(2)):
+        m.times.add(seconds=rng.randint(-(10**9), 10**9), nanos=rng.randrange(10**9))
+    m.ds.extend(rng.uniform(-1, 1) for _ in range(rng.randrange(3)))
+    return m
+
+
+LISTY = b"\x02\x06"  # message indexes [3]: the file's fourth message
+
+
+def test_repeated_fields_maps_and_oneofs_vectorised() -> None:
+    """Packed and unpacked repeated scalars, repeated strings, messages, enums and
+    Timestamps, maps with scalar and message values, a oneof of three members; then two
+    messages concatenated, which the runtime merges: repeated fields appended, a map's
+    key written twice keeping its last value, the oneof's last member set winning."""
+    cls = _classes()["t.Listy"]
     rng = random.Random(5)
-    values: list[bytes | None] = []
-    for i in range(300):
-        m = listy(id=f"r{i}", xs=[rng.randint(-9, 9) for _ in range(rng.randrange(4))])
-        for k in range(rng.randrange(3)):
-            m.by[f"k{rng.randrange(9)}"].CopyFrom(inner(name=str(k), delta=-k))
-        if i % 3 == 0:
-            m.a = "a"
-        elif i % 3 == 1:
-            m.b = i
-        listy_index = b"\x02\x06"  # message indexes [3]: the file's fourth message
-        values.append(None if i % 50 == 0 else frame(1, listy_index + m.SerializeToString()))
-    values.append(frame(1, b"\x02\x06\x12\x09"))  # packed xs running past the end
+    messages = [_listy(cls, rng, i) for i in range(400)]
+    values = [None if i % 50 == 0 else frame(1, LISTY + m.SerializeToString())
+              for i, m in enumerate(messages)]  # fmt: skip
+    unpacked = cls(id="u")
+    unpacked.xs.extend([1, -2])
+    raw = unpacked.SerializeToString() + b"\x10\x07\x10\x08"  # xs 7 and 8 unpacked
+    values.append(frame(1, LISTY + raw))
     decoder = _decoder("t.Listy")
-    assert decoder._reader._wire is None  # repeated fields, maps, oneofs: the runtime parses
-    _, bad = _same(decoder, pa.array(values, type=pa.binary()))
-    assert bad is not None
-    assert bad.nonzero()[0].tolist() == [300]
+    array = pa.array(values, type=pa.binary())
+    assert decoder._reader._decode_wire(array, 5) is not None
+    column, bad = _same(decoder, array)
+    assert bad is None
+    assert column[400].as_py()["xs"] == [1, -2, 7, 8]
+    merged = [
+        frame(1, LISTY + a.SerializeToString() + b.SerializeToString())
+        for a, b in zip(messages[1:200], messages[200:399], strict=True)
+        if not (a.HasField("c") and b.HasField("c"))  # two writes of c merge: the runtime's
+    ]
+    merged_array = pa.array(merged, type=pa.binary())
+    assert decoder._reader._decode_wire(merged_array, 5) is not None
+    _same(decoder, merged_array)
+
+
+def test_malformed_repeated_values_are_the_rows_the_runtime_refuses() -> None:
+    cls = _classes()["t.Listy"]
+    good = frame(1, LISTY + _listy(cls, random.Random(1), 1).SerializeToString())
+    for bad_value in (
+        frame(1, LISTY + b"\x12\x09"),  # packed xs running past the end
+        frame(1, LISTY + b"\x3a\x03\x01\x02\x03"),  # packed fixed32 of 3 bytes
+        frame(1, LISTY + b"\x4a\x01\xff"),  # a repeated string of invalid UTF-8
+    ):
+        values = pa.array([good, bad_value, good], type=pa.binary())
+        _, bad = _same(_decoder("t.Listy"), values)
+        assert bad is not None
+        assert bad.tolist() == [False, True, False]

@@ -164,6 +164,7 @@ class ProtoTree:
         self._build = compile_message(self.message, self.arrow_type, _WRAPPERS)
         self._first = self._names_reader((0,))  # indexes [0] as one 0 byte: the fast path
         self._wire = compile_wire(self.message, self.arrow_type, _WRAPPERS)
+        self._prefix = _indexes_bytes(self.message)
 
     def _names_reader(self, indexes: tuple[int, ...]) -> bool:
         """Whether message indexes name the column's message in the reader's file."""
@@ -220,7 +221,7 @@ class ProtoTree:
         every value is well-formed and written as the file's first message (indexes
         ``[0]``); else every message is parsed by the runtime and each field of all of
         them turned into one Arrow array (``_protobuf_columns``)."""
-        if self._wire is not None and self._first and len(values):
+        if self._wire is not None and len(values):
             column = self._decode_wire(values, start)
             if column is not None:
                 return column, {}
@@ -239,14 +240,13 @@ class ProtoTree:
         buf = np.frombuffer(data, dtype=np.uint8) if data.size else np.zeros(1, np.uint8)
         null = np.asarray(values.is_null(), dtype=np.bool_)
         starts = offsets[:-1]
-        framed = (
-            (np.diff(offsets) > start)
-            & (buf.take(starts, mode="clip") == 0)
-            & (buf.take(starts + start, mode="clip") == 0)
-        )
+        prefix = self._prefix
+        framed = (np.diff(offsets) >= start + len(prefix)) & (buf.take(starts, mode="clip") == 0)
+        for k, byte in enumerate(prefix):
+            framed &= buf.take(starts + start + k, mode="clip") == byte
         if not (framed | null).all():
-            return None
-        begin = np.where(null, offsets[1:], starts + start + 1)
+            return None  # some value is malformed, or written as another message
+        begin = np.where(null, offsets[1:], starts + start + len(prefix))
         try:
             return decode_wire(
                 self._wire, data, begin, offsets[1:], pa.array(null) if null.any() else None
@@ -315,6 +315,27 @@ class ProtoTree:
             return pa.array(rows, type=self.arrow_type), dict(sorted(bad.items()))
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
             raise ValueError(f"no column of {self.message.full_name}: {exc}") from error
+
+
+def _indexes_bytes(message: Descriptor) -> bytes:
+    """Confluent's message indexes of ``message`` in its file as written by its
+    serializers: one 0 byte for ``[0]``, else the zigzag varint count then each index."""
+    path: list[int] = []
+    node = message
+    while node.containing_type is not None:
+        path.insert(0, list(node.containing_type.nested_types).index(node))
+        node = node.containing_type
+    path.insert(0, list(node.file.message_types_by_name.values()).index(node))
+    if path == [0]:
+        return b"\x00"
+    out = bytearray()
+    for number in (len(path), *path):
+        zigzag = number << 1
+        while zigzag >= 0x80:
+            out.append(zigzag & 0x7F | 0x80)
+            zigzag >>= 7
+        out.append(zigzag)
+    return bytes(out)
 
 
 def _message(message: Descriptor, seen: tuple[str, ...]) -> tuple[pa.DataType, Convert]:

@@ -25,7 +25,7 @@ the malformed rows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -76,6 +76,12 @@ class WireField:
     child: WireMessage | None = None
     enum_numbers: Any = None
     enum_names: Any = None
+    repeated: bool = False
+    """A repeated field (``arrow`` then the element type, ``container`` the list's)."""
+    container: pa.DataType | None = None
+    """The list or map type of a repeated field or a map."""
+    oneof: str | None = None
+    """The oneof of several members this field belongs to."""
 
 
 @dataclass(frozen=True)
@@ -87,25 +93,55 @@ class WireMessage:
 
 
 def compile_wire(
-    message: Descriptor, arrow: pa.StructType, wrappers: dict[str, str]
+    message: Descriptor,
+    arrow: pa.StructType,
+    wrappers: dict[str, str],
+    *,
+    map_entry: bool = False,
 ) -> WireMessage | None:
     """The plan of ``message`` (column type ``arrow``), or None when some field is not
-    vectorised (see the module docstring)."""
+    vectorised (see the module docstring). ``map_entry``: a map's entry, whose value
+    reads as its default when absent (as the runtime's ``map[key]``), never null."""
     fields = []
     for field in message.fields:
-        one = _field(field, arrow.field(field.name).type, wrappers)
+        container = arrow.field(field.name).type
+        one = _repeated(field, container, wrappers)
+        if one is None:
+            one = _field(field, container, wrappers)
         if one is None:
             return None
+        if map_entry:
+            one = replace(one, presence=False)
+        oneof = field.containing_oneof
+        if oneof is not None and len(oneof.fields) > 1:
+            one = replace(one, oneof=oneof.name)
         fields.append(one)
     return WireMessage(tuple(fields), arrow)
+
+
+def _repeated(
+    field: FieldDescriptor, arrow: pa.DataType, wrappers: dict[str, str]
+) -> WireField | None:
+    """A repeated field or a map (None: not one, or not vectorised)."""
+    if not field.is_repeated:
+        return None
+    if pa.types.is_map(arrow):
+        entry = pa.struct([("key", arrow.key_type), ("value", arrow.item_type)])
+        child = compile_wire(field.message_type, entry, wrappers, map_entry=True)
+        if child is None:
+            return None
+        common = (field.name, field.number, _LEN, field.type)
+        return WireField(*common, "map", False, entry, child, repeated=True, container=arrow)
+    element = _field(field, arrow.value_type, wrappers)
+    if element is None:
+        return None
+    return replace(element, presence=False, repeated=True, container=arrow)
 
 
 def _field(
     field: FieldDescriptor, arrow: pa.DataType, wrappers: dict[str, str]
 ) -> WireField | None:
-    oneof = field.containing_oneof
-    if field.is_repeated or (oneof is not None and len(oneof.fields) > 1):
-        return None
+    """A singular field, or an element of a repeated one."""
     wire = _WIRE.get(field.type, _VARINT)
     common = (field.name, field.number, wire, field.type)
     if field.type == FieldDescriptor.TYPE_GROUP:
@@ -160,10 +196,15 @@ def _message(
     slots = {
         f.number: _Slot(np.zeros(n, np.bool_), np.zeros(n, np.uint64), np.zeros(n, np.int64))
         for f in plan.fields
+        if not f.repeated
     }
+    chunks: dict[int, list[_Chunk]] = {f.number: [] for f in plan.fields if f.repeated}
+    which = {f.oneof: np.zeros(n, np.int64) for f in plan.fields if f.oneof is not None}
     by_tag = {f.number << 3 | f.wire: f for f in plan.fields}
+    by_tag.update({f.number << 3 | _LEN: f for f in plan.fields if f.repeated})  # packed
     pos = starts.copy()
     rows = np.flatnonzero(pos < ends)
+    step = 0
     while len(rows):  # one (tag, value) pair of every message not yet at its end
         end = ends[rows]
         tag, at = _varints(buf, pos[rows], end)
@@ -176,16 +217,132 @@ def _message(
             field = by_tag.get(key)
             if field is None:
                 continue  # a field the reader does not know: skipped
-            slot, at_rows = slots[field.number], rows[sel]
+            at_rows = rows[sel]
+            if field.repeated:
+                lengths = np.broadcast_to(np.asarray(length, np.int64), at_rows.shape)
+                chunks[field.number].append(_Chunk(at_rows, step, value, lengths, wire))
+                continue
+            slot = slots[field.number]
             if field.child is not None and slot.seen[at_rows].any():
                 raise NotVectorised("an embedded message written twice (merged by the runtime)")
             slot.seen[at_rows] = True
             slot.value[at_rows] = value
             slot.length[at_rows] = length
+            if field.oneof is not None:
+                which[field.oneof][at_rows] = field.number  # the oneof's last member set
         pos[rows] = after
         rows = rows[after < end]
-    children = [_column(f, slots[f.number], buf, data, starts) for f in plan.fields]
+        step += 1
+    children = []
+    for f in plan.fields:
+        if f.repeated:
+            children.append(_list_column(f, chunks[f.number], n, buf, data))
+            continue
+        slot = slots[f.number]
+        if f.oneof is not None:
+            slot.seen &= which[f.oneof] == f.number
+        children.append(_column(f, slot, buf, data, starts))
     return pa.StructArray.from_arrays(children, fields=list(plan.arrow), mask=mask)
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """Occurrences of a repeated field read in one step: the messages (rows) they are in,
+    their values (starts of length-delimited ones) and lengths, and their wire type."""
+
+    rows: I64
+    step: int
+    value: U64
+    length: I64
+    wire: int
+
+
+def _list_column(
+    field: WireField, chunks: list[_Chunk], n: int, buf: U8, data: pa.Buffer
+) -> pa.Array:
+    """The list (or map) array of a repeated field: its occurrences in each message's
+    order, packed ones expanded."""
+    assert field.container is not None
+    rows = [c.rows for c in chunks]
+    steps = [np.full(len(c.rows), c.step, np.int64) for c in chunks]
+    values = [c.value for c in chunks]
+    lengths = [c.length for c in chunks]
+    subs = [np.zeros(len(c.rows), np.int64) for c in chunks]
+    if field.wire != _LEN:
+        for i, c in enumerate(chunks):
+            if c.wire == _LEN:  # packed: one length-delimited run of values
+                rows[i], steps[i], values[i], subs[i] = _unpack(field.wire, buf, c)
+                lengths[i] = np.zeros(len(rows[i]), np.int64)
+    if not chunks:
+        rows = steps = subs = lengths = [np.zeros(0, np.int64)]
+        values = [np.zeros(0, np.uint64)]
+    row, at_step, sub = np.concatenate(rows), np.concatenate(steps), np.concatenate(subs)
+    order = np.lexsort((sub, at_step, row))
+    row = row[order]
+    value, length = np.concatenate(values)[order], np.concatenate(lengths)[order]
+    begin = value.astype(np.int64)
+    elements = _values(field, None, value, length, begin, buf=buf, data=data)
+    if field.kind == "map":
+        return _map(field.container, elements, row, n)
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(np.bincount(row, minlength=n), out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), elements, type=field.container)
+
+
+def _unpack(wire: int, buf: U8, chunk: _Chunk) -> tuple[I64, I64, U64, I64]:
+    """(rows, steps, values, index in the run) of the values of packed runs."""
+    starts = chunk.value.astype(np.int64)
+    ends = starts + chunk.length
+    if wire != _VARINT:
+        width = 8 if wire == _I64 else 4
+        if (chunk.length % width).any():
+            raise NotVectorised("a packed run of fixed-size values cut short")
+        counts = chunk.length // width
+        owner = np.repeat(np.arange(len(starts)), counts)
+        sub = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
+        at = starts[owner] + sub * width
+        value, _, _ = _read(wire, buf, at, at + width)
+        return chunk.rows[owner], np.full(len(owner), chunk.step), value, sub
+    owners, subs, parts = [], [], []
+    index = np.arange(len(starts))
+    pos = starts.copy()
+    k = 0
+    while True:
+        live = index[pos[index] < ends[index]]
+        if not len(live):
+            break
+        value, pos[live] = _varints(buf, pos[live], ends[live])
+        owners.append(live)
+        subs.append(np.full(len(live), k))
+        parts.append(value)
+        index, k = live, k + 1
+    owner = np.concatenate(owners) if owners else np.zeros(0, np.int64)
+    sub = np.concatenate(subs) if subs else np.zeros(0, np.int64)
+    value = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+    return chunk.rows[owner], np.full(len(owner), chunk.step), value, sub
+
+
+def _map(arrow: pa.MapType, entries: pa.StructArray, row: I64, n: int) -> pa.MapArray:
+    """A map array from its entries in each message's order: keys sorted, the last entry
+    of a key kept (the runtime's map)."""
+    keys = entries.field(0)
+    table = pa.table({"row": row, "key": keys, "seq": np.arange(len(row))})
+    table = table.sort_by([("row", "ascending"), ("key", "ascending"), ("seq", "descending")])
+    sorted_rows = table["row"].to_numpy()
+    seq = table["seq"].to_numpy()
+    keep = np.ones(len(seq), np.bool_)
+    if len(seq) > 1:
+        sorted_keys = table["key"].combine_chunks()
+        same_key = pc.equal(sorted_keys.slice(1), sorted_keys.slice(0, len(seq) - 1))
+        same = np.asarray(same_key.to_numpy(zero_copy_only=False), np.bool_)
+        keep[1:] = ~(same & (sorted_rows[1:] == sorted_rows[:-1]))
+    picked = pa.array(seq[keep])
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(np.bincount(sorted_rows[keep], minlength=n), out=offsets[1:])
+    items = entries.field(1)
+    return pa.MapArray.from_arrays(
+        pa.array(offsets), keys.take(picked), items.take(picked), type=arrow
+    )
 
 
 def _groups(tag: U64) -> list[tuple[int, slice | I64]]:
@@ -244,8 +401,24 @@ def _column(field: WireField, slot: _Slot, buf: U8, data: pa.Buffer, starts: I64
     a field not seen is read as empty there, keeping the positions in buffer order)."""
     absent = ~slot.seen if field.presence and not slot.seen.all() else None
     begin = np.where(slot.seen, slot.value.astype(np.int64), starts)
+    length = np.where(slot.seen, slot.length, 0)
+    return _values(field, absent, slot.value, length, begin, buf=buf, data=data)
+
+
+def _values(
+    field: WireField,
+    absent: Mask | None,
+    value: U64,
+    length: I64,
+    begin: I64,
+    *,
+    buf: U8,
+    data: pa.Buffer,
+) -> pa.Array:
+    """The Arrow array of a field's values (raw scalars in ``value``; length-delimited
+    ones at ``begin``, ``length`` long), null where ``absent``."""
     if field.child is not None:
-        inner = _message(field.child, buf, data, begin, begin + slot.length, mask=None)
+        inner = _message(field.child, buf, data, begin, begin + length, mask=None)
         if field.kind == "timestamp":
             seconds = np.asarray(inner.field(0).to_numpy(zero_copy_only=False), dtype=np.int64)
             nanos = np.asarray(inner.field(1).to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -260,7 +433,6 @@ def _column(field: WireField, slot: _Slot, buf: U8, data: pa.Buffer, starts: I64
             mask=None if absent is None else pa.array(absent),
         )
     if field.wire == _LEN:
-        length = np.where(slot.seen, slot.length, 0)
         raw = _cut(data, begin, length)
         if field.type == FieldDescriptor.TYPE_STRING:
             try:
@@ -268,7 +440,7 @@ def _column(field: WireField, slot: _Slot, buf: U8, data: pa.Buffer, starts: I64
             except pa.ArrowInvalid as exc:
                 raise NotVectorised("invalid UTF-8 in a string") from exc
         return raw if absent is None else _null_where(absent, raw)
-    numbers = _numbers(field.type, slot.value)
+    numbers = _numbers(field.type, value)
     if field.kind == "enum":
         got = pa.array(numbers.astype(np.int64), mask=absent)
         named = field.enum_names.take(pc.index_in(got, value_set=field.enum_numbers))
