@@ -11,8 +11,11 @@ Spark), rows/s:
   ``FromString`` loop over the same bytes (no column at all), and against the Avro decoder
   (vectorised) on the same rows as Avro records (``FLIGHT_SCHEMA``);
 - a nested Order message (``ORDER_PROTO``: enum, repeated nested messages, a map, a
-  ``Timestamp``, a wrapper, a oneof), which ``decode`` takes through upb column-wise,
-  against ``decode_each`` and the bare parse loop.
+  ``Timestamp``, a wrapper, a oneof), vectorised from the wire too, against
+  ``decode_each`` and the bare parse loop;
+- the same Order batch with one malformed value at its end, which ``decode`` takes through
+  upb column-wise (every message parsed by the runtime, then one field of all of them at a
+  time), against ``decode_each``.
 
 Goal: ``decode`` >= 10x ``decode_each`` on the 10-field message. Prints ``seglog.bench``'s
 markdown table of medians over ``--repeat`` rounds (runs interleaved); ``--json FILE``
@@ -80,11 +83,12 @@ def main() -> None:
     avro_values = pa.array(flight_avro(rows), type=pa.binary())
     flight_array = pa.array(flights, type=pa.binary())
     order_array = pa.array(orders, type=pa.binary())
+    broken = pa.array([*orders[:-1], b"\x00\x00\x00\x00\x01\x00\x0a\x09"], type=pa.binary())
     flight = TypedDecoder("protobuf", proto_layout_of(FLIGHT_PROTO, "bench.Flight"), lambda _: None)
     order = TypedDecoder("protobuf", proto_layout_of(ORDER_PROTO, "bench.Order"), lambda _: None)
     avro_text = json.dumps(FLIGHT_SCHEMA)
     avro = TypedDecoder("avro", avro_text, {1: avro_text}.get, reader_id=1)
-    for decoder, array in ((flight, flight_array), (order, order_array)):
+    for decoder, array in ((flight, flight_array), (order, order_array), (order, broken)):
         if decoder.decode(array)[0] != decoder.decode_each(array)[0]:
             raise SystemExit("the column-wise and record-by-record columns differ")
     runs: dict[str, tuple[Samples, Callable[[], Any]]] = {
@@ -101,6 +105,8 @@ def main() -> None:
             Samples("rows/s"),
             _parse_loop(message_class(ORDER_PROTO, "bench.Order"), orders),
         ),
+        "broken": (Samples("rows/s"), lambda: order.decode(broken)),
+        "broken_each": (Samples("rows/s"), lambda: order.decode_each(broken)),
     }
     for run in runs.values():
         run[1]()  # warm-up
@@ -120,7 +126,8 @@ def main() -> None:
             pstats.Stats(profile, stream=sys.stderr).sort_stats("tottime").print_stats(8)
     s = {name: samples for name, (samples, _) in runs.items()}
     flight_metric = "Protobuf decode, 10-field flight message (vectorised from the wire)"
-    order_metric = "Protobuf decode, nested Order message (upb, column-wise)"
+    order_metric = "Protobuf decode, nested Order message (vectorised from the wire)"
+    broken_metric = "Protobuf decode, nested Order, one value malformed (upb, column-wise)"
     table = [
         Row(flight_metric, s["flight"], "record by record (decode_each)", s["flight_each"],
             target=GOAL),
@@ -128,6 +135,7 @@ def main() -> None:
         Row(flight_metric, s["flight"], "Avro decoder, same rows", s["avro"]),
         Row(order_metric, s["order"], "record by record (decode_each)", s["order_each"]),
         Row(order_metric, s["order"], "upb FromString loop alone", s["order_parse"]),
+        Row(broken_metric, s["broken"], "record by record (decode_each)", s["broken_each"]),
     ]  # fmt: skip
     settings = {k: v for k, v in vars(args).items() if k != "json"}
     report = Report(table, machine_info(), settings, time.perf_counter() - started)
