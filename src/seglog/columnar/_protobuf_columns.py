@@ -1,8 +1,10 @@
 """Parsed Protobuf messages turned into one Arrow column, one field of every message at a
 time (the column-wise half of ``_protobuf_tree``).
 
-The protobuf runtime (upb) parses a message in about a microsecond; what costs is turning
-it into Python values field by field and building Arrow from row dicts. Here each field
+The path of the batches ``_protobuf_wire`` does not take (a malformed value, a closed enum,
+an embedded message written twice ...). The protobuf runtime (upb) parses a message in
+about a microsecond; what costs is turning it into Python values field by field and
+building Arrow from row dicts. Here each field
 of all the messages is read with one list comprehension (``[m.f for m in msgs]``) and
 handed to ``pa.array`` with its Arrow type: nested messages recursively column-wise (a
 struct array from the child arrays, null where ``HasField`` is false), repeated fields and

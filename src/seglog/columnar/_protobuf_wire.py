@@ -13,14 +13,19 @@ reader does not know (or of another wire type than its field's) are skipped, as 
 runtime does; absent fields keep their default (0, empty, the enum's 0) or are null where
 the field has presence.
 
-A message is vectorised (``compile_wire``) when its fields are singular scalars, open
-enums, strings, bytes, nested messages of the same kind, ``google.protobuf.Timestamp``
-and the ``*Value`` wrappers (no repeated fields, maps, oneofs of several members, groups
-or closed enums); else None and the caller parses with the runtime. Anything unusual in a
-batch — a truncated value, a wire type 3/4/6/7 or field number 0, a varint over 10 bytes,
-an embedded message written twice (the runtime merges them), invalid UTF-8 in a string —
-raises ``NotVectorised`` and the caller decodes that batch with the runtime, which names
-the malformed rows.
+Repeated fields collect every occurrence in each message's order (a scalar one packed —
+one length-delimited run — or not, both accepted as the runtime does); a map is a repeated
+entry message of ``key`` and ``value`` (a value absent from its entry reads as its default),
+its keys sorted and the last entry of a key kept; a oneof keeps its last member written.
+
+A message is vectorised (``compile_wire``) when its fields are scalars, open enums,
+strings, bytes, nested messages of the same kind, ``google.protobuf.Timestamp`` and the
+``*Value`` wrappers, singular or repeated, maps of them and oneofs (no groups or closed
+enums); else None and the caller parses with the runtime. Anything unusual in a batch —
+a truncated value, a wire type 3/4/6/7 or field number 0, a varint over 10 bytes, a packed
+run of fixed-size values cut short, a singular embedded message written twice (the runtime
+merges them), invalid UTF-8 in a string — raises ``NotVectorised`` and the caller decodes
+that batch with the runtime, which names the malformed rows.
 """
 
 from __future__ import annotations
