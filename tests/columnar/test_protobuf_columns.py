@@ -254,6 +254,25 @@ def test_repeated_fields_maps_and_oneofs_vectorised() -> None:
     _same(decoder, merged_array)
 
 
+def test_a_few_long_messages_among_short_ones() -> None:
+    """One message of 600 unpacked values and one of a 600-value packed run among short
+    ones: the batch goes to the runtime (numpy's cost per step would outweigh the work),
+    with the same column; 600 such messages are vectorised."""
+    cls = _classes()["t.Listy"]
+    long_unpacked = LISTY + b"".join(b"\x10" + bytes([k % 100]) for k in range(600))
+    long_packed = LISTY + cls(xs=list(range(600))).SerializeToString()
+    short = LISTY + cls(id="s", xs=[1]).SerializeToString()
+    decoder = _decoder("t.Listy")
+    for long in (long_unpacked, long_packed):
+        array = pa.array([frame(1, v) for v in [short] * 100 + [long]], type=pa.binary())
+        assert decoder._reader._decode_wire(array, 5) is None
+        column, _ = _same(decoder, array)
+        assert len(column[100].as_py()["xs"]) == 600
+        many = pa.array([frame(1, long)] * 600, type=pa.binary())
+        assert decoder._reader._decode_wire(many, 5) is not None
+        _same(decoder, many)
+
+
 def test_malformed_repeated_values_are_the_rows_the_runtime_refuses() -> None:
     cls = _classes()["t.Listy"]
     good = frame(1, LISTY + _listy(cls, random.Random(1), 1).SerializeToString())

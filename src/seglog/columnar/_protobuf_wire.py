@@ -24,8 +24,9 @@ strings, bytes, nested messages of the same kind, ``google.protobuf.Timestamp`` 
 enums); else None and the caller parses with the runtime. Anything unusual in a batch —
 a truncated value, a wire type 3/4/6/7 or field number 0, a varint over 10 bytes, a packed
 run of fixed-size values cut short, a singular embedded message written twice (the runtime
-merges them), invalid UTF-8 in a string — raises ``NotVectorised`` and the caller decodes
-that batch with the runtime, which names the malformed rows.
+merges them), invalid UTF-8 in a string, a few messages of hundreds of fields among short
+ones — raises ``NotVectorised`` and the caller decodes that batch with the runtime, which
+names the malformed rows.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ _WIRE = {
     FieldDescriptor.TYPE_MESSAGE: _LEN,
 }  # fmt: skip
 _U32 = np.uint64(0xFFFFFFFF)
+_FEW_STEPS, _FEW_ROWS = 256, 64
+"""Past 256 steps with under 1/64 of the messages left, numpy's cost per step outweighs
+the work per message: the batch goes to the runtime."""
 
 
 class NotVectorised(Exception):  # noqa: N818 (a signal, not an error)
@@ -238,6 +242,8 @@ def _message(
         pos[rows] = after
         rows = rows[after < end]
         step += 1
+        if step >= _FEW_STEPS and 0 < len(rows) * _FEW_ROWS < n:
+            raise NotVectorised("a few messages of many fields: the runtime parses them faster")
     children = []
     for f in plan.fields:
         if f.repeated:
@@ -276,7 +282,7 @@ def _list_column(
     if field.wire != _LEN:
         for i, c in enumerate(chunks):
             if c.wire == _LEN:  # packed: one length-delimited run of values
-                rows[i], steps[i], values[i], subs[i] = _unpack(field.wire, buf, c)
+                rows[i], steps[i], values[i], subs[i] = _unpack(field.wire, buf, c, n)
                 lengths[i] = np.zeros(len(rows[i]), np.int64)
     if not chunks:
         rows = steps = subs = lengths = [np.zeros(0, np.int64)]
@@ -294,8 +300,9 @@ def _list_column(
     return pa.ListArray.from_arrays(pa.array(offsets), elements, type=field.container)
 
 
-def _unpack(wire: int, buf: U8, chunk: _Chunk) -> tuple[I64, I64, U64, I64]:
-    """(rows, steps, values, index in the run) of the values of packed runs."""
+def _unpack(wire: int, buf: U8, chunk: _Chunk, n: int) -> tuple[I64, I64, U64, I64]:
+    """(rows, steps, values, index in the run) of the values of packed runs (in a batch
+    of ``n`` messages)."""
     starts = chunk.value.astype(np.int64)
     ends = starts + chunk.length
     if wire != _VARINT:
@@ -321,6 +328,8 @@ def _unpack(wire: int, buf: U8, chunk: _Chunk) -> tuple[I64, I64, U64, I64]:
         subs.append(np.full(len(live), k))
         parts.append(value)
         index, k = live, k + 1
+        if k >= _FEW_STEPS and len(live) * _FEW_ROWS < n:
+            raise NotVectorised("a few long packed runs: the runtime parses them faster")
     owner = np.concatenate(owners) if owners else np.zeros(0, np.int64)
     sub = np.concatenate(subs) if subs else np.zeros(0, np.int64)
     value = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
