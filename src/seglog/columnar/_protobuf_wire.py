@@ -99,6 +99,9 @@ class WireMessage:
 
     fields: tuple[WireField, ...]
     arrow: pa.StructType
+    map_entry: bool = False
+    """A map's entry: one with a field the reader does not know is dropped by upb (kept
+    as an unknown field of the map's message), so such a batch goes to the runtime."""
 
 
 def compile_wire(
@@ -125,7 +128,7 @@ def compile_wire(
         if oneof is not None and len(oneof.fields) > 1:
             one = replace(one, oneof=oneof.name)
         fields.append(one)
-    return WireMessage(tuple(fields), arrow)
+    return WireMessage(tuple(fields), arrow, map_entry)
 
 
 def _repeated(
@@ -224,6 +227,8 @@ def _message(
                 raise NotVectorised("a field number 0, a group or an unknown wire type")
             value, length, after[sel] = _read(wire, buf, at[sel], end[sel])
             field = by_tag.get(key)
+            if field is None and plan.map_entry:
+                raise NotVectorised("a map entry with an unknown field (dropped by upb)")
             if field is None:
                 continue  # a field the reader does not know: skipped
             at_rows = rows[sel]
@@ -232,8 +237,11 @@ def _message(
                 chunks[field.number].append(_Chunk(at_rows, step, value, lengths, wire))
                 continue
             slot = slots[field.number]
-            if field.child is not None and slot.seen[at_rows].any():
+            again = slot.seen[at_rows]
+            if field.child is not None and again.any():
                 raise NotVectorised("an embedded message written twice (merged by the runtime)")
+            if field.type == FieldDescriptor.TYPE_STRING and again.any():
+                _check_utf8(data, slot, at_rows[again])  # upb checks the value replaced too
             slot.seen[at_rows] = True
             slot.value[at_rows] = value
             slot.length[at_rows] = length
@@ -251,7 +259,10 @@ def _message(
             continue
         slot = slots[f.number]
         if f.oneof is not None:
-            slot.seen &= which[f.oneof] == f.number
+            won = which[f.oneof] == f.number
+            if (slot.seen & ~won).any():  # replaced by another member: upb parsed it still
+                _column(f, slot, buf, data, starts)
+            slot.seen &= won
         children.append(_column(f, slot, buf, data, starts))
     return pa.StructArray.from_arrays(children, fields=list(plan.arrow), mask=mask)
 
@@ -462,6 +473,14 @@ def _values(
     if pa.types.is_decimal(field.arrow):
         return pa.array(numbers, mask=absent).cast(field.arrow)
     return pa.array(numbers, type=field.arrow, mask=absent)
+
+
+def _check_utf8(data: pa.Buffer, slot: _Slot, rows: I64) -> None:
+    """NotVectorised unless the strings of ``slot`` in ``rows`` are valid UTF-8."""
+    try:
+        _cut(data, slot.value[rows].astype(np.int64), slot.length[rows]).cast(pa.string())
+    except pa.ArrowInvalid as exc:
+        raise NotVectorised("invalid UTF-8 in a string") from exc
 
 
 def _null_where(absent: Mask, column: pa.Array) -> pa.Array:
