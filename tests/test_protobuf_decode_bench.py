@@ -11,7 +11,7 @@ from tests._bench import run_bench
 
 FLIGHT = "Protobuf decode, 10-field flight message (vectorised from the wire)"
 ORDER = "Protobuf decode, nested Order message (vectorised from the wire)"
-BROKEN = "Protobuf decode, nested Order, one value malformed (upb, column-wise)"
+BROKEN = "Protobuf decode, nested Order, one value malformed (cut in halves)"
 
 
 def test_protobuf_decode_bench_prints_every_row(tmp_path: Path) -> None:

@@ -105,6 +105,9 @@ _TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 Convert = Callable[[Any], Any]
+SMALLEST_SPLIT = 512
+"""Batches the vectorised decoding refuses are cut in halves down to this many values,
+then parsed by the runtime."""
 _MALFORMED = "not a Protobuf message of the schema: "
 
 
@@ -218,14 +221,28 @@ class ProtoTree:
         itself is not looked at.
 
         Vectorised from the wire format (``_protobuf_wire``) when the message allows and
-        every value is well-formed and written as the file's first message (indexes
-        ``[0]``); else every message is parsed by the runtime and each field of all of
-        them turned into one Arrow array (``_protobuf_columns``)."""
-        if self._wire is not None and len(values):
-            column = self._decode_wire(values, start)
-            if column is not None:
-                return column, {}
-        return self._decode_parsed(values.to_pylist(), start)
+        every value is well-formed and written with the indexes Confluent's serializers
+        write for the column's message; else the batch is cut in halves, each decoded the
+        same way, down to ``SMALLEST_SPLIT`` values, whose every message is parsed by the
+        runtime and each field of all of them turned into one Arrow array
+        (``_protobuf_columns``): a malformed value costs a few vectorised passes, not the
+        whole batch through the runtime."""
+        if self._wire is None or not len(values):
+            return self._decode_parsed(values.to_pylist(), start)
+        return self._decode_halves(values, start)
+
+    def _decode_halves(self, values: pa.Array, start: int) -> tuple[pa.Array, dict[int, str]]:
+        """``decode_column`` vectorised, else in halves (see there)."""
+        column = self._decode_wire(values, start)
+        if column is not None:
+            return column, {}
+        if len(values) <= SMALLEST_SPLIT:
+            return self._decode_parsed(values.to_pylist(), start)
+        half = len(values) // 2
+        first, bad = self._decode_halves(values.slice(0, half), start)
+        second, bad_second = self._decode_halves(values.slice(half), start)
+        bad.update({row + half: why for row, why in bad_second.items()})
+        return pa.concat_arrays([first, second]), bad
 
     def _decode_wire(self, values: pa.Array, start: int) -> pa.Array | None:
         """The column decoded from the wire format; None when the batch is not vectorised
