@@ -8,7 +8,8 @@
 - typed values (``TypedDecoder``): Confluent-framed Avro / JSON Schema values -> one Arrow
   struct column, with the types Spark gives them (``avro_arrow_type``), writer schemas by
   id from a registry or from the data directory's ``_schemas`` topic (replayed by
-  ``seglog.schemas.read_registry``).
+  ``seglog.schemas.read_registry``); and back (``TypedEncoder``: struct column -> framed
+  Avro, JSON Schema or Protobuf values, the Spark sink's typed writes).
 
 Needs ``pyarrow`` (the ``spark`` extra). Imports only ``seglog.storage`` and
 ``seglog.schemas`` (the registry's ``_schemas`` replay); the broker imports it lazily, only
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
         frame,
         schema_id_of,
     )
+    from seglog.columnar._typed_encode import TypedEncoder
 
 _LAZY: dict[str, str] = {
     "avro_arrow_type": "_avro_types",
@@ -72,6 +74,7 @@ _LAZY: dict[str, str] = {
     "TypedDecoder": "_typed",
     "frame": "_typed",
     "schema_id_of": "_typed",
+    "TypedEncoder": "_typed_encode",
 }
 
 __all__ = [
@@ -86,6 +89,7 @@ __all__ = [
     "MirrorReport",
     "RegistryRef",
     "TypedDecoder",
+    "TypedEncoder",
     "arrow_schema",
     "avro_arrow_type",
     "columns_batch",

@@ -53,7 +53,7 @@ from google.protobuf import (
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError
 
-__all__ = ["PROTO_SCALARS", "ProtoTree"]
+__all__ = ["PROTO_SCALARS", "ProtoTree", "encode_indexes", "indexes_of", "load_layout"]
 
 PROTO_SCALARS: dict[str, pa.DataType] = {
     "double": pa.float64(),
@@ -127,6 +127,62 @@ def message_indexes(value: bytes, pos: int) -> tuple[tuple[int, ...], int]:
     return tuple(indexes), pos
 
 
+def load_layout(layout: str) -> tuple[descriptor_pool.DescriptorPool, list[str], Descriptor]:
+    """(the pool holding a layout's file, the full names of the file's top-level messages
+    in order, the layout's message). ValueError for an import that is not a well-known
+    type; KeyError for a message not in the file."""
+    parsed = json.loads(layout)
+    fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(parsed["file"]))
+    pool = descriptor_pool.DescriptorPool()
+    default = descriptor_pool.Default()
+    for dependency in fdp.dependency:
+        if not dependency.startswith("google/protobuf/"):
+            raise ValueError(f"import {dependency!r}: only well-known types are read")
+        known = descriptor_pb2.FileDescriptorProto()
+        default.FindFileByName(dependency).CopyToProto(known)
+        pool.Add(known)
+    pool.Add(fdp)
+    top = [f"{fdp.package}.{m.name}" if fdp.package else m.name for m in fdp.message_type]
+    return pool, top, pool.FindMessageTypeByName(parsed["message"])
+
+
+def indexes_of(message: Descriptor, top: list[str]) -> tuple[int, ...]:
+    """Confluent's message indexes of ``message``: its top-level ancestor's place in the
+    file (``top``, full names in order), then each nested message's place in its parent."""
+    path: list[int] = []
+    node = message
+    while node.containing_type is not None:
+        parent = node.containing_type
+        path.append([n.full_name for n in parent.nested_types].index(node.full_name))
+        node = parent
+    path.append(top.index(node.full_name))
+    return tuple(reversed(path))
+
+
+def _zigzag_encode(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+def _varint_bytes(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def encode_indexes(indexes: tuple[int, ...]) -> bytes:
+    """Confluent's message-index prefix: a single 0 for ``(0,)`` (the file's first
+    message), else the zigzag varint count then each index as a zigzag varint."""
+    if indexes == (0,):
+        return b"\x00"
+    return b"".join(_varint_bytes(_zigzag_encode(n)) for n in (len(indexes), *indexes))
+
+
 class ProtoTree:
     """The column type of a layout's message and the decoding of framed values into it.
 
@@ -134,20 +190,7 @@ class ProtoTree:
     not a well-known type, or is not in the file."""
 
     def __init__(self, layout: str) -> None:
-        parsed = json.loads(layout)
-        fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(parsed["file"]))
-        pool = descriptor_pool.DescriptorPool()
-        default = descriptor_pool.Default()
-        for dependency in fdp.dependency:
-            if not dependency.startswith("google/protobuf/"):
-                raise ValueError(f"import {dependency!r}: only well-known types are read")
-            known = descriptor_pb2.FileDescriptorProto()
-            default.FindFileByName(dependency).CopyToProto(known)
-            pool.Add(known)
-        pool.Add(fdp)
-        self._top = [f"{fdp.package}.{m.name}" if fdp.package else m.name for m in fdp.message_type]
-        self._pool = pool
-        self.message: Descriptor = pool.FindMessageTypeByName(parsed["message"])
+        self._pool, self._top, self.message = load_layout(layout)
         self._class = message_factory.GetMessageClass(self.message)
         self.arrow_type, self._convert = _message(self.message, ())
         self._paths: dict[tuple[int, ...], bool] = {}
