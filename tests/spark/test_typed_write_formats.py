@@ -74,6 +74,10 @@ PEOPLE = {
     },
     "required": ["name"],
 }
+PERSON_PROTO = """
+syntax = "proto3";
+message Person { string name = 1; int64 age = 2; repeated string tags = 3; }
+"""
 PERSON = StructType([
     StructField("name", StringType()),
     StructField("age", IntegerType()),
@@ -186,6 +190,43 @@ def test_path_mode_round_trips_json_and_protobuf(spark: Any, tmp_path: Path) -> 
     with pytest.raises(Exception, match=r"value row .*'eve'.* -1 is less than the minimum of 0"):
         _write(negative, path=path, topic="people", valueFormat="json")
     assert len(_read(spark, "people", "json", path=path)) == 2  # nothing of the failed write
+
+
+def test_streaming_json_topic_into_a_protobuf_topic(spark: Any, tmp_path: Path) -> None:
+    """A streaming query reads a JSON Schema topic as columns and writes them to a
+    Protobuf topic (path mode, exactly-once): the Protobuf topic reads back equal."""
+    path = str(tmp_path / "data")
+    with DataDir(path) as data_dir:
+        _store(data_dir, "people-value", 4, json.dumps(PEOPLE), "JSON")
+        _store(data_dir, "people-pb-value", 7, PERSON_PROTO, "PROTOBUF")
+    people = [{"name": f"p{i}", "age": i, "tags": ["t"] * i} for i in range(5)]
+    frame = spark.createDataFrame(
+        [(p,) for p in people], StructType([StructField("value", PERSON)])
+    )
+    _write(frame, path=path, topic="people", valueFormat="json")
+    stream = (
+        spark.readStream.format("seglog")
+        .option("path", path)
+        .option("subscribe", "people")
+        .option("valueFormat", "json")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "2")
+        .load()
+    )
+    query = (
+        stream.select("value")
+        .writeStream.format("seglog")
+        .option("path", path)
+        .option("topic", "people-pb")
+        .option("valueFormat", "protobuf")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(240)
+    assert query.exception() is None
+    got = _read(spark, "people-pb", "protobuf", path=path)
+    assert sorted(got, key=lambda d: d["name"]) == people
 
 
 @pytest.fixture(scope="module")
