@@ -272,23 +272,41 @@ def test_auto_register_through_the_broker_read_by_confluent(
 ) -> None:
     client = SchemaRegistryClient({"url": served["url"]})
     wire = {"kafka.bootstrap.servers": served["bootstrap"], "auto.register.schemas": "true"}
-    people = [{"name": "ada", "age": 36, "tags": ["x", None]}, {"name": None, "age": 7, "tags": []}]
+    person = StructType([*PERSON.fields, StructField("scores", MapType(StringType(), LongType()))])
+    key = StructType([StructField("id", LongType(), False)])
+    people = [
+        {"name": "ada", "age": 36, "tags": ["x", None], "scores": {"go": 3, "chess": None}},
+        {"name": None, "age": 7, "tags": [], "scores": None},
+    ]
     frame = spark.createDataFrame(
-        [(p,) for p in people], StructType([StructField("value", PERSON)])
+        [({"id": p["age"]}, p) for p in people],
+        StructType([StructField("key", key), StructField("value", person)]),
     )
-    _write(frame, topic="jsunk", valueFormat="json", **wire)
+    _write(frame, topic="jsunk", valueFormat="json", keyFormat="json", **wire)
     registered = client.get_latest_version("jsunk-value").schema
     assert registered.schema_type == "JSON"
-    assert json.loads(registered.schema_str) == json_schema_of(PERSON)
+    assert json.loads(registered.schema_str) == json_schema_of(person)
+    assert json.loads(client.get_latest_version("jsunk-key").schema.schema_str) == (
+        json_schema_of(key)
+    )
     json_reader = JSONDeserializer(None, schema_registry_client=client)
     ctx = SerializationContext("jsunk", MessageField.VALUE)
     documents = [json_reader(v, ctx) for v in _consume(served, "jsunk", 2)]
     assert sorted(documents, key=lambda d: d["age"]) == [
         {"age": 7, "tags": []},
-        {"name": "ada", "age": 36, "tags": ["x", None]},
+        {"name": "ada", "age": 36, "tags": ["x", None], "scores": {"go": 3, "chess": None}},
     ]  # fmt: skip  (the two tasks' writes in either order)
-    back = _read(spark, "jsunk", "json", **{"kafka.bootstrap.servers": served["bootstrap"]})
-    assert sorted(back, key=lambda d: d["age"]) == people[::-1]
+    back = (
+        spark.read.format("seglog")
+        .option("kafka.bootstrap.servers", served["bootstrap"])
+        .option("subscribe", "jsunk")
+        .option("valueFormat", "json")
+        .option("keyFormat", "json")
+        .load()
+        .collect()
+    )
+    got = sorted(((r.key.asDict(), r.value.asDict()) for r in back), key=lambda kv: kv[0]["id"])
+    assert got == [({"id": p["age"]}, p) for p in people[::-1]]
 
     orders = spark.createDataFrame(
         [(o,) for o in ORDERS], StructType([StructField("value", ORDER)])
