@@ -52,8 +52,16 @@ from google.protobuf import (
 )
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError
+from kafka.record.util import encode_varint
 
-__all__ = ["PROTO_SCALARS", "ProtoTree", "encode_indexes", "indexes_of", "load_layout"]
+__all__ = [
+    "PROTO_SCALARS",
+    "WRAPPERS",
+    "ProtoTree",
+    "encode_indexes",
+    "indexes_of",
+    "load_layout",
+]
 
 PROTO_SCALARS: dict[str, pa.DataType] = {
     "double": pa.float64(),
@@ -76,7 +84,7 @@ PROTO_SCALARS: dict[str, pa.DataType] = {
 spark-protobuf maps unsigned types)."""
 
 _TIMESTAMP = "google.protobuf.Timestamp"
-_WRAPPERS = {
+WRAPPERS = {
     f"google.protobuf.{name}Value": kind
     for name, kind in (("Double", "double"), ("Float", "float"), ("Int64", "int64"),
                        ("UInt64", "uint64"), ("Int32", "int32"), ("UInt32", "uint32"),
@@ -159,28 +167,15 @@ def indexes_of(message: Descriptor, top: list[str]) -> tuple[int, ...]:
     return tuple(reversed(path))
 
 
-def _zigzag_encode(n: int) -> int:
-    return (n << 1) ^ (n >> 63)
-
-
-def _varint_bytes(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def encode_indexes(indexes: tuple[int, ...]) -> bytes:
     """Confluent's message-index prefix: a single 0 for ``(0,)`` (the file's first
     message), else the zigzag varint count then each index as a zigzag varint."""
     if indexes == (0,):
         return b"\x00"
-    return b"".join(_varint_bytes(_zigzag_encode(n)) for n in (len(indexes), *indexes))
+    out = bytearray()
+    for n in (len(indexes), *indexes):
+        encode_varint(n, out.append)  # zigzag varints, as Kafka's record fields
+    return bytes(out)
 
 
 class ProtoTree:
@@ -288,8 +283,8 @@ def _single(field: FieldDescriptor, seen: tuple[str, ...]) -> tuple[pa.DataType,
                 _TIMESTAMP_UTC,
                 lambda ts: _EPOCH + dt.timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000),
             )
-        if full in _WRAPPERS:
-            return PROTO_SCALARS[_WRAPPERS[full]], _scalar(_WRAPPERS[full], wrapped=True)
+        if full in WRAPPERS:
+            return PROTO_SCALARS[WRAPPERS[full]], _scalar(WRAPPERS[full], wrapped=True)
         return _message(field.message_type, seen)
     return PROTO_SCALARS[_TYPE_NAMES[field.type]], _scalar(_TYPE_NAMES[field.type])
 

@@ -48,7 +48,7 @@ import pyarrow as pa
 from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from seglog.columnar._protobuf_tree import encode_indexes, indexes_of, load_layout
+from seglog.columnar._protobuf_tree import WRAPPERS, encode_indexes, indexes_of, load_layout
 from seglog.columnar._typed import FORMATS, frame
 
 __all__ = ["TypedEncoder"]
@@ -185,18 +185,12 @@ def _single_converter(field: FieldDescriptor) -> Convert | None:
         full = field.message_type.full_name
         if full == "google.protobuf.Timestamp":
             return None  # the constructor takes a datetime (naive: UTC)
-        if full in _WRAPPERS:
+        if full in WRAPPERS:
             return lambda v: {"value": int(v) if isinstance(v, Decimal) else v}
         return _builder(field.message_type)
     if field.type in (FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64):
         return lambda v: int(v) if isinstance(v, Decimal) else v
     return None
-
-
-_WRAPPERS = frozenset(
-    f"google.protobuf.{name}Value"
-    for name in ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool", "String", "Bytes")
-)
 
 
 def _plain(value: Any, arrow_type: pa.DataType, *, utc: bool = False) -> Any:
