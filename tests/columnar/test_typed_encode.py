@@ -108,3 +108,6 @@ def test_a_protobuf_row_that_does_not_fit_names_the_field() -> None:
     wrong = pa.array([{"sku": "a", "qty": "many"}])
     with pytest.raises(ValueError, match="qty"):
         encoder.encode(wrong, "value")
+    null_line = pa.array([{"id": "o", "lines": [None]}])
+    with pytest.raises(ValueError, match=r"lines.*null is not allowed"):
+        TypedEncoder("protobuf", _layout("shop.Order"), 5).encode(null_line, "value")

@@ -90,6 +90,7 @@ WRAPPERS = {
                        ("UInt64", "uint64"), ("Int32", "int32"), ("UInt32", "uint32"),
                        ("Bool", "bool"), ("String", "string"), ("Bytes", "bytes"))
 }  # fmt: skip
+"""Google's wrapper messages (``google/protobuf/wrappers.proto``) -> the scalar they wrap."""
 _TYPE_NAMES = {
     FieldDescriptor.TYPE_DOUBLE: "double", FieldDescriptor.TYPE_FLOAT: "float",
     FieldDescriptor.TYPE_INT64: "int64", FieldDescriptor.TYPE_UINT64: "uint64",

@@ -134,7 +134,7 @@ def _protobuf_encoder(layout: str) -> Encode:
     def encode(value: Any, arrow_type: pa.DataType) -> bytes:
         try:  # the runtime's constructor: fast, but its errors do not name the field
             built = cls(**build(value))
-        except (ValueError, TypeError, KeyError, OverflowError):
+        except (ValueError, TypeError, KeyError, OverflowError, AttributeError):
             try:  # the same message through json_format, whose errors name it
                 built = json_format.ParseDict(_plain(value, arrow_type, utc=True), cls())
             except json_format.ParseError as exc:
