@@ -185,5 +185,5 @@ def test_json_schema_values_as_columns(running: tuple[BrokerProcess, str], topic
     assert rows[0]["tags"] == ["x"]
     dead = _wait_dead(proc, topic, 2)
     assert [r["offset"] for r in dead] == [2, 3]
-    assert "does not fit the table's columns" in dead[0]["reason"]
+    assert "not valid under its JSON Schema at age" in dead[0]["reason"]
     assert "not an object" in dead[1]["reason"]

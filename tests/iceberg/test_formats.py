@@ -145,6 +145,7 @@ def _commit(
     plog = open_log(tmp_path / f"{topic}-0", create=True)
     try:
         plog.publish([seglog.Message(key=b"k%d" % i, value=v) for i, v in enumerate(values)])
+        schemas.sync()  # the registry's records below the high watermark
         lookup = ice.SchemaLookup()
         lookup.refresh(schemas)
         table = ice.load_topic_table(catalog, topic, mode=ice.VALUE_SCHEMA)
@@ -275,13 +276,15 @@ def test_json_values_to_columns(catalog: Catalog, schemas: Log, tmp_path: Path) 
         doc({"name": "ada", "age": 36, "score": 1.5, "admin": True,
              "address": {"city": "London"}, "tags": ["a", "b"]}),
         doc({"name": "bob", "extra": "ignored"}),
-        doc({"name": "eve", "age": "thirty"}),  # a string where the column is a long
+        doc({"name": "eve", "age": "thirty"}),  # not valid: a string for an integer
         doc(["not", "an", "object"]),
         frame_schema_id(schema_id, b"{not json"),
-        doc({"name": "max", "address": {"city": 7}}),  # nested type clash
+        doc({"name": "max", "address": {"city": 7}}),  # not valid: nested
+        doc({"name": "ivy", "age": 1.5}),  # not valid (a long column would truncate it)
+        doc({"name": "kim", "age": 1 << 70}),  # valid, but beyond a long column
     ]  # fmt: skip
     done, table = _commit(catalog, schemas, tmp_path, "people", values)
-    assert (done.report.rows, done.dlq_rows) == (2, 4)
+    assert (done.report.rows, done.dlq_rows) == (2, 6)
     rows = _rows(table)
     assert [(r["name"], r["age"], r["score"], r["admin"]) for r in rows] == [
         ("ada", 36, 1.5, True), ("bob", None, None, None),
@@ -290,11 +293,13 @@ def test_json_values_to_columns(catalog: Catalog, schemas: Log, tmp_path: Path) 
     assert rows[0]["tags"] == ["a", "b"]
     assert "extra" not in rows[1]
     dead = _dead(catalog, "people")
-    assert sorted(dead) == [2, 3, 4, 5]
-    assert "does not fit the table's columns" in dead[2]
+    assert sorted(dead) == [2, 3, 4, 5, 6, 7]
+    assert "not valid under its JSON Schema at age" in dead[2]
     assert "not an object" in dead[3]
     assert "does not decode with schema id" in dead[4]
-    assert "does not fit the table's columns" in dead[5]
+    assert "not valid under its JSON Schema at address/city" in dead[5]
+    assert "not valid under its JSON Schema at age" in dead[6]
+    assert "does not fit the table's columns" in dead[7]
 
 
 def test_json_schema_evolution(catalog: Catalog, schemas: Log, tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 their values decoded into rows: the Arrow type seglog's Spark typed read gives a schema
 (``seglog.columnar``: ``json_schema_arrow_type``; ``ProtoTree`` for a Protobuf message)
 turned into Iceberg types, the values decoded by the same code (a Protobuf value by
-``ProtoTree.decode``, a JSON document by ``json.loads``).
+``ProtoTree.decode``, a JSON document by ``json.loads``, then validated against its JSON
+Schema with jsonschema, as Confluent's ``JSONDeserializer`` does).
 
 Arrow (as the typed read makes it) → Iceberg:
 
@@ -35,6 +36,7 @@ schema of its own (Redpanda's Iceberg topics pick the message the same way).
 from __future__ import annotations
 
 import base64
+import functools
 import itertools
 import json
 from collections.abc import Callable, Iterator
@@ -43,6 +45,9 @@ from typing import Any
 
 import pyarrow as pa
 from google.protobuf import descriptor_pb2
+from jsonschema import Draft7Validator
+from jsonschema.exceptions import best_match
+from jsonschema.validators import validator_for
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
     BinaryType,
@@ -149,21 +154,32 @@ def arrow_table_schema(struct: pa.DataType) -> Schema:
     return Schema(*fields)
 
 
-def _json_document(value: bytes) -> dict[str, Any]:
-    """The JSON object after the framing. ValueError (not JSON), TypeError (no object)."""
+def _json_document(value: bytes, validator: Any) -> dict[str, Any]:
+    """The JSON object after the framing, valid under its schema (as Confluent's
+    ``JSONDeserializer`` checks). ValueError (not JSON, not valid), TypeError (no
+    object)."""
     doc = json.loads(memoryview(value)[HEADER:].tobytes())
     if not isinstance(doc, dict):
         raise TypeError(f"the JSON document is a {type(doc).__name__}, not an object")
+    error = best_match(validator.iter_errors(doc))
+    if error is not None:
+        where = "/".join(map(str, error.absolute_path)) or "the root"
+        raise ValueError(f"not valid under its JSON Schema at {where}: {error.message}")
     return doc
 
 
 def json_decoder(schema_id: int, text: str) -> ValueDecoder:
     """The decoder of values of the JSON Schema ``text``: the object's properties as
-    columns (``json_schema_arrow_type``). Raises ValueError (a schema outside that
-    mapping) and :class:`UnsupportedSchemaError`. Documents whose properties do not fit
-    the columns' types fail when made rows (the caller's dead letters)."""
+    columns (``json_schema_arrow_type``), each document validated against the schema
+    (jsonschema; draft 7 unless ``$schema`` names another). Raises ValueError (a schema
+    outside that mapping) and :class:`UnsupportedSchemaError`. Valid documents whose
+    values do not fit the columns (an integer beyond a long) fail when made rows (the
+    caller's dead letters)."""
     schema = arrow_table_schema(json_schema_arrow_type(text))
-    return ValueDecoder((schema_id, ""), _json_document, schema)
+    doc = json.loads(text)
+    validator = validator_for(doc, default=Draft7Validator)(doc)
+    return ValueDecoder((schema_id, ""), functools.partial(_json_document, validator=validator),
+                        schema)  # fmt: skip
 
 
 class ProtoMessages:
