@@ -14,6 +14,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyiceberg.catalog import Catalog
 from pyiceberg.schema import Schema, index_by_id
@@ -112,6 +113,21 @@ def test_json_schema_as_iceberg_schema() -> None:
     assert isinstance(types["tags"], ListType)
     assert types["tags"].element_type == StringType()
     assert "seglog" in types
+
+
+@pytest.mark.parametrize("fmt", ["protobuf", "json"])
+def test_columns_mirror_the_spark_typed_read(fmt: str) -> None:
+    """The table's value columns, as Arrow, are the typed read's struct (pyiceberg's
+    large string / list types aside): the same schema, the same columns in Spark."""
+    if fmt == "protobuf":
+        layout = json.dumps({"file": serialized_protobuf(PROTO), "message": "shop.Order"})
+        typed = ProtoTree(layout).arrow_type
+    else:
+        typed = json_schema_arrow_type(json.dumps(PEOPLE))
+    arrow = ice.arrow_table_schema(typed).as_arrow()
+    assert arrow.names[-1] == "seglog"
+    value = pa.struct([f for f in arrow if f.name != "seglog"])
+    assert str(value).replace("large_", "") == str(typed)
 
 
 @pytest.mark.parametrize(
