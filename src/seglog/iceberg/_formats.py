@@ -3,7 +3,7 @@ their values decoded into rows: the Arrow type seglog's Spark typed read gives a
 (``seglog.columnar``: ``json_schema_arrow_type``; ``ProtoTree`` for a Protobuf message)
 turned into Iceberg types, the values decoded by the same code (a Protobuf value by
 ``ProtoTree.decode``, a JSON document by ``json.loads``, then validated against its JSON
-Schema with jsonschema, as Confluent's ``JSONDeserializer`` does).
+Schema, as Confluent's ``JSONDeserializer`` does: ``_jsoncheck``).
 
 Arrow (as the typed read makes it) → Iceberg:
 
@@ -45,9 +45,6 @@ from typing import Any
 
 import pyarrow as pa
 from google.protobuf import descriptor_pb2
-from jsonschema import Draft7Validator
-from jsonschema.exceptions import best_match
-from jsonschema.validators import validator_for
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
     BinaryType,
@@ -70,6 +67,7 @@ from pyiceberg.types import (
 
 from seglog.columnar import ProtoTree, indexed_message, json_schema_arrow_type, message_indexes
 from seglog.iceberg._avro import META_COLUMN, UnsupportedSchemaError, meta_field
+from seglog.iceberg._jsoncheck import json_checker
 from seglog.schemas import serialized_protobuf
 
 __all__ = ["ProtoMessages", "ValueDecoder", "arrow_table_schema", "json_decoder"]
@@ -154,32 +152,28 @@ def arrow_table_schema(struct: pa.DataType) -> Schema:
     return Schema(*fields)
 
 
-def _json_document(value: bytes, validator: Any) -> dict[str, Any]:
+def _json_document(value: bytes, check: Callable[[Any], str | None]) -> dict[str, Any]:
     """The JSON object after the framing, valid under its schema (as Confluent's
     ``JSONDeserializer`` checks). ValueError (not JSON, not valid), TypeError (no
     object)."""
     doc = json.loads(memoryview(value)[HEADER:].tobytes())
     if not isinstance(doc, dict):
         raise TypeError(f"the JSON document is a {type(doc).__name__}, not an object")
-    error = best_match(validator.iter_errors(doc))
-    if error is not None:
-        where = "/".join(map(str, error.absolute_path)) or "the root"
-        raise ValueError(f"not valid under its JSON Schema at {where}: {error.message}")
+    why = check(doc)
+    if why is not None:
+        raise ValueError(f"not valid under its JSON Schema {why}")
     return doc
 
 
 def json_decoder(schema_id: int, text: str) -> ValueDecoder:
     """The decoder of values of the JSON Schema ``text``: the object's properties as
     columns (``json_schema_arrow_type``), each document validated against the schema
-    (jsonschema; draft 7 unless ``$schema`` names another). Raises ValueError (a schema
-    outside that mapping) and :class:`UnsupportedSchemaError`. Valid documents whose
-    values do not fit the columns (an integer beyond a long) fail when made rows (the
-    caller's dead letters)."""
+    (``_jsoncheck``). Raises ValueError (a schema outside that mapping) and
+    :class:`UnsupportedSchemaError`. Valid documents whose values do not fit the columns
+    (an integer beyond a long) fail when made rows (the caller's dead letters)."""
     schema = arrow_table_schema(json_schema_arrow_type(text))
-    doc = json.loads(text)
-    validator = validator_for(doc, default=Draft7Validator)(doc)
-    return ValueDecoder((schema_id, ""), functools.partial(_json_document, validator=validator),
-                        schema)  # fmt: skip
+    check = json_checker(json.loads(text))
+    return ValueDecoder((schema_id, ""), functools.partial(_json_document, check=check), schema)
 
 
 class ProtoMessages:
