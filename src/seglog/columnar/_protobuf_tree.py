@@ -53,7 +53,7 @@ from google.protobuf import (
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError
 
-__all__ = ["PROTO_SCALARS", "ProtoTree"]
+__all__ = ["PROTO_SCALARS", "ProtoTree", "indexed_message", "message_indexes"]
 
 PROTO_SCALARS: dict[str, pa.DataType] = {
     "double": pa.float64(),
@@ -127,6 +127,24 @@ def message_indexes(value: bytes, pos: int) -> tuple[tuple[int, ...], int]:
     return tuple(indexes), pos
 
 
+def indexed_message(
+    file: descriptor_pb2.FileDescriptorProto, indexes: tuple[int, ...]
+) -> str | None:
+    """The full name of the message Confluent's message ``indexes`` name in ``file``
+    (``[i]`` its i-th message, ``[i, j]`` that one's j-th nested message ...); None when
+    they name none."""
+    if not indexes or not 0 <= indexes[0] < len(file.message_type):
+        return None
+    node = file.message_type[indexes[0]]
+    name = f"{file.package}.{node.name}" if file.package else node.name
+    for index in indexes[1:]:
+        if not 0 <= index < len(node.nested_type):
+            return None
+        node = node.nested_type[index]
+        name = f"{name}.{node.name}"
+    return name
+
+
 class ProtoTree:
     """The column type of a layout's message and the decoding of framed values into it.
 
@@ -145,8 +163,7 @@ class ProtoTree:
             default.FindFileByName(dependency).CopyToProto(known)
             pool.Add(known)
         pool.Add(fdp)
-        self._top = [f"{fdp.package}.{m.name}" if fdp.package else m.name for m in fdp.message_type]
-        self._pool = pool
+        self._file = fdp
         self.message: Descriptor = pool.FindMessageTypeByName(parsed["message"])
         self._class = message_factory.GetMessageClass(self.message)
         self.arrow_type, self._convert = _message(self.message, ())
@@ -156,16 +173,7 @@ class ProtoTree:
         """Whether message indexes name the column's message in the reader's file."""
         found = self._paths.get(indexes)
         if found is None:
-            found = False
-            if indexes and 0 <= indexes[0] < len(self._top):
-                node: Descriptor = self._pool.FindMessageTypeByName(self._top[indexes[0]])
-                inside = True
-                for index in indexes[1:]:
-                    inside = 0 <= index < len(node.nested_types)
-                    if not inside:
-                        break
-                    node = node.nested_types[index]
-                found = inside and node.full_name == self.message.full_name
+            found = indexed_message(self._file, indexes) == self.message.full_name
             self._paths[indexes] = found
         return found
 
