@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import sys
 import tempfile
@@ -136,12 +137,21 @@ def main() -> None:
     parser.add_argument("--per-txn", type=int, default=1000, help="records per transaction")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path, help="write the rows, settings and samples here")
+    parser.add_argument(
+        "--broker-args",
+        default="",
+        help="extra `seglog serve` flags for both sides, e.g. Kafka's default flush policy "
+        "(no fsync before the answer): '--log-flush-interval-messages 9223372036854775807'",
+    )
     args = parser.parse_args()
     value = b"x" * args.size
     samples: dict[str, list[float]] = {
         k: [] for k in ("idempotent", "transactional", "read_uncommitted", "read_committed")
     }
-    with tempfile.TemporaryDirectory() as work, start_broker(Path(work) / "data") as broker:
+    with (
+        tempfile.TemporaryDirectory() as work,
+        start_broker(Path(work) / "data", extra_args=shlex.split(args.broker_args)) as broker,
+    ):
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for i in range(args.repeat):
             idem, txn = f"idem-{i}", f"txn-{i}"

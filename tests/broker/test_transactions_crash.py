@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka.protocol.admin import DescribeTransactionsRequest
 from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.producer import AddOffsetsToTxnRequest, TxnOffsetCommitRequest
@@ -162,16 +162,16 @@ def test_consume_transform_produce_survives_kill9(tmp_path: Path) -> None:
 
 
 def test_open_transaction_across_broker_kill9(tmp_path: Path) -> None:
-    """An open transaction (records, pending offsets) cut by kill -9 of the broker: after
-    the restart it still holds the last stable offset and its offsets stay pending (88
-    for require_stable), then its timeout aborts it — never half visible; a committed one
-    before it stays committed with its offsets."""
+    """An open transaction (records, pending offsets) cut by kill -9 of the broker is
+    aborted, epoch bumped, at the restart (its records were acknowledged before their
+    fsync: a crash may have taken some) — never half visible; a committed one before it
+    stays committed with its offsets."""
     data = tmp_path / "data"
     broker = start_broker(data, extra_args=ARGS)
     try:
         with Wire(broker.bootstrap) as w:
             ensure_topic(w, "kill-t")
-            r = init(w, "kill-tx", timeout_ms=3000)
+            r = init(w, "kill-tx", timeout_ms=600_000)  # only the restart can abort it
             pid, epoch = r.producer_id, r.producer_epoch
             assert add(w, "kill-tx", pid, epoch, "kill-t") == 0
             assert send(w, "kill-t", txn_batch(pid, epoch, 0, [b"committed"])) == 0
@@ -183,14 +183,13 @@ def test_open_transaction_across_broker_kill9(tmp_path: Path) -> None:
         broker.kill()
         broker = start_broker(data, port=broker.port, extra_args=ARGS)
         with Wire(broker.bootstrap) as w:
-            assert latest(w, "kill-t", 1) == 2  # held by the cut transaction (offset 2)
-            assert stable_offset(w, "kill-t") == (88, -1)
+            # the ABORT marker at 3, written at start, counted once its fsync is done
             wait_until(lambda: latest(w, "kill-t", 1) == 4, timeout=30, message="not aborted")
             assert stable_offset(w, "kill-t") == (0, 1)
             assert stored_values(fetch(w, "kill-t", 1).records) == [b"committed", b"cut"]
             aborted = fetch(w, "kill-t", 1).aborted_transactions
             assert [(a.producer_id, a.first_offset) for a in aborted] == [(pid, 2)]
-            assert init(w, "kill-tx", timeout_ms=3000).producer_epoch == epoch + 2
+            assert init(w, "kill-tx", timeout_ms=3000).producer_epoch == epoch + 2  # fenced
     finally:
         code = broker.stop()
         assert code == 0, broker.log_text()
@@ -261,3 +260,72 @@ def test_prepare_commit_completed_at_start(tmp_path: Path) -> None:
     finally:
         assert broker.stop() == 0, broker.log_text()
     assert "completing transaction of 'prep-tx' found in PrepareCommit" in broker.log_text()
+
+
+def _describe(bootstrap: str, txn_id: str) -> str:
+    with Wire(bootstrap) as w:
+        resp = w.call(DescribeTransactionsRequest[0](transactional_ids=[txn_id]))
+        return str(resp.transaction_states[0].transaction_state)
+
+
+def test_ongoing_transaction_aborted_after_broker_kill9(tmp_path: Path) -> None:
+    """Produce answers transactional records before their fsync, so a transaction Ongoing
+    at a kill -9 of the broker is aborted at the restart, epoch bumped: its producer's
+    commit is fenced, read_committed readers see none of its records, and the same
+    transactional id, initialised again, commits a new transaction."""
+    data = tmp_path / "data"
+    broker = start_broker(data, extra_args=ARGS)
+    conf = {"transactional.id": "cut-tx", "transaction.timeout.ms": 600_000}
+    try:
+        with Wire(broker.bootstrap) as w:
+            ensure_topic(w, "cut")
+        p = Producer({"bootstrap.servers": broker.bootstrap, **conf})
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(20):
+            p.produce("cut", value=b"lost-%d" % i, partition=0)
+        assert p.flush(30) == 0  # every record acknowledged
+        assert _describe(broker.bootstrap, "cut-tx") == "Ongoing"
+        broker.kill()
+        broker = start_broker(data, port=broker.port, extra_args=ARGS)
+        assert _describe(broker.bootstrap, "cut-tx") == "CompleteAbort"
+        with pytest.raises(KafkaException) as failed:
+            p.commit_transaction(30)
+        error = failed.value.args[0]
+        assert error.fatal() or error.txn_requires_abort(), error
+        fenced = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+        assert error.code() in fenced, error
+        again = Producer({"bootstrap.servers": broker.bootstrap, **conf})
+        again.init_transactions(30)
+        again.begin_transaction()
+        again.produce("cut", value=b"kept", partition=0)
+        again.commit_transaction(30)
+        assert output(broker.bootstrap, "cut") == [b"kept"]
+        assert _describe(broker.bootstrap, "cut-tx") == "CompleteCommit"
+    finally:
+        code = broker.stop()
+        assert code == 0, broker.log_text()
+        assert "Traceback" not in broker.log_text()
+    assert "ongoing at a crash" in broker.log_text()
+
+
+def test_ongoing_transaction_kept_across_clean_restart(tmp_path: Path) -> None:
+    """A clean shutdown fsyncs every partition: a transaction Ongoing across it is kept
+    (not fenced) and its producer commits it after the restart."""
+    data = tmp_path / "data"
+    broker = start_broker(data, extra_args=ARGS)
+    try:
+        with Wire(broker.bootstrap) as w:
+            ensure_topic(w, "clean")
+            r = init(w, "clean-tx", timeout_ms=600_000)
+            pid, epoch = r.producer_id, r.producer_epoch
+            assert add(w, "clean-tx", pid, epoch, "clean") == 0
+            assert send(w, "clean", txn_batch(pid, epoch, 0, [b"a", b"b"])) == 0
+        assert broker.stop() == 0
+        broker = start_broker(data, port=broker.port, extra_args=ARGS)
+        assert _describe(broker.bootstrap, "clean-tx") == "Ongoing"
+        with Wire(broker.bootstrap) as w:
+            assert end(w, "clean-tx", pid, epoch, True) == 0
+        assert output(broker.bootstrap, "clean") == [b"a", b"b"]
+    finally:
+        assert broker.stop() == 0, broker.log_text()

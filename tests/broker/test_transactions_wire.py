@@ -80,6 +80,8 @@ def test_commit_abort_read_committed(broker: str, topic: str) -> None:
         assert end(w, "wire-1", pid, epoch, False) == 0  # offset 3, marker 4
         assert add(w, "wire-1", pid, epoch, topic) == 0
         assert send(w, topic, txn_batch(pid, epoch, 3, [b"o1"])) == 0  # offset 5: open
+        # answered before its fsync: the high watermark follows once it is durable
+        wait_until(lambda: latest(w, topic, 0) == 6, message="offset 5 never durable")
         committed = fetch(w, topic, 1)
         assert committed.high_watermark == 6
         assert committed.last_stable_offset == 5

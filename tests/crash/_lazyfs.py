@@ -16,6 +16,10 @@ Control: writing a command line to ``MOUNTPOINT/.lazyfs`` runs it synchronously:
 - ``fsync_eio <n>``: the next ``n`` file fsyncs fail with EIO (n = -1: all of them), and,
   as Linux does after a writeback error, the failed data is dropped from the durable image
   (never retried);
+- ``fsync_delay <seconds> <substring>``: every file fsync of a path containing
+  ``substring`` sleeps that long first (``fsync_delay 0 x`` ends it): a slow disk under
+  one partition, while the rest of the filesystem answers at once (mounted with
+  ``--threads``: requests run in parallel, each under one lock, the sleep outside it);
 - ``reset_counters``.
 
 Reading ``MOUNTPOINT/.lazyfs`` returns JSON counters: ``fsync``, ``fsyncdir``,
@@ -34,6 +38,7 @@ import os
 import random
 import stat
 import sys
+import threading
 import time
 from typing import Any
 
@@ -72,6 +77,16 @@ class LazyFS(Operations):  # type: ignore[misc]
         self._torn: random.Random | None = None
         self._eio_seen = False
         self._control_out = b""
+        self._lock = threading.Lock()
+        self.fsync_delay: tuple[float, str] = (0.0, "")
+
+    def __call__(self, op: str, *args: Any) -> Any:
+        """Every request under one lock (``--threads``); a delayed fsync sleeps first."""
+        delay, where = self.fsync_delay
+        if op == "fsync" and delay > 0 and args and where in str(args[0]):
+            time.sleep(delay)
+        with self._lock:
+            return super().__call__(op, *args)
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -114,6 +129,9 @@ class LazyFS(Operations):  # type: ignore[misc]
             self._power_loss(self.root, set())
         elif cmd == "fsync_eio":
             self.eio_left = int(arg)
+        elif cmd == "fsync_delay":
+            seconds, _, where = arg.partition(" ")
+            self.fsync_delay = (float(seconds), where)
         elif cmd == "reset_counters":
             self.counters = dict.fromkeys(self.counters, 0)
             self._eio_seen = False
@@ -317,12 +335,13 @@ class LazyFS(Operations):  # type: ignore[misc]
 
 
 def main() -> None:
-    """Mount on ``sys.argv[1]`` in the foreground until unmounted."""
+    """Mount on ``sys.argv[1]`` in the foreground until unmounted (``--threads`` as
+    ``sys.argv[2]``: serve requests in parallel, as ``fsync_delay`` needs)."""
     FUSE(
         LazyFS(),
         sys.argv[1],
         foreground=True,
-        nothreads=True,
+        nothreads=sys.argv[2:] != ["--threads"],
         direct_io=True,
         hard_remove=True,
         attr_timeout=0,

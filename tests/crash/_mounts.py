@@ -72,13 +72,14 @@ class LazyMount:
 
 
 @contextlib.contextmanager
-def lazy_mount(mountpoint: pathlib.Path) -> Iterator[LazyMount]:
-    """Mount the lazy FUSE filesystem on ``mountpoint`` (a subprocess), unmount after."""
+def lazy_mount(mountpoint: pathlib.Path, *, threads: bool = False) -> Iterator[LazyMount]:
+    """Mount the lazy FUSE filesystem on ``mountpoint`` (a subprocess), unmount after;
+    ``threads``: requests served in parallel (for ``fsync_delay``)."""
     require_fuse()
     mountpoint.mkdir(parents=True, exist_ok=True)
     log = open(mountpoint.with_name(mountpoint.name + ".fuse.log"), "wb")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, str(LAZYFS), str(mountpoint)],
+        [sys.executable, str(LAZYFS), str(mountpoint), *(["--threads"] if threads else [])],
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=str(REPO),

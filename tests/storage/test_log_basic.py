@@ -6,6 +6,8 @@ closed-log tests are about a directory on disk and stay disk-only (``tmp_path``)
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -109,12 +111,36 @@ def test_reopen_after_clean_close(tmp_path):
         assert log.read(0, 1 << 20) == b"" or log.high_watermark > 0  # not yet durable
         log.sync()
         before = log.read(0, 1 << 20)
+        assert not log.clean_start  # a new directory
     assert (tmp_path / "p" / ".clean_shutdown").exists()
+    with Log.open(tmp_path / "p", read_only=True) as reader:
+        assert not reader.clean_start  # a reader never consumes the marker
     with Log.open(tmp_path / "p") as log:
+        assert log.clean_start
         assert not (tmp_path / "p" / ".clean_shutdown").exists()
         assert log.log_end_offset == 4
         assert log.read(0, 1 << 20) == before
         assert log.append(make_batch(1)).base_offset == 4
+
+
+def test_clean_start_false_after_a_crash(tmp_path):
+    """A writer that never closed (the process died) leaves no marker: the next writer's
+    ``clean_start`` is False, so callers know unsynced appends may be gone."""
+    code = (
+        "import os, sys\n"
+        "from seglog.storage import Log\n"
+        "from tests.storage._batches import make_batch\n"
+        "log = Log.open(sys.argv[1])\n"
+        "log.append(make_batch(2))\n"
+        "os._exit(0)\n"
+    )
+    with Log.open(tmp_path / "p", create=True) as log:
+        log.append(make_batch(1))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "p")], check=True, env=env)
+    with Log.open(tmp_path / "p") as log:
+        assert not log.clean_start
+        assert log.log_end_offset == 3  # kill -9 keeps the page cache
 
 
 def test_closed_and_read_only_errors(tmp_path):

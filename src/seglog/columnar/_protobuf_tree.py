@@ -59,8 +59,10 @@ __all__ = [
     "WRAPPERS",
     "ProtoTree",
     "encode_indexes",
+    "indexed_message",
     "indexes_of",
     "load_layout",
+    "message_indexes",
 ]
 
 PROTO_SCALARS: dict[str, pa.DataType] = {
@@ -136,10 +138,27 @@ def message_indexes(value: bytes, pos: int) -> tuple[tuple[int, ...], int]:
     return tuple(indexes), pos
 
 
-def load_layout(layout: str) -> tuple[descriptor_pool.DescriptorPool, list[str], Descriptor]:
-    """(the pool holding a layout's file, the full names of the file's top-level messages
-    in order, the layout's message). ValueError for an import that is not a well-known
-    type; KeyError for a message not in the file."""
+def indexed_message(
+    file: descriptor_pb2.FileDescriptorProto, indexes: tuple[int, ...]
+) -> str | None:
+    """The full name of the message Confluent's message ``indexes`` name in ``file``
+    (``[i]`` its i-th message, ``[i, j]`` that one's j-th nested message ...); None when
+    they name none."""
+    if not indexes or not 0 <= indexes[0] < len(file.message_type):
+        return None
+    node = file.message_type[indexes[0]]
+    name = f"{file.package}.{node.name}" if file.package else node.name
+    for index in indexes[1:]:
+        if not 0 <= index < len(node.nested_type):
+            return None
+        node = node.nested_type[index]
+        name = f"{name}.{node.name}"
+    return name
+
+
+def load_layout(layout: str) -> tuple[descriptor_pb2.FileDescriptorProto, Descriptor]:
+    """(a layout's file, its message, in a pool of their own). ValueError for an import
+    that is not a well-known type; KeyError for a message not in the file."""
     parsed = json.loads(layout)
     fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(parsed["file"]))
     pool = descriptor_pool.DescriptorPool()
@@ -151,19 +170,20 @@ def load_layout(layout: str) -> tuple[descriptor_pool.DescriptorPool, list[str],
         default.FindFileByName(dependency).CopyToProto(known)
         pool.Add(known)
     pool.Add(fdp)
-    top = [f"{fdp.package}.{m.name}" if fdp.package else m.name for m in fdp.message_type]
-    return pool, top, pool.FindMessageTypeByName(parsed["message"])
+    return fdp, pool.FindMessageTypeByName(parsed["message"])
 
 
-def indexes_of(message: Descriptor, top: list[str]) -> tuple[int, ...]:
-    """Confluent's message indexes of ``message``: its top-level ancestor's place in the
-    file (``top``, full names in order), then each nested message's place in its parent."""
+def indexes_of(message: Descriptor, file: descriptor_pb2.FileDescriptorProto) -> tuple[int, ...]:
+    """Confluent's message indexes of ``message`` (the inverse of :func:`indexed_message`):
+    its top-level ancestor's place in ``file``, then each nested message's place in its
+    parent."""
     path: list[int] = []
     node = message
     while node.containing_type is not None:
         parent = node.containing_type
         path.append([n.full_name for n in parent.nested_types].index(node.full_name))
         node = parent
+    top = [f"{file.package}.{m.name}" if file.package else m.name for m in file.message_type]
     path.append(top.index(node.full_name))
     return tuple(reversed(path))
 
@@ -186,7 +206,7 @@ class ProtoTree:
     not a well-known type, or is not in the file."""
 
     def __init__(self, layout: str) -> None:
-        self._pool, self._top, self.message = load_layout(layout)
+        self._file, self.message = load_layout(layout)
         self._class = message_factory.GetMessageClass(self.message)
         self.arrow_type, self._convert = _message(self.message, ())
         self._paths: dict[tuple[int, ...], bool] = {}
@@ -195,16 +215,7 @@ class ProtoTree:
         """Whether message indexes name the column's message in the reader's file."""
         found = self._paths.get(indexes)
         if found is None:
-            found = False
-            if indexes and 0 <= indexes[0] < len(self._top):
-                node: Descriptor = self._pool.FindMessageTypeByName(self._top[indexes[0]])
-                inside = True
-                for index in indexes[1:]:
-                    inside = 0 <= index < len(node.nested_types)
-                    if not inside:
-                        break
-                    node = node.nested_types[index]
-                found = inside and node.full_name == self.message.full_name
+            found = indexed_message(self._file, indexes) == self.message.full_name
             self._paths[indexes] = found
         return found
 

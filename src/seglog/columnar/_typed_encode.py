@@ -125,9 +125,9 @@ def _json_encoder(schema: str) -> Encode:
 
 
 def _protobuf_encoder(layout: str) -> Encode:
-    _, top, message = load_layout(layout)
+    file, message = load_layout(layout)
     cls = message_factory.GetMessageClass(message)
-    prefix = encode_indexes(indexes_of(message, top))
+    prefix = encode_indexes(indexes_of(message, file))
 
     build = _builder(message)
 

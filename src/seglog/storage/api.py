@@ -144,6 +144,13 @@ class LogAPI(Protocol):
         ...
 
     @property
+    def clean_start(self) -> bool:
+        """A writer opened after a clean shutdown (``close`` had fsynced everything and
+        left its marker): nothing appended before this open can have been lost. False
+        after a crash (kill -9, power loss) and for read-only opens."""
+        ...
+
+    @property
     def log_start_offset(self) -> int:
         """First offset still readable: the base offset of the first segment, or higher
         once retention or DeleteRecords moved it (``log-start-offset`` checkpoint). On a

@@ -8,6 +8,15 @@ the group-commit fsync is a callback from :class:`DurabilityWaiters` (one cross-
 wake-up per fsync round), so pipelined and concurrent produces share fsyncs and the
 loop never blocks. v0-2 (message sets v0/v1 from clients pinned to old versions) are
 decoded by kafka-python and answered with 87 INVALID_RECORD.
+
+Transactional batches (attributes bit 4) are answered once appended, without waiting for
+their fsync (requested at once all the same; only the ``__transaction_state`` record
+that put the partition in the transaction is waited for, usually durable already:
+:meth:`TransactionCoordinator.ongoing_barrier`): their records become durable before the
+transaction commits (EndTxn waits for it before PrepareCommit,
+:meth:`TransactionCoordinator.end_txn`), a crash before the commit aborts the transaction
+(:meth:`TransactionCoordinator.recover`), and no reader sees them earlier, since the high
+watermark (and the last stable offset below it) moves only with the durable end.
 """
 
 from __future__ import annotations
@@ -59,6 +68,8 @@ class _Result(NamedTuple):
     end_offset: int = -1
     record_errors: tuple[tuple[int, str], ...] = ()  # (batch index, why): KIP-467, v8+
     error_message: str | None = None
+    transactional: bool = False  # every batch transactional: answered before the fsync
+    barrier: tuple[Log, int] | None = None  # ... but after its transaction's Ongoing record
 
 
 Records = bytes | bytearray | memoryview
@@ -79,6 +90,19 @@ def _record_counts_ok(records: Records) -> bool:
             return True  # storage reports the bad length as CORRUPT_MESSAGE
         pos += 12 + size
     return True
+
+
+def _all_transactional(records: Records) -> bool:
+    """Whether every batch's attributes have bit 4 (transactional) set (headers only)."""
+    pos, end = 0, len(records)
+    while end - pos >= _HEADER_BYTES:
+        if not records[pos + _ATTRIBUTES_LOW] & _TRANSACTIONAL:
+            return False
+        (size,) = _DELTA_AND_COUNT.unpack_from(records, pos + 8)
+        if size <= 0:
+            return False
+        pos += 12 + size
+    return pos > 0
 
 
 def _transactional_code(
@@ -122,10 +146,15 @@ def _append(
                 return _Result(partition, _errors.INVALID_RECORD, record_errors=tuple(refused),
                                error_message=message)  # fmt: skip
         ident = batch_identity(records)
+        transactional = False
+        barrier = None
         if records[_ATTRIBUTES_LOW] & _TRANSACTIONAL:
             code = _transactional_code(ctx, topic, partition, ident)
             if code != _errors.NONE:
                 return _Result(partition, code)
+            transactional = _all_transactional(records)
+            if ident is not None:
+                barrier = ctx.transactions.ongoing_barrier(ident.producer_id)
         if ident is not None:
             code, dup_base, dup_last = ctx.producers.check(topic, partition, ident)
             if code != _errors.NONE:
@@ -133,8 +162,9 @@ def _append(
             if dup_base >= 0:
                 log.debug("duplicate batch from producer %d on %s-%d", ident[0], topic, partition)
                 return _Result(
-                    partition, 0, dup_base, -1, plog.log_start_offset, plog, dup_last + 1
-                )
+                    partition, 0, dup_base, -1, plog.log_start_offset, plog, dup_last + 1,
+                    transactional=transactional, barrier=barrier,
+                )  # fmt: skip
         info = plog.append(records)
         ctx.metrics.produced(topic, partition, info.record_count, len(records))
         if ident is not None:
@@ -147,6 +177,8 @@ def _append(
             plog.log_start_offset,
             plog,
             info.last_offset + 1,
+            transactional=transactional,
+            barrier=barrier,
         )
     except (SeglogError, OSError) as exc:
         return _Result(partition, _errors.error_code(exc))
@@ -220,8 +252,9 @@ def _produce_frame(
     ctx: BrokerContext, rctx: RequestContext, frame: memoryview
 ) -> bytearray | asyncio.Future[bytearray] | None:
     """Produce v3+ straight from the request frame: append, then acks=0 → no response;
-    acks=1/-1 → the encoded response at once (relaxed flush policy, or nothing to wait
-    for) or a future of it completed after the fsync of every appended partition.
+    acks=1/-1 → the encoded response at once (relaxed flush policy, nothing to wait
+    for, or only transactional batches) or a future of it completed after the fsync of
+    every partition appended to with batches that are not all transactional.
     Per-partition errors: 3 unknown topic/partition, 17 illegal topic name, 2 corrupt
     batch, 87 invalid record (magic < 2, empty, record count out of range; a record
     failing the topic's schema validation, with its index in ``record_errors``:
@@ -258,10 +291,16 @@ def _produce_frame(
     if ctx.sync_before_ack:
         for _name, parts in results:
             for r in parts:
-                if r.log is not None and r.log.high_watermark < r.end_offset:
-                    prev = targets.get(id(r.log))
-                    if prev is None or prev[1] < r.end_offset:
-                        targets[id(r.log)] = (r.log, r.end_offset)
+                wait = (r.log, r.end_offset)
+                if r.transactional:  # durable before its commit: TransactionCoordinator
+                    if r.barrier is None:
+                        continue
+                    wait = r.barrier  # its transaction's Ongoing record
+                plog, end = wait
+                if plog is not None and plog.high_watermark < end:
+                    prev = targets.get(id(plog))
+                    if prev is None or prev[1] < end:
+                        targets[id(plog)] = (plog, end)
     if not targets:
         return encode_produce_response(version, correlation_id, results, throttle)
     return _after_fsync(ctx, (version, correlation_id, throttle), results, list(targets.values()))

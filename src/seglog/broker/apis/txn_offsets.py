@@ -80,12 +80,17 @@ def handle_txn_offset_commit(ctx: BrokerContext, rctx: RequestContext, req: Any)
     except (SeglogError, OSError, ValueError) as exc:
         log.error("cannot store transactional offsets of group %r: %s", req.group_id, exc)
         return failed()
-    if durable is None:
+    barrier = ctx.transactions.ongoing_barrier(req.producer_id)
+    if durable is None and barrier is None:
         return _answer(version, codes)
 
     async def when_durable() -> Any:
         try:
-            await asyncio.wrap_future(durable)
+            if durable is not None:
+                await asyncio.wrap_future(durable)
+            if barrier is not None:  # the AddOffsetsToTxn record (ongoing_barrier)
+                state_log, end = barrier
+                await asyncio.wrap_future(state_log.sync_future(end))
         except (SeglogError, OSError) as exc:
             log.error("transactional offsets not durable: %s", exc)
             return failed()

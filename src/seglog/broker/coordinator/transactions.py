@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from seglog.broker.coordinator.committed import CommittedOffsets
+from seglog.broker.coordinator.txn_durability import shut_down_cleanly, wait_durable
 from seglog.broker.coordinator.txn_log import TransactionStateLog
 from seglog.broker.coordinator.txn_markers import write_markers
 from seglog.broker.coordinator.txn_model import (
@@ -45,6 +46,7 @@ from seglog.broker.log.producers import ProducerStateTable
 from seglog.broker.log.topics import TopicManager
 from seglog.broker.protocol import errors as _errors
 from seglog.errors import SeglogError
+from seglog.storage import Log
 
 __all__ = ["TransactionCoordinator", "fenced_code"]
 
@@ -93,6 +95,9 @@ class TransactionCoordinator:
         self._unsettled: dict[str, asyncio.Task[None]] = {}
         """Ids whose last end's markers are appended but not yet durable: the id's next
         record waits for them (see :meth:`_complete`)."""
+        self._barriers: dict[int, tuple[Log, int]] = {}
+        """Per producer id: where the last AddPartitionsToTxn/AddOffsetsToTxn record of
+        its transaction ends in ``__transaction_state`` (:meth:`ongoing_barrier`)."""
         self.commits = 0
         """Transactions committed (metrics)."""
         self.aborts = 0
@@ -117,19 +122,21 @@ class TransactionCoordinator:
 
     # -- writes -----------------------------------------------------------------------
 
-    async def _write(self, target: TransactionMetadata, *, durable: bool = True) -> None:
+    async def _write(self, target: TransactionMetadata, *, durable: bool = True) -> tuple[Log, int]:
         """Write ``target`` (durably unless told), then make it the id's state; first wait
         until the markers of the id's last end are durable, so that no record superseding
-        its Prepare reaches the log before them."""
+        its Prepare reaches the log before them. Returns where the record ends
+        (:meth:`TransactionStateLog.write`)."""
         settle = self._unsettled.get(target.transactional_id)
         if settle is not None:
             await asyncio.shield(settle)
-        await self._log.write(target.transactional_id, target, durable=durable)
+        written = await self._log.write(target.transactional_id, target, durable=durable)
         old = self._txns.get(target.transactional_id)
         if old is not None and self._by_pid.get(old.producer_id) is old:
             del self._by_pid[old.producer_id]
         self._txns[target.transactional_id] = target
         self._by_pid[target.producer_id] = target
+        return written
 
     async def _guarded(self, txn_id: str, work: Awaitable[int]) -> int:
         """Run ``work`` with ``txn_id`` pending; 51 CONCURRENT_TRANSACTIONS when another
@@ -255,8 +262,10 @@ class TransactionCoordinator:
             target.last_update_ms = now
             # answered before the fsync: a record lost with the page cache (power loss) is
             # made up for at the next start, where recover() aborts whatever transaction a
-            # partition holds open that the coordinator does not place there
-            await self._write(target, durable=False)
+            # partition holds open that the coordinator does not place there; what is
+            # acknowledged within the transaction (records, offsets) waits for it
+            # (ongoing_barrier), so a restart never forgets a transaction that has any
+            self._barriers[target.producer_id] = await self._write(target, durable=False)
             return _errors.NONE
 
         return await self._guarded(txn_id, work())
@@ -291,7 +300,18 @@ class TransactionCoordinator:
         durable Prepare already decides the outcome (a crash before the markers are
         durable completes the transaction again at the next start), and the Complete
         record is written only once they are durable (:meth:`_settle`), as is any later
-        record of the id (:meth:`_write`)."""
+        record of the id (:meth:`_write`).
+
+        A commit first waits until every data partition of the transaction is durable up
+        to its log end offset (Produce answers transactional batches before their fsync):
+        a PrepareCommit is never written for records a crash could still take. When a
+        partition cannot be made durable (offline after an fsync error, closed), the
+        transaction is aborted instead and the storage error returned
+        (:meth:`_abort_undurable`)."""
+        if commit and not meta.in_prepare:
+            failed = await wait_durable(self._topics, meta.partitions - {_OFFSETS_PARTITION})
+            if failed is not None:
+                return await self._abort_undurable(meta, failed)
         if not meta.in_prepare:
             target = meta.copy()
             target.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
@@ -299,6 +319,7 @@ class TransactionCoordinator:
             await self._write(target)
             meta = target
         waits = self._write_markers(meta, commit)
+        self._barriers.pop(meta.producer_id, None)
         done = meta.copy()
         done.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         done.partitions = set()
@@ -314,6 +335,30 @@ class TransactionCoordinator:
         else:
             self.aborts += 1
         return _errors.NONE
+
+    async def _abort_undurable(self, meta: TransactionMetadata, failed: BaseException) -> int:
+        """Abort ``meta``'s transaction whose records could not all be made durable and
+        return the storage error (56 KAFKA_STORAGE_ERROR for an offline log), the code a
+        Produce to that partition gets. Not a retriable code: a retried commit would find
+        the transaction aborted and get 48 (fatal for clients). librdkafka treats an
+        EndTxn error it has no rule for as abortable (``commit_transaction`` raises
+        txn_requires_abort), and its abort then finds CompleteAbort and gets 0; the epoch
+        is not bumped, so the producer carries on with its next transaction. Kafka itself
+        never meets this case: its records are replicated before the Produce answer."""
+        log.error(
+            "transactional id %r: aborting its commit, records not durable: %s",
+            meta.transactional_id,
+            failed,
+        )
+        target = meta.copy()
+        target.state = TxnState.PREPARE_ABORT
+        target.last_update_ms = _now_ms()
+        try:
+            await self._write(target)
+            await self._complete(target, commit=False)
+        except (SeglogError, OSError) as exc:  # the Prepare is completed later
+            log.error("transactional id %r: abort not completed: %s", meta.transactional_id, exc)
+        return _errors.error_code(failed)
 
     async def _settle(
         self, waits: list[asyncio.Future[Any]], prepared: TransactionMetadata,
@@ -412,18 +457,39 @@ class TransactionCoordinator:
             return _errors.INVALID_TXN_STATE
         return _errors.NONE
 
+    def ongoing_barrier(self, producer_id: int) -> tuple[Log, int] | None:
+        """(``__transaction_state``'s log, end offset) that must be durable before anything
+        of ``producer_id``'s transaction is acknowledged (its transactional records, its
+        transactional offsets): the record that put the partitions in the transaction.
+        Otherwise a power loss could take that record and leave the previous transaction's
+        CompleteCommit as the id's state, and an EndTxn(commit) sent after the restart would
+        be taken for a retry of that commit and answered 0. Usually durable already (its
+        fsync was requested when it was written); None once it is."""
+        barrier = self._barriers.get(producer_id)
+        if barrier is None:
+            return None
+        state_log, end = barrier
+        if state_log.high_watermark >= end or not state_log.config.fsync_before_ack:
+            del self._barriers[producer_id]
+            return None
+        return barrier
+
     # -- timeouts, expiration, recovery -------------------------------------------------
 
     async def recover(self, producers: ProducerStateTable) -> None:
         """At start: complete every transaction found in PrepareCommit/PrepareAbort (its
         markers are written again: a partition that already has one gets a second, which
-        readers skip); then end every transaction a partition or ``__consumer_offsets``
-        holds open that the coordinator's state does not place there (AddPartitionsToTxn
-        is answered before its record is fsynced, so a power loss can lose it): when its
-        producer's transaction is Ongoing, all of it is aborted with the epoch bumped (so a
-        commit can never leave that partition out); else an ABORT marker is written to
-        those partitions (at the epoch ``producers`` knows there) and its transactional
-        offsets are dropped."""
+        readers skip); then abort, with the epoch bumped (its producer is fenced and
+        starts again; a commit never goes through with records missing), every Ongoing
+        transaction unless all of its data partitions were shut down cleanly (Produce
+        answers transactional records before their fsync, so after a crash some may be
+        gone; kill -9 and power loss cannot be told apart); then end every transaction a
+        partition or ``__consumer_offsets`` holds open that the coordinator's state does
+        not place there (AddPartitionsToTxn is answered before its record is fsynced, so a
+        power loss can lose it): when its producer's transaction is Ongoing, all of it is
+        aborted with the epoch bumped (so a commit can never leave that partition out);
+        else an ABORT marker is written to those partitions (at the epoch ``producers``
+        knows there) and its transactional offsets are dropped."""
         for meta in list(self._txns.values()):
             if meta.in_prepare:
                 log.info(
@@ -442,19 +508,32 @@ class TransactionCoordinator:
         for pid in self._committed.pending_producers():
             if not self._holds(pid, _OFFSETS_PARTITION):
                 strays.setdefault(pid, set()).add(_OFFSETS_PARTITION)
+        for meta in [m for m in self.all() if m.state == TxnState.ONGOING]:
+            parts = strays.pop(meta.producer_id, set())
+            if parts:
+                log.warning(
+                    "aborting producer %d's transaction left open in %s",
+                    meta.producer_id,
+                    sorted(parts),
+                )
+            elif shut_down_cleanly(self._topics, meta.partitions - {_OFFSETS_PARTITION}):
+                continue
+            else:
+                log.warning(
+                    "aborting the transaction of %r: ongoing at a crash, its records may be lost",
+                    meta.transactional_id,
+                )
+            widened = meta.copy()
+            widened.partitions |= parts
+
+            async def abort(widened: TransactionMetadata = widened) -> int:
+                await self._fence_and_abort(widened, timed_out=False)
+                return _errors.NONE
+
+            await self._guarded(meta.transactional_id, abort())
         for pid, parts in sorted(strays.items()):
             owner = self._by_pid.get(pid)
             log.warning("aborting producer %d's transaction left open in %s", pid, sorted(parts))
-            if owner is not None and owner.state == TxnState.ONGOING:
-                widened = owner.copy()
-                widened.partitions |= parts
-
-                async def abort(widened: TransactionMetadata = widened) -> int:
-                    await self._fence_and_abort(widened, timed_out=False)
-                    return _errors.NONE
-
-                await self._guarded(owner.transactional_id, abort())
-                continue
             waits = []
             for topic, partition in sorted(parts - {_OFFSETS_PARTITION}):
                 epochs = [e for p, e, _s in producers.active(topic, partition) if p == pid]

@@ -169,10 +169,11 @@ class TransactionStateLog:
 
     async def write(
         self, txn_id: str, meta: TransactionMetadata | None, *, durable: bool = True
-    ) -> None:
+    ) -> tuple[Log, int]:
         """Append ``meta`` (None: a tombstone) for ``txn_id`` and return once it is durable
-        under the broker's policy (``durable`` False: at once; the next durable write or
-        the log's fsync policy makes it durable). Raises what ``Log.append`` / the fsync
+        under the broker's policy (``durable`` False: at once; its fsync is requested at
+        once all the same). Returns (the log, the end offset after the record): durable
+        once the log's high watermark reaches it. Raises what ``Log.append`` / the fsync
         raise, and ValueError for an id too long for a record."""
         key = encode_txn_key(txn_id)
         value = None if meta is None else encode_txn_value(meta)
@@ -180,3 +181,4 @@ class TransactionStateLog:
         info = state_log.append(keyed_batch([(key, value)], int(time.time() * 1000)))
         if durable and state_log.config.fsync_before_ack:
             await asyncio.wrap_future(state_log.sync_future(info.last_offset + 1))
+        return state_log, info.last_offset + 1

@@ -157,11 +157,13 @@ class Log(LogAPI):
             mode = "read_only" if read_only else ("open" if recover else "strict")
             report = LoadReport()
             segments = load_segments(path, config, mode, report)  # type: ignore[arg-type]
+            clean_start = False
             if not read_only:
                 if not segments:
                     segments.append(create_segment(path, 0))
                 clean = path / files.CLEAN_SHUTDOWN
-                if clean.exists():
+                clean_start = clean.exists()
+                if clean_start:
                     clean.unlink()
                     files.fsync_dir(path)
                 segments[-1].first_append_ms = append.now_ms()
@@ -174,6 +176,7 @@ class Log(LogAPI):
                 path, remote if config.remote_storage_enable else None, writer=not read_only
             )
             log._state.counters.truncations += 1 if report.truncated_bytes else 0
+            log._state.clean_start = clean_start
         except BaseException:
             if lock_fd is not None:
                 os.close(lock_fd)
@@ -214,6 +217,10 @@ class Log(LogAPI):
     @property
     def closed(self) -> bool:
         return self._state.closed
+
+    @property
+    def clean_start(self) -> bool:
+        return self._state.clean_start
 
     # -- offsets ---------------------------------------------------------------------------
 

@@ -56,6 +56,8 @@ class LogState:
         """Oldest first; replaced (never mutated) on roll, retention, compaction, delete."""
         self.lock = threading.RLock()
         self.closed = False
+        self.clean_start = False
+        """Opened (writer) after a clean shutdown: everything before this open is durable."""
         self.offline: BaseException | None = None
         """The fsync error that took the log offline (every later call: LogClosedError)."""
         end = segments[-1].next_offset if segments else 0
