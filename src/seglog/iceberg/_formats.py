@@ -3,7 +3,7 @@ their values decoded into rows: the Arrow type seglog's Spark typed read gives a
 (``seglog.columnar``: ``json_schema_arrow_type``; ``ProtoTree`` for a Protobuf message)
 turned into Iceberg types, the values decoded by the same code (a Protobuf value by
 ``ProtoTree.decode``, a JSON document by ``json.loads``, then validated against its JSON
-Schema, as Confluent's ``JSONDeserializer`` does: ``_jsoncheck``).
+Schema, as Confluent's ``JSONDeserializer`` does: ``seglog.schemas.json_checker``).
 
 Arrow (as the typed read makes it) → Iceberg:
 
@@ -67,8 +67,7 @@ from pyiceberg.types import (
 
 from seglog.columnar import ProtoTree, indexed_message, json_schema_arrow_type, message_indexes
 from seglog.iceberg._avro import META_COLUMN, UnsupportedSchemaError, meta_field
-from seglog.iceberg._jsoncheck import json_checker
-from seglog.schemas import serialized_protobuf
+from seglog.schemas import json_checker, serialized_protobuf
 
 __all__ = ["ProtoMessages", "ValueDecoder", "arrow_table_schema", "json_decoder"]
 
@@ -168,7 +167,7 @@ def _json_document(value: bytes, check: Callable[[Any], str | None]) -> dict[str
 def json_decoder(schema_id: int, text: str) -> ValueDecoder:
     """The decoder of values of the JSON Schema ``text``: the object's properties as
     columns (``json_schema_arrow_type``), each document validated against the schema
-    (``_jsoncheck``). Raises ValueError (a schema outside that mapping) and
+    (``seglog.schemas.json_checker``). Raises ValueError (a schema outside that mapping) and
     :class:`UnsupportedSchemaError`. Valid documents whose values do not fit the columns
     (an integer beyond a long) fail when made rows (the caller's dead letters)."""
     schema = arrow_table_schema(json_schema_arrow_type(text))

@@ -1,6 +1,7 @@
 """A JSON document checked against its JSON Schema, fast for the schemas that only say
-which types go where (``value_schema`` mode validates every JSON value before it becomes a
-row, as Confluent's ``JSONDeserializer`` does).
+which types go where: Iceberg's ``value_schema`` mode validates every JSON value before it
+becomes a row, as Confluent's ``JSONDeserializer`` does, and the Spark sink every value
+it writes, as Confluent's ``JSONSerializer`` does.
 
 :func:`json_checker` compiles a schema that uses only ``type``, ``properties``,
 ``required``, ``items`` (one schema), ``additionalProperties`` and annotations (``title``,

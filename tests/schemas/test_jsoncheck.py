@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft7Validator
 
-from seglog.iceberg._jsoncheck import _compile, _Slow, json_checker
+from seglog.schemas._jsoncheck import _compile, _Slow, json_checker
 
 PEOPLE = {
     "type": "object",
