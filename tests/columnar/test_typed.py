@@ -185,17 +185,22 @@ def test_json_schema_flat_and_a_misfit() -> None:
             "x": {"type": ["number", "null"]},
             "ok": {"type": "boolean"},
             "tags": {"type": "array", "items": {"type": "string"}},
+            "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
         },
     }
     assert json_schema_arrow_type(schema).field("n").type == pa.int64()
-    docs = [{"name": "a", "n": 1, "x": 0.5, "ok": True, "tags": ["t"]}, {"name": "b"}]
+    assert json_schema_arrow_type(schema).field("counts").type == pa.map_(pa.string(), pa.int64())
+    docs = [
+        {"name": "a", "n": 1, "x": 0.5, "ok": True, "tags": ["t"], "counts": {"u": 2}},
+        {"name": "b"},
+    ]
     values = [frame(4, json.dumps(d).encode()) for d in docs]
     values.append(frame(4, b'{"n": "not a number"}'))
     decoder = TypedDecoder("json", json.dumps(schema), {4: json.dumps(schema)}.get)
     column, bad = decoder.decode(pa.array(values))
     rows = column.to_pylist()
-    assert rows[0] == docs[0]
-    assert rows[1] == {"name": "b", "n": None, "x": None, "ok": None, "tags": None}
+    assert rows[0] == {**docs[0], "counts": [("u", 2)]}
+    assert rows[1] == {"name": "b", "n": None, "x": None, "ok": None, "tags": None, "counts": None}
     assert rows[2] is None
     assert bad is not None
     assert bad.tolist() == [False, False, True]

@@ -5,10 +5,13 @@
 - columnar topic mirrors (``sync_mirrors``, ``mirrors_of``): one Parquet file per closed
   segment, written beside the segment, that Spark scans natively
   (``seglog.spark.read_topic``);
-- typed values (``TypedDecoder``): Confluent-framed Avro / JSON Schema values -> one Arrow
-  struct column, with the types Spark gives them (``avro_arrow_type``), writer schemas by
-  id from a registry or from the data directory's ``_schemas`` topic (replayed by
-  ``seglog.schemas.read_registry``).
+- typed values (``TypedDecoder``): Confluent-framed Avro / JSON Schema / Protobuf values
+  -> one Arrow struct column (Protobuf messages: ``ProtoTree``, the message Confluent's
+  message indexes name: ``message_indexes``, ``indexed_message``), with the types Spark
+  gives them (``avro_arrow_type``, ``json_schema_arrow_type``), writer schemas by id from
+  a registry or from the data directory's ``_schemas`` topic (replayed by
+  ``seglog.schemas.read_registry``); and back (``TypedEncoder``: struct column -> framed
+  Avro, JSON Schema or Protobuf values, the Spark sink's typed writes).
 
 Needs ``pyarrow`` (the ``spark`` extra). Imports only ``seglog.storage`` and
 ``seglog.schemas`` (the registry's ``_schemas`` replay); the broker imports it lazily, only
@@ -35,7 +38,12 @@ if TYPE_CHECKING:
         sync_mirrors,
         value_decoder,
     )
-    from seglog.columnar._protobuf_tree import PROTO_SCALARS
+    from seglog.columnar._protobuf_tree import (
+        PROTO_SCALARS,
+        ProtoTree,
+        indexed_message,
+        message_indexes,
+    )
     from seglog.columnar._registry import REGISTRY_BROKER_CONFIG, RegistryRef, discover_registry
     from seglog.columnar._schema import ARROW_HEADERS_TYPE, arrow_schema
     from seglog.columnar._typed import (
@@ -45,6 +53,7 @@ if TYPE_CHECKING:
         frame,
         schema_id_of,
     )
+    from seglog.columnar._typed_encode import TypedEncoder
 
 _LAZY: dict[str, str] = {
     "avro_arrow_type": "_avro_types",
@@ -62,6 +71,9 @@ _LAZY: dict[str, str] = {
     "sync_mirrors": "_mirror",
     "value_decoder": "_mirror",
     "PROTO_SCALARS": "_protobuf_tree",
+    "ProtoTree": "_protobuf_tree",
+    "indexed_message": "_protobuf_tree",
+    "message_indexes": "_protobuf_tree",
     "REGISTRY_BROKER_CONFIG": "_registry",
     "RegistryRef": "_registry",
     "discover_registry": "_registry",
@@ -72,6 +84,7 @@ _LAZY: dict[str, str] = {
     "TypedDecoder": "_typed",
     "frame": "_typed",
     "schema_id_of": "_typed",
+    "TypedEncoder": "_typed_encode",
 }
 
 __all__ = [
@@ -84,8 +97,10 @@ __all__ = [
     "MalformedValueError",
     "Mirror",
     "MirrorReport",
+    "ProtoTree",
     "RegistryRef",
     "TypedDecoder",
+    "TypedEncoder",
     "arrow_schema",
     "avro_arrow_type",
     "columns_batch",
@@ -93,7 +108,9 @@ __all__ = [
     "discover_registry",
     "empty_batch",
     "frame",
+    "indexed_message",
     "json_schema_arrow_type",
+    "message_indexes",
     "mirror_enabled",
     "mirrors_of",
     "schema_id_of",

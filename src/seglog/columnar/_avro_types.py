@@ -25,8 +25,9 @@ double] (+ null)
 Other unions (several non-null branches of other types) and recursive records are refused
 with ValueError, as Spark refuses recursive types. JSON Schema (flat and nested objects):
 ``object`` with ``properties`` -> struct, ``string`` -> string, ``integer`` -> int64,
-``number`` -> float64, ``boolean`` -> bool, ``array`` with ``items`` -> list; every field
-nullable (JSON may omit any property).
+``number`` -> float64, ``boolean`` -> bool, ``array`` with ``items`` -> list, ``object``
+with ``additionalProperties`` (a schema) and no ``properties`` -> map<string, T>; every
+field nullable (JSON may omit any property).
 """
 
 from __future__ import annotations
@@ -169,6 +170,9 @@ def _json(node: Any) -> pa.DataType:
         kind = rest[0]
     if kind is None and "properties" in node:
         kind = "object"
+    extra = node.get("additionalProperties")
+    if kind == "object" and "properties" not in node and isinstance(extra, dict):
+        return pa.map_(pa.string(), _json(extra))
     if kind == "object":
         props = node.get("properties", {})
         return pa.struct([pa.field(name, _json(sub)) for name, sub in props.items()])

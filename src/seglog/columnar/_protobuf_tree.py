@@ -57,12 +57,22 @@ from google.protobuf import (
 )
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError
+from kafka.record.util import encode_varint
 
 from seglog.columnar._protobuf_columns import compile_message
 from seglog.columnar._protobuf_wire import NotVectorised, compile_wire, decode_wire
 from seglog.storage import I64
 
-__all__ = ["PROTO_SCALARS", "ProtoTree"]
+__all__ = [
+    "PROTO_SCALARS",
+    "WRAPPERS",
+    "ProtoTree",
+    "encode_indexes",
+    "indexed_message",
+    "indexes_of",
+    "load_layout",
+    "message_indexes",
+]
 
 PROTO_SCALARS: dict[str, pa.DataType] = {
     "double": pa.float64(),
@@ -85,12 +95,13 @@ PROTO_SCALARS: dict[str, pa.DataType] = {
 spark-protobuf maps unsigned types)."""
 
 _TIMESTAMP = "google.protobuf.Timestamp"
-_WRAPPERS = {
+WRAPPERS = {
     f"google.protobuf.{name}Value": kind
     for name, kind in (("Double", "double"), ("Float", "float"), ("Int64", "int64"),
                        ("UInt64", "uint64"), ("Int32", "int32"), ("UInt32", "uint32"),
                        ("Bool", "bool"), ("String", "string"), ("Bytes", "bytes"))
 }  # fmt: skip
+"""Google's wrapper messages (``google/protobuf/wrappers.proto``) -> the scalar they wrap."""
 _TYPE_NAMES = {
     FieldDescriptor.TYPE_DOUBLE: "double", FieldDescriptor.TYPE_FLOAT: "float",
     FieldDescriptor.TYPE_INT64: "int64", FieldDescriptor.TYPE_UINT64: "uint64",
@@ -140,6 +151,67 @@ def message_indexes(value: bytes, pos: int) -> tuple[tuple[int, ...], int]:
     return tuple(indexes), pos
 
 
+def indexed_message(
+    file: descriptor_pb2.FileDescriptorProto, indexes: tuple[int, ...]
+) -> str | None:
+    """The full name of the message Confluent's message ``indexes`` name in ``file``
+    (``[i]`` its i-th message, ``[i, j]`` that one's j-th nested message ...); None when
+    they name none."""
+    if not indexes or not 0 <= indexes[0] < len(file.message_type):
+        return None
+    node = file.message_type[indexes[0]]
+    name = f"{file.package}.{node.name}" if file.package else node.name
+    for index in indexes[1:]:
+        if not 0 <= index < len(node.nested_type):
+            return None
+        node = node.nested_type[index]
+        name = f"{name}.{node.name}"
+    return name
+
+
+def load_layout(layout: str) -> tuple[descriptor_pb2.FileDescriptorProto, Descriptor]:
+    """(a layout's file, its message, in a pool of their own). ValueError for an import
+    that is not a well-known type; KeyError for a message not in the file."""
+    parsed = json.loads(layout)
+    fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(parsed["file"]))
+    pool = descriptor_pool.DescriptorPool()
+    default = descriptor_pool.Default()
+    for dependency in fdp.dependency:
+        if not dependency.startswith("google/protobuf/"):
+            raise ValueError(f"import {dependency!r}: only well-known types are read")
+        known = descriptor_pb2.FileDescriptorProto()
+        default.FindFileByName(dependency).CopyToProto(known)
+        pool.Add(known)
+    pool.Add(fdp)
+    return fdp, pool.FindMessageTypeByName(parsed["message"])
+
+
+def indexes_of(message: Descriptor, file: descriptor_pb2.FileDescriptorProto) -> tuple[int, ...]:
+    """Confluent's message indexes of ``message`` (the inverse of :func:`indexed_message`):
+    its top-level ancestor's place in ``file``, then each nested message's place in its
+    parent."""
+    path: list[int] = []
+    node = message
+    while node.containing_type is not None:
+        parent = node.containing_type
+        path.append([n.full_name for n in parent.nested_types].index(node.full_name))
+        node = parent
+    top = [f"{file.package}.{m.name}" if file.package else m.name for m in file.message_type]
+    path.append(top.index(node.full_name))
+    return tuple(reversed(path))
+
+
+def encode_indexes(indexes: tuple[int, ...]) -> bytes:
+    """Confluent's message-index prefix: a single 0 for ``(0,)`` (the file's first
+    message), else the zigzag varint count then each index as a zigzag varint."""
+    if indexes == (0,):
+        return b"\x00"
+    out = bytearray()
+    for n in (len(indexes), *indexes):
+        encode_varint(n, out.append)  # zigzag varints, as Kafka's record fields
+    return bytes(out)
+
+
 class ProtoTree:
     """The column type of a layout's message and the decoding of framed values into it.
 
@@ -147,42 +219,20 @@ class ProtoTree:
     not a well-known type, or is not in the file."""
 
     def __init__(self, layout: str) -> None:
-        parsed = json.loads(layout)
-        fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(parsed["file"]))
-        pool = descriptor_pool.DescriptorPool()
-        default = descriptor_pool.Default()
-        for dependency in fdp.dependency:
-            if not dependency.startswith("google/protobuf/"):
-                raise ValueError(f"import {dependency!r}: only well-known types are read")
-            known = descriptor_pb2.FileDescriptorProto()
-            default.FindFileByName(dependency).CopyToProto(known)
-            pool.Add(known)
-        pool.Add(fdp)
-        self._top = [f"{fdp.package}.{m.name}" if fdp.package else m.name for m in fdp.message_type]
-        self._pool = pool
-        self.message: Descriptor = pool.FindMessageTypeByName(parsed["message"])
+        self._file, self.message = load_layout(layout)
         self._class = message_factory.GetMessageClass(self.message)
         self.arrow_type, self._convert = _message(self.message, ())
         self._paths: dict[tuple[int, ...], bool] = {}
-        self._build = compile_message(self.message, self.arrow_type, _WRAPPERS)
+        self._build = compile_message(self.message, self.arrow_type, WRAPPERS)
         self._first = self._names_reader((0,))  # indexes [0] as one 0 byte: the fast path
-        self._wire = compile_wire(self.message, self.arrow_type, _WRAPPERS)
-        self._prefix = _indexes_bytes(self.message)
+        self._wire = compile_wire(self.message, self.arrow_type, WRAPPERS)
+        self._prefix = encode_indexes(indexes_of(self.message, self._file))
 
     def _names_reader(self, indexes: tuple[int, ...]) -> bool:
         """Whether message indexes name the column's message in the reader's file."""
         found = self._paths.get(indexes)
         if found is None:
-            found = False
-            if indexes and 0 <= indexes[0] < len(self._top):
-                node: Descriptor = self._pool.FindMessageTypeByName(self._top[indexes[0]])
-                inside = True
-                for index in indexes[1:]:
-                    inside = 0 <= index < len(node.nested_types)
-                    if not inside:
-                        break
-                    node = node.nested_types[index]
-                found = inside and node.full_name == self.message.full_name
+            found = indexed_message(self._file, indexes) == self.message.full_name
             self._paths[indexes] = found
         return found
 
@@ -334,27 +384,6 @@ class ProtoTree:
             raise ValueError(f"no column of {self.message.full_name}: {exc}") from error
 
 
-def _indexes_bytes(message: Descriptor) -> bytes:
-    """Confluent's message indexes of ``message`` in its file as written by its
-    serializers: one 0 byte for ``[0]``, else the zigzag varint count then each index."""
-    path: list[int] = []
-    node = message
-    while node.containing_type is not None:
-        path.insert(0, list(node.containing_type.nested_types).index(node))
-        node = node.containing_type
-    path.insert(0, list(node.file.message_types_by_name.values()).index(node))
-    if path == [0]:
-        return b"\x00"
-    out = bytearray()
-    for number in (len(path), *path):
-        zigzag = number << 1
-        while zigzag >= 0x80:
-            out.append(zigzag & 0x7F | 0x80)
-            zigzag >>= 7
-        out.append(zigzag)
-    return bytes(out)
-
-
 def _message(message: Descriptor, seen: tuple[str, ...]) -> tuple[pa.DataType, Convert]:
     """(struct type, message -> dict) of a message's fields."""
     if message.full_name in seen:
@@ -414,8 +443,8 @@ def _single(field: FieldDescriptor, seen: tuple[str, ...]) -> tuple[pa.DataType,
                 _TIMESTAMP_UTC,
                 lambda ts: _EPOCH + dt.timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000),
             )
-        if full in _WRAPPERS:
-            return PROTO_SCALARS[_WRAPPERS[full]], _scalar(_WRAPPERS[full], wrapped=True)
+        if full in WRAPPERS:
+            return PROTO_SCALARS[WRAPPERS[full]], _scalar(WRAPPERS[full], wrapped=True)
         return _message(field.message_type, seen)
     return PROTO_SCALARS[_TYPE_NAMES[field.type]], _scalar(_TYPE_NAMES[field.type])
 

@@ -9,9 +9,11 @@ through pyiceberg (topic config ``seglog.iceberg.mode``).
   ``data_files``, ``drop_topic_tables`` (a deleted topic's tables purged), ``stale_table``;
 - commits (``_commit``): ``commit_ranges`` (one append per call, the partitions' next
   offsets in the snapshot summary), ``read_rows``;
-- ``value_schema`` mode (``_avro``, ``_values``): Avro schemas as Iceberg schemas,
-  ``SchemaLookup`` (the registry's schemas, followed from ``_schemas``), ``commit_values``
-  (decoded values to the table, the rest to the dead-letter table ``<topic>~dlq``).
+- ``value_schema`` mode (``_avro``, ``_formats``, ``_values``): Avro, JSON Schema and
+  Protobuf schemas as Iceberg schemas (``avro_table_schema``; ``arrow_table_schema`` of
+  the Arrow type seglog's typed read gives the other two), ``SchemaLookup`` (the
+  registry's schemas, followed from ``_schemas``), ``commit_values`` (decoded values to
+  the table, the rest to the dead-letter table ``<topic>~dlq``).
 
 Needs ``pyiceberg`` and ``pyarrow`` (the ``iceberg`` extra). Imports ``seglog.columnar``,
 ``seglog.schemas`` and ``seglog.storage``. The names of ``_names`` load with the package;
@@ -49,6 +51,7 @@ from seglog.iceberg._names import (
 if TYPE_CHECKING:
     from seglog.iceberg._avro import UnsupportedSchemaError, avro_table_schema
     from seglog.iceberg._commit import CommitReport, OffsetRange, commit_ranges, read_rows
+    from seglog.iceberg._formats import arrow_table_schema
     from seglog.iceberg._schema import DLQ_SCHEMA, KEY_VALUE_SCHEMA, hour_spec
     from seglog.iceberg._table import (
         committed_offsets,
@@ -79,6 +82,7 @@ __all__ = [
     "SchemaLookup",
     "UnsupportedSchemaError",
     "ValueCommit",
+    "arrow_table_schema",
     "avro_table_schema",
     "catalog_properties",
     "commit_ranges",
@@ -105,6 +109,7 @@ __all__ = [
 _WHERE = {
     "UnsupportedSchemaError": "_avro",
     "avro_table_schema": "_avro",
+    "arrow_table_schema": "_formats",
     "SchemaLookup": "_values",
     "ValueCommit": "_values",
     "commit_values": "_values",

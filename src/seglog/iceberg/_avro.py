@@ -43,7 +43,13 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
-__all__ = ["META_COLUMN", "UnsupportedSchemaError", "avro_table_schema", "value_table_base"]
+__all__ = [
+    "META_COLUMN",
+    "UnsupportedSchemaError",
+    "avro_table_schema",
+    "meta_field",
+    "value_table_base",
+]
 
 META_COLUMN = "seglog"
 """The struct column of record metadata in a ``value_schema`` table."""
@@ -135,17 +141,20 @@ def avro_table_schema(schema_text: str) -> Schema:
     fields = _fields(avro, ids, {}, 0)
     if any(f.name == META_COLUMN for f in fields):
         raise UnsupportedSchemaError(f"a value field is named {META_COLUMN!r}")
-    fields.append(_meta_field(ids))
+    fields.append(meta_field(ids))
     return Schema(*fields)
 
 
 def value_table_base() -> Schema:
     """The schema a ``value_schema`` table is created with: :data:`META_COLUMN` alone (the
     value's columns are added by the first schema seen)."""
-    return Schema(_meta_field(itertools.count(1)))
+    return Schema(meta_field(itertools.count(1)))
 
 
-def _meta_field(ids: Iterator[int]) -> NestedField:
+def meta_field(ids: Iterator[int]) -> NestedField:
+    """The :data:`META_COLUMN` field (struct of ``partition`` int, ``offset`` long,
+    ``timestamp`` timestamptz, ``headers`` list<struct<key string, value binary>>, ``key``
+    binary), its ids taken from ``ids`` (the last column of a ``value_schema`` table)."""
     meta = StructType(
         NestedField(next(ids), "partition", IntegerType(), required=False),
         NestedField(next(ids), "offset", LongType(), required=False),

@@ -1,12 +1,18 @@
 """``value_schema`` mode: values in Confluent's wire format (magic byte 0, the schema id
-as 4 bytes big-endian, the Avro binary payload), decoded with the schema the registry
-holds for that id (``seglog.schemas``, followed from the ``_schemas`` topic) into the
-columns of the schema; what does not decode goes to the dead-letter table
-``seglog.<topic>~dlq`` (the ``key_value`` columns and ``reason``).
+as 4 bytes big-endian, the payload), decoded with the schema the registry holds for that
+id (``seglog.schemas``, followed from the ``_schemas`` topic) into the columns of the
+schema: Avro (``_avro``), JSON Schema and Protobuf (``_formats``; a Protobuf value's
+message indexes name its message). What does not decode goes to the dead-letter table
+``seglog.<topic>~dlq`` (the ``key_value`` columns and ``reason``): no framing, an unknown
+id, a schema with references (but to Google's well-known types) or outside the type
+mappings, a payload that does not parse, a JSON document whose properties do not fit
+the columns.
 
-Schema evolution: a schema id whose fields the table lacks adds them as optional columns
-(``union_by_name``, a schema-only commit before the rows'); a schema whose types clash
-with the table's sends its records to the dead-letter table with the reason.
+Schema evolution: a schema id (a Protobuf message) whose fields the table lacks, nested
+ones included, adds them as optional columns, and one that widens a column (int → long,
+float → double) widens it (``union_by_name``, a schema-only commit before the rows'); a
+schema whose types clash with the table's sends its records to the dead-letter table
+with the reason.
 
 Exactly once over two tables: the value table's snapshot summary is the record of what is
 done. A commit appends the dead-letter rows first (their table's summary records the same
@@ -17,6 +23,7 @@ offsets are dropped, so each lands once.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import time
@@ -27,23 +34,18 @@ from typing import Any
 
 import fastavro
 import pyarrow as pa
-from pyiceberg.schema import Schema
+from pyiceberg.schema import Schema, index_by_name
 from pyiceberg.table import Table
+from pyiceberg.types import DoubleType, FloatType, IntegerType, LongType
 
 from seglog.iceberg._avro import META_COLUMN, avro_table_schema
 from seglog.iceberg._commit import CommitReport, OffsetRange, read_rows, summary
+from seglog.iceberg._formats import HEADER, ProtoMessages, ValueDecoder, json_decoder
 from seglog.iceberg._schema import KEY_VALUE_SCHEMA, key_value_rows
-from seglog.schemas import AVRO, RegistryState, schema_id_of
+from seglog.schemas import AVRO, JSON, PROTOBUF, RegistryState, SchemaVersion, schema_id_of
 from seglog.storage import OFFSET_OLDEST, Log
 
 __all__ = ["SchemaLookup", "ValueCommit", "commit_values"]
-
-
-@dataclass
-class _Decoder:
-    parsed: Any = None
-    schema: Schema | None = None
-    error: str | None = None
 
 
 class SchemaLookup:
@@ -52,7 +54,7 @@ class SchemaLookup:
     def __init__(self) -> None:
         self.state = RegistryState()
         self._next = OFFSET_OLDEST
-        self._decoders: dict[int, _Decoder] = {}
+        self._decoders: dict[int, ValueDecoder | ProtoMessages] = {}
 
     def refresh(self, schemas_log: Log | None) -> None:
         """Apply the ``_schemas`` records appended since the last call."""
@@ -65,28 +67,46 @@ class SchemaLookup:
             self.state.replay(iter([(m.key, m.value) for m in messages]))
             self._next = offset
 
-    def decoder(self, schema_id: int) -> _Decoder:
-        """The parsed Avro schema and table schema of ``schema_id``, or why there is none."""
+    def decoder(self, schema_id: int, value: bytes) -> ValueDecoder:
+        """How ``value`` (framed with ``schema_id``) becomes a row: the decoder of its
+        writer schema (for Protobuf, of the message its message indexes name), or why
+        there is none (``error``)."""
         found = self._decoders.get(schema_id)
-        if found is not None:
-            return found
-        versions = self.state.by_id(schema_id)
-        if not versions:  # maybe registered later: not cached
-            return _Decoder(error=f"schema id {schema_id} is not registered")
-        version = versions[0]
-        try:
-            if version.schema_type != AVRO:
-                raise ValueError(f"it is a {version.schema_type} schema (value_schema: Avro)")
-            if version.references:
-                raise ValueError("it has references (not supported)")
-            found = _Decoder(
-                parsed=fastavro.parse_schema(json.loads(version.schema)),
-                schema=avro_table_schema(version.schema),
-            )
-        except Exception as exc:
-            found = _Decoder(error=f"schema id {schema_id}: {exc}")
-        self._decoders[schema_id] = found
+        if found is None:
+            versions = self.state.by_id(schema_id)
+            if not versions:  # maybe registered later: not cached
+                return ValueDecoder(error=f"schema id {schema_id} is not registered")
+            found = self._load(schema_id, versions[0])
+            self._decoders[schema_id] = found
+        if isinstance(found, ProtoMessages):
+            return found.decoder(value)
         return found
+
+    @staticmethod
+    def _load(schema_id: int, version: SchemaVersion) -> ValueDecoder | ProtoMessages:
+        """The decoder(s) of one registered schema (an error decoder when unusable)."""
+        try:
+            if any(not _well_known(r.name) for r in version.references):
+                raise ValueError("it has references (not supported)")
+            if version.schema_type == PROTOBUF:
+                return ProtoMessages(schema_id, version.schema)
+            if version.schema_type == JSON:
+                return json_decoder(schema_id, version.schema)
+            if version.schema_type != AVRO:
+                raise ValueError(f"it is a {version.schema_type} schema")
+            parsed = fastavro.parse_schema(json.loads(version.schema))
+            return ValueDecoder(
+                (schema_id, ""), functools.partial(_decode, parsed=parsed),
+                avro_table_schema(version.schema),
+            )  # fmt: skip
+        except Exception as exc:
+            return ValueDecoder(error=f"schema id {schema_id}: {exc}")
+
+
+def _well_known(name: str) -> bool:
+    """A reference to one of Google's well-known types (ProtobufSerializer registers
+    them with ``skip.known.types=false``): read from the protobuf library."""
+    return name.startswith("google/protobuf/")
 
 
 @dataclass
@@ -102,16 +122,16 @@ class ValueCommit:
 
 def _decode(value: bytes, parsed: Any) -> dict[str, Any]:
     """The Avro record of a framed value (after the 5-byte magic and id)."""
-    record = fastavro.schemaless_reader(io.BytesIO(value[5:]), parsed)
+    record = fastavro.schemaless_reader(io.BytesIO(value[HEADER:]), parsed)
     if not isinstance(record, dict):
         raise TypeError("not a record")
     return record
 
 
 def _evolve(table: Table, schema: Schema) -> str | None:
-    """Add ``schema``'s missing columns to ``table``; the reason when they clash."""
-    have = {f.name for f in table.schema().fields}
-    if {f.name for f in schema.fields} <= have:
+    """Add ``schema``'s missing columns (nested ones too) to ``table``, and widen the
+    columns it widens (int → long, float → double); the reason when they clash."""
+    if not _needs_update(table.schema(), schema):
         return None
     try:
         with table.update_schema() as update:
@@ -119,6 +139,22 @@ def _evolve(table: Table, schema: Schema) -> str | None:
     except Exception as exc:
         return f"the schema does not fit the table's columns: {exc}"
     return None
+
+
+_WIDER = {(IntegerType(), LongType()), (FloatType(), DoubleType())}
+
+
+def _needs_update(have: Schema, schema: Schema) -> bool:
+    """Whether ``schema`` has a field (by full name) ``have`` lacks, or a primitive
+    column Iceberg's promotion rules widen (``_WIDER``)."""
+    names = index_by_name(have)
+    for name in index_by_name(schema):
+        if name not in names:
+            return True
+        old, new = have.find_type(name), schema.find_type(name)
+        if (old, new) in _WIDER:
+            return True
+    return False
 
 
 def _arrow_rows(
@@ -169,21 +205,22 @@ def commit_values(
     if decoded is not None:
         names = ("key", "value", "partition", "offset", "timestamp", "headers")
         cols = {c: decoded.column(c).to_pylist() for c in names}
-        fits: dict[int, str | None] = {}
+        fits: dict[tuple[int, str], str | None] = {}
         for i, value in enumerate(cols["value"]):
             schema_id = None if value is None else schema_id_of(value)
             if schema_id is None:
                 bad.append(i)
                 reasons.append("the value is not in Confluent's wire format (magic 0 + id)")
                 continue
-            dec = lookup.decoder(schema_id)
-            if dec.error is None and schema_id not in fits:
+            dec = lookup.decoder(schema_id, value)
+            if dec.error is None and dec.key not in fits:
                 assert dec.schema is not None
-                fits[schema_id] = _evolve(table, dec.schema)
-            why = dec.error or fits.get(schema_id)
+                fits[dec.key] = _evolve(table, dec.schema)
+            why = dec.error or fits.get(dec.key)
             if why is None:
+                assert dec.decode is not None
                 try:
-                    record = _decode(value, dec.parsed)
+                    record = dec.decode(value)
                 except Exception as exc:
                     why = f"the value does not decode with schema id {schema_id}: {exc!r}"
             if why is not None:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         incompatibilities,
         parse,
     )
+    from seglog.schemas._jsoncheck import json_checker
     from seglog.schemas._protobuf_descriptor import serialized_protobuf
     from seglog.schemas._records import (
         AVRO,
@@ -65,6 +66,7 @@ _LAZY: dict[str, str] = {
     "decode_key": "_records",
     "decode_schema_value": "_records",
     "serialized_protobuf": "_protobuf_descriptor",
+    "json_checker": "_jsoncheck",
     "MODES": "_registry",
     "Registry": "_registry",
     "version_json": "_registry",
@@ -91,6 +93,8 @@ __all__ = [  # noqa: RUF022 (grouped by concern)
     "incompatibilities",
     "parse",
     "serialized_protobuf",
+    # validation of JSON documents (fast for type-only schemas)
+    "json_checker",
     # the store (records in _schemas: Confluent's format, see _records)
     "BACKWARD",
     "MODES",

@@ -38,7 +38,8 @@ Typed columns (``seglog.spark._typed``): ``valueFormat`` / ``keyFormat`` = ``avr
 or the data directory's ``_schemas``), ``valueSchemaSubject`` / ``valueSchemaVersion``
 (``valueSchemaMessage`` for Protobuf),
 ``mode`` (PERMISSIVE, FAILFAST) and ``columnNameOfCorruptRecord``; the sink encodes a
-struct column with ``valueFormat=avro`` (``auto.register.schemas``, ``_typed_write``).
+struct column with ``valueFormat`` = ``avro`` | ``json`` | ``protobuf`` (``auto.register.schemas``,
+``_typed_write``).
 
 Write options: ``topic`` (or a ``topic`` column); ``path`` (data directory) or
 ``kafka.bootstrap.servers``; ``partitions`` (count for a topic created by the sink, default

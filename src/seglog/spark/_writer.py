@@ -5,8 +5,9 @@ driver-side ``commit`` append them (``_stage``): exactly-once for streaming quer
 when Spark replays a micro-batch after a crash. Broker mode (``kafka.bootstrap.servers``)
 produces from the tasks (``_produce``): at-least-once, like Spark's Kafka sink; with
 ``exactlyOnce=true`` each task writes in a Kafka transaction that the driver commits or
-aborts with the write (``_exactly_once``). With ``valueFormat=avro`` a struct ``value``
-(``keyFormat``: ``key``) is first encoded as Confluent-framed Avro (``_typed_write``).
+aborts with the write (``_exactly_once``). With ``valueFormat`` = ``avro`` | ``json`` |
+``protobuf`` a struct ``value`` (``keyFormat``: ``key``) is first encoded in Confluent's wire
+format (``_typed_write``).
 A missing topic is created in path mode with ``partitions`` partitions (default 1).
 """
 

@@ -74,19 +74,23 @@ async def handle_join_group(ctx: BrokerContext, rctx: RequestContext, req: Any) 
             return _join_response(version, JoinResult(INCONSISTENT_GROUP_PROTOCOL, req.member_id))
         return await _join_consumer_group(ctx, rctx, req)
     ctx.consumer_groups.delete(req.group_id)  # an empty consumer group becomes classic
-    result = await ctx.groups.join(
-        req.group_id,
-        req.member_id,
-        group_instance_id=req.group_instance_id if version >= 5 else None,
-        client_id=rctx.client_id,
-        client_host=rctx.client_host,
-        session_timeout_ms=req.session_timeout_ms,
-        rebalance_timeout_ms=req.rebalance_timeout_ms if version >= 1 else -1,
-        protocol_type=req.protocol_type,
-        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
-        require_known_member_id=version >= 4,
-    )
+    result = await ctx.groups.join(req.group_id, req.member_id, **_join_args(rctx, req))
     return _join_response(version, result)
+
+
+def _join_args(rctx: RequestContext, req: Any) -> dict[str, Any]:
+    """A JoinGroup's member settings by version, for either coordinator's ``join``."""
+    version = rctx.api_version
+    return {
+        "group_instance_id": req.group_instance_id if version >= 5 else None,
+        "client_id": rctx.client_id,
+        "client_host": rctx.client_host,
+        "session_timeout_ms": req.session_timeout_ms,
+        "rebalance_timeout_ms": req.rebalance_timeout_ms if version >= 1 else -1,
+        "protocol_type": req.protocol_type,
+        "protocols": [(p.name, bytes(p.metadata)) for p in req.protocols],
+        "require_known_member_id": version >= 4,
+    }
 
 
 async def _join_consumer_group(ctx: BrokerContext, rctx: RequestContext, req: Any) -> Any:
@@ -95,16 +99,7 @@ async def _join_consumer_group(ctx: BrokerContext, rctx: RequestContext, req: An
     version = rctx.api_version
     try:
         result, durable = ctx.consumer_groups.classic_join(
-            req.group_id,
-            req.member_id,
-            instance_id=req.group_instance_id if version >= 5 else None,
-            client_id=rctx.client_id,
-            client_host=rctx.client_host,
-            session_timeout_ms=req.session_timeout_ms,
-            rebalance_timeout_ms=req.rebalance_timeout_ms if version >= 1 else -1,
-            protocol_type=req.protocol_type,
-            protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
-            require_known_member_id=version >= 4,
+            req.group_id, req.member_id, **_join_args(rctx, req)
         )
         if durable is not None:
             await asyncio.wrap_future(durable)

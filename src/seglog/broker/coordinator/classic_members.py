@@ -176,7 +176,7 @@ class ClassicMemberCoordinator(ConsumerGroupCoordinator):
         group_id: str,
         member_id: str,
         *,
-        instance_id: str | None,
+        group_instance_id: str | None,
         client_id: str,
         client_host: str,
         session_timeout_ms: int,
@@ -190,6 +190,7 @@ class ClassicMemberCoordinator(ConsumerGroupCoordinator):
         snapshot write (None: nothing to wait for). Errors in the module docstring, and 16
         NOT_COORDINATOR after shutdown, 26 INVALID_SESSION_TIMEOUT, 82 FENCED_INSTANCE_ID,
         25 UNKNOWN_MEMBER_ID when the group is gone."""
+        instance_id = group_instance_id
         group = self.groups.get(group_id)
         if self._closed:
             return JoinResult(NOT_COORDINATOR, member_id), None
