@@ -22,12 +22,19 @@ async def _serve(config: BrokerConfig, on_started: Callable[[], None] | None) ->
     loop = asyncio.get_running_loop()
     log.info("event loop: %s", type(loop).__module__.partition(".")[0])  # uvloop / asyncio
     broker = Broker(config)
-    await broker.start()
-    if on_started is not None:
-        on_started()
+    # handlers first: a SIGTERM during the start (recovery can take a while) stops the
+    # broker cleanly once it has started, instead of killing it mid-recovery
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except BaseException:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        raise
+    if on_started is not None and not stop.is_set():
+        on_started()
     try:
         await stop.wait()
         log.info("shutting down")

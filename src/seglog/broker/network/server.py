@@ -199,6 +199,7 @@ class Broker:
                     lst.port,
                     reuse_address=True,
                     ssl=tls if lst.tls else None,
+                    start_serving=False,  # bound now, listening once recovery is done
                 )
                 self._servers.append(server)
                 port = int(server.sockets[0].getsockname()[1])
@@ -339,6 +340,10 @@ class Broker:
             self._start_metrics(loop)
         if config.schema_registry_host is not None:
             await self._start_schema_registry()
+        # clients are let in only now: transactions found open at a crash are aborted and
+        # Prepare* completed first (Kafka answers COORDINATOR_LOAD_IN_PROGRESS meanwhile)
+        for server in self._servers:
+            await server.start_serving()
         for lst in listeners:
             host, port = self.listeners[lst.name]
             a_host, a_port = self._advertised[lst.name]
