@@ -93,3 +93,51 @@ def test_values_to_columns_rest_to_dead_letters_once(tmp_path: Path, catalog: Ca
     ]  # fmt: skip
     assert rows[0]["seglog"]["key"] in (b"k0", b"k2")
     assert ice.summary_of(catalog.load_table(("seglog", TOPIC)))["seglog.offsets.0"] == "4"
+
+
+@pytest.mark.parametrize("trailing", [False, True])
+def test_two_schemas_in_offset_order(tmp_path: Path, catalog: Catalog, trailing: bool) -> None:
+    """Values of two schema ids interleaved, decoded one column per id, land in offset
+    order, the first id's rows null in the column the second adds, each with its
+    metadata struct; with ``trailing``, a value with a byte after its record (the
+    column-wise decoder flags it, the rows are then built one by one) is still read as
+    fastavro reads it."""
+    gate = {"name": "gate", "type": ["null", "string"], "default": None}
+    wider = {**SCHEMA, "fields": [*SCHEMA["fields"], gate]}  # type: ignore[misc]
+    schemas = open_log(tmp_path / "_schemas-0", create=True)
+    registry = Registry(schemas)
+    first = registry.register(f"{TOPIC}-value", {"schema": json.dumps(SCHEMA)})["id"]
+    second = registry.register(f"{TOPIC}-value", {"schema": json.dumps(wider)})["id"]
+
+    def framed(i: int) -> bytes:
+        if i % 2:
+            out = io.BytesIO()
+            record = {"carrier": "LH", "delay": i, "gate": f"G{i}"}
+            fastavro.schemaless_writer(out, fastavro.parse_schema(wider), record)
+            return frame_schema_id(second, out.getvalue())
+        extra = b"\x00" if trailing and i == 4 else b""
+        return frame_schema_id(first, _avro({"carrier": "UA", "delay": i}) + extra)
+
+    plog = open_log(tmp_path / "flights-0", create=True)
+    plog.publish([seglog.Message(key=b"k%d" % i, value=framed(i)) for i in range(6)])
+    lookup = ice.SchemaLookup()
+    lookup.refresh(schemas)
+    table = ice.load_topic_table(catalog, TOPIC, mode=ice.VALUE_SCHEMA)
+    try:
+        done = ice.commit_values(
+            table, lambda: ice.load_topic_table(catalog, TOPIC, dlq=True), topic=TOPIC,
+            topic_id=uuid.uuid4(), logs={0: plog}, ranges=[ice.OffsetRange(0, 0, 6)],
+            committed={}, dlq_committed={}, lookup=lookup,
+        )  # fmt: skip
+    finally:
+        plog.close()
+        schemas.close()
+    assert (done.report.rows, done.dlq_rows) == (6, 0)
+    rows = catalog.load_table(("seglog", TOPIC)).scan().to_arrow().to_pylist()
+    assert [(r["delay"], r["carrier"], r["gate"]) for r in rows] == [
+        (0, "UA", None), (1, "LH", "G1"), (2, "UA", None), (3, "LH", "G3"), (4, "UA", None),
+        (5, "LH", "G5"),
+    ]  # fmt: skip
+    assert [(r["seglog"]["offset"], r["seglog"]["key"]) for r in rows] == [
+        (i, b"k%d" % i) for i in range(6)
+    ]

@@ -104,6 +104,10 @@ class ValueDecoder:
     schema: Schema | None = None
     """The table schema of the values (their columns and :data:`META_COLUMN`)."""
     error: str | None = None
+    decode_column: Callable[[pa.Array], tuple[pa.Array, list[int]]] | None = None
+    """A binary array of framed values → (struct column, positions it did not decode:
+    null there; ``decode`` says why). Raises when the column as a whole does not convert
+    (the values are then decoded one by one)."""
 
 
 def _convert(arrow: pa.DataType, ids: Iterator[int]) -> IcebergType:
@@ -164,15 +168,42 @@ def _json_document(value: bytes, check: Callable[[Any], str | None]) -> dict[str
     return doc
 
 
+def _json_column(
+    values: pa.Array, check: Callable[[Any], str | None], arrow_type: pa.DataType
+) -> tuple[pa.Array, list[int]]:
+    """JSON documents of framed ``values`` (each validated as :func:`_json_document`) as
+    one struct column of ``arrow_type``; raises what ``pa.array`` raises."""
+    docs: list[dict[str, Any] | None] = []
+    bad: list[int] = []
+    for row, value in enumerate(values.to_pylist()):
+        try:
+            docs.append(_json_document(value, check))
+        except Exception:
+            docs.append(None)
+            bad.append(row)
+    return pa.array(docs, type=arrow_type), bad
+
+
 def json_decoder(schema_id: int, text: str) -> ValueDecoder:
     """The decoder of values of the JSON Schema ``text``: the object's properties as
     columns (``json_schema_arrow_type``), each document validated against the schema
     (``seglog.schemas.json_checker``). Raises ValueError (a schema outside that mapping) and
     :class:`UnsupportedSchemaError`. Valid documents whose values do not fit the columns
     (an integer beyond a long) fail when made rows (the caller's dead letters)."""
-    schema = arrow_table_schema(json_schema_arrow_type(text))
+    arrow_type = json_schema_arrow_type(text)
+    schema = arrow_table_schema(arrow_type)
     check = json_checker(json.loads(text))
-    return ValueDecoder((schema_id, ""), functools.partial(_json_document, check=check), schema)
+    return ValueDecoder(
+        (schema_id, ""), functools.partial(_json_document, check=check), schema,
+        decode_column=functools.partial(_json_column, check=check, arrow_type=arrow_type),
+    )  # fmt: skip
+
+
+def _proto_column(values: pa.Array, tree: ProtoTree) -> tuple[pa.Array, list[int]]:
+    """Protobuf values column-wise (``ProtoTree.decode_column``, message indexes after
+    the 5-byte framing)."""
+    column, bad = tree.decode_column(values, HEADER)
+    return column, sorted(bad)
 
 
 class ProtoMessages:
@@ -210,6 +241,7 @@ class ProtoMessages:
                     (self.schema_id, name),
                     lambda framed: tree.decode(framed, HEADER),
                     arrow_table_schema(tree.arrow_type),
+                    decode_column=functools.partial(_proto_column, tree=tree),
                 )
             except (ValueError, KeyError, TypeError) as exc:
                 found = ValueDecoder(error=f"schema id {self.schema_id} message {name}: {exc}")

@@ -33,11 +33,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 from pyiceberg.schema import Schema, index_by_name
 from pyiceberg.table import Table
 from pyiceberg.types import DoubleType, FloatType, IntegerType, LongType
 
+from seglog.columnar import TypedDecoder
 from seglog.iceberg._avro import META_COLUMN, avro_table_schema
 from seglog.iceberg._commit import CommitReport, OffsetRange, read_rows, summary
 from seglog.iceberg._formats import HEADER, ProtoMessages, ValueDecoder, json_decoder
@@ -97,10 +99,30 @@ class SchemaLookup:
             parsed = fastavro.parse_schema(json.loads(version.schema))
             return ValueDecoder(
                 (schema_id, ""), functools.partial(_decode, parsed=parsed),
-                avro_table_schema(version.schema),
+                avro_table_schema(version.schema), decode_column=_avro_column(schema_id, version),
             )  # fmt: skip
         except Exception as exc:
             return ValueDecoder(error=f"schema id {schema_id}: {exc}")
+
+
+def _avro_column(
+    schema_id: int, version: SchemaVersion
+) -> Callable[[pa.Array], tuple[pa.Array, list[int]]] | None:
+    """The column-wise decoder of Avro values of ``version`` (``TypedDecoder``, the
+    writer schema its own reader schema); None when it has no Arrow type there."""
+    try:
+        typed = TypedDecoder(
+            "avro", version.schema, lambda i: version.schema if i == schema_id else None,
+            reader_id=schema_id,
+        )  # fmt: skip
+    except Exception:
+        return None
+
+    def decode(values: pa.Array) -> tuple[pa.Array, list[int]]:
+        column, mask = typed.decode(values)
+        return column, ([] if mask is None else np.flatnonzero(mask).tolist())
+
+    return decode
 
 
 def _well_known(name: str) -> bool:
@@ -178,6 +200,130 @@ def _arrow_rows(
     return pa.Table.from_pylist(good, schema=schema), bad, reasons
 
 
+_META_SOURCES = ("partition", "offset", "timestamp", "headers", "key")
+
+
+def _decode_values(
+    table: Table, decoded: pa.Table, lookup: SchemaLookup
+) -> tuple[pa.Table, list[int], list[str]]:
+    """(rows of the table's (evolved) schema in ``decoded``'s order, indices of the
+    records that go to the dead-letter table, their reasons). The values are grouped by
+    decoder (schema id and Protobuf message), each group decoded by one column-wise call
+    (``decode_column``); a value it does not decode is decoded alone for the reason (or
+    its row). The rows are assembled column-wise, or from Python rows
+    (:func:`_arrow_rows`) when a group needs them: a value the column path refuses but
+    ``decode`` takes, a group that does not convert as a column, columns that do not cast
+    to the table's."""
+    values = decoded.column("value").combine_chunks()
+    bad: list[int] = []
+    reasons: list[str] = []
+    groups: dict[tuple[int, str], list[int]] = {}
+    decoders: dict[tuple[int, str], ValueDecoder] = {}
+    fits: dict[tuple[int, str], str | None] = {}
+    for i, value in enumerate(values.to_pylist()):
+        schema_id = None if value is None else schema_id_of(value)
+        if schema_id is None:
+            bad.append(i)
+            reasons.append("the value is not in Confluent's wire format (magic 0 + id)")
+            continue
+        dec = lookup.decoder(schema_id, value)
+        if dec.error is None and dec.key not in fits:
+            assert dec.schema is not None
+            fits[dec.key] = _evolve(table, dec.schema)
+        why = dec.error or fits.get(dec.key)
+        if why is not None:
+            bad.append(i)
+            reasons.append(why)
+            continue
+        groups.setdefault(dec.key, []).append(i)
+        decoders[dec.key] = dec
+    target = table.schema().as_arrow()  # after the schema updates
+    columns: list[tuple[list[int], pa.Array]] = []  # (rows, their values' struct column)
+    records: dict[int, dict[str, Any]] = {}  # rows decoded one by one
+    for key, rows in groups.items():
+        dec = decoders[key]
+        group = values.take(pa.array(rows, type=pa.int64()))
+        column, failed = None, list(range(len(rows)))
+        if dec.decode_column is not None:
+            try:
+                column, failed = dec.decode_column(group)
+            except Exception:
+                column, failed = None, list(range(len(rows)))
+        for k in failed:
+            i = rows[k]
+            assert dec.decode is not None
+            try:
+                records[i] = dec.decode(group[k].as_py())
+            except Exception as exc:
+                bad.append(i)
+                reasons.append(f"the value does not decode with schema id {key[0]}: {exc!r}")
+        if column is not None:
+            keep = np.ones(len(rows), dtype=np.bool_)
+            keep[failed] = False
+            columns.append(([r for r, ok in zip(rows, keep.tolist(), strict=True) if ok],
+                            column.filter(pa.array(keep))))  # fmt: skip
+    if not records:
+        try:
+            return _assemble(decoded, columns, target), bad, reasons
+        except (pa.ArrowException, ValueError, TypeError, OverflowError):
+            pass  # a value that does not fit its column: found row by row
+    for rows, column in columns:
+        records.update(zip(rows, column.to_pylist(), strict=True))
+    meta = decoded.select(list(_META_SOURCES))
+    order = sorted(records)
+    picked = meta.take(pa.array(order, type=pa.int64())).to_pylist()
+    out: list[dict[str, Any]] = []
+    for i, row_meta in zip(order, picked, strict=True):
+        record = records[i]
+        record[META_COLUMN] = row_meta
+        out.append(record)
+    good, unfit, unfit_reasons = _arrow_rows(out, target)
+    bad += [order[j] for j in unfit]
+    reasons += unfit_reasons
+    return good, bad, reasons
+
+
+def _assemble(
+    decoded: pa.Table, columns: Sequence[tuple[list[int], pa.Array]], target: pa.Schema
+) -> pa.Table:
+    """The table of ``target`` of the decoded ``columns`` (rows in ``decoded``'s order)
+    and their :data:`META_COLUMN` from ``decoded``. Raises what a cast raises."""
+    value_type = pa.struct([f for f in target if f.name != META_COLUMN])
+    rows = np.array([r for group, _ in columns for r in group], dtype=np.int64)
+    parts = [_conform(column, value_type) for _, column in columns]
+    value = pa.concat_arrays(parts) if parts else pa.array([], type=value_type)
+    order = np.argsort(rows, kind="stable")
+    value = value.take(pa.array(order))
+    picked = decoded.select(list(_META_SOURCES)).take(pa.array(rows[order]))
+    meta = pa.StructArray.from_arrays(
+        [picked.column(c).combine_chunks() for c in _META_SOURCES], names=list(_META_SOURCES)
+    )
+    arrays = []
+    for f in target:
+        if f.name == META_COLUMN:
+            arrays.append(_conform(meta, f.type))
+        else:
+            arrays.append(value.field(f.name))
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
+def _conform(array: pa.Array, to: pa.DataType) -> pa.Array:
+    """``array`` as type ``to``: struct fields matched by name (a field ``array`` lacks
+    is null: a column another schema added), the rest cast (int → long...)."""
+    if array.type == to:
+        return array
+    if pa.types.is_struct(to) and pa.types.is_struct(array.type):
+        have = {array.type.field(i).name for i in range(array.type.num_fields)}
+        children = [
+            _conform(array.field(f.name), f.type) if f.name in have
+            else pa.nulls(len(array), f.type)
+            for f in to
+        ]  # fmt: skip
+        mask = array.is_null() if array.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(to), mask=mask)
+    return array.cast(to)
+
+
 def commit_values(
     table: Table,
     dlq_table: Callable[[], Table],
@@ -198,51 +344,19 @@ def commit_values(
     for part in ranges:
         batches += read_rows(logs[part.partition], topic, part)
     decoded = pa.Table.from_batches(batches) if batches else None
-    rows: list[dict[str, Any]] = []
-    row_index: list[int] = []
+    good = None
     bad: list[int] = []
     reasons: list[str] = []
     if decoded is not None:
-        names = ("key", "value", "partition", "offset", "timestamp", "headers")
-        cols = {c: decoded.column(c).to_pylist() for c in names}
-        fits: dict[tuple[int, str], str | None] = {}
-        for i, value in enumerate(cols["value"]):
-            schema_id = None if value is None else schema_id_of(value)
-            if schema_id is None:
-                bad.append(i)
-                reasons.append("the value is not in Confluent's wire format (magic 0 + id)")
-                continue
-            dec = lookup.decoder(schema_id, value)
-            if dec.error is None and dec.key not in fits:
-                assert dec.schema is not None
-                fits[dec.key] = _evolve(table, dec.schema)
-            why = dec.error or fits.get(dec.key)
-            if why is None:
-                assert dec.decode is not None
-                try:
-                    record = dec.decode(value)
-                except Exception as exc:
-                    why = f"the value does not decode with schema id {schema_id}: {exc!r}"
-            if why is not None:
-                bad.append(i)
-                reasons.append(why)
-                continue
-            record[META_COLUMN] = {
-                "partition": cols["partition"][i], "offset": cols["offset"][i],
-                "timestamp": cols["timestamp"][i], "headers": cols["headers"][i],
-                "key": cols["key"][i],
-            }  # fmt: skip
-            rows.append(record)
-            row_index.append(i)
-    good, unfit, unfit_reasons = _arrow_rows(rows, table.schema().as_arrow())
-    bad += [row_index[j] for j in unfit]
-    reasons += unfit_reasons
+        good, bad, reasons = _decode_values(table, decoded, lookup)
+    if good is None:
+        good = table.schema().as_arrow().empty_table()
     offsets = dict(committed)
     offsets.update({part.partition: part.end for part in ranges})
     dlq_offsets = dict(dlq_committed)
     dlq_rows = 0
     if decoded is not None and bad:
-        order = sorted(range(len(bad)), key=lambda k: bad[k])
+        order = sorted(range(len(bad)), key=lambda k: bad[k])  # offset order
         picked = decoded.take(pa.array([bad[k] for k in order], type=pa.int64()))
         dlq = dlq_table()
         base = key_value_rows(picked.to_batches(), KEY_VALUE_SCHEMA.as_arrow())
