@@ -1,9 +1,11 @@
 """JSON Schema and Protobuf value schemas as Iceberg schemas (``value_schema`` mode), and
 their values decoded into rows: the Arrow type seglog's Spark typed read gives a schema
 (``seglog.columnar``: ``json_schema_arrow_type``; ``ProtoTree`` for a Protobuf message)
-turned into Iceberg types, the values decoded by the same code (a Protobuf value by
-``ProtoTree.decode``, a JSON document by ``json.loads``, then validated against its JSON
-Schema, as Confluent's ``JSONDeserializer`` does: ``seglog.schemas.json_checker``).
+turned into Iceberg types, the values decoded by the same code, a column of values at a
+time (``ValueDecoder.decode_column``: Protobuf by ``ProtoTree.decode_column``, JSON
+documents by ``json.loads``, each validated against its JSON Schema as Confluent's
+``JSONDeserializer`` does, ``seglog.schemas.json_checker``, then one ``pa.array``) or one
+value at a time (``ValueDecoder.decode``: the reason a value does not decode).
 
 Arrow (as the typed read makes it) → Iceberg:
 

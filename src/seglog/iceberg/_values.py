@@ -14,6 +14,11 @@ float → double) widens it (``union_by_name``, a schema-only commit before the 
 schema whose types clash with the table's sends its records to the dead-letter table
 with the reason.
 
+The values of a commit are decoded a group at a time, one group per schema id (Protobuf:
+per message), by the column-wise decoders of the Spark typed read (``seglog.columnar``:
+``TypedDecoder`` for Avro, ``ProtoTree.decode_column`` for Protobuf), and the table is
+assembled column-wise; a value a column decoder flags is decoded alone, for its reason.
+
 Exactly once over two tables: the value table's snapshot summary is the record of what is
 done. A commit appends the dead-letter rows first (their table's summary records the same
 offsets), then the value rows; after a crash between the two, the records are read again
