@@ -331,9 +331,10 @@ def test_json_schema_evolution(catalog: Catalog, schemas: Log, tmp_path: Path) -
     values: list[bytes | None] = [
         frame_schema_id(ids[0], b'{"a": "x"}'), frame_schema_id(ids[1], b'{"a": "y", "b": true}'),
     ]  # fmt: skip
+    values.append(frame_schema_id(ids[0], b'{"a": "z", "b": false}'))  # b: not v1's column
     done, table = _commit(catalog, schemas, tmp_path, "e", values)
-    assert (done.report.rows, done.dlq_rows) == (2, 0)
-    assert [(r["a"], r["b"]) for r in _rows(table)] == [("x", None), ("y", True)]
+    assert (done.report.rows, done.dlq_rows) == (3, 0)
+    assert [(r["a"], r["b"]) for r in _rows(table)] == [("x", None), ("y", True), ("z", False)]
 
 
 def test_unusable_schema_to_dead_letters(catalog: Catalog, schemas: Log, tmp_path: Path) -> None:

@@ -110,6 +110,9 @@ class ValueDecoder:
     """A binary array of framed values → (struct column, positions it did not decode:
     null there; ``decode`` says why). Raises when the column as a whole does not convert
     (the values are then decoded one by one)."""
+    open_rows: bool = False
+    """Whether a row may hold keys beyond the schema's columns (a JSON object's other
+    properties), which become columns another schema added to the table."""
 
 
 def _convert(arrow: pa.DataType, ids: Iterator[int]) -> IcebergType:
@@ -198,6 +201,7 @@ def json_decoder(schema_id: int, text: str) -> ValueDecoder:
     return ValueDecoder(
         (schema_id, ""), functools.partial(_json_document, check=check), schema,
         decode_column=functools.partial(_json_column, check=check, arrow_type=arrow_type),
+        open_rows=True,
     )  # fmt: skip
 
 

@@ -249,7 +249,9 @@ def _decode_values(
         dec = decoders[key]
         group = values.take(pa.array(rows, type=pa.int64()))
         column, failed = None, list(range(len(rows)))
-        if dec.decode_column is not None:
+        if dec.decode_column is not None and not (
+            dec.open_rows and dec.schema is not None and _lacks(dec.schema.as_arrow(), target)
+        ):  # a JSON document may hold a property another schema made a column: its rows
             try:
                 column, failed = dec.decode_column(group)
             except Exception:
@@ -310,6 +312,21 @@ def _assemble(
         else:
             arrays.append(value.field(f.name))
     return pa.Table.from_arrays(arrays, schema=target)
+
+
+def _lacks(have: pa.Schema | pa.DataType, want: pa.Schema | pa.DataType) -> bool:
+    """Whether ``want`` has a struct field (nested ones included) ``have`` lacks."""
+    if isinstance(have, pa.Schema) or isinstance(want, pa.Schema):
+        have = pa.struct(list(have)) if isinstance(have, pa.Schema) else have
+        want = pa.struct(list(want)) if isinstance(want, pa.Schema) else want
+    if pa.types.is_struct(have) and pa.types.is_struct(want):
+        fields = {have.field(i).name: have.field(i).type for i in range(have.num_fields)}
+        return any(f.name not in fields or _lacks(fields[f.name], f.type) for f in want)
+    if pa.types.is_list(have) and pa.types.is_list(want):
+        return _lacks(have.value_type, want.value_type)
+    if pa.types.is_map(have) and pa.types.is_map(want):
+        return _lacks(have.item_type, want.item_type)
+    return False
 
 
 def _conform(array: pa.Array, to: pa.DataType) -> pa.Array:
