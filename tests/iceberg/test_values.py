@@ -55,6 +55,7 @@ def test_values_to_columns_rest_to_dead_letters_once(tmp_path: Path, catalog: Ca
     schemas, plog, values = _setup(tmp_path)
     topic_id = uuid.uuid4()
     lookup = ice.SchemaLookup()
+    schemas.sync()  # the registry's records below the high watermark
     lookup.refresh(schemas)
     table = ice.load_topic_table(catalog, TOPIC, mode=ice.VALUE_SCHEMA)
 
@@ -121,6 +122,7 @@ def test_two_schemas_in_offset_order(tmp_path: Path, catalog: Catalog, trailing:
     plog = open_log(tmp_path / "flights-0", create=True)
     plog.publish([seglog.Message(key=b"k%d" % i, value=framed(i)) for i in range(6)])
     lookup = ice.SchemaLookup()
+    schemas.sync()  # the registry's records below the high watermark
     lookup.refresh(schemas)
     table = ice.load_topic_table(catalog, TOPIC, mode=ice.VALUE_SCHEMA)
     try:
