@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from seglog.storage.log import append, reader
+from seglog.storage.log import append, isolation, reader
 from seglog.storage.record.columns import (
     RecordColumns,
     concat_columns,
@@ -96,9 +96,7 @@ def consume_columns(
     isolation_level: IsolationLevel = "read_uncommitted",
 ) -> RecordColumns:
     """See ``Log.consume_columns``."""
-    committed = isolation_level == "read_committed"
-    if not committed and isolation_level != "read_uncommitted":
-        raise ValueError(f"isolation_level {isolation_level!r}")
+    committed = isolation.check_level(isolation_level)
     if offset == OFFSET_NEWEST:
         log._state.check_open()
         return empty_columns(log.last_stable_offset if committed else log.high_watermark)

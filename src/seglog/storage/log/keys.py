@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from seglog.errors import InvalidOffsetError, NoIndexError, NotFoundError, StorageError
 from seglog.storage.fileio import files
 from seglog.storage.index.key_index import KEY_INDEX_FILE, KeyIndex
-from seglog.storage.log import reader
+from seglog.storage.log import isolation, reader
 from seglog.storage.record.batch import HEADER_SIZE, check_batch_crcs, parse_header
 from seglog.storage.record.columns import decode_columns
 from seglog.storage.record.control import AbortedFilter
@@ -153,9 +153,7 @@ def consume_by_key(
     keys = state.keys
     if keys is None:
         raise NoIndexError(f"log {state.directory} was opened without key_index")
-    committed = isolation_level == "read_committed"
-    if not committed and isolation_level != "read_uncommitted":
-        raise ValueError(f"isolation_level {isolation_level!r}")
+    committed = isolation.check_level(isolation_level)
     end = state.last_stable_offset if committed else state.high_watermark
     if offset == OFFSET_NEWEST:
         return end, []

@@ -71,6 +71,7 @@ from seglog.errors import (
     StorageError,
 )
 from seglog.storage.fileio import files
+from seglog.storage.log import isolation
 from seglog.storage.log.range_map import RangeMap, runs_of
 from seglog.storage.log.subscription_state import (
     NAME,
@@ -858,8 +859,7 @@ class Subscriptions:
         isolation_level: IsolationLevel = "read_uncommitted",
     ) -> Subscription:
         """See ``Log.subscribe``."""
-        if isolation_level not in ("read_uncommitted", "read_committed"):
-            raise ValueError(f"isolation_level {isolation_level!r}")
+        isolation.check_level(isolation_level)  # ValueError on an unknown level
         validate_subscription_name(name)
         if (
             ack_wait_ms < 1
