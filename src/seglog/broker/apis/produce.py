@@ -76,33 +76,24 @@ Records = bytes | bytearray | memoryview
 TopicData = Sequence[tuple[str, Sequence[tuple[int, Any]]]]
 
 
-def _record_counts_ok(records: Records) -> bool:
-    """Every batch's recordCount is 1..MAX_RECORDS_PER_BATCH and matches lastOffsetDelta
-    (headers only; storage validates lengths and CRCs)."""
+def _check_headers(records: Records) -> tuple[bool, bool]:
+    """One walk of the batch headers: (every batch's recordCount is 1..MAX_RECORDS_PER_BATCH
+    and matches lastOffsetDelta, every batch's attributes have bit 4 — transactional —
+    set). Headers only; storage validates lengths and CRCs (a bad length stops the walk:
+    counts ok, reported by storage as CORRUPT_MESSAGE; not all transactional)."""
     pos, end = 0, len(records)
+    transactional = True
     while end - pos >= _HEADER_BYTES:
         (size,) = _DELTA_AND_COUNT.unpack_from(records, pos + 8)
         (delta,) = _DELTA_AND_COUNT.unpack_from(records, pos + 23)
         (count,) = _DELTA_AND_COUNT.unpack_from(records, pos + 57)
         if not 0 < count <= MAX_RECORDS_PER_BATCH or delta != count - 1:
-            return False
+            return False, False
         if size <= 0:
-            return True  # storage reports the bad length as CORRUPT_MESSAGE
+            return True, False
+        transactional = transactional and bool(records[pos + _ATTRIBUTES_LOW] & _TRANSACTIONAL)
         pos += 12 + size
-    return True
-
-
-def _all_transactional(records: Records) -> bool:
-    """Whether every batch's attributes have bit 4 (transactional) set (headers only)."""
-    pos, end = 0, len(records)
-    while end - pos >= _HEADER_BYTES:
-        if not records[pos + _ATTRIBUTES_LOW] & _TRANSACTIONAL:
-            return False
-        (size,) = _DELTA_AND_COUNT.unpack_from(records, pos + 8)
-        if size <= 0:
-            return False
-        pos += 12 + size
-    return pos > 0
+    return True, transactional and pos > 0
 
 
 def _transactional_code(
@@ -136,7 +127,8 @@ def _append(
             # message set v0/v1 (Produce v0-2 from clients pinned to old versions): its
             # messages are shorter than a v2 header, so storage would call it corrupt
             return _Result(partition, _errors.INVALID_RECORD)
-        if not _record_counts_ok(records):
+        counts_ok, all_transactional = _check_headers(records)
+        if not counts_ok:
             return _Result(partition, _errors.INVALID_RECORD)
         check = ctx.schema_validation.get(topic) if ctx.schema_validation else None
         if check is not None:
@@ -152,7 +144,7 @@ def _append(
             code = _transactional_code(ctx, topic, partition, ident)
             if code != _errors.NONE:
                 return _Result(partition, code)
-            transactional = _all_transactional(records)
+            transactional = all_transactional
             if ident is not None:
                 barrier = ctx.transactions.ongoing_barrier(ident.producer_id)
         if ident is not None:
