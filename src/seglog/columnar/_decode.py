@@ -27,12 +27,31 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from seglog.columnar._schema import ARROW_HEADERS_TYPE, arrow_schema
 from seglog.storage import BATCH_HEADER, I64, RecordColumns, decode_columns
 
 __all__ = ["BATCH_HEADER", "columns_batch", "decode_batches", "empty_batch"]
+
+
+def binary_layout(
+    values: pa.Array,
+) -> tuple[pa.Buffer, I64, npt.NDArray[np.uint8], npt.NDArray[np.bool_]]:
+    """A binary Arrow array's own buffers, no copy: ``(data, offsets, bytes, nulls)`` —
+    the data buffer (empty when there is none), each row's start and end (``len + 1``
+    int64 offsets into it, the array's slice offset applied), the buffer as uint8 (one
+    zero byte when empty, so ``take`` with ``mode="clip"`` works) and the rows' null mask."""
+    n = len(values)
+    _, offset_buffer, data = values.buffers()
+    data = data if data is not None else pa.py_buffer(b"")
+    first = values.offset
+    offsets: I64 = np.frombuffer(offset_buffer, dtype=np.int32)[first : first + n + 1].astype(
+        np.int64
+    )
+    buf = np.frombuffer(data, dtype=np.uint8) if data.size else np.zeros(1, dtype=np.uint8)
+    return data, offsets, buf, np.asarray(values.is_null(), dtype=np.bool_)
 
 
 def _cut(data: pa.Buffer, pos: I64, length: I64) -> pa.Array:

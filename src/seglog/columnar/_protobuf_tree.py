@@ -59,9 +59,9 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError
 from kafka.record.util import encode_varint
 
+from seglog.columnar._decode import binary_layout
 from seglog.columnar._protobuf_columns import compile_message
 from seglog.columnar._protobuf_wire import NotVectorised, compile_wire, decode_wire
-from seglog.storage import I64
 
 __all__ = [
     "PROTO_SCALARS",
@@ -298,14 +298,7 @@ class ProtoTree:
         """The column decoded from the wire format; None when the batch is not vectorised
         (a value malformed, or of another message, or unusual: ``NotVectorised``)."""
         assert self._wire is not None
-        n = len(values)
-        _, offset_buffer, data = values.buffers()
-        data = data if data is not None else pa.py_buffer(b"")
-        first = values.offset
-        raw = np.frombuffer(offset_buffer, dtype=np.int32)[first : first + n + 1]
-        offsets: I64 = raw.astype(np.int64)
-        buf = np.frombuffer(data, dtype=np.uint8) if data.size else np.zeros(1, np.uint8)
-        null = np.asarray(values.is_null(), dtype=np.bool_)
+        data, offsets, buf, null = binary_layout(values)
         starts = offsets[:-1]
         prefix = self._prefix
         framed = (np.diff(offsets) >= start + len(prefix)) & (buf.take(starts, mode="clip") == 0)

@@ -39,8 +39,8 @@ import pyarrow as pa
 
 from seglog.columnar._avro_types import avro_arrow_type, json_schema_arrow_type
 from seglog.columnar._avro_vector import Field, compile_plan, decode_records, resolve_record
+from seglog.columnar._decode import binary_layout
 from seglog.columnar._protobuf_tree import ProtoTree
-from seglog.storage import I64
 
 __all__ = ["FORMATS", "MalformedValueError", "TypedDecoder", "frame", "schema_id_of"]
 
@@ -199,13 +199,8 @@ class TypedDecoder:
         """Values grouped by schema id; each group decoded vectorised (``_avro_vector``)
         where its writer schema allows, else record by record; rows put back in order."""
         n = len(values)
-        _, offset_buffer, data = values.buffers()
-        data = data if data is not None else pa.py_buffer(b"")
-        first = values.offset
-        raw = np.frombuffer(offset_buffer, dtype=np.int32)[first : first + n + 1]
-        offsets: I64 = raw.astype(np.int64)
-        buf = np.frombuffer(data, dtype=np.uint8) if data.size else np.zeros(1, dtype=np.uint8)
-        valid = ~np.asarray(values.is_null(), dtype=np.bool_)
+        data, offsets, buf, null = binary_layout(values)
+        valid = ~null
         starts = offsets[:-1]
         framed = valid & (np.diff(offsets) >= _HEADER) & (buf.take(starts, mode="clip") == 0)
         ids = np.zeros(n, dtype=np.int64)
