@@ -99,7 +99,7 @@ class ClassicMemberCoordinator(ConsumerGroupCoordinator):
         classic: GroupCoordinator,
         **settings: Any,
     ) -> None:
-        super().__init__(committed, topics, classic_members=classic.has_members, **settings)
+        super().__init__(committed, topics, **settings)
         self.classic = classic
 
     @staticmethod

@@ -87,8 +87,7 @@ class ConsumerGroupCoordinator:
     ``unreleased_heartbeat_interval_ms`` is seglog's shorter interval for members waiting
     for partitions others still own (``consumer_group_rules.heartbeat_interval``; 0: off);
     ``assignors`` is ``group.consumer.assignors`` (the first is the default);
-    ``max_size`` is ``group.consumer.max.size``. ``classic_members(group_id)`` tells
-    whether a classic group of that id has members (then a heartbeat is refused);
+    ``max_size`` is ``group.consumer.max.size``;
     ``migration_policy`` is ``group.consumer.migration.policy`` (``group_migration``)."""
 
     def __init__(
@@ -101,7 +100,6 @@ class ConsumerGroupCoordinator:
         unreleased_heartbeat_interval_ms: int = 50,
         assignors: Sequence[str] = ("uniform", "range"),
         max_size: int = 2**31 - 1,
-        classic_members: Callable[[str], bool] = lambda _group: False,
         migration_policy: str = "bidirectional",
     ) -> None:
         if migration_policy not in MIGRATION_POLICIES:
@@ -113,7 +111,6 @@ class ConsumerGroupCoordinator:
         self.unreleased_heartbeat_interval_ms = unreleased_heartbeat_interval_ms
         self.assignors = tuple(assignors)
         self.max_size = max_size
-        self.classic_members = classic_members
         self.migration_policy = migration_policy
         self.groups: dict[str, ConsumerGroup] = {}
         self._topics_version = 0
@@ -220,11 +217,9 @@ class ConsumerGroupCoordinator:
         )
 
     def _upgrade(self, group_id: str) -> ConsumerGroup | HeartbeatResult:
-        """The new consumer group for a first heartbeat, or the refusal (69) when a classic
-        group of that id has members (``classic_members.ClassicMemberCoordinator``
-        converts such a group)."""
-        if self.classic_members(group_id):
-            return HeartbeatResult(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        """The new consumer group for a first heartbeat (a hook:
+        ``classic_members.ClassicMemberCoordinator`` converts a classic group of that id
+        with members, or refuses with 69)."""
         return ConsumerGroup(group_id)
 
     def _member(
